@@ -1,0 +1,248 @@
+/* ag.h -- tapegrad's reverse-mode autograd engine.
+ *
+ * In five lines:
+ *
+ *     ag_tape *t = ag_tape_new();
+ *     ag_tensor *w = ag_leaf_new(AG_SHAPE(3, 2), true);      // a parameter: outlives the tape
+ *     ag_tensor *x = ag_tensor_from(t, AG_SHAPE(4, 3), xs);  // input data: lives until reset
+ *     ag_tensor *loss = ag_sum(t, ag_relu(t, ag_matmul(t, x, w)), AG_ALL, false);
+ *     ag_backward(t, loss);   // w->grad += d loss / d w
+ *     ag_tape_reset(t);       // every intermediate of the step freed at once, O(1)
+ *
+ * Every op computes its result at once (eager) and, when recording and some input requires a
+ * gradient, appends a node to the tape. ag_backward() walks the nodes in reverse; each node's
+ * backward ADDS into its inputs' gradients, so a tensor used twice just works.
+ *
+ * Precision: ag_real is float, or double when the library is compiled with TG_DOUBLE (CMake
+ * builds every library twice: `ag` and `ag64`). The gradient checks use the float64 twin.
+ *
+ * Memory: tensors returned by ops, and their data and gradients, live in the tape's arena until
+ * ag_tape_reset(); the caller never frees them. Leaves made by ag_leaf_new() are owned by the
+ * caller (ag_leaf_free). Parameters of the nn library are leaves viewing its flat buffers.
+ *
+ * Errors: a shape mismatch, a bad axis, an out-of-range id, a tensor used after its tape was
+ * reset, tensors of two tapes mixed: the op reports one message (op name and shapes) through the
+ * error handler, marks the tape failed and returns NULL. Every op given a NULL input returns NULL
+ * without a second message, so a forward pass can be checked once, at its end.
+ * The library never exits and never aborts on user input.
+ */
+#ifndef TG_AG_H
+#define TG_AG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef TG_DOUBLE
+typedef double ag_real;
+#else
+typedef float ag_real;
+#endif
+
+#define AG_MAX_DIMS 6
+/* Axis argument meaning "all axes" for the reductions. */
+#define AG_ALL (-100)
+/* AG_SHAPE(2, 3) expands to `2, (const int[]){2, 3}`: the (ndim, shape) argument pair. */
+#define AG_SHAPE(...) \
+    (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]){__VA_ARGS__}
+
+typedef struct ag_tape ag_tape;
+
+/* A strided n-d array. Element (i0, ..., i{n-1}) is data[sum_k ik * stride[k]]. When the tensor
+ * requires a gradient, grad has exactly the layout of data (same offsets), so a view (reshape,
+ * transpose, narrow) shares both the values and the gradient of the tensor it views. */
+typedef struct ag_tensor {
+    ag_real *data;
+    ag_real *grad;                  /* NULL when no gradient is tracked */
+    int ndim;                       /* 0 for a scalar */
+    int shape[AG_MAX_DIMS];
+    ptrdiff_t stride[AG_MAX_DIMS];  /* in elements */
+    ptrdiff_t numel;
+    bool requires_grad;
+    const char *name;               /* optional, for messages (parameters carry their name) */
+    /* engine bookkeeping */
+    ag_tape *tape;                  /* NULL for leaves */
+    uint32_t gen;                   /* the tape's generation when created */
+    uint32_t magic;
+} ag_tensor;
+
+/* ---- Errors ------------------------------------------------------------------------------ */
+
+/* Receives every usage error message (one line, no newline). The default prints it to stderr
+ * prefixed with "tapegrad: ". Pass NULL to restore the default. Process-wide. */
+typedef void (*ag_error_fn)(const char *msg, void *user);
+void ag_set_error_handler(ag_error_fn fn, void *user);
+/* The last message reported on this thread ("" if none). Owned by the library. */
+const char *ag_last_error(void);
+
+/* ---- Random numbers (xoshiro256**; same seed, same stream on every machine) --------------- */
+
+typedef struct ag_rng { uint64_t s[4]; } ag_rng;
+void ag_rng_seed(ag_rng *r, uint64_t seed);
+uint64_t ag_rng_next(ag_rng *r);
+double ag_rng_uniform(ag_rng *r);            /* [0, 1), 53 random bits */
+double ag_rng_normal(ag_rng *r);             /* N(0, 1), Box-Muller */
+uint32_t ag_rng_below(ag_rng *r, uint32_t n); /* uniform integer in [0, n), n > 0, unbiased */
+
+/* ---- The tape ----------------------------------------------------------------------------- */
+
+/* Returns a new tape (NULL if out of memory); free it with ag_tape_free. Recording is on. */
+ag_tape *ag_tape_new(void);
+void ag_tape_free(ag_tape *t);
+/* Frees every tensor made on the tape since the last reset, in O(1) (arena reset). After the
+ * first steps the arena holds one chunk big enough for a whole step: no malloc in steady state. */
+void ag_tape_reset(ag_tape *t);
+/* Recording on: ops append backward nodes. Off (no-grad, e.g. inference): ops only compute.
+ * Returns the previous setting. */
+bool ag_tape_set_recording(ag_tape *t, bool on);
+/* NaN tripwire: when on, every op checks its output and reports the first op producing a NaN
+ * or an infinity. Off by default. Returns the previous setting. */
+bool ag_tape_set_nan_check(ag_tape *t, bool on);
+/* True once an op on this tape reported an error since the last reset. */
+bool ag_tape_failed(const ag_tape *t);
+
+typedef struct ag_tape_stats {
+    size_t bytes_used;   /* arena bytes in use now */
+    size_t high_water;   /* most arena bytes used by one step since the tape was made */
+    size_t capacity;     /* arena bytes held */
+    size_t chunks;       /* arena chunks held (1 in steady state) */
+    size_t nodes;        /* nodes recorded since the last reset */
+    size_t mallocs;      /* chunk allocations since the tape was made */
+} ag_tape_stats;
+ag_tape_stats ag_tape_stats_get(const ag_tape *t);
+
+/* Reverse pass from a scalar root: seeds d root = 1 and accumulates into every tensor's grad
+ * that requires one (leaves included). Returns 0, or -1 after reporting an error (root not
+ * scalar, root does not require a gradient, backward already run on this tape since reset). */
+int ag_backward(ag_tape *t, ag_tensor *root);
+/* The same from any root, seeding d root = seed (root->numel values, row-major order). */
+int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed);
+
+/* ---- Tensors ------------------------------------------------------------------------------ */
+
+/* New contiguous tensor on the tape, zero-filled, no gradient (input data, masks ...). */
+ag_tensor *ag_tensor_new(ag_tape *t, int ndim, const int *shape);
+/* The same, filled with a copy of src (numel values, row-major). */
+ag_tensor *ag_tensor_from(ag_tape *t, int ndim, const int *shape, const ag_real *src);
+
+/* A leaf the caller owns: one malloc holding the struct, zeroed data, and a zeroed grad when
+ * requires_grad. Returns NULL on bad shape or out of memory. Free with ag_leaf_free. */
+ag_tensor *ag_leaf_new(int ndim, const int *shape, bool requires_grad);
+void ag_leaf_free(ag_tensor *x);
+/* Makes *x a contiguous leaf viewing caller-owned memory (grad may be NULL). Returns 0, or -1
+ * on a bad shape. The nn parameter store uses this to view its flat buffers. */
+int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int *shape);
+
+bool ag_is_contiguous(const ag_tensor *x);
+/* Writes "[2, 3, 4]" into buf (always NUL-terminated); returns buf. */
+char *ag_shape_str(const ag_tensor *x, char *buf, size_t len);
+/* Element at a row-major flat index i (0 <= i < numel), following the strides. */
+ag_real ag_get(const ag_tensor *x, ptrdiff_t i);
+
+/* ---- Ops --------------------------------------------------------------------------------- */
+/* Each returns a tensor owned by the tape t, or NULL after an error. Inputs may be leaves or
+ * tensors of t. Unless said otherwise the result is contiguous. */
+
+/* Elementwise with NumPy broadcasting (backward sums over the broadcast axes). */
+ag_tensor *ag_add(ag_tape *t, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_sub(ag_tape *t, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_mul(ag_tape *t, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_div(ag_tape *t, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_add_scalar(ag_tape *t, ag_tensor *x, double c);  /* x + c */
+ag_tensor *ag_scale(ag_tape *t, ag_tensor *x, double c);       /* x * c */
+ag_tensor *ag_neg(ag_tape *t, ag_tensor *x);
+ag_tensor *ag_exp(ag_tape *t, ag_tensor *x);
+ag_tensor *ag_log(ag_tape *t, ag_tensor *x);
+ag_tensor *ag_sqrt(ag_tape *t, ag_tensor *x);
+ag_tensor *ag_tanh(ag_tape *t, ag_tensor *x);
+ag_tensor *ag_sigmoid(ag_tape *t, ag_tensor *x);
+ag_tensor *ag_relu(ag_tape *t, ag_tensor *x);                  /* gradient 0 at x = 0 */
+
+/* Matrix product on BLIS. a (M,K) or (B,M,K); b (K,N) or (B,K,N); result (M,N) or (B,M,N).
+ * A 2-D operand is shared by every batch. Transposed operands (views from ag_transpose) are
+ * read through their strides, never copied. */
+ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b);
+/* Fused dense layer: x (..., in), w (out, in) as PyTorch, bias (out) or NULL -> (..., out),
+ * y = x w^T + bias. */
+ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias);
+
+/* Shape ops. reshape, permute, transpose and narrow return views (sharing data and grad) when
+ * the layout allows; reshape copies a non-contiguous input. One shape entry may be -1. */
+ag_tensor *ag_reshape(ag_tape *t, ag_tensor *x, int ndim, const int *shape);
+ag_tensor *ag_permute(ag_tape *t, ag_tensor *x, const int *perm);  /* perm has x->ndim axes */
+ag_tensor *ag_transpose(ag_tape *t, ag_tensor *x, int axis0, int axis1);
+ag_tensor *ag_contiguous(ag_tape *t, ag_tensor *x);  /* x itself when already contiguous */
+ag_tensor *ag_narrow(ag_tape *t, ag_tensor *x, int axis, int start, int len);
+/* Concatenation of n tensors along axis; all other dimensions must agree. */
+ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis);
+/* Each index along axis repeated `repeats` times in place (torch.repeat_interleave). */
+ag_tensor *ag_repeat_interleave(ag_tape *t, ag_tensor *x, int repeats, int axis);
+/* Row gather (embedding lookup): table (N, D), ids of shape ids_shape with values in [0, N)
+ * -> (ids_shape..., D). Backward scatter-adds into the table's gradient. ids are copied. */
+ag_tensor *ag_gather_rows(ag_tape *t, ag_tensor *table, const int32_t *ids, int ids_ndim,
+                          const int *ids_shape);
+
+/* Reductions over one axis (negative counts from the end) or over AG_ALL axes (-> scalar,
+ * or all-ones shape with keepdim). max's gradient goes to the first maximal element. */
+ag_tensor *ag_sum(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
+ag_tensor *ag_mean(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
+ag_tensor *ag_max(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
+
+/* Softmax and log-softmax over the last axis, max-subtracted. */
+ag_tensor *ag_softmax(ag_tape *t, ag_tensor *x);
+ag_tensor *ag_log_softmax(ag_tape *t, ag_tensor *x);
+/* d2l's masked_softmax over the last axis of x (B, Tq, Tk). valid_lens: NULL (plain softmax),
+ * shape (B,) with vl_ndim 1 (one length per row b), or (B, Tq) with vl_ndim 2 (per query).
+ * Scores at positions >= valid length are replaced by -1e6 before the softmax, so a row of
+ * valid length 0 is uniform, as d2l. The lengths are copied. */
+ag_tensor *ag_masked_softmax(ag_tape *t, ag_tensor *x, const int32_t *valid_lens, int vl_ndim);
+
+/* Fused LayerNorm over the trailing n_norm_dims axes of x: (x - mean) / sqrt(var + eps) with
+ * the biased variance, then * gamma + beta. gamma and beta have the shape of those trailing
+ * axes; either may be NULL (no affine part). */
+ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *gamma,
+                         ag_tensor *beta, double eps);
+
+/* Inverted dropout: in training, each element is zeroed with probability p and the rest scaled
+ * by 1 / (1 - p), drawing from rng; in eval (training false) or with p = 0 it returns x. */
+ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng *rng);
+
+/* Fused softmax cross-entropy: logits (..., V), labels (...) in [0, V), weights (...) or NULL
+ * for ones -> per-position loss (...) = weight * (logsumexp(logits) - logits[label]).
+ * labels and weights are copied. d2l's MaskedSoftmaxCELoss = ag_mean over T of this with the
+ * valid-position mask as weights. */
+ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
+                         const ag_real *weights);
+
+/* ---- Gradient checking (a library API: use it on your own ops and models) ---------------- */
+
+/* Builds the function under test on tape t from the inputs (the same leaves every call) and
+ * returns its output. It must be deterministic: reseed any RNG inside. */
+typedef ag_tensor *(*ag_gradcheck_fn)(ag_tape *t, ag_tensor *const *inputs, void *user);
+
+typedef struct ag_gradcheck_opts {
+    double eps;        /* central-difference step; 0 -> 1e-6 (double) or 1e-2 (float) */
+    double atol;       /* 0 -> 1e-6 (double) / 1e-2 (float) */
+    double rtol;       /* 0 -> 1e-5 (double) / 5e-2 (float) */
+    int max_elems;     /* elements checked per input, evenly spread; 0 -> all */
+    bool skip_kinks;   /* skip points whose one-sided differences disagree (ReLU at 0, ties) */
+    uint64_t seed;     /* of the random projection; 0 -> a fixed default */
+} ag_gradcheck_opts;
+
+typedef struct ag_gradcheck_result {
+    bool ok;
+    int checked;       /* elements compared */
+    int skipped;       /* elements skipped as kinks */
+    double max_abs_err;
+    char msg[512];     /* on failure: op, input, element, numeric and analytic values */
+} ag_gradcheck_result;
+
+/* Checks the gradients of the scalar L = sum(R * f(inputs)), R a fixed random normal
+ * projection of the output, w.r.t. every input that requires a gradient, against central
+ * differences. inputs must be contiguous leaves (ag_leaf_new or ag_leaf_init). opts may be
+ * NULL. The inputs' data are restored and their grads hold the analytic gradient at return. */
+ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inputs,
+                                 ag_tensor *const *inputs, void *user,
+                                 const ag_gradcheck_opts *opts);
+
+#endif

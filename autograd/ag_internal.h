@@ -1,0 +1,134 @@
+/* ag_internal.h -- what the op files share: nodes, the op descriptor, allocation on the tape,
+ * input validation and error reporting. Not part of the public API.
+ *
+ * An op is one section of one file: a constructor (validate, shape rule, forward, record) and
+ * a backward function, tied by a constant descriptor:
+ *
+ *     static void mul_backward(ag_node *n) { ... n->in[0]->grad[i] += ... }
+ *     static const ag_op MUL = {"mul", mul_backward};
+ *     ag_tensor *ag_mul(ag_tape *t, ag_tensor *a, ag_tensor *b) {
+ *         if (!ag__check(t, "mul", 2, (ag_tensor *[]){a, b})) return NULL;
+ *         ag_tensor *y = ag__out(t, ndim, shape, 2, (ag_tensor *[]){a, b});
+ *         ... forward into y->data ...
+ *         ag_node *n = ag__record(t, &MUL, y, 2, (ag_tensor *[]){a, b}, saved_bytes);
+ *         return y;
+ *     }
+ */
+#ifndef TG_AG_INTERNAL_H
+#define TG_AG_INTERNAL_H
+
+#include "autograd/ag.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#define AG_MAGIC 0x61677445u /* "Etga" */
+
+typedef struct ag_node ag_node;
+
+/* The constant descriptor of an op: its name (for messages) and its backward. */
+typedef struct ag_op {
+    const char *name;
+    /* Adds d loss / d in[i] into in[i]->grad for every input that requires a gradient, from
+     * out->grad. Must accumulate (+=), never assign. */
+    void (*backward)(ag_node *n);
+} ag_op;
+
+struct ag_node {
+    const ag_op *op;
+    ag_tensor *out;
+    ag_tensor **in;   /* n_in inputs, arena copy */
+    int n_in;
+    void *saved;      /* op-specific state in the arena (NULL when none asked) */
+    ag_node *prev;    /* the tape is a list from the newest node back */
+};
+
+/* ---- arena ---- */
+/* Returns arena memory aligned to 64 bytes, valid until the tape is reset; NULL (after
+ * reporting) only when malloc fails. */
+void *ag__alloc(ag_tape *t, size_t bytes);
+void *ag__calloc(ag_tape *t, size_t bytes);
+
+/* ---- validation and errors ---- */
+/* Reports a usage error on tape t (which may be NULL): formats the message, marks t failed,
+ * calls the handler. Always returns NULL so callers can `return ag__fail(...)`. */
+void *ag__fail(ag_tape *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void ag__mark_failed(ag_tape *t);
+/* True when every input is usable on t: not NULL (NULL returns false silently), a live tensor
+ * of t or a leaf, not from an earlier step, not from another tape. Reports otherwise. */
+bool ag__check(ag_tape *t, const char *op, int n, ag_tensor *const *in);
+/* Normalises axis (negative from the end) against ndim; returns -1 after reporting. */
+int ag__axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndim);
+
+/* ---- making results ---- */
+/* True when recording and some input requires a gradient. */
+bool ag__wants_grad(const ag_tape *t, int n, ag_tensor *const *in);
+/* A new contiguous tensor on t with uninitialised data; a zeroed grad when rg. */
+ag_tensor *ag__new(ag_tape *t, int ndim, const int *shape, bool rg);
+/* ag__new with rg = ag__wants_grad(t, n, in). */
+ag_tensor *ag__out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *const *in);
+/* A view of x's data and grad: new shape and strides, element offset. */
+ag_tensor *ag__view(ag_tape *t, ag_tensor *x, int ndim, const int *shape,
+                    const ptrdiff_t *stride, ptrdiff_t offset);
+/* Records a node when y requires a gradient (else records nothing and returns NULL); saved
+ * gets saved_bytes of zeroed arena memory. Runs the NaN tripwire when it is on. */
+ag_node *ag__record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor *const *in,
+                    size_t saved_bytes);
+/* The same input, contiguous (a recorded copy when x is a view). */
+static inline ag_tensor *ag__contig(ag_tape *t, ag_tensor *x) {
+    return x && !ag_is_contiguous(x) ? ag_contiguous(t, x) : x;
+}
+
+/* ---- shape helpers ---- */
+ptrdiff_t ag__numel(int ndim, const int *shape);
+void ag__contig_strides(int ndim, const int *shape, ptrdiff_t *stride);
+/* "[2, 3]" from a raw shape. */
+char *ag__dims_str(int ndim, const int *shape, char *buf, size_t len);
+bool ag__same_shape(const ag_tensor *a, const ag_tensor *b);
+/* Splits a contiguous shape around axis: outer = prod(shape[:axis]), n = shape[axis],
+ * inner = prod(shape[axis+1:]). */
+void ag__split(const ag_tensor *x, int axis, ptrdiff_t *outer, ptrdiff_t *n, ptrdiff_t *inner);
+
+/* ---- strided iteration ----
+ * Walks a shape with up to three stride sets (e.g. output, a, b), merging dimensions that are
+ * contiguous for every set, as runs of `inner` elements:
+ *
+ *     ag_iter it; ag__iter_init(&it, nd, shape, 2, (const ptrdiff_t *[]){sx, sy});
+ *     for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it))
+ *         for (ptrdiff_t j = 0; j < it.inner; j++)
+ *             y[it.off[1] + j * it.is[1]] = f(x[it.off[0] + j * it.is[0]]);
+ *
+ * A stride of 0 broadcasts (or, when writing with +=, reduces). */
+typedef struct ag_iter {
+    int nd, k;
+    int shape[AG_MAX_DIMS];
+    ptrdiff_t st[3][AG_MAX_DIMS];
+    int idx[AG_MAX_DIMS];
+    ptrdiff_t off[3];   /* offsets of the current run, per stride set */
+    ptrdiff_t inner;    /* length of a run */
+    ptrdiff_t is[3];    /* strides within a run */
+    ptrdiff_t outer;    /* number of runs */
+} ag_iter;
+void ag__iter_init(ag_iter *it, int nd, const int *shape, int k, const ptrdiff_t *const *st);
+static inline void ag__iter_next(ag_iter *it) {
+    for (int d = it->nd - 1; d >= 0; d--) {
+        for (int s = 0; s < it->k; s++) it->off[s] += it->st[s][d];
+        if (++it->idx[d] < it->shape[d]) return;
+        for (int s = 0; s < it->k; s++) it->off[s] -= it->st[s][d] * it->shape[d];
+        it->idx[d] = 0;
+    }
+}
+
+/* ---- the one GEMM entry (ops_matmul.c) ----
+ * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides
+ * (rs = between rows, cs = between columns), so a transposed view costs nothing. Small
+ * products use the engine's own loop; the rest go to BLIS. */
+void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
+              ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
+              ag_real *c, ptrdiff_t rsc, ptrdiff_t csc);
+
+#endif

@@ -1,0 +1,180 @@
+/* ops_matmul.c -- the GEMM entry, matmul (2-D and batched 3-D) and the fused linear op.
+ *
+ * Every operand is passed to GEMM as (pointer, row stride, column stride), so a transposed
+ * view (ag_transpose swaps two strides) is read in place: no copies, no transpose flags.
+ */
+#include "autograd/ag_internal.h"
+
+#include <blis.h>
+
+/* Products of at most this many multiply-adds run in the engine's own loop: below it, BLIS's
+ * per-call set-up (packing, about 0.3-1 us) costs more than the arithmetic. */
+#define SMALL_GEMM_MACS 4096
+
+#ifdef TG_DOUBLE
+#define BLIS_GEMM bli_dgemm
+#else
+#define BLIS_GEMM bli_sgemm
+#endif
+
+/* C (m x n) = alpha A (m x k) B (k x n) + beta C; C is not read when beta = 0. */
+static void small_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
+                       ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb,
+                       ag_real beta, ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
+    for (int i = 0; i < m; i++) {
+        ag_real *ci = c + i * rsc;
+        for (int j = 0; j < n; j++) ci[j * csc] = beta == 0 ? 0 : beta * ci[j * csc];
+        for (int p = 0; p < k; p++) {
+            ag_real aip = alpha * a[i * rsa + p * csa];
+            const ag_real *bp = b + p * rsb;
+            if (csb == 1 && csc == 1) {
+                for (int j = 0; j < n; j++) ci[j] += aip * bp[j];
+            } else {
+                for (int j = 0; j < n; j++) ci[j * csc] += aip * bp[j * csb];
+            }
+        }
+    }
+}
+
+void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
+              ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
+              ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0 || (double)m * n * k <= SMALL_GEMM_MACS) {
+        small_gemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+        return;
+    }
+    BLIS_GEMM(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, (ag_real *)a, rsa, csa,
+              (ag_real *)b, rsb, csb, &beta, c, rsc, csc);
+}
+
+/* ---- matmul ----
+ * y_i = a_i b_i for every batch i; a 2-D operand is the same matrix for every i.
+ * backward: da_i += dy_i b_i^T, db_i += a_i^T dy_i. */
+
+typedef struct mm_plan {
+    int batch, m, n, k;
+    ptrdiff_t sa, sb, sy;  /* batch strides (0 for a shared 2-D operand) */
+    ptrdiff_t rsa, csa, rsb, csb;
+} mm_plan;
+
+static void mm_plan_of(const ag_tensor *a, const ag_tensor *b, mm_plan *p) {
+    int la = a->ndim - 1, lb = b->ndim - 1;
+    p->m = a->shape[la - 1];
+    p->k = a->shape[la];
+    p->n = b->shape[lb];
+    p->batch = a->ndim == 3 ? a->shape[0] : b->ndim == 3 ? b->shape[0] : 1;
+    p->rsa = a->stride[la - 1];
+    p->csa = a->stride[la];
+    p->rsb = b->stride[lb - 1];
+    p->csb = b->stride[lb];
+    p->sa = a->ndim == 3 ? a->stride[0] : 0;
+    p->sb = b->ndim == 3 ? b->stride[0] : 0;
+    p->sy = (ptrdiff_t)p->m * p->n;
+    /* A batch of a over a shared b whose rows continue from batch to batch is one tall
+     * product: (batch * m) x k by k x n. */
+    if (a->ndim == 3 && b->ndim == 2 && (p->batch == 1 || p->sa == p->m * p->rsa)) {
+        p->m *= p->batch;
+        p->batch = 1;
+    }
+}
+
+static void matmul_backward(ag_node *nd) {
+    ag_tensor *a = nd->in[0], *b = nd->in[1], *y = nd->out;
+    mm_plan p;
+    mm_plan_of(a, b, &p);
+    for (int i = 0; i < p.batch; i++) {
+        const ag_real *dy = y->grad + i * p.sy;
+        if (a->requires_grad)
+            ag__gemm(p.m, p.k, p.n, 1, dy, p.n, 1, b->data + i * p.sb, p.csb, p.rsb, 1,
+                     a->grad + i * p.sa, p.rsa, p.csa);
+        if (b->requires_grad)
+            ag__gemm(p.k, p.n, p.m, 1, a->data + i * p.sa, p.csa, p.rsa, dy, p.n, 1, 1,
+                     b->grad + i * p.sb, p.rsb, p.csb);
+    }
+}
+static const ag_op matmul_op = {"matmul", matmul_backward};
+
+ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b) {
+    ag_tensor *in[2] = {a, b};
+    if (!ag__check(t, "matmul", 2, in)) return NULL;
+    char sa[64], sb[64];
+    ag_shape_str(a, sa, sizeof sa);
+    ag_shape_str(b, sb, sizeof sb);
+    if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
+        return ag__fail(t, "matmul: operands must be 2-D or 3-D, got %s and %s", sa, sb);
+    if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
+        return ag__fail(t, "matmul: inner dimensions differ: %s and %s", sa, sb);
+    if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0])
+        return ag__fail(t, "matmul: batch sizes differ: %s and %s", sa, sb);
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int shape[3];
+    if (nd == 3) shape[0] = a->ndim == 3 ? a->shape[0] : b->shape[0];
+    shape[nd - 2] = a->shape[a->ndim - 2];
+    shape[nd - 1] = b->shape[b->ndim - 1];
+    ag_tensor *y = ag__out(t, nd, shape, 2, in);
+    if (!y) return NULL;
+    mm_plan p;
+    mm_plan_of(a, b, &p);
+    for (int i = 0; i < p.batch; i++)
+        ag__gemm(p.m, p.n, p.k, 1, a->data + i * p.sa, p.rsa, p.csa, b->data + i * p.sb, p.rsb,
+                 p.csb, 0, y->data + i * p.sy, p.n, 1);
+    ag__record(t, &matmul_op, y, 2, in, 0);
+    return y;
+}
+
+/* ---- linear ----
+ * x (R, in) [leading dims flattened], w (out, in), bias (out):  y (R, out) = x w^T + bias.
+ * backward: dx += dy w;  dw += dy^T x;  dbias += sum over rows of dy. */
+
+static void linear_backward(ag_node *nd) {
+    ag_tensor *x = nd->in[0], *w = nd->in[1], *bias = nd->n_in > 2 ? nd->in[2] : NULL;
+    ag_tensor *y = nd->out;
+    int out = w->shape[0], in = w->shape[1];
+    int rows = out ? (int)(y->numel / out) : 0;
+    if (x->requires_grad)
+        ag__gemm(rows, in, out, 1, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1,
+                 x->grad, in, 1);
+    if (w->requires_grad)
+        ag__gemm(out, in, rows, 1, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
+                 w->stride[1]);
+    if (bias && bias->requires_grad) {
+        for (int r = 0; r < rows; r++) {
+            const ag_real *g = y->grad + (ptrdiff_t)r * out;
+            for (int o = 0; o < out; o++) bias->grad[o * bias->stride[0]] += g[o];
+        }
+    }
+}
+static const ag_op linear_op = {"linear", linear_backward};
+
+ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
+    ag_tensor *in[3] = {x, w, bias};
+    int n_in = bias ? 3 : 2;
+    if (!ag__check(t, "linear", n_in, in)) return NULL;
+    char sx[64], sw[64], sbias[64];
+    ag_shape_str(x, sx, sizeof sx);
+    ag_shape_str(w, sw, sizeof sw);
+    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        return ag__fail(t, "linear: input %s does not fit weight %s (expected [..., %d])", sx,
+                        sw, w->ndim == 2 ? w->shape[1] : -1);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
+        return ag__fail(t, "linear: bias %s does not fit weight %s (expected [%d])",
+                        ag_shape_str(bias, sbias, sizeof sbias), sw, w->shape[0]);
+    in[0] = x = ag__contig(t, x);
+    if (!x) return NULL;
+    int out = w->shape[0], inf = w->shape[1];
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    ag_tensor *y = ag__out(t, x->ndim, shape, n_in, in);
+    if (!y) return NULL;
+    int rows = out ? (int)(y->numel / out) : 0;
+    if (bias) {
+        for (int r = 0; r < rows; r++)
+            for (int o = 0; o < out; o++) y->data[(ptrdiff_t)r * out + o] = bias->data[o * bias->stride[0]];
+    }
+    ag__gemm(rows, out, inf, 1, x->data, inf, 1, w->data, w->stride[1], w->stride[0],
+             bias ? 1 : 0, y->data, out, 1);
+    ag__record(t, &linear_op, y, n_in, in, 0);
+    return y;
+}

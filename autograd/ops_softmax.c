@@ -1,0 +1,204 @@
+/* ops_softmax.c -- softmax, log-softmax, d2l's masked softmax, fused softmax cross-entropy.
+ * All work on rows of the last axis (the input made contiguous: rows x V), max-subtracted.
+ *
+ *   softmax:      y = exp(x - m) / s,  s = sum exp(x - m)      dx += y * (g - sum(g * y))
+ *   log_softmax:  y = x - m - log s                           dx += g - exp(y) * sum(g)
+ *   masked:       softmax of x with x[k] := -1e6 for k >= len  dx[k] += [k < len] y (g - sum(g y))
+ *   softmax_ce:   l = w (m + log s - x[label])                dx += g w (softmax(x) - onehot)
+ */
+#include "autograd/ag_internal.h"
+
+#include <math.h>
+
+#ifdef TG_DOUBLE
+#define EXP exp
+#define LOG log
+#else
+#define EXP expf
+#define LOG logf
+#endif
+
+/* d2l replaces masked scores by this value (not -inf), so an all-masked row is uniform. */
+#define MASKED_SCORE ((ag_real)-1e6)
+
+/* y = softmax(x) on one row of n, with x[k] treated as MASKED_SCORE for k >= len. */
+static void softmax_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len) {
+    if (n == 0) return;
+    ag_real m = len > 0 ? x[0] : MASKED_SCORE;
+    for (ptrdiff_t k = 1; k < len; k++) m = x[k] > m ? x[k] : m;
+    if (len < n && MASKED_SCORE > m) m = MASKED_SCORE;
+    ag_real s = 0;
+    for (ptrdiff_t k = 0; k < n; k++) {
+        y[k] = EXP((k < len ? x[k] : MASKED_SCORE) - m);
+        s += y[k];
+    }
+    ag_real inv = 1 / s;
+    for (ptrdiff_t k = 0; k < n; k++) y[k] *= inv;
+}
+
+/* log sum exp of one row. */
+static ag_real logsumexp_row(const ag_real *x, ptrdiff_t n) {
+    ag_real m = x[0];
+    for (ptrdiff_t k = 1; k < n; k++) m = x[k] > m ? x[k] : m;
+    ag_real s = 0;
+    for (ptrdiff_t k = 0; k < n; k++) s += EXP(x[k] - m);
+    return m + LOG(s);
+}
+
+static ptrdiff_t last_dim(const ag_tensor *x) { return x->ndim ? x->shape[x->ndim - 1] : 1; }
+
+/* ---- softmax and masked softmax share one backward ---- */
+
+typedef struct softmax_saved {
+    int32_t *lens;   /* per-row valid length, NULL when unmasked */
+} softmax_saved;
+
+static void softmax_backward(ag_node *nd) {
+    ag_tensor *x = nd->in[0], *y = nd->out;
+    const int32_t *lens = ((const softmax_saved *)nd->saved)->lens;
+    ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const ag_real *yr = y->data + r * n, *gr = y->grad + r * n;
+        ag_real *gx = x->grad + r * n;
+        ptrdiff_t len = lens ? lens[r] : n;
+        ag_real dot = 0;
+        for (ptrdiff_t k = 0; k < n; k++) dot += gr[k] * yr[k];
+        for (ptrdiff_t k = 0; k < len && k < n; k++) gx[k] += yr[k] * (gr[k] - dot);
+    }
+}
+static const ag_op softmax_op = {"softmax", softmax_backward};
+static const ag_op masked_softmax_op = {"masked_softmax", softmax_backward};
+
+/* lens: per row of x (already expanded), or NULL. */
+static ag_tensor *softmax_impl(ag_tape *t, const ag_op *op, ag_tensor *x, int32_t *lens) {
+    x = ag__contig(t, x);
+    ag_tensor *y = x ? ag__out(t, x->ndim, x->shape, 1, &x) : NULL;
+    if (!y) return NULL;
+    ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
+    for (ptrdiff_t r = 0; r < rows; r++)
+        softmax_row(x->data + r * n, y->data + r * n, n, lens ? lens[r] : n);
+    ag_node *nd = ag__record(t, op, y, 1, &x, sizeof(softmax_saved));
+    if (nd) ((softmax_saved *)nd->saved)->lens = lens;
+    return y;
+}
+
+ag_tensor *ag_softmax(ag_tape *t, ag_tensor *x) {
+    if (!ag__check(t, "softmax", 1, &x)) return NULL;
+    return softmax_impl(t, &softmax_op, x, NULL);
+}
+
+ag_tensor *ag_masked_softmax(ag_tape *t, ag_tensor *x, const int32_t *valid_lens, int vl_ndim) {
+    if (!ag__check(t, "masked_softmax", 1, &x)) return NULL;
+    char sx[64];
+    if (x->ndim != 3)
+        return ag__fail(t, "masked_softmax: scores must be 3-D (B, Tq, Tk), got %s",
+                        ag_shape_str(x, sx, sizeof sx));
+    if (!valid_lens || vl_ndim == 0) return softmax_impl(t, &masked_softmax_op, x, NULL);
+    if (vl_ndim != 1 && vl_ndim != 2)
+        return ag__fail(t, "masked_softmax: valid_lens must be 1-D (B,) or 2-D (B, Tq), got %d-D",
+                        vl_ndim);
+    int B = x->shape[0], Tq = x->shape[1];
+    int32_t *lens = ag__alloc(t, (size_t)B * Tq * sizeof *lens);
+    if (!lens) return NULL;
+    for (int b = 0; b < B; b++) {
+        for (int q = 0; q < Tq; q++) {
+            int32_t len = vl_ndim == 1 ? valid_lens[b] : valid_lens[(ptrdiff_t)b * Tq + q];
+            if (len < 0)
+                return ag__fail(t, "masked_softmax: negative valid length %d (row %d, query %d) "
+                                   "for scores %s", len, b, q, ag_shape_str(x, sx, sizeof sx));
+            lens[(ptrdiff_t)b * Tq + q] = len;
+        }
+    }
+    return softmax_impl(t, &masked_softmax_op, x, lens);
+}
+
+/* ---- log_softmax ---- */
+
+static void log_softmax_backward(ag_node *nd) {
+    ag_tensor *x = nd->in[0], *y = nd->out;
+    ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const ag_real *yr = y->data + r * n, *gr = y->grad + r * n;
+        ag_real *gx = x->grad + r * n, gsum = 0;
+        for (ptrdiff_t k = 0; k < n; k++) gsum += gr[k];
+        for (ptrdiff_t k = 0; k < n; k++) gx[k] += gr[k] - EXP(yr[k]) * gsum;
+    }
+}
+static const ag_op log_softmax_op = {"log_softmax", log_softmax_backward};
+
+ag_tensor *ag_log_softmax(ag_tape *t, ag_tensor *x) {
+    if (!ag__check(t, "log_softmax", 1, &x)) return NULL;
+    x = ag__contig(t, x);
+    ag_tensor *y = x ? ag__out(t, x->ndim, x->shape, 1, &x) : NULL;
+    if (!y) return NULL;
+    ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const ag_real *xr = x->data + r * n;
+        ag_real lse = logsumexp_row(xr, n);
+        for (ptrdiff_t k = 0; k < n; k++) y->data[r * n + k] = xr[k] - lse;
+    }
+    ag__record(t, &log_softmax_op, y, 1, &x, 0);
+    return y;
+}
+
+/* ---- fused softmax cross-entropy ---- */
+
+typedef struct ce_saved {
+    int32_t *labels;
+    ag_real *weights; /* NULL: all ones */
+    ag_real *lse;     /* log-sum-exp per row */
+} ce_saved;
+
+static void softmax_ce_backward(ag_node *nd) {
+    ag_tensor *x = nd->in[0], *y = nd->out;
+    const ce_saved *s = nd->saved;
+    ptrdiff_t n = last_dim(x), rows = y->numel;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        ag_real g = y->grad[r] * (s->weights ? s->weights[r] : 1);
+        if (g == 0) continue;
+        const ag_real *xr = x->data + r * n;
+        ag_real *gx = x->grad + r * n;
+        for (ptrdiff_t k = 0; k < n; k++) gx[k] += g * EXP(xr[k] - s->lse[r]);
+        gx[s->labels[r]] -= g;
+    }
+}
+static const ag_op softmax_ce_op = {"softmax_ce", softmax_ce_backward};
+
+ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
+                         const ag_real *weights) {
+    if (!ag__check(t, "softmax_ce", 1, &logits)) return NULL;
+    char sx[64];
+    if (logits->ndim < 1 || last_dim(logits) < 1)
+        return ag__fail(t, "softmax_ce: logits must be (..., V) with V >= 1, got %s",
+                        ag_shape_str(logits, sx, sizeof sx));
+    ptrdiff_t n = last_dim(logits), rows = logits->numel / n;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        if (labels[r] < 0 || labels[r] >= n)
+            return ag__fail(t, "softmax_ce: label %d at position %td is outside [0, %td) for logits %s",
+                            labels[r], r, n, ag_shape_str(logits, sx, sizeof sx));
+    }
+    ag_tensor *x = ag__contig(t, logits);
+    ag_tensor *y = x ? ag__out(t, x->ndim - 1, x->shape, 1, &x) : NULL;
+    if (!y) return NULL;
+    ce_saved s = {0};
+    s.lse = ag__alloc(t, (size_t)rows * sizeof *s.lse);
+    if (!s.lse) return NULL;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const ag_real *xr = x->data + r * n;
+        s.lse[r] = logsumexp_row(xr, n);
+        y->data[r] = (weights ? weights[r] : 1) * (s.lse[r] - xr[labels[r]]);
+    }
+    if (y->requires_grad) {
+        s.labels = ag__alloc(t, (size_t)rows * sizeof *labels);
+        if (!s.labels) return NULL;
+        memcpy(s.labels, labels, (size_t)rows * sizeof *labels);
+        if (weights) {
+            s.weights = ag__alloc(t, (size_t)rows * sizeof *weights);
+            if (!s.weights) return NULL;
+            memcpy(s.weights, weights, (size_t)rows * sizeof *weights);
+        }
+    }
+    ag_node *nd = ag__record(t, &softmax_ce_op, y, 1, &x, sizeof(ce_saved));
+    if (nd) *(ce_saved *)nd->saved = s;
+    return y;
+}

@@ -1,0 +1,316 @@
+/* tape.c -- the step arena, the tape of nodes, and the reverse pass.
+ *
+ * The arena is a list of chunks. Allocation bumps a pointer in the newest chunk and opens a new
+ * chunk (at least twice the previous capacity) when it is full. Reset keeps the memory: when a
+ * step needed several chunks, they are replaced by one chunk of their total size, so from the
+ * second step on a step fits one chunk and reset is O(1) with no malloc at all.
+ */
+#include "autograd/ag_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ARENA_ALIGN 64
+#define ARENA_FIRST_CHUNK ((size_t)1 << 20)
+
+typedef struct chunk {
+    struct chunk *next;  /* older chunk */
+    size_t cap, used;
+    unsigned char *base; /* ARENA_ALIGN-aligned start of the usable bytes */
+} chunk;
+
+struct ag_tape {
+    chunk *head;         /* the newest chunk */
+    size_t bytes_prev;   /* bytes used in the older chunks (their `used`) */
+    size_t high_water;
+    size_t mallocs;
+    ag_node *last;
+    size_t nodes;
+    uint32_t gen;
+    bool recording, nan_check, failed, backward_done;
+};
+
+static chunk *chunk_new(ag_tape *t, size_t cap) {
+    chunk *c = malloc(sizeof *c + cap + ARENA_ALIGN);
+    if (!c) return NULL;
+    uintptr_t p = (uintptr_t)(c + 1);
+    c->base = (unsigned char *)((p + ARENA_ALIGN - 1) & ~(uintptr_t)(ARENA_ALIGN - 1));
+    c->cap = cap;
+    c->used = 0;
+    c->next = NULL;
+    t->mallocs++;
+    return c;
+}
+
+ag_tape *ag_tape_new(void) {
+    ag_tape *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->head = chunk_new(t, ARENA_FIRST_CHUNK);
+    if (!t->head) {
+        free(t);
+        return NULL;
+    }
+    t->recording = true;
+    t->gen = 1;
+    return t;
+}
+
+void ag_tape_free(ag_tape *t) {
+    if (!t) return;
+    for (chunk *c = t->head, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    free(t);
+}
+
+static size_t bytes_used(const ag_tape *t) { return t->bytes_prev + t->head->used; }
+
+void ag_tape_reset(ag_tape *t) {
+    size_t used = bytes_used(t);
+    if (used > t->high_water) t->high_water = used;
+    if (t->head->next) { /* several chunks: coalesce into one that holds a whole step */
+        size_t total = 0;
+        for (chunk *c = t->head; c; c = c->next) total += c->cap;
+        chunk *one = chunk_new(t, total);
+        if (one) {
+            for (chunk *c = t->head, *next; c; c = next) {
+                next = c->next;
+                free(c);
+            }
+            t->head = one;
+        } else { /* keep the chunks; still correct, just not coalesced */
+            for (chunk *c = t->head; c; c = c->next) c->used = 0;
+        }
+    }
+    t->head->used = 0;
+    t->bytes_prev = 0;
+    t->last = NULL;
+    t->nodes = 0;
+    t->gen++;
+    t->failed = false;
+    t->backward_done = false;
+}
+
+void *ag__alloc(ag_tape *t, size_t bytes) {
+    bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (bytes == 0) bytes = ARENA_ALIGN;
+    chunk *c = t->head;
+    if (c->cap - c->used < bytes) {
+        size_t cap = c->cap * 2 > bytes ? c->cap * 2 : bytes;
+        chunk *nc = chunk_new(t, cap);
+        if (!nc) return ag__fail(t, "out of memory: the tape's arena could not grow by %zu bytes", cap);
+        nc->next = c;
+        t->bytes_prev += c->used;
+        t->head = c = nc;
+    }
+    void *p = c->base + c->used;
+    c->used += bytes;
+    return p;
+}
+
+void *ag__calloc(ag_tape *t, size_t bytes) {
+    void *p = ag__alloc(t, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+bool ag_tape_set_recording(ag_tape *t, bool on) {
+    bool prev = t->recording;
+    t->recording = on;
+    return prev;
+}
+
+bool ag_tape_set_nan_check(ag_tape *t, bool on) {
+    bool prev = t->nan_check;
+    t->nan_check = on;
+    return prev;
+}
+
+bool ag_tape_failed(const ag_tape *t) { return t->failed; }
+
+ag_tape_stats ag_tape_stats_get(const ag_tape *t) {
+    ag_tape_stats s = {0};
+    s.bytes_used = bytes_used(t);
+    s.high_water = s.bytes_used > t->high_water ? s.bytes_used : t->high_water;
+    for (const chunk *c = t->head; c; c = c->next) {
+        s.capacity += c->cap;
+        s.chunks++;
+    }
+    s.nodes = t->nodes;
+    s.mallocs = t->mallocs;
+    return s;
+}
+
+/* ---- validation ---- */
+
+void ag__mark_failed(ag_tape *t) {
+    if (t) t->failed = true;
+}
+
+/* Where a pointer stands relative to t's arena: 1 inside bytes handed out this step, -1 inside
+ * the arena but past them (freed by a reset), 0 outside the arena. Reads no tensor memory. */
+static int arena_where(const ag_tape *t, const void *p) {
+    const unsigned char *q = p;
+    for (const chunk *c = t->head; c; c = c->next) {
+        if (q >= c->base && q < c->base + c->cap) return q < c->base + c->used ? 1 : -1;
+    }
+    return 0;
+}
+
+bool ag__check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) return false;
+    }
+    if (!t) {
+        ag__fail(NULL, "%s: no tape given", op);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        const ag_tensor *x = in[i];
+        int where = arena_where(t, x);
+        if (where < 0 || (where > 0 && (x->magic != AG_MAGIC || x->gen != t->gen))) {
+            ag__fail(t, "%s: input %d was made before the tape was last reset "
+                        "(a tensor of an earlier step)", op, i);
+            return false;
+        }
+        if (x->magic != AG_MAGIC) {
+            ag__fail(t, "%s: input %d is not a tensor (uninitialised or freed)", op, i);
+            return false;
+        }
+        if (x->tape && x->tape != t) {
+            ag__fail(t, "%s: input %d belongs to another tape", op, i);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- results ---- */
+
+bool ag__wants_grad(const ag_tape *t, int n, ag_tensor *const *in) {
+    if (!t->recording) return false;
+    for (int i = 0; i < n; i++) {
+        if (in[i]->requires_grad) return true;
+    }
+    return false;
+}
+
+static ag_tensor *tensor_header(ag_tape *t, int ndim, const int *shape) {
+    ag_tensor *y = ag__alloc(t, sizeof *y);
+    if (!y) return NULL;
+    memset(y, 0, sizeof *y);
+    y->ndim = ndim;
+    memcpy(y->shape, shape, (size_t)ndim * sizeof *shape);
+    y->numel = ag__numel(ndim, shape);
+    y->tape = t;
+    y->gen = t->gen;
+    y->magic = AG_MAGIC;
+    return y;
+}
+
+ag_tensor *ag__new(ag_tape *t, int ndim, const int *shape, bool rg) {
+    ag_tensor *y = tensor_header(t, ndim, shape);
+    if (!y) return NULL;
+    ag__contig_strides(ndim, shape, y->stride);
+    size_t bytes = (size_t)y->numel * sizeof(ag_real);
+    y->data = ag__alloc(t, bytes);
+    if (!y->data) return NULL;
+    if (rg) {
+        y->grad = ag__calloc(t, bytes);
+        if (!y->grad) return NULL;
+        y->requires_grad = true;
+    }
+    return y;
+}
+
+ag_tensor *ag__out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *const *in) {
+    return ag__new(t, ndim, shape, ag__wants_grad(t, n, in));
+}
+
+ag_tensor *ag__view(ag_tape *t, ag_tensor *x, int ndim, const int *shape,
+                    const ptrdiff_t *stride, ptrdiff_t offset) {
+    ag_tensor *y = tensor_header(t, ndim, shape);
+    if (!y) return NULL;
+    memcpy(y->stride, stride, (size_t)ndim * sizeof *stride);
+    y->data = x->data + offset;
+    /* A view of a tensor whose gradient is tracked shares it: gradients flow into the base
+     * through the shared memory, so a view needs no backward node. In no-grad mode the view
+     * tracks nothing, like every other result. */
+    if (x->requires_grad && x->grad && t->recording) {
+        y->grad = x->grad + offset;
+        y->requires_grad = true;
+    }
+    y->name = x->name;
+    return y;
+}
+
+static bool all_finite(const ag_tensor *y) {
+    for (ptrdiff_t i = 0; i < y->numel; i++) {
+        if (!isfinite(ag_get(y, i))) return false;
+    }
+    return true;
+}
+
+ag_node *ag__record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor *const *in,
+                    size_t saved_bytes) {
+    if (t->nan_check && !all_finite(y)) {
+        char s[64];
+        ag__fail(t, "%s: produced a NaN or an infinity (output %s)", op->name,
+                 ag_shape_str(y, s, sizeof s));
+    }
+    if (!y->requires_grad) return NULL;
+    ag_node *nd = ag__alloc(t, sizeof *nd + (size_t)n * sizeof(ag_tensor *));
+    if (!nd) return NULL;
+    nd->op = op;
+    nd->out = y;
+    nd->in = (ag_tensor **)(nd + 1);
+    memcpy(nd->in, in, (size_t)n * sizeof *in);
+    nd->n_in = n;
+    nd->saved = saved_bytes ? ag__calloc(t, saved_bytes) : NULL;
+    nd->prev = t->last;
+    t->last = nd;
+    t->nodes++;
+    return nd;
+}
+
+/* ---- reverse pass ---- */
+
+int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
+    if (!ag__check(t, "backward", 1, &root)) {
+        if (!root) ag__fail(t, "backward: the root is NULL (an op of the forward pass failed)");
+        return -1;
+    }
+    if (t->backward_done) {
+        ag__fail(t, "backward: already run on this tape; reset the tape before the next step");
+        return -1;
+    }
+    if (!root->requires_grad) {
+        ag__fail(t, "backward: the root does not require a gradient (no input tracked one, or "
+                    "it was computed with recording off)");
+        return -1;
+    }
+    /* root->grad shares the root's layout (it may be a view): seed through the strides. */
+    int idx[AG_MAX_DIMS] = {0};
+    for (ptrdiff_t i = 0; i < root->numel; i++) {
+        ptrdiff_t off = 0;
+        for (int d = 0; d < root->ndim; d++) off += idx[d] * root->stride[d];
+        root->grad[off] += seed[i];
+        for (int d = root->ndim - 1; d >= 0 && ++idx[d] == root->shape[d]; d--) idx[d] = 0;
+    }
+    t->backward_done = true;
+    for (ag_node *nd = t->last; nd; nd = nd->prev) nd->op->backward(nd);
+    return 0;
+}
+
+int ag_backward(ag_tape *t, ag_tensor *root) {
+    if (root && root->numel != 1) {
+        char s[64];
+        ag__fail(t, "backward: the root must be a scalar, got shape %s",
+                 ag_shape_str(root, s, sizeof s));
+        return -1;
+    }
+    const ag_real one = 1;
+    return ag_backward_seed(t, root, &one);
+}

@@ -1,0 +1,459 @@
+/* test_ops.c -- forward values, fused-vs-composite, masks, errors and tape lifetimes (float32).
+ */
+#include "autograd/ag.h"
+#include "tests/tg_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- capturing the error handler ---- */
+
+static char captured[512];
+static int n_captured;
+static void capture(const char *msg, void *user) {
+    (void)user;
+    snprintf(captured, sizeof captured, "%s", msg);
+    n_captured++;
+}
+static void expect_error(const char *a, const char *b, const char *c) {
+    CU_ASSERT_PTR_NOT_NULL(strstr(captured, a));
+    if (b) CU_ASSERT_PTR_NOT_NULL(strstr(captured, b));
+    if (c) CU_ASSERT_PTR_NOT_NULL(strstr(captured, c));
+    if (!strstr(captured, a) || (b && !strstr(captured, b)) || (c && !strstr(captured, c)))
+        fprintf(stderr, "\n  unexpected message: %s\n", captured);
+}
+
+static ag_rng rng;
+static ag_tensor *randn(ag_tape *t, int nd, const int *shape) {
+    ag_tensor *x = ag_tensor_new(t, nd, shape);
+    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = (ag_real)ag_rng_normal(&rng);
+    return x;
+}
+static double max_diff(const ag_tensor *a, const ag_tensor *b) {
+    double m = 0;
+    for (ptrdiff_t i = 0; i < a->numel; i++) m = fmax(m, fabs((double)ag_get(a, i) - ag_get(b, i)));
+    return a->numel == b->numel ? m : INFINITY;
+}
+
+/* ---- matmul against a triple loop ---- */
+
+/* y (B, M, N) = a (B or 1, M, K) b (B or 1, K, N), read through any strides, in double. */
+static void naive_matmul(const ag_tensor *a, const ag_tensor *b, double *y) {
+    int la = a->ndim - 1, lb = b->ndim - 1;
+    int M = a->shape[la - 1], K = a->shape[la], N = b->shape[lb];
+    int B = a->ndim == 3 ? a->shape[0] : b->ndim == 3 ? b->shape[0] : 1;
+    for (int i = 0; i < B; i++)
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double s = 0;
+                for (int k = 0; k < K; k++) {
+                    ptrdiff_t ia = (a->ndim == 3 ? i * a->stride[0] : 0) + m * a->stride[la - 1] + k * a->stride[la];
+                    ptrdiff_t ib = (b->ndim == 3 ? i * b->stride[0] : 0) + k * b->stride[lb - 1] + n * b->stride[lb];
+                    s += (double)a->data[ia] * b->data[ib];
+                }
+                y[((ptrdiff_t)i * M + m) * N + n] = s;
+            }
+}
+
+static void check_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b, const char *what) {
+    ag_tensor *y = ag_matmul(t, a, b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    static double ref[1 << 16];
+    CU_ASSERT_FATAL(y->numel <= (1 << 16));
+    naive_matmul(a, b, ref);
+    double err = 0;
+    for (ptrdiff_t i = 0; i < y->numel; i++) err = fmax(err, fabs(y->data[i] - ref[i]));
+    if (err > 1e-4) fprintf(stderr, "\n  matmul %s: max error %g\n", what, err);
+    CU_ASSERT_TRUE(err <= 1e-4);
+}
+
+static void test_matmul_vs_naive(void) {
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 11);
+    /* small (engine loop) and large (BLIS) products, odd non-square shapes */
+    int sizes[][3] = {{7, 13, 5}, {1, 9, 1}, {33, 47, 29}, {65, 31, 3}};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];
+        ag_tensor *a = randn(t, AG_SHAPE(M, K)), *b = randn(t, AG_SHAPE(K, N));
+        ag_tensor *at = randn(t, AG_SHAPE(K, M)), *bt = randn(t, AG_SHAPE(N, K));
+        check_matmul(t, a, b, "2-D");
+        check_matmul(t, ag_transpose(t, at, 0, 1), b, "a transposed");
+        check_matmul(t, a, ag_transpose(t, bt, 0, 1), "b transposed");
+        check_matmul(t, ag_transpose(t, at, 0, 1), ag_transpose(t, bt, 0, 1), "both transposed");
+        ag_tensor *a3 = randn(t, AG_SHAPE(3, M, K)), *b3 = randn(t, AG_SHAPE(3, K, N));
+        check_matmul(t, a3, b3, "batched");
+        check_matmul(t, a3, b, "batched by shared (folded)");
+        check_matmul(t, a, b3, "shared by batched");
+        check_matmul(t, a3, ag_transpose(t, randn(t, AG_SHAPE(3, N, K)), 1, 2), "batched b^T");
+        /* a batch whose rows do not continue from batch to batch: no folding */
+        ag_tensor *mbk = randn(t, AG_SHAPE(M, 3, K));
+        check_matmul(t, ag_permute(t, mbk, (const int[]){1, 0, 2}), b, "permuted batch by shared");
+    }
+    ag_tape_free(t);
+}
+
+static void test_linear_vs_composite(void) {
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 12);
+    ag_tensor *x = randn(t, AG_SHAPE(2, 7, 37)), *w = randn(t, AG_SHAPE(19, 37));
+    ag_tensor *b = randn(t, AG_SHAPE(19));
+    ag_tensor *fused = ag_linear(t, x, w, b);
+    ag_tensor *comp = ag_add(t, ag_matmul(t, x, ag_transpose(t, w, 0, 1)), b);
+    CU_ASSERT_EQUAL(fused->ndim, 3);
+    CU_ASSERT_EQUAL(fused->shape[2], 19);
+    CU_ASSERT_TRUE(max_diff(fused, comp) < 1e-4);
+    ag_tape_free(t);
+}
+
+static void test_broadcast_values(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *a = ag_tensor_from(t, AG_SHAPE(2, 1, 3), (const ag_real[]){1, 2, 3, 4, 5, 6});
+    ag_tensor *b = ag_tensor_from(t, AG_SHAPE(2, 1), (const ag_real[]){10, 20});
+    ag_tensor *y = ag_mul(t, a, b); /* (2, 2, 3) */
+    const ag_real want[] = {10, 20, 30, 20, 40, 60, 40, 50, 60, 80, 100, 120};
+    CU_ASSERT_EQUAL(y->ndim, 3);
+    CU_ASSERT_EQUAL(y->shape[0], 2);
+    CU_ASSERT_EQUAL(y->shape[1], 2);
+    CU_ASSERT_EQUAL(y->shape[2], 3);
+    for (int i = 0; i < 12; i++) CU_ASSERT_EQUAL(y->data[i], want[i]);
+    ag_tensor *d = ag_div(t, ag_sub(t, a, b), ag_tensor_from(t, AG_SHAPE(1), (const ag_real[]){2}));
+    CU_ASSERT_EQUAL(d->data[0], (1 - 10) / 2.0f);
+    CU_ASSERT_EQUAL(d->data[11], (6 - 20) / 2.0f);
+    ag_tape_free(t);
+}
+
+static void test_shapes_and_views(void) {
+    ag_tape *t = ag_tape_new();
+    ag_real v[24];
+    for (int i = 0; i < 24; i++) v[i] = (ag_real)i;
+    ag_tensor *x = ag_tensor_from(t, AG_SHAPE(2, 3, 4), v);
+    ag_tensor *p = ag_permute(t, x, (const int[]){2, 0, 1}); /* (4, 2, 3) view */
+    CU_ASSERT_EQUAL(p->data, x->data);
+    CU_ASSERT_FALSE(ag_is_contiguous(p));
+    CU_ASSERT_EQUAL(ag_get(p, 1 * 6 + 1 * 3 + 2), 21); /* p[1,1,2] = x[1,2,1] */
+    ag_tensor *r = ag_reshape(t, p, AG_SHAPE(-1, 6)); /* a copy, then a view */
+    CU_ASSERT_EQUAL(r->shape[0], 4);
+    CU_ASSERT_TRUE(ag_is_contiguous(r));
+    CU_ASSERT_EQUAL(r->data[1], 4); /* p[0,0,1] = x[0,1,0] */
+    ag_tensor *n = ag_narrow(t, x, 2, 1, 2);
+    CU_ASSERT_EQUAL(n->data, x->data + 1);
+    CU_ASSERT_EQUAL(ag_get(n, 3), 6); /* n[0,1,1] = x[0,1,2] */
+    ag_tensor *c = ag_concat(t, 2, (ag_tensor *[]){n, ag_narrow(t, x, 2, 0, 1)}, 2);
+    CU_ASSERT_EQUAL(c->shape[2], 3);
+    CU_ASSERT_EQUAL(c->data[0], 1);
+    CU_ASSERT_EQUAL(c->data[2], 0);
+    ag_tensor *ri = ag_repeat_interleave(t, ag_tensor_from(t, AG_SHAPE(2, 2), (const ag_real[]){1, 2, 3, 4}), 2, 0);
+    const ag_real want[] = {1, 2, 1, 2, 3, 4, 3, 4};
+    for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(ri->data[i], want[i]);
+    ag_tensor *m = ag_max(t, x, 1, false);
+    CU_ASSERT_EQUAL(m->shape[1], 4);
+    CU_ASSERT_EQUAL(m->data[5], 21);
+    ag_tensor *s = ag_sum(t, x, AG_ALL, false);
+    CU_ASSERT_EQUAL(s->ndim, 0);
+    CU_ASSERT_EQUAL(s->data[0], 276);
+    ag_tensor *mean = ag_mean(t, x, -1, true);
+    CU_ASSERT_EQUAL(mean->ndim, 3);
+    CU_ASSERT_EQUAL(mean->data[5], 21.5f);
+    ag_tape_free(t);
+}
+
+/* A view shares its base's gradient: backward through views lands in the right elements. */
+static void test_view_gradients_reach_the_base(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *w = ag_leaf_new(AG_SHAPE(3, 4), true);
+    for (int i = 0; i < 12; i++) w->data[i] = (ag_real)i;
+    ag_tensor *col = ag_narrow(t, ag_transpose(t, w, 0, 1), 0, 2, 1); /* w[:, 2] as (1, 3) */
+    ag_tensor *loss = ag_sum(t, ag_mul(t, col, col), AG_ALL, false);  /* sum w[i,2]^2 */
+    CU_ASSERT_EQUAL(ag_backward(t, loss), 0);
+    for (int i = 0; i < 12; i++) CU_ASSERT_EQUAL(w->grad[i], i % 4 == 2 ? 2 * w->data[i] : 0);
+    ag_tape_free(t);
+    ag_leaf_free(w);
+}
+
+static void test_gather_rows(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *tab = ag_leaf_new(AG_SHAPE(4, 2), true);
+    for (int i = 0; i < 8; i++) tab->data[i] = (ag_real)i;
+    ag_tensor *y = ag_gather_rows(t, tab, (const int32_t[]){3, 0, 3}, AG_SHAPE(3));
+    CU_ASSERT_EQUAL(y->shape[0], 3);
+    CU_ASSERT_EQUAL(y->shape[1], 2);
+    CU_ASSERT_EQUAL(y->data[0], 6);
+    CU_ASSERT_EQUAL(y->data[3], 1);
+    ag_backward(t, ag_sum(t, y, AG_ALL, false));
+    const ag_real want[] = {1, 1, 0, 0, 0, 0, 2, 2}; /* row 3 gathered twice */
+    for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(tab->grad[i], want[i]);
+    ag_tape_free(t);
+    ag_leaf_free(tab);
+}
+
+/* ---- softmax family ---- */
+
+static void test_masked_softmax_semantics(void) {
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 13);
+    ag_tensor *x = randn(t, AG_SHAPE(2, 2, 4));
+    /* lengths (B,): row 0 sees 2 keys, row 1 none (uniform, as d2l's -1e6 makes it) */
+    ag_tensor *y = ag_masked_softmax(t, x, (const int32_t[]){2, 0}, 1);
+    for (int q = 0; q < 2; q++) {
+        const ag_real *r0 = y->data + q * 4, *r1 = y->data + 8 + q * 4;
+        CU_ASSERT_DOUBLE_EQUAL(r0[0] + r0[1], 1, 1e-6);
+        CU_ASSERT_EQUAL(r0[2], 0);
+        CU_ASSERT_EQUAL(r0[3], 0);
+        for (int k = 0; k < 4; k++) CU_ASSERT_DOUBLE_EQUAL(r1[k], 0.25, 1e-7);
+    }
+    /* lengths (B, Tq), one per query, longer than Tk meaning all */
+    ag_tensor *z = ag_masked_softmax(t, x, (const int32_t[]){1, 3, 9, 4}, 2);
+    CU_ASSERT_DOUBLE_EQUAL(z->data[0], 1, 1e-7);
+    CU_ASSERT_EQUAL(z->data[4 + 3], 0);
+    CU_ASSERT_TRUE(z->data[4 + 2] > 0);
+    ag_tensor *plain = ag_softmax(t, x);
+    CU_ASSERT_TRUE(max_diff(ag_masked_softmax(t, x, (const int32_t[]){4, 4, 4, 4}, 2), plain) < 1e-7);
+    CU_ASSERT_TRUE(max_diff(ag_masked_softmax(t, x, NULL, 0), plain) == 0);
+    /* max-subtracted: huge scores do not overflow */
+    ag_tensor *big = ag_tensor_from(t, AG_SHAPE(1, 1, 2), (const ag_real[]){1000, 999});
+    ag_tensor *sb = ag_softmax(t, big);
+    CU_ASSERT_DOUBLE_EQUAL(sb->data[0], 1 / (1 + exp(-1.0)), 1e-6);
+    ag_tape_free(t);
+}
+
+static void test_softmax_ce_vs_composite(void) {
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 14);
+    ag_tensor *z = randn(t, AG_SHAPE(2, 3, 7));
+    const int32_t labels[] = {0, 6, 3, 2, 2, 5};
+    const ag_real w[] = {1, 1, 0, 1, 0.5f, 1};
+    ag_tensor *fused = ag_softmax_ce(t, z, labels, w);
+    ag_tensor *lsm = ag_log_softmax(t, z);
+    CU_ASSERT_EQUAL(fused->ndim, 2);
+    for (int r = 0; r < 6; r++)
+        CU_ASSERT_DOUBLE_EQUAL(fused->data[r], -w[r] * lsm->data[r * 7 + labels[r]], 1e-5);
+    /* log_softmax against log(softmax) */
+    CU_ASSERT_TRUE(max_diff(lsm, ag_log(t, ag_softmax(t, z))) < 1e-5);
+    ag_tape_free(t);
+}
+
+/* ---- layer norm ---- */
+
+static void test_layer_norm(void) {
+    ag_tape *t = ag_tape_new();
+    /* SPEC.md: [[1,2],[2,3]] -> [[-1,1],[-1,1]] to 4 decimals */
+    ag_tensor *x = ag_tensor_from(t, AG_SHAPE(2, 2), (const ag_real[]){1, 2, 2, 3});
+    ag_tensor *y = ag_layer_norm(t, x, 1, NULL, NULL, 1e-5);
+    const ag_real want[] = {-1, 1, -1, 1};
+    for (int i = 0; i < 4; i++) CU_ASSERT_DOUBLE_EQUAL(y->data[i], want[i], 5e-5);
+    /* fused against its composite over two trailing axes, affine included */
+    ag_rng_seed(&rng, 15);
+    ag_tensor *a = randn(t, AG_SHAPE(3, 4, 5)), *g = randn(t, AG_SHAPE(4, 5)), *b = randn(t, AG_SHAPE(4, 5));
+    ag_tensor *fused = ag_layer_norm(t, a, 2, g, b, 1e-5);
+    ag_tensor *flat = ag_reshape(t, a, AG_SHAPE(3, 20));
+    ag_tensor *mu = ag_mean(t, flat, 1, true);
+    ag_tensor *c = ag_sub(t, flat, mu);
+    ag_tensor *var = ag_mean(t, ag_mul(t, c, c), 1, true);
+    ag_tensor *xh = ag_div(t, c, ag_sqrt(t, ag_add_scalar(t, var, 1e-5)));
+    ag_tensor *comp = ag_add(t, ag_mul(t, ag_reshape(t, xh, AG_SHAPE(3, 4, 5)), g), b);
+    CU_ASSERT_TRUE(max_diff(fused, comp) < 1e-5);
+    ag_tape_free(t);
+}
+
+/* ---- dropout ---- */
+
+static void test_dropout(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *x = ag_tensor_new(t, AG_SHAPE(100, 100));
+    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = 1;
+    ag_rng r1, r2;
+    ag_rng_seed(&r1, 5);
+    CU_ASSERT_PTR_EQUAL(ag_dropout(t, x, 0.5, false, &r1), x); /* eval: identity */
+    CU_ASSERT_PTR_EQUAL(ag_dropout(t, x, 0, true, &r1), x);
+    ag_rng_seed(&r1, 5);
+    ag_rng_seed(&r2, 5);
+    ag_tensor *a = ag_dropout(t, x, 0.1, true, &r1), *b = ag_dropout(t, x, 0.1, true, &r2);
+    CU_ASSERT_EQUAL(memcmp(a->data, b->data, (size_t)a->numel * sizeof(ag_real)), 0);
+    int zeros = 0;
+    for (ptrdiff_t i = 0; i < a->numel; i++) {
+        if (a->data[i] == 0) zeros++;
+        else CU_ASSERT_DOUBLE_EQUAL(a->data[i], 1 / 0.9, 1e-6);
+    }
+    CU_ASSERT_TRUE(zeros > 850 && zeros < 1150); /* 1000 expected, sd 30 */
+    ag_tensor *all = ag_dropout(t, x, 1, true, &r1);
+    CU_ASSERT_EQUAL(all->data[0], 0);
+    ag_tape_free(t);
+}
+
+/* ---- errors ---- */
+
+static void test_errors_name_op_and_shapes(void) {
+    ag_set_error_handler(capture, NULL);
+    ag_tape *t = ag_tape_new();
+    ag_tensor *a = ag_tensor_new(t, AG_SHAPE(2, 3)), *b = ag_tensor_new(t, AG_SHAPE(4));
+    CU_ASSERT_PTR_NULL(ag_add(t, a, b));
+    expect_error("add", "[2, 3]", "[4]");
+    CU_ASSERT_TRUE(ag_tape_failed(t));
+    CU_ASSERT_PTR_NULL(ag_matmul(t, a, ag_tensor_new(t, AG_SHAPE(2, 5))));
+    expect_error("matmul", "[2, 3]", "[2, 5]");
+    CU_ASSERT_PTR_NULL(ag_matmul(t, ag_tensor_new(t, AG_SHAPE(2, 2, 3)), ag_tensor_new(t, AG_SHAPE(3, 3, 4))));
+    expect_error("matmul", "batch", NULL);
+    CU_ASSERT_PTR_NULL(ag_linear(t, a, ag_tensor_new(t, AG_SHAPE(5, 4)), NULL));
+    expect_error("linear", "[2, 3]", "[5, 4]");
+    CU_ASSERT_PTR_NULL(ag_sum(t, a, 2, false));
+    expect_error("sum", "axis 2", "[2, 3]");
+    CU_ASSERT_PTR_NULL(ag_transpose(t, a, 0, -3));
+    expect_error("transpose", "axis -3", NULL);
+    CU_ASSERT_PTR_NULL(ag_reshape(t, a, AG_SHAPE(4, 2)));
+    expect_error("reshape", "[2, 3]", "[4, 2]");
+    CU_ASSERT_PTR_NULL(ag_narrow(t, a, 1, 2, 2));
+    expect_error("narrow", "[2, 4)", "[2, 3]");
+    CU_ASSERT_PTR_NULL(ag_concat(t, 2, (ag_tensor *[]){a, ag_tensor_new(t, AG_SHAPE(3, 3))}, 1));
+    expect_error("concat", "[3, 3]", "[2, 3]");
+    CU_ASSERT_PTR_NULL(ag_permute(t, a, (const int[]){0, 0}));
+    expect_error("permute", "[0, 0]", NULL);
+    CU_ASSERT_PTR_NULL(ag_gather_rows(t, a, (const int32_t[]){0, 2}, AG_SHAPE(2)));
+    expect_error("gather_rows", "id 2", "[2, 3]");
+    CU_ASSERT_PTR_NULL(ag_softmax_ce(t, a, (const int32_t[]){1, 3}, NULL));
+    expect_error("softmax_ce", "label 3", "[2, 3]");
+    CU_ASSERT_PTR_NULL(ag_masked_softmax(t, a, NULL, 0));
+    expect_error("masked_softmax", "3-D", "[2, 3]");
+    CU_ASSERT_PTR_NULL(ag_layer_norm(t, a, 1, ag_tensor_new(t, AG_SHAPE(2)), NULL, 1e-5));
+    expect_error("layer_norm", "[2]", "[2, 3]");
+    CU_ASSERT_PTR_NULL(ag_dropout(t, a, 1.5, true, NULL));
+    expect_error("dropout", "1.5", NULL);
+    CU_ASSERT_PTR_NULL(ag_tensor_new(t, AG_SHAPE(2, -1)));
+    expect_error("tensor_new", "negative", NULL);
+    /* NULL propagates silently: one message for one mistake */
+    int before = n_captured;
+    CU_ASSERT_PTR_NULL(ag_relu(t, ag_exp(t, ag_add(t, NULL, a))));
+    CU_ASSERT_EQUAL(n_captured, before);
+    CU_ASSERT_EQUAL(ag_backward(t, NULL), -1);
+    expect_error("backward", "NULL", NULL);
+    ag_tape_reset(t);
+    CU_ASSERT_FALSE(ag_tape_failed(t));
+    ag_tape_free(t);
+    ag_set_error_handler(NULL, NULL);
+}
+
+static void test_tape_misuse_is_reported(void) {
+    ag_set_error_handler(capture, NULL);
+    ag_tape *t = ag_tape_new(), *other = ag_tape_new();
+    ag_tensor *w = ag_leaf_new(AG_SHAPE(2), true);
+    ag_tensor *loss = ag_sum(t, ag_mul(t, w, w), AG_ALL, false);
+    CU_ASSERT_EQUAL(ag_backward(t, loss), 0);
+    CU_ASSERT_EQUAL(ag_backward(t, loss), -1);
+    expect_error("backward", "already", NULL);
+    /* a tensor of an earlier step */
+    ag_tensor *old = ag_mul(t, w, w);
+    ag_tape_reset(t);
+    CU_ASSERT_PTR_NULL(ag_exp(t, old));
+    expect_error("exp", "earlier step", NULL);
+    /* tensors of two tapes */
+    ag_tensor *a = ag_mul(t, w, w), *b = ag_mul(other, w, w);
+    CU_ASSERT_PTR_NULL(ag_add(t, a, b));
+    expect_error("add", "another tape", NULL);
+    /* non-scalar root, and a root that tracks nothing */
+    CU_ASSERT_EQUAL(ag_backward(t, a), -1);
+    expect_error("backward", "scalar", "[2]");
+    ag_tensor *c = ag_sum(t, ag_tensor_new(t, AG_SHAPE(2)), AG_ALL, false);
+    CU_ASSERT_EQUAL(ag_backward(t, c), -1);
+    expect_error("backward", "does not require", NULL);
+    ag_tape_free(t);
+    ag_tape_free(other);
+    ag_leaf_free(w);
+    ag_set_error_handler(NULL, NULL);
+}
+
+static void test_no_grad_and_nan_tripwire(void) {
+    ag_set_error_handler(capture, NULL);
+    ag_tape *t = ag_tape_new();
+    ag_tensor *w = ag_leaf_new(AG_SHAPE(3), true);
+    CU_ASSERT_TRUE(ag_tape_set_recording(t, false));
+    ag_tensor *y = ag_exp(t, ag_transpose(t, ag_reshape(t, w, AG_SHAPE(1, 3)), 0, 1));
+    CU_ASSERT_FALSE(y->requires_grad);
+    CU_ASSERT_PTR_NULL(y->grad);
+    CU_ASSERT_EQUAL(ag_tape_stats_get(t).nodes, 0);
+    ag_tape_set_recording(t, true);
+    ag_tape_set_nan_check(t, true);
+    w->data[1] = -1;
+    n_captured = 0;
+    ag_tensor *l = ag_log(t, w); /* log(-1) = NaN: reported, naming the op */
+    CU_ASSERT_PTR_NOT_NULL(l);
+    CU_ASSERT_EQUAL(n_captured, 1);
+    expect_error("log", "NaN", NULL);
+    ag_tape_free(t);
+    ag_leaf_free(w);
+    ag_set_error_handler(NULL, NULL);
+}
+
+/* ---- memory ---- */
+
+static void test_arena_steady_state(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *w = ag_leaf_new(AG_SHAPE(256, 256), true);
+    size_t mallocs_after_warmup = 0;
+    for (int step = 0; step < 6; step++) {
+        ag_tensor *x = ag_tensor_new(t, AG_SHAPE(512, 256));
+        ag_tensor *h = x;
+        for (int l = 0; l < 4; l++) h = ag_tanh(t, ag_matmul(t, h, w)); /* ~10 MB per step */
+        ag_backward(t, ag_sum(t, h, AG_ALL, false));
+        ag_tape_stats s = ag_tape_stats_get(t);
+        CU_ASSERT_TRUE(s.nodes >= 9);
+        CU_ASSERT_TRUE(s.bytes_used > 8u << 20);
+        ag_tape_reset(t);
+        s = ag_tape_stats_get(t);
+        CU_ASSERT_EQUAL(s.bytes_used, 0);
+        CU_ASSERT_EQUAL(s.chunks, 1); /* coalesced */
+        CU_ASSERT_TRUE(s.capacity >= s.high_water);
+        if (step == 1) mallocs_after_warmup = s.mallocs;
+        if (step > 1) CU_ASSERT_EQUAL(s.mallocs, mallocs_after_warmup); /* no malloc */
+    }
+    ag_tape_free(t);
+    ag_leaf_free(w);
+}
+
+static void test_rng(void) {
+    ag_rng a, b;
+    ag_rng_seed(&a, 42);
+    ag_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++) CU_ASSERT_EQUAL(ag_rng_next(&a), ag_rng_next(&b));
+    double s = 0, s2 = 0;
+    int counts[7] = {0};
+    for (int i = 0; i < 70000; i++) {
+        double z = ag_rng_normal(&a);
+        s += z;
+        s2 += z * z;
+        uint32_t k = ag_rng_below(&a, 7);
+        CU_ASSERT_FATAL(k < 7);
+        counts[k]++;
+    }
+    CU_ASSERT_DOUBLE_EQUAL(s / 70000, 0, 0.02);
+    CU_ASSERT_DOUBLE_EQUAL(s2 / 70000, 1, 0.03);
+    for (int k = 0; k < 7; k++) CU_ASSERT_TRUE(counts[k] > 9400 && counts[k] < 10600);
+}
+
+static CU_TestInfo op_tests[] = {
+    {"matmul against a triple loop", test_matmul_vs_naive},
+    {"fused linear against matmul + add", test_linear_vs_composite},
+    {"broadcasting values", test_broadcast_values},
+    {"shape ops and views", test_shapes_and_views},
+    {"view gradients reach the base", test_view_gradients_reach_the_base},
+    {"gather rows and its scatter-add", test_gather_rows},
+    {"masked softmax as d2l", test_masked_softmax_semantics},
+    {"fused softmax cross-entropy against composite", test_softmax_ce_vs_composite},
+    {"layer norm: literal and composite", test_layer_norm},
+    {"dropout", test_dropout},
+    CU_TEST_INFO_NULL,
+};
+static CU_TestInfo tape_tests[] = {
+    {"errors name the op and the shapes", test_errors_name_op_and_shapes},
+    {"tape misuse is reported", test_tape_misuse_is_reported},
+    {"no-grad mode and the NaN tripwire", test_no_grad_and_nan_tripwire},
+    {"arena: O(1) reset, no malloc in steady state", test_arena_steady_state},
+    {"rng", test_rng},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {
+    {"ops", NULL, NULL, NULL, NULL, op_tests},
+    {"tape", NULL, NULL, NULL, NULL, tape_tests},
+    CU_SUITE_INFO_NULL,
+};
+
+int main(void) { return tg_test_run(suites); }
