@@ -6,6 +6,7 @@
 #include "autograd/ag_internal.h"
 
 #include <blis.h>
+#include <stdlib.h>
 
 /* Products of at most this many multiply-adds run in the engine's own loop: below it, BLIS's
  * per-call set-up (packing, about 0.3-1 us) costs more than the arithmetic. */
@@ -16,6 +17,23 @@
 #else
 #define BLIS_GEMM bli_sgemm
 #endif
+
+/* Largest B (elements) copied to row-major before BLIS; see ag__gemm. */
+#define TRANSPOSE_COPY_MAX (64 * 1024)
+
+/* A per-thread scratch buffer of at least n elements, kept between calls (NULL if out of
+ * memory). Freed at thread exit by nobody: one buffer of at most TRANSPOSE_COPY_MAX. */
+static ag_real *scratch(size_t n) {
+    static _Thread_local ag_real *buf;
+    static _Thread_local size_t cap;
+    if (n > cap) {
+        ag_real *p = realloc(buf, n * sizeof *p);
+        if (!p) return NULL;
+        buf = p;
+        cap = n;
+    }
+    return buf;
+}
 
 /* C (m x n) = alpha A (m x k) B (k x n) + beta C; C is not read when beta = 0. */
 static void small_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
@@ -43,6 +61,19 @@ void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rs
     if (k == 0 || (double)m * n * k <= SMALL_GEMM_MACS) {
         small_gemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
         return;
+    }
+    /* BLIS packs a column-major B (a transposed view, rsb = 1) at about half the speed of a
+     * row-major one; a small B is cheaper to copy row-major first. */
+    ag_real *bcopy = NULL;
+    if (rsb == 1 && csb != 1 && (size_t)k * n <= TRANSPOSE_COPY_MAX) {
+        bcopy = scratch((size_t)k * n);
+        if (bcopy) {
+            for (int p = 0; p < k; p++)
+                for (int j = 0; j < n; j++) bcopy[(ptrdiff_t)p * n + j] = b[p + j * csb];
+            b = bcopy;
+            rsb = n;
+            csb = 1;
+        }
     }
     BLIS_GEMM(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, (ag_real *)a, rsa, csa,
               (ag_real *)b, rsb, csb, &beta, c, rsc, csc);

@@ -277,6 +277,18 @@ ag_node *ag__record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor 
 
 /* ---- reverse pass ---- */
 
+/* root->grad += seed, seed in row-major order, root a strided view. */
+static void ag__seed_strided(ag_tensor *root, const ag_real *seed) {
+    ptrdiff_t contig[AG_MAX_DIMS];
+    ag__contig_strides(root->ndim, root->shape, contig);
+    ag_iter it;
+    ag__iter_init(&it, root->ndim, root->shape, 2, (const ptrdiff_t *[]){root->stride, contig});
+    for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {
+        for (ptrdiff_t j = 0; j < it.inner; j++)
+            root->grad[it.off[0] + j * it.is[0]] += seed[it.off[1] + j * it.is[1]];
+    }
+}
+
 int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
     if (!ag__check(t, "backward", 1, &root)) {
         if (!root) ag__fail(t, "backward: the root is NULL (an op of the forward pass failed)");
@@ -292,12 +304,10 @@ int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
         return -1;
     }
     /* root->grad shares the root's layout (it may be a view): seed through the strides. */
-    int idx[AG_MAX_DIMS] = {0};
-    for (ptrdiff_t i = 0; i < root->numel; i++) {
-        ptrdiff_t off = 0;
-        for (int d = 0; d < root->ndim; d++) off += idx[d] * root->stride[d];
-        root->grad[off] += seed[i];
-        for (int d = root->ndim - 1; d >= 0 && ++idx[d] == root->shape[d]; d--) idx[d] = 0;
+    if (ag_is_contiguous(root)) {
+        for (ptrdiff_t i = 0; i < root->numel; i++) root->grad[i] += seed[i];
+    } else {
+        ag__seed_strided(root, seed);
     }
     t->backward_done = true;
     for (ag_node *nd = t->last; nd; nd = nd->prev) nd->op->backward(nd);
