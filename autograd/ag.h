@@ -101,6 +101,11 @@ bool ag_tape_set_nan_check(ag_tape *t, bool on);
 /* True once an op on this tape reported an error since the last reset. */
 bool ag_tape_failed(const ag_tape *t);
 
+/* Scratch memory for the step (e.g. integer arrays a model derives from its inputs): bytes
+ * from the tape's arena, 64-byte aligned, valid until the next reset. NULL (reported) only when
+ * out of memory. */
+void *ag_tape_alloc(ag_tape *t, size_t bytes);
+
 typedef struct ag_tape_stats {
     size_t bytes_used;   /* arena bytes in use now */
     size_t high_water;   /* most arena bytes used by one step since the tape was made */

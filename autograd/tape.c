@@ -110,6 +110,8 @@ void *ag__alloc(ag_tape *t, size_t bytes) {
     return p;
 }
 
+void *ag_tape_alloc(ag_tape *t, size_t bytes) { return ag__alloc(t, bytes); }
+
 void *ag__calloc(ag_tape *t, size_t bytes) {
     void *p = ag__alloc(t, bytes);
     if (p) memset(p, 0, bytes);
