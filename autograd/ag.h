@@ -74,6 +74,14 @@ typedef void (*ag_error_fn)(const char *msg, void *user);
 void ag_set_error_handler(ag_error_fn fn, void *user);
 /* The last message reported on this thread ("" if none). Owned by the library. */
 const char *ag_last_error(void);
+/* Reports a usage error the way an op does, for code built on the engine (layers, models):
+ * formats the message, marks t failed (t may be NULL), calls the handler. Returns NULL, so a
+ * forward function can `return ag_report(t, "...", ...);`. */
+void *ag_report(ag_tape *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* ---- Random numbers (xoshiro256**; same seed, same stream on every machine) --------------- */
 
@@ -134,8 +142,9 @@ ag_tensor *ag_tensor_from(ag_tape *t, int ndim, const int *shape, const ag_real 
  * requires_grad. Returns NULL on bad shape or out of memory. Free with ag_leaf_free. */
 ag_tensor *ag_leaf_new(int ndim, const int *shape, bool requires_grad);
 void ag_leaf_free(ag_tensor *x);
-/* Makes *x a contiguous leaf viewing caller-owned memory (grad may be NULL). Returns 0, or -1
- * on a bad shape. The nn parameter store uses this to view its flat buffers. */
+/* Makes *x a contiguous leaf viewing caller-owned memory (grad may be NULL); shape may point
+ * into x itself. Returns 0, or -1 on a bad shape. The nn parameter store uses this to view its
+ * flat buffers. */
 int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int *shape);
 
 bool ag_is_contiguous(const ag_tensor *x);

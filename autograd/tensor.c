@@ -23,13 +23,28 @@ void ag_set_error_handler(ag_error_fn fn, void *user) {
 
 const char *ag_last_error(void) { return last_error; }
 
+static void *vfail(ag_tape *t, const char *fmt, va_list ap) {
+    char msg[sizeof last_error];
+    vsnprintf(msg, sizeof msg, fmt, ap); /* fmt's arguments may point into last_error */
+    memcpy(last_error, msg, sizeof msg);
+    ag__mark_failed(t);
+    handler(last_error, handler_user);
+    return NULL;
+}
+
 void *ag__fail(ag_tape *t, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vfail(t, fmt, ap);
     va_end(ap);
-    ag__mark_failed(t);
-    handler(last_error, handler_user);
+    return NULL;
+}
+
+void *ag_report(ag_tape *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(t, fmt, ap);
+    va_end(ap);
     return NULL;
 }
 
@@ -139,6 +154,9 @@ ag_tensor *ag_tensor_from(ag_tape *t, int ndim, const int *shape, const ag_real 
 
 int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int *shape) {
     if (!valid_shape(NULL, "leaf_init", ndim, shape)) return -1;
+    int dims[AG_MAX_DIMS];
+    memcpy(dims, shape, (size_t)ndim * sizeof *dims); /* shape may point into *x */
+    shape = dims;
     memset(x, 0, sizeof *x);
     x->data = data;
     x->grad = grad;

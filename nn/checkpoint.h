@@ -1,0 +1,150 @@
+/* checkpoint.h -- checkpoints in the safetensors format, written and read by tapegrad itself.
+ *
+ * File layout (https://github.com/huggingface/safetensors, little-endian):
+ *     u64 N | N bytes of JSON header | data section
+ *     header = {"__metadata__": {"key": "value", ...},
+ *               "<tensor name>": {"dtype": "F32", "shape": [out, in], "data_offsets": [b, e]},
+ *               ...}
+ * Offsets are relative to the data section; each tensor's bytes are its values in row-major
+ * order. Tensor names and layouts are PyTorch's state_dict ones (SPEC.md 6), so a file moves
+ * between tapegrad and PyTorch (safetensors.torch.save_file / load_file) both ways.
+ *
+ * Writing: F32 by default (values converted from ag_real), F64 on request; the JSON is padded
+ * with spaces so the data section starts 8-byte aligned; metadata gets the key
+ * NN_CKPT_CHECKSUM_KEY = 16 hex digits of XXH3-64 over the whole data section. The file is
+ * written to a temporary file in the target's directory, flushed, fsync'ed and rename()d over
+ * the target: a crash mid-save leaves the previous file intact.
+ *
+ * Reading validates everything and rejects with a message naming the file and the tensor:
+ * header length inside the file (and <= 100 MB), well-formed JSON (strict RFC 8259, no
+ * duplicate keys), every entry an object with exactly dtype / shape / data_offsets, a known
+ * dtype (BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 F8_E4M3 F8_E5M2), shape entries
+ * non-negative integers (at most NN_CKPT_MAX_DIMS), byte range length = numel * dtype size,
+ * ranges inside the data section, not overlapping, and together covering it with no gap;
+ * metadata values strings; and the checksum when present (files written by PyTorch have none).
+ *
+ * Loading into a parameter store (nn_ckpt_load_params), the rule: every parameter of the store
+ * must be in the checkpoint with a float dtype (F32, F64, F16, BF16; converted to ag_real) and
+ * exactly the parameter's shape. Tensors of the checkpoint that are not parameters are an
+ * error, except those whose name starts with "optim." -- the optimizer state, which a
+ * model-only load skips on purpose (optim_load_state reads them) -- or with the flag
+ * NN_CKPT_ALLOW_EXTRA. Nothing is written into the store unless every check passed.
+ *
+ * Typical use (the optimizer part is optional, see optim/optim.h):
+ *     nn_ckpt *ck = nn_ckpt_new();
+ *     nn_ckpt_add_params(ck, ps);                       // model
+ *     optim_save_state(opt, ck);                        // Adam moments, step
+ *     nn_ckpt_set_meta(ck, "config", "{\"hidden\": 32}");
+ *     int rc = nn_ckpt_save(ck, "model.safetensors");  // 0 or -1, message in nn_last_error()
+ *     nn_ckpt_free(ck);
+ *
+ *     nn_ckpt *in;
+ *     if (nn_ckpt_load(&in, "model.safetensors") || nn_ckpt_load_params(in, ps, 0) ||
+ *         optim_load_state(opt, in))
+ *         fprintf(stderr, "%s\n", nn_last_error());
+ *     nn_ckpt_free(in);
+ */
+#ifndef TG_NN_CHECKPOINT_H
+#define TG_NN_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/base.h"
+#include "nn/params.h"
+
+#define NN_CKPT_MAX_DIMS 8
+#define NN_CKPT_CHECKSUM_KEY "tapegrad.xxh3_64"
+/* Prefix of the tensors that a model-only load skips (optimizer state). */
+#define NN_CKPT_OPTIM_PREFIX "optim."
+
+typedef enum nn_dtype {
+    NN_BOOL, NN_U8, NN_I8, NN_U16, NN_I16, NN_U32, NN_I32, NN_U64, NN_I64,
+    NN_F16, NN_BF16, NN_F32, NN_F64, NN_F8_E4M3, NN_F8_E5M2,
+} nn_dtype;
+
+const char *nn_dtype_name(nn_dtype d);  /* "F32" ... */
+size_t nn_dtype_size(nn_dtype d);       /* bytes per element */
+
+/* One tensor of a checkpoint (read-only view; owned by the checkpoint, valid until it is
+ * freed; the pointer itself stays valid when tensors are added). */
+typedef struct nn_ckpt_tensor {
+    const char *name;
+    nn_dtype dtype;
+    int ndim;
+    int64_t shape[NN_CKPT_MAX_DIMS];
+    uint64_t numel;
+    uint64_t begin, end;  /* byte range in the data section */
+} nn_ckpt_tensor;
+
+/* An in-memory checkpoint: named tensors (raw little-endian bytes) and string metadata. */
+typedef struct nn_ckpt nn_ckpt;
+
+/* Returns an empty checkpoint (NULL when out of memory); free with nn_ckpt_free. */
+nn_ckpt *nn_ckpt_new(void);
+void nn_ckpt_free(nn_ckpt *ck);  /* NULL is a no-op */
+
+/* ---- Files -------------------------------------------------------------------------------- */
+
+/* Writes ck to path atomically (temporary file + fsync + rename). Returns 0 or -1. */
+int nn_ckpt_save(const nn_ckpt *ck, const char *path);
+/* Reads and validates path. On success *out is a new checkpoint the caller frees and 0 is
+ * returned; on failure *out is NULL and -1 is returned. */
+int nn_ckpt_load(nn_ckpt **out, const char *path);
+/* The same from a buffer holding a whole file; name is used in messages. */
+int nn_ckpt_parse(nn_ckpt **out, const void *bytes, size_t len, const char *name);
+
+/* ---- Tensors ------------------------------------------------------------------------------ */
+
+/* dtype in which nn_ckpt_add stores ag_real values: NN_F32 (default) or NN_F64 (a float64
+ * build that must resume bit for bit). Returns 0, or -1 for another dtype. */
+int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d);
+/* Adds a copy of src (numel = prod(shape) values, row-major) as `name`. 0 <= ndim <=
+ * NN_CKPT_MAX_DIMS, dims >= 0. Returns 0, or -1 on a duplicate name or out of memory. */
+int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src);
+size_t nn_ckpt_count(const nn_ckpt *ck);
+const nn_ckpt_tensor *nn_ckpt_at(const nn_ckpt *ck, size_t i);  /* file order; NULL if out */
+const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name);  /* NULL if absent */
+/* Raw little-endian bytes of t (t->end - t->begin of them); valid until the next add. */
+const void *nn_ckpt_data(const nn_ckpt *ck, const nn_ckpt_tensor *t);
+/* Copies tensor `name` into dst (converted to ag_real) after checking that it exists, has a
+ * float dtype (F32, F64, F16, BF16) and exactly the shape (ndim, shape). Returns 0 or -1 with
+ * a message naming the file, the tensor and the expected dtype or shape. */
+int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape, ag_real *dst);
+
+/* ---- Parameters --------------------------------------------------------------------------- */
+
+/* Adds every parameter of the finalized store under its name. Returns 0 or -1. */
+int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps);
+
+#define NN_CKPT_ALLOW_EXTRA 1u  /* flag: tolerate tensors that are not parameters */
+/* Copies the checkpoint into the finalized store, by the rule above. flags: 0 or
+ * NN_CKPT_ALLOW_EXTRA. Returns 0, or -1 leaving the store untouched. */
+int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags);
+
+/* Shortcuts: the parameters alone, no metadata. */
+int nn_save_params(const nn_params *ps, const char *path);
+int nn_load_params(nn_params *ps, const char *path);
+
+/* ---- Metadata (string pairs) ------------------------------------------------------------- */
+
+/* Sets key to value (both copied; replaces an existing key). Both must be valid UTF-8
+ * (binary data does not belong in metadata); the checksum key is reserved (nn_ckpt_save
+ * writes it). Returns 0 or -1. */
+int nn_ckpt_set_meta(nn_ckpt *ck, const char *key, const char *value);
+/* The value of key, or NULL. Owned by ck. */
+const char *nn_ckpt_meta(const nn_ckpt *ck, const char *key);
+size_t nn_ckpt_meta_count(const nn_ckpt *ck);
+/* Pair i (insertion or file order); returns 0, or -1 when i is out of range. */
+int nn_ckpt_meta_at(const nn_ckpt *ck, size_t i, const char **key, const char **value);
+/* Metadata holding integers and random-stream states exactly (decimal / hex strings). */
+int nn_ckpt_set_meta_int(nn_ckpt *ck, const char *key, int64_t v);
+/* Reads key as an integer. Returns 0, or -1 if absent or not an integer (message). */
+int nn_ckpt_meta_int(const nn_ckpt *ck, const char *key, int64_t *v);
+int nn_ckpt_set_meta_rng(nn_ckpt *ck, const char *key, const ag_rng *r);
+int nn_ckpt_meta_rng(const nn_ckpt *ck, const char *key, ag_rng *r);
+
+/* Where ck came from ("path" or "(in memory)"), for messages. */
+const char *nn_ckpt_source(const nn_ckpt *ck);
+
+#endif

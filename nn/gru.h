@@ -1,0 +1,68 @@
+/* gru.h -- multi-layer GRU with PyTorch's semantics and weight layout (SPEC.md 4).
+ *
+ * Layer k (input size in_k = input_size for k = 0, else hidden), gates in the order r, z, n:
+ *     weight_ih_l{k} (3H, in_k)  = [W_ir; W_iz; W_in]     bias_ih_l{k} (3H) = [b_ir; b_iz; b_in]
+ *     weight_hh_l{k} (3H, H)     = [W_hr; W_hz; W_hn]     bias_hh_l{k} (3H) = [b_hr; b_hz; b_hn]
+ *     r  = sigmoid(W_ir x + b_ir + W_hr h + b_hr)
+ *     z  = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
+ *     n  = tanh(W_in x + b_in + r * (W_hn h + b_hn))
+ *     h' = (1 - z) * n + z * h      (computed as n + z * (h - n), like PyTorch's CPU kernel)
+ * Layer k > 0 reads layer k-1's output, through dropout(p) in training (none after the last
+ * layer); the states returned are the outputs before dropout, as PyTorch.
+ * Init as d2l: weights Xavier-uniform, biases U(-1/sqrt(H), 1/sqrt(H)).
+ *
+ * Usage:
+ *     nn_gru rnn;
+ *     nn_gru_init(&rnn, ps, "encoder.rnn", 32, 32, 2, 0.1);
+ *     ag_tensor *state;                                       // (2, B, 32)
+ *     ag_tensor *out = nn_gru_forward(&rnn, &c, x, NULL, &state);   // x (T, B, 32)
+ */
+#ifndef TG_NN_GRU_H
+#define TG_NN_GRU_H
+
+#include "nn/base.h"
+#include "nn/params.h"
+
+#define NN_GRU_MAX_LAYERS 8
+
+typedef struct nn_gru_layer {
+    ag_tensor *weight_ih;  /* (3H, in_k) */
+    ag_tensor *weight_hh;  /* (3H, H) */
+    ag_tensor *bias_ih;    /* (3H) */
+    ag_tensor *bias_hh;    /* (3H) */
+} nn_gru_layer;
+
+typedef struct nn_gru {
+    int input_size, hidden, num_layers;
+    double dropout;        /* between layers, training only */
+    nn_gru_layer layer[NN_GRU_MAX_LAYERS];
+} nn_gru;
+
+/* Registers prefix.weight_ih_l{k}, prefix.weight_hh_l{k}, prefix.bias_ih_l{k},
+ * prefix.bias_hh_l{k} for k = 0 .. num_layers-1 (PyTorch's order). input_size, hidden > 0,
+ * 1 <= num_layers <= NN_GRU_MAX_LAYERS, 0 <= dropout < 1. Returns 0 or -1 (nn_last_error). */
+int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
+                int num_layers, double dropout);
+
+/* The whole sequence: x (T, B, input_size); h0 (num_layers, B, H) or NULL for zeros.
+ * Returns the last layer's outputs (T, B, H), and in *state_out (when not NULL) the final
+ * state (num_layers, B, H). All results are owned by the tape. Returns NULL (and *state_out
+ * NULL) if an input is NULL, an op failed, or x / h0 have the wrong shape (nn_last_error).
+ * The input projections of all T steps are one ag_linear per layer. */
+ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
+                          ag_tensor **state_out);
+
+/* One time step through all layers, for decoders that feed each output back:
+ * x (B, input_size); h[k] (B, H) for k < num_layers is layer k's state, replaced in place by
+ * the new state (the old tensors stay valid on the tape). Returns the last layer's new state
+ * h[num_layers-1] (B, H), or NULL on error (then h is left unchanged). A sequence of steps
+ * computes what nn_gru_forward computes, up to the dropout masks drawn. */
+ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor **h);
+
+/* Splits a state (num_layers, B, H) into h[k] (B, H) views for nn_gru_step. Returns 0, or -1
+ * on a NULL input, a failed op or a wrong shape (nn_last_error). */
+int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_tensor **h);
+/* Stacks h[0 .. num_layers-1] (B, H) back into (num_layers, B, H); NULL on error. */
+ag_tensor *nn_gru_state_join(const nn_gru *g, const nn_ctx *c, ag_tensor *const *h);
+
+#endif

@@ -1,0 +1,85 @@
+/* layers.h -- Linear, Embedding, LayerNorm, Dropout, ReLU.
+ *
+ * Every layer is a small struct the caller owns (usually a member of the model's struct):
+ *   nn_X_init(&layer, ps, prefix, sizes...)  registers the layer's parameters in ps under
+ *       prefix + "." + PyTorch's names ("weight", "bias") with d2l's default initialisers
+ *       (SPEC.md 5) and fills the struct. Returns 0, or -1 (message in nn_last_error; the
+ *       store then refuses to finalize). The struct holds pointers into the store: it stays
+ *       valid as long as the store does, and needs no free.
+ *   nn_X_forward(&layer, &ctx, x)  builds the layer on ctx->tape. Returns a tensor owned by
+ *       the tape (freed by ag_tape_reset), or NULL if an input is NULL or an op failed (the
+ *       op reported it through ag's error handler).
+ * To change an initialiser, call nn_params_set_init(ps, layer.weight, ...) before finalize.
+ */
+#ifndef TG_NN_LAYERS_H
+#define TG_NN_LAYERS_H
+
+#include "nn/base.h"
+#include "nn/params.h"
+
+/* ---- Linear: y = x W^T + b ---------------------------------------------------------------- */
+
+typedef struct nn_linear {
+    ag_tensor *weight;  /* (out, in) as PyTorch; init Xavier-uniform */
+    ag_tensor *bias;    /* (out), init U(-1/sqrt(in), 1/sqrt(in)); NULL without bias */
+    int in, out;
+} nn_linear;
+
+/* Registers prefix.weight and, when bias is true, prefix.bias. in, out > 0. */
+int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int out, bool bias);
+/* x (..., in) -> (..., out), any number of leading dims. */
+ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x);
+
+/* ---- Embedding: row lookup ------------------------------------------------------------------ */
+
+typedef struct nn_embedding {
+    ag_tensor *weight;  /* (num, dim), init N(0, 1) */
+    int num, dim;
+} nn_embedding;
+
+/* Registers prefix.weight (num, dim). num, dim > 0. */
+int nn_embedding_init(nn_embedding *e, nn_params *ps, const char *prefix, int num, int dim);
+/* ids: ids_ndim dims of shape ids_shape (copied; values in [0, num)) -> (ids_shape..., dim).
+ * An id out of range is an op error (NULL). */
+ag_tensor *nn_embedding_forward(const nn_embedding *e, const nn_ctx *c, const int32_t *ids,
+                                int ids_ndim, const int *ids_shape);
+
+/* ---- LayerNorm over the trailing dims ------------------------------------------------------ */
+
+/* d2l's and PyTorch's default epsilon. */
+#define NN_LAYER_NORM_EPS 1e-5
+
+typedef struct nn_layer_norm {
+    ag_tensor *weight;  /* gamma, shape = the normalised dims, init 1 */
+    ag_tensor *bias;    /* beta, same shape, init 0 */
+    int ndim;           /* number of trailing dims normalised (1 to AG_MAX_DIMS) */
+    int shape[AG_MAX_DIMS];
+    double eps;
+} nn_layer_norm;
+
+/* Registers prefix.weight and prefix.bias of shape (ndim, shape) (PyTorch's normalized_shape),
+ * eps > 0 (use NN_LAYER_NORM_EPS). */
+int nn_layer_norm_init(nn_layer_norm *ln, nn_params *ps, const char *prefix, int ndim,
+                       const int *shape, double eps);
+/* x (..., shape) -> same shape: per position, (x - mean) / sqrt(var + eps) * weight + bias,
+ * mean and biased variance over the trailing ndim dims. */
+ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_tensor *x);
+
+/* ---- Dropout ---------------------------------------------------------------------------- */
+
+typedef struct nn_dropout {
+    double p;  /* probability of zeroing an element, 0 <= p < 1 */
+} nn_dropout;
+
+/* No parameters; fails only for p outside [0, 1). */
+int nn_dropout_init(nn_dropout *d, double p);
+/* Training: inverted dropout (zero with probability p, scale the rest by 1/(1-p)) drawing from
+ * c->rng; eval (c->training false) or p = 0: returns x itself. Same shape as x. */
+ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x);
+
+/* ---- ReLU ------------------------------------------------------------------------------- */
+
+/* max(x, 0) elementwise; no parameters, so no struct. */
+ag_tensor *nn_relu(const nn_ctx *c, ag_tensor *x);
+
+#endif

@@ -1,0 +1,43 @@
+/* nn.h -- tapegrad's layer library: parameters, layers, checkpoints. Include this one header.
+ *
+ * A model in six lines (the whole program is nn/examples/tutorial_mlp.c, explained in
+ * docs/nn.md):
+ *
+ *     nn_params *ps = nn_params_new();
+ *     nn_linear fc1, fc2;
+ *     nn_linear_init(&fc1, ps, "fc1", 2, 32, true);     // registers fc1.weight, fc1.bias
+ *     nn_linear_init(&fc2, ps, "fc2", 32, 3, true);
+ *     if (nn_params_finalize(ps, 42)) die(nn_last_error());  // one allocation, init from seed
+ *     nn_ctx c = { .tape = t, .training = true, .rng = &rng };
+ *     ag_tensor *logits = nn_linear_forward(&fc2, &c, nn_relu(&c, nn_linear_forward(&fc1, &c, x)));
+ *
+ * Pieces (one header each, all included here):
+ *   nn/params.h      the parameter store: named leaves over flat value/gradient buffers
+ *   nn/layers.h      Linear, Embedding, LayerNorm, Dropout, ReLU
+ *   nn/gru.h         multi-layer GRU (PyTorch layout) and its one-step function
+ *   nn/checkpoint.h  safetensors checkpoints with metadata and a checksum
+ * The optimizers live in optim/optim.h.
+ *
+ * Errors. Usage errors inside a forward pass are reported by the autograd ops (ag's error
+ * handler, ag_last_error()) and the forward returns NULL; every forward given a NULL input
+ * returns NULL, so a whole model is checked once, on its output. The few checks a layer makes
+ * itself (e.g. a GRU input that is not 3-D) are reported the same way (nn_forward_error: ag's
+ * handler and ag_last_error(), and also nn_last_error()).
+ * Everything else that can fail (registration, finalize, I/O, checkpoint loading, optimizer
+ * configuration) follows one rule, in nn/ and optim/ alike:
+ *     a function returning int returns 0 on success and -1 on failure;
+ *     a function returning a pointer returns NULL on failure;
+ *     either way nn_last_error() then holds one line naming the file, tensor or field and
+ *     what was expected.
+ * Nothing in nn/ or optim/ prints, exits or aborts.
+ */
+#ifndef TG_NN_H
+#define TG_NN_H
+
+#include "nn/base.h"
+#include "nn/params.h"
+#include "nn/layers.h"
+#include "nn/gru.h"
+#include "nn/checkpoint.h"
+
+#endif

@@ -1,0 +1,301 @@
+/* params.c -- the parameter store: registration, finalize (flat buffers + views), lookup. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/internal.h"
+
+/* Offsets are rounded up to this many elements (64 bytes in float32). */
+#define NN_ALIGN_ELEMS 16
+#define NN_ERR_LEN 1024
+
+typedef struct param_rec {
+    ag_tensor t;              /* returned to the layer; its address is stable */
+    char name[NN_NAME_MAX];   /* t.name points here */
+    nn_init init;
+    size_t offset;            /* into the flat buffers (set at finalize) */
+} param_rec;
+
+struct nn_params {
+    param_rec **recs;         /* registration order; each record its own allocation */
+    size_t n, cap;
+    size_t numel;             /* sum of numel, padding excluded */
+    size_t flat;              /* buffer length in elements, padding included */
+    ag_real *values, *grads;  /* flat buffers, NULL before finalize */
+    bool finalized;
+    bool failed;              /* sticky: first registration error, reported by finalize */
+    char err[NN_ERR_LEN];
+};
+
+nn_params *nn_params_new(void)
+{
+    nn_params *ps = calloc(1, sizeof *ps);
+    if (!ps) nn_set_error("nn_params_new: out of memory");
+    return ps;
+}
+
+void nn_params_free(nn_params *ps)
+{
+    if (!ps) return;
+    for (size_t i = 0; i < ps->n; i++) free(ps->recs[i]);
+    free(ps->recs);
+    free(ps->values);
+    free(ps->grads);
+    free(ps);
+}
+
+/* Records msg as the store's sticky error (the first one wins) and as nn_last_error. */
+static int store_fail_msg(nn_params *ps, const char *msg)
+{
+    if (!ps->failed) {
+        ps->failed = true;
+        snprintf(ps->err, sizeof ps->err, "%s", msg);
+    }
+    return nn_set_error("%s", msg);
+}
+
+int nn_params_fail(nn_params *ps, const char *fmt, ...)
+{
+    char msg[NN_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!ps) return nn_set_error("%s", msg);
+    return store_fail_msg(ps, msg);
+}
+
+static param_rec *find_rec(const nn_params *ps, const char *name)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (strcmp(ps->recs[i]->name, name) == 0) return ps->recs[i];
+    return NULL;
+}
+
+ag_tensor *nn_params_add(nn_params *ps, const char *prefix, const char *name, int ndim,
+                         const int *shape, nn_init init)
+{
+    char full[NN_NAME_MAX], msg[NN_ERR_LEN], s[96];
+    if (!ps) {
+        nn_set_error("nn_params_add: store is NULL");
+        return NULL;
+    }
+    if (!name || !name[0]) {
+        nn_params_fail(ps, "nn_params_add: empty parameter name (prefix '%s')",
+                       prefix ? prefix : "(null)");
+        return NULL;
+    }
+    if (!prefix) {
+        nn_params_fail(ps, "nn_params_add: prefix is NULL for parameter '%s' (a prefix built "
+                           "by nn_join that did not fit in its buffer?)", name);
+        return NULL;
+    }
+    int len = prefix[0] ? snprintf(full, sizeof full, "%s.%s", prefix, name)
+                        : snprintf(full, sizeof full, "%s", name);
+    if (len < 0 || (size_t)len >= sizeof full) {
+        nn_params_fail(ps, "nn_params_add: name '%s.%s' is longer than %d characters", prefix,
+                       name, NN_NAME_MAX - 1);
+        return NULL;
+    }
+    if (ps->finalized) {
+        nn_params_fail(ps, "nn_params_add: parameter '%s' registered after nn_params_finalize",
+                       full);
+        return NULL;
+    }
+    if (find_rec(ps, full)) {
+        nn_params_fail(ps, "nn_params_add: duplicate parameter name '%s'", full);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > AG_MAX_DIMS || (ndim > 0 && !shape)) {
+        nn_params_fail(ps, "nn_params_add: parameter '%s': ndim %d, expected 0 to %d", full,
+                       ndim, AG_MAX_DIMS);
+        return NULL;
+    }
+    size_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0 || numel > (size_t)PTRDIFF_MAX / sizeof(ag_real) / (size_t)shape[i]) {
+            nn_params_fail(ps, "nn_params_add: parameter '%s': bad shape %s (dims must be > 0)",
+                           full, nn_shape_fmt(s, sizeof s, ndim, shape));
+            return NULL;
+        }
+        numel *= (size_t)shape[i];
+    }
+    if (nn_init_check(init, full, ndim, shape, msg, sizeof msg)) {
+        store_fail_msg(ps, msg);
+        return NULL;
+    }
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 16;
+        param_rec **r = realloc(ps->recs, cap * sizeof *r);
+        if (!r) {
+            nn_params_fail(ps, "nn_params_add: out of memory registering '%s'", full);
+            return NULL;
+        }
+        ps->recs = r;
+        ps->cap = cap;
+    }
+    param_rec *rec = calloc(1, sizeof *rec);
+    if (!rec) {
+        nn_params_fail(ps, "nn_params_add: out of memory registering '%s'", full);
+        return NULL;
+    }
+    memcpy(rec->name, full, (size_t)len + 1);
+    rec->init = init;
+    /* Until finalize the tensor carries shape and name only (data == grad == NULL). */
+    rec->t.ndim = ndim;
+    ptrdiff_t stride = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        rec->t.shape[i] = shape[i];
+        rec->t.stride[i] = stride;
+        stride *= shape[i];
+    }
+    rec->t.numel = (ptrdiff_t)numel;
+    rec->t.requires_grad = true;
+    rec->t.name = rec->name;
+    ps->recs[ps->n++] = rec;
+    ps->numel += numel;
+    return &rec->t;
+}
+
+int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init)
+{
+    char msg[NN_ERR_LEN];
+    if (!ps || !p) return nn_set_error("nn_params_set_init: NULL argument");
+    param_rec *rec = NULL;
+    for (size_t i = 0; i < ps->n && !rec; i++)
+        if (&ps->recs[i]->t == p) rec = ps->recs[i];
+    if (!rec)
+        return nn_params_fail(ps, "nn_params_set_init: tensor '%s' is not a parameter of this "
+                                  "store", p->name ? p->name : "(unnamed)");
+    if (ps->finalized)
+        return nn_params_fail(ps, "nn_params_set_init: parameter '%s': store already "
+                                  "finalized (use nn_params_reinit or write the values)",
+                              rec->name);
+    if (nn_init_check(init, rec->name, rec->t.ndim, rec->t.shape, msg, sizeof msg))
+        return store_fail_msg(ps, msg);
+    rec->init = init;
+    return 0;
+}
+
+/* Runs every initialiser in registration order from one rng seeded with `seed`. */
+static int run_inits(nn_params *ps, uint64_t seed)
+{
+    ag_rng rng;
+    ag_rng_seed(&rng, seed);
+    for (size_t i = 0; i < ps->n; i++) {
+        param_rec *r = ps->recs[i];
+        if (nn_init_fill(r->init, ps->values + r->offset, r->t.ndim, r->t.shape, &rng)) {
+            char msg[NN_ERR_LEN];  /* copied: nn_last_error's buffer is rewritten below */
+            snprintf(msg, sizeof msg, "%s", nn_last_error());
+            return nn_set_error("parameter '%s': %s", r->name, msg);
+        }
+    }
+    return 0;
+}
+
+static ag_real *alloc_flat(size_t n)
+{
+    size_t bytes = n * sizeof(ag_real);  /* a multiple of 64: n is a multiple of 16 */
+    ag_real *p = aligned_alloc(64, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+int nn_params_finalize(nn_params *ps, uint64_t seed)
+{
+    if (!ps) return nn_set_error("nn_params_finalize: store is NULL");
+    if (ps->failed) return nn_set_error("%s", ps->err);
+    if (ps->finalized) return nn_set_error("nn_params_finalize: store already finalized");
+    size_t off = 0;
+    for (size_t i = 0; i < ps->n; i++) {
+        ps->recs[i]->offset = off;
+        size_t n = (size_t)ps->recs[i]->t.numel;
+        off += (n + NN_ALIGN_ELEMS - 1) / NN_ALIGN_ELEMS * NN_ALIGN_ELEMS;
+    }
+    ps->flat = off;
+    if (off > 0) {
+        ps->values = alloc_flat(off);
+        ps->grads = alloc_flat(off);
+        if (!ps->values || !ps->grads) {
+            free(ps->values);
+            free(ps->grads);
+            ps->values = ps->grads = NULL;
+            return nn_set_error("nn_params_finalize: out of memory for %zu parameters "
+                                "(%zu bytes, twice)", ps->numel, off * sizeof(ag_real));
+        }
+    }
+    for (size_t i = 0; i < ps->n; i++) {
+        param_rec *r = ps->recs[i];
+        int ndim = r->t.ndim, shape[AG_MAX_DIMS];  /* copied: ag_leaf_init rewrites r->t */
+        memcpy(shape, r->t.shape, sizeof shape);
+        if (ag_leaf_init(&r->t, ps->values + r->offset, ps->grads + r->offset, ndim, shape) != 0)
+            return nn_set_error("nn_params_finalize: ag_leaf_init refused parameter '%s'",
+                                r->name);
+        r->t.name = r->name;
+        r->t.requires_grad = true;
+    }
+    ps->finalized = true;
+    return run_inits(ps, seed);
+}
+
+int nn_params_reinit(nn_params *ps, uint64_t seed)
+{
+    if (!ps || !ps->finalized) return nn_set_error("nn_params_reinit: store not finalized");
+    nn_params_zero_grad(ps);
+    return run_inits(ps, seed);
+}
+
+bool nn_params_finalized(const nn_params *ps) { return ps && ps->finalized; }
+size_t nn_params_count(const nn_params *ps) { return ps ? ps->n : 0; }
+size_t nn_params_numel(const nn_params *ps) { return ps ? ps->numel : 0; }
+size_t nn_params_flat_size(const nn_params *ps) { return ps && ps->finalized ? ps->flat : 0; }
+ag_real *nn_params_values(nn_params *ps) { return ps ? ps->values : NULL; }
+ag_real *nn_params_grads(nn_params *ps) { return ps ? ps->grads : NULL; }
+
+ag_tensor *nn_params_at(const nn_params *ps, size_t i)
+{
+    return ps && i < ps->n ? &ps->recs[i]->t : NULL;
+}
+
+size_t nn_params_offset(const nn_params *ps, size_t i)
+{
+    return ps && i < ps->n ? ps->recs[i]->offset : 0;
+}
+
+ag_tensor *nn_params_find(const nn_params *ps, const char *name)
+{
+    if (!ps || !name) return NULL;
+    param_rec *r = find_rec(ps, name);
+    return r ? &r->t : NULL;
+}
+
+void nn_params_zero_grad(nn_params *ps)
+{
+    if (ps && ps->grads) memset(ps->grads, 0, ps->flat * sizeof(ag_real));
+}
+
+char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
+{
+    char suffix[NN_NAME_MAX];
+    if (!buf || len == 0 || !prefix || !fmt) {
+        nn_set_error("nn_join: NULL argument");
+        return NULL;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(suffix, sizeof suffix, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof suffix) {
+        nn_set_error("nn_join: name suffix longer than %d characters", NN_NAME_MAX - 1);
+        return NULL;
+    }
+    int m = prefix[0] ? snprintf(buf, len, "%s.%s", prefix, suffix)
+                      : snprintf(buf, len, "%s", suffix);
+    if (m < 0 || (size_t)m >= len) {
+        nn_set_error("nn_join: '%s.%s' does not fit in %zu bytes", prefix, suffix, len);
+        buf[0] = '\0';
+        return NULL;
+    }
+    return buf;
+}

@@ -1,0 +1,146 @@
+/* params.h -- the parameter store: every trainable tensor of a model, by name, in flat buffers.
+ *
+ * Life cycle:
+ *   1. nn_params_new().
+ *   2. Layers register their parameters (nn_linear_init ... call nn_params_add). Each gets a
+ *      hierarchical name, prefix + "." + own name ("decoder.dense.weight"), a shape and an
+ *      initialiser. nn_params_add returns an ag_tensor* that lives inside the store: its
+ *      address never changes, so layers keep it. Before finalize it carries only the shape
+ *      and the name (data == grad == NULL); do not run a forward yet.
+ *   3. nn_params_finalize(ps, seed): one allocation for all values and one for all gradients;
+ *      every parameter becomes a contiguous leaf (ag_leaf_init) viewing its slice; the
+ *      initialisers run in registration order from one ag_rng seeded with `seed`, so the same
+ *      registrations and seed give the same bits. Gradients start at zero.
+ *   4. Train: forwards read the leaves, ag_backward accumulates into the gradient buffer,
+ *      an optimizer (optim/optim.h) updates the value buffer and zeroes the gradients.
+ *   5. nn_params_free(ps) frees the buffers and the tensor structs.
+ *
+ * Errors are sticky: a failed registration (bad shape, duplicate name, bad initialiser) returns
+ * NULL / -1 at once and also makes nn_params_finalize fail with the same message, so model code
+ * may check only the finalize call.
+ *
+ * Flat layout: parameter i occupies [offset(i), offset(i) + numel) of the value and gradient
+ * buffers; offsets are multiples of 16 elements and the padding between parameters is zero in
+ * both buffers. Optimizers keep their state in buffers of nn_params_flat_size() elements with
+ * the same layout, so an update is one loop over the whole buffer.
+ */
+#ifndef TG_NN_PARAMS_H
+#define TG_NN_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/base.h"
+
+/* Longest parameter name, terminating NUL included. */
+#define NN_NAME_MAX 256
+
+/* ---- Initialisers ------------------------------------------------------------------------ */
+
+typedef enum nn_init_kind {
+    NN_INIT_CONSTANT,        /* every element = a (zeros: a = 0, ones: a = 1) */
+    NN_INIT_UNIFORM,         /* U(a, b) */
+    NN_INIT_NORMAL,          /* N(mean a, std b) */
+    NN_INIT_XAVIER_UNIFORM,  /* U(-g, g), g = a * sqrt(6 / (fan_in + fan_out)); a = gain */
+} nn_init_kind;
+
+/* An initialiser: a kind and its two numbers. Build one with the functions below.
+ * Xavier's fans follow PyTorch: for a shape (out, in, k...) fan_in = in * prod(k),
+ * fan_out = out * prod(k); it needs at least 2 dimensions. */
+typedef struct nn_init {
+    nn_init_kind kind;
+    double a, b;
+} nn_init;
+
+static inline nn_init nn_init_zeros(void) { return (nn_init){NN_INIT_CONSTANT, 0.0, 0.0}; }
+static inline nn_init nn_init_ones(void) { return (nn_init){NN_INIT_CONSTANT, 1.0, 0.0}; }
+static inline nn_init nn_init_constant(double v) { return (nn_init){NN_INIT_CONSTANT, v, 0.0}; }
+static inline nn_init nn_init_uniform(double lo, double hi)
+{
+    return (nn_init){NN_INIT_UNIFORM, lo, hi};
+}
+static inline nn_init nn_init_normal(double mean, double std)
+{
+    return (nn_init){NN_INIT_NORMAL, mean, std};
+}
+static inline nn_init nn_init_xavier_uniform(void)
+{
+    return (nn_init){NN_INIT_XAVIER_UNIFORM, 1.0, 0.0};
+}
+
+/* Fills x (numel values, row-major, shape (ndim, shape) for Xavier's fans) from rng.
+ * Returns 0, or -1 (message in nn_last_error) for an invalid initialiser: uniform with
+ * a > b, normal with std < 0, Xavier on fewer than 2 dimensions or a zero fan. */
+int nn_init_fill(nn_init init, ag_real *x, int ndim, const int *shape, ag_rng *rng);
+
+/* ---- The store --------------------------------------------------------------------------- */
+
+typedef struct nn_params nn_params;
+
+/* Returns a new empty store (NULL when out of memory). */
+nn_params *nn_params_new(void);
+/* Frees the store, its buffers and every tensor it returned. NULL is a no-op. */
+void nn_params_free(nn_params *ps);
+
+/* Registers the parameter `prefix.name` ("" prefix: just `name`) of the given shape (1 to
+ * AG_MAX_DIMS dims, all > 0) and initialiser. Returns its tensor, owned by the store, stable
+ * for the store's life, or NULL (and the store fails) on: NULL/empty name, NULL prefix (e.g. a
+ * failed nn_join), a name longer than NN_NAME_MAX - 1, a duplicate name, a bad shape, an
+ * invalid initialiser, a store already finalized. The tensor's name field points to the full
+ * name. */
+ag_tensor *nn_params_add(nn_params *ps, const char *prefix, const char *name, int ndim,
+                         const int *shape, nn_init init);
+
+/* Replaces the initialiser of a registered parameter (before finalize), e.g. to override a
+ * layer's default. Returns 0, or -1 if p is not in ps, the store is finalized or init invalid. */
+int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init);
+
+/* Records a registration error of a caller-written layer (printf-style message): makes
+ * finalize fail with it, sets nn_last_error, returns -1. */
+int nn_params_fail(nn_params *ps, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Allocates the flat buffers, points every parameter at its slice, runs the initialisers in
+ * registration order from ag_rng seeded with `seed`, zeroes the gradients. Returns 0, or -1 on
+ * an earlier registration error, a second finalize, or out of memory. A store with no
+ * parameters finalizes fine. */
+int nn_params_finalize(nn_params *ps, uint64_t seed);
+/* Reruns the initialisers exactly as finalize did with `seed` (same bits for the same seed)
+ * and zeroes the gradients. Returns 0, or -1 if the store is not finalized. */
+int nn_params_reinit(nn_params *ps, uint64_t seed);
+bool nn_params_finalized(const nn_params *ps);
+
+/* Number of registered parameters (tensors). */
+size_t nn_params_count(const nn_params *ps);
+/* Parameter i in registration order (0 <= i < count), or NULL when out of range. */
+ag_tensor *nn_params_at(const nn_params *ps, size_t i);
+/* The parameter with this full name, or NULL. */
+ag_tensor *nn_params_find(const nn_params *ps, const char *name);
+/* Total number of scalars of all parameters (padding excluded). */
+size_t nn_params_numel(const nn_params *ps);
+
+/* Flat buffers (after finalize; NULL before). Both hold nn_params_flat_size() elements, the
+ * zero padding included. Owned by the store. */
+size_t nn_params_flat_size(const nn_params *ps);
+size_t nn_params_offset(const nn_params *ps, size_t i);  /* parameter i's first element */
+ag_real *nn_params_values(nn_params *ps);
+ag_real *nn_params_grads(nn_params *ps);
+
+/* Sets every gradient to zero (one memset). No-op before finalize. */
+void nn_params_zero_grad(nn_params *ps);
+
+/* Writes prefix + "." + the printf-formatted suffix into buf ("" prefix: just the suffix) and
+ * returns buf, for building the prefixes of sub-layers:
+ *     nn_linear_init(&b->dense1, ps, nn_join(p, sizeof p, prefix, "ffn.dense%d", 1), ...);
+ * Returns NULL (and sets nn_last_error) when the result does not fit; a NULL prefix then makes
+ * the registration that receives it fail, so the error is not lost. */
+char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+#endif

@@ -1,0 +1,192 @@
+/* optim.c -- SGD, Adam, AdamW over the flat buffers of a parameter store (math in optim.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim_internal.h"
+
+const char *optim_kind_name(optim_kind k)
+{
+    switch (k) {
+    case OPTIM_SGD: return "sgd";
+    case OPTIM_ADAM: return "adam";
+    case OPTIM_ADAMW: return "adamw";
+    }
+    return "?";
+}
+
+/* Checks cfg; 0 or -1 with a message naming the field and the allowed range. */
+static int check_cfg(const optim_cfg *c)
+{
+    const char *k = optim_kind_name(c->kind);
+    if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAM && c->kind != OPTIM_ADAMW)
+        return nn_set_error("optim_new: unknown kind %d", (int)c->kind);
+    if (!(c->lr >= 0) || !isfinite(c->lr))
+        return nn_set_error("optim_new (%s): lr = %g, expected a finite value >= 0", k, c->lr);
+    if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
+        return nn_set_error("optim_new (%s): weight_decay = %g, expected >= 0", k,
+                            c->weight_decay);
+    if (!(c->clip_norm >= 0) || !isfinite(c->clip_norm))
+        return nn_set_error("optim_new (%s): clip_norm = %g, expected > 0 (or 0: no clipping)",
+                            k, c->clip_norm);
+    if (c->kind == OPTIM_SGD) {
+        if (!(c->momentum >= 0) || !isfinite(c->momentum))
+            return nn_set_error("optim_new (sgd): momentum = %g, expected >= 0", c->momentum);
+        if (!(c->dampening >= 0 && c->dampening <= 1))
+            return nn_set_error("optim_new (sgd): dampening = %g, expected 0 to 1",
+                                c->dampening);
+        if (c->nesterov && (c->momentum <= 0 || c->dampening != 0))
+            return nn_set_error("optim_new (sgd): nesterov needs momentum > 0 and dampening "
+                                "0 (got %g, %g)", c->momentum, c->dampening);
+    } else {
+        if (!(c->beta1 >= 0 && c->beta1 < 1))
+            return nn_set_error("optim_new (%s): beta1 = %g, expected 0 <= beta1 < 1", k,
+                                c->beta1);
+        if (!(c->beta2 >= 0 && c->beta2 < 1))
+            return nn_set_error("optim_new (%s): beta2 = %g, expected 0 <= beta2 < 1", k,
+                                c->beta2);
+        if (!(c->eps >= 0) || !isfinite(c->eps))
+            return nn_set_error("optim_new (%s): eps = %g, expected >= 0", k, c->eps);
+    }
+    const optim_schedule *s = &c->schedule;
+    if (s->kind == OPTIM_LR_STEP && (s->step_size <= 0 || !(s->gamma > 0)))
+        return nn_set_error("optim_new (%s): step schedule with step_size = %d, gamma = %g, "
+                            "expected step_size > 0 and gamma > 0", k, s->step_size, s->gamma);
+    if (s->kind == OPTIM_LR_NOAM && (s->d_model <= 0 || s->warmup <= 0))
+        return nn_set_error("optim_new (%s): Noam schedule with d_model = %d, warmup = %d, "
+                            "expected both > 0", k, s->d_model, s->warmup);
+    if (s->kind != OPTIM_LR_CONSTANT && s->kind != OPTIM_LR_STEP && s->kind != OPTIM_LR_NOAM)
+        return nn_set_error("optim_new (%s): unknown schedule kind %d", k, (int)s->kind);
+    return 0;
+}
+
+static ag_real *alloc_state(size_t n)
+{
+    ag_real *p = calloc(n ? n : 1, sizeof *p);
+    return p;
+}
+
+optim *optim_new(nn_params *ps, optim_cfg cfg)
+{
+    if (!ps) {
+        nn_set_error("optim_new: parameter store is NULL");
+        return NULL;
+    }
+    if (!nn_params_finalized(ps)) {
+        nn_set_error("optim_new: the parameter store is not finalized (call "
+                     "nn_params_finalize first)");
+        return NULL;
+    }
+    if (check_cfg(&cfg)) return NULL;
+    optim *o = calloc(1, sizeof *o);
+    if (!o) {
+        nn_set_error("optim_new: out of memory");
+        return NULL;
+    }
+    o->cfg = cfg;
+    o->ps = ps;
+    o->flat = nn_params_flat_size(ps);
+    bool ok = true;
+    if (cfg.kind == OPTIM_ADAM || cfg.kind == OPTIM_ADAMW) {
+        o->m = alloc_state(o->flat);
+        o->v = alloc_state(o->flat);
+        ok = o->m && o->v;
+    } else if (cfg.momentum != 0) {
+        o->buf = alloc_state(o->flat);
+        ok = o->buf != NULL;
+    }
+    if (!ok) {
+        optim_free(o);
+        nn_set_error("optim_new: out of memory for the state of %zu parameters",
+                     nn_params_numel(ps));
+        return NULL;
+    }
+    return o;
+}
+
+void optim_free(optim *o)
+{
+    if (!o) return;
+    free(o->m);
+    free(o->v);
+    free(o->buf);
+    free(o);
+}
+
+/* SGD with momentum mu, dampening d, weight decay wd (PyTorch's torch.optim.SGD):
+ *   g = grad + wd p;  b = (t == 1) ? g : mu b + (1 - d) g;  g = nesterov ? g + mu b : b;
+ *   p -= lr g. */
+static void sgd_update(optim *o, double lr)
+{
+    const optim_cfg *c = &o->cfg;
+    ag_real *p = nn_params_values(o->ps);
+    const ag_real *gr = nn_params_grads(o->ps);
+    const ag_real wd = (ag_real)c->weight_decay, mu = (ag_real)c->momentum;
+    const ag_real damp = (ag_real)(1 - c->dampening), a = (ag_real)lr;
+    const bool first = o->t == 0;
+    for (size_t i = 0; i < o->flat; i++) {
+        ag_real g = gr[i] + wd * p[i];
+        if (o->buf) {
+            o->buf[i] = first ? g : mu * o->buf[i] + damp * g;
+            g = c->nesterov ? g + mu * o->buf[i] : o->buf[i];
+        }
+        p[i] -= a * g;
+    }
+}
+
+/* Adam / AdamW (PyTorch's torch.optim.Adam / AdamW), t = update number from 1:
+ *   AdamW: p *= 1 - lr wd           Adam: g = grad + wd p
+ *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+ *   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
+static void adam_update(optim *o, double lr)
+{
+    const optim_cfg *c = &o->cfg;
+    const int64_t t = o->t + 1;
+    ag_real *p = nn_params_values(o->ps);
+    const ag_real *gr = nn_params_grads(o->ps);
+    const bool decoupled = c->kind == OPTIM_ADAMW;
+    const ag_real l2 = (ag_real)(decoupled ? 0 : c->weight_decay);
+    const ag_real keep = (ag_real)(decoupled ? 1 - lr * c->weight_decay : 1);
+    const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2;
+    const ag_real nb1 = (ag_real)(1 - c->beta1), nb2 = (ag_real)(1 - c->beta2);
+    const ag_real step_size = (ag_real)(lr / (1 - pow(c->beta1, (double)t)));
+    const ag_real bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, (double)t));
+    const ag_real eps = (ag_real)c->eps;
+    ag_real *m = o->m, *v = o->v;
+    for (size_t i = 0; i < o->flat; i++) {
+        ag_real g = gr[i] + l2 * p[i];
+        if (decoupled) p[i] *= keep;
+        m[i] = b1 * m[i] + nb1 * g;
+        v[i] = b2 * v[i] + nb2 * g * g;
+        ag_real denom = (ag_real)sqrt(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * (m[i] / denom);
+    }
+}
+
+int optim_step(optim *o)
+{
+    if (!o) return nn_set_error("optim_step: optimizer is NULL");
+    double norm = o->cfg.clip_norm > 0 ? optim_clip_grad_norm(o->ps, o->cfg.clip_norm)
+                                       : optim_grad_norm(o->ps);
+    o->last_norm = norm;
+    if (!isfinite(norm)) {
+        nn_params_zero_grad(o->ps);
+        return nn_set_error("optim_step: the gradient norm is %g at update %lld; update "
+                            "skipped, gradients zeroed (check the loss for NaN/inf, e.g. with "
+                            "ag_tape_set_nan_check)", norm, (long long)(o->t + 1));
+    }
+    double lr = optim_lr(o);
+    if (o->cfg.kind == OPTIM_SGD) sgd_update(o, lr);
+    else adam_update(o, lr);
+    nn_params_zero_grad(o->ps);
+    o->t++;
+    return 0;
+}
+
+int64_t optim_steps(const optim *o) { return o ? o->t : 0; }
+double optim_lr(const optim *o)
+{
+    return o ? optim_schedule_lr(o->cfg.schedule, o->cfg.lr, o->t + 1) : NAN;
+}
+double optim_last_grad_norm(const optim *o) { return o ? o->last_norm : NAN; }
+const optim_cfg *optim_config(const optim *o) { return o ? &o->cfg : NULL; }

@@ -1,0 +1,147 @@
+/* optim.h -- optimizers over an nn parameter store: SGD (momentum), Adam, AdamW, gradient
+ * clipping by global norm, learning-rate schedules, optimizer state in checkpoints.
+ *
+ *     optim_cfg cfg = optim_adam(0.005);     // PyTorch defaults: betas 0.9 / 0.999, eps 1e-8
+ *     cfg.clip_norm = 1.0;                   // d2l's grad_clipping(net, 1) before each update
+ *     optim *opt = optim_new(ps, cfg);       // NULL on a bad config (nn_last_error says which)
+ *     for (...) {
+ *         ... forward, ag_backward ...
+ *         optim_step(opt);                   // clip, update, zero the gradients
+ *     }
+ *     optim_free(opt);
+ *
+ * Semantics are PyTorch's (torch.optim, single-tensor code path), the update number t
+ * counting from 1, lr_t the schedule's value at t (see optim_schedule_lr), g the gradient:
+ *   SGD:   g += wd * p;  with momentum mu: b = g at t = 1, else b = mu * b + (1 - dampening) * g;
+ *          g = nesterov ? g + mu * b : b;   p -= lr_t * g
+ *   Adam:  g += wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *          p -= (lr_t / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ *          i.e. p -= lr_t * m_hat / (sqrt(v_hat) + eps), eps added after the square root
+ *   AdamW: p *= 1 - lr_t * wd (decoupled decay), then Adam's update with no wd in g.
+ * The state (moments, momentum buffers) lives in flat buffers laid out like the store's
+ * (nn/params.h), so an update is one loop over all parameters. Every parameter is updated
+ * each step, including those whose gradient is zero (they move with their momentum).
+ *
+ * Errors follow nn's rule (nn/nn.h): 0 / -1 or NULL, message in nn_last_error().
+ */
+#ifndef TG_OPTIM_H
+#define TG_OPTIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nn/nn.h"
+
+/* ---- Learning-rate schedules ---------------------------------------------------------------- */
+
+typedef enum optim_lr_kind {
+    OPTIM_LR_CONSTANT,  /* lr_t = lr */
+    OPTIM_LR_STEP,      /* lr_t = lr * gamma^floor((t - 1) / step_size)  (PyTorch StepLR) */
+    OPTIM_LR_NOAM,      /* lr_t = lr * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5): the
+                         * Transformer's warmup; cfg.lr plays the role of the "factor" */
+} optim_lr_kind;
+
+typedef struct optim_schedule {
+    optim_lr_kind kind;
+    int step_size;      /* STEP: updates per decay, > 0 */
+    double gamma;       /* STEP: decay factor, > 0 */
+    int d_model;        /* NOAM: model width, > 0 */
+    int warmup;         /* NOAM: warmup updates, > 0 */
+} optim_schedule;
+
+static inline optim_schedule optim_lr_constant(void)
+{
+    return (optim_schedule){.kind = OPTIM_LR_CONSTANT};
+}
+static inline optim_schedule optim_lr_step(int step_size, double gamma)
+{
+    return (optim_schedule){.kind = OPTIM_LR_STEP, .step_size = step_size, .gamma = gamma};
+}
+static inline optim_schedule optim_lr_noam(int d_model, int warmup)
+{
+    return (optim_schedule){.kind = OPTIM_LR_NOAM, .d_model = d_model, .warmup = warmup};
+}
+
+/* The learning rate of update t (t >= 1) for base rate lr. Returns NaN for t < 1 or an
+ * invalid schedule. */
+double optim_schedule_lr(optim_schedule s, double lr, int64_t t);
+
+/* ---- Configuration ------------------------------------------------------------------------ */
+
+typedef enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW } optim_kind;
+
+typedef struct optim_cfg {
+    optim_kind kind;
+    double lr;                 /* base learning rate, >= 0 */
+    double beta1, beta2, eps;  /* Adam, AdamW: 0 <= beta < 1, eps >= 0 */
+    double momentum;           /* SGD: >= 0 (0: plain SGD) */
+    double dampening;          /* SGD: in [0, 1] */
+    bool nesterov;             /* SGD: needs momentum > 0 and dampening 0 */
+    double weight_decay;       /* >= 0; L2 in the gradient (SGD, Adam), decoupled (AdamW) */
+    double clip_norm;          /* > 0: clip the gradients by global L2 norm first; 0: off */
+    optim_schedule schedule;   /* constant unless set */
+} optim_cfg;
+
+/* Configurations with PyTorch's defaults (AdamW: weight_decay 0.01), constant lr, no
+ * clipping; change fields before optim_new. */
+static inline optim_cfg optim_sgd(double lr)
+{
+    return (optim_cfg){.kind = OPTIM_SGD, .lr = lr};
+}
+static inline optim_cfg optim_adam(double lr)
+{
+    return (optim_cfg){.kind = OPTIM_ADAM, .lr = lr, .beta1 = 0.9, .beta2 = 0.999,
+                       .eps = 1e-8};
+}
+static inline optim_cfg optim_adamw(double lr)
+{
+    return (optim_cfg){.kind = OPTIM_ADAMW, .lr = lr, .beta1 = 0.9, .beta2 = 0.999,
+                       .eps = 1e-8, .weight_decay = 0.01};
+}
+
+/* "sgd", "adam", "adamw". */
+const char *optim_kind_name(optim_kind k);
+
+/* ---- The optimizer ------------------------------------------------------------------------ */
+
+typedef struct optim optim;
+
+/* Returns a new optimizer over the finalized store ps (which must outlive it), its state at
+ * zero and its update count at 0; NULL on an invalid cfg (the message names the field and the
+ * allowed range), a store not finalized, or out of memory. */
+optim *optim_new(nn_params *ps, optim_cfg cfg);
+void optim_free(optim *o);  /* NULL is a no-op */
+
+/* One update from the gradients in the store: computes their global L2 norm, clips when
+ * cfg.clip_norm > 0 and the norm exceeds it, applies the update with lr_t for t = steps + 1,
+ * zeroes the gradients and counts the step. Returns 0; or -1 when the gradient norm is NaN or
+ * infinite: then nothing is updated, the gradients are zeroed and the step is not counted. */
+int optim_step(optim *o);
+
+int64_t optim_steps(const optim *o);             /* updates done so far */
+double optim_lr(const optim *o);                 /* lr the next optim_step will use */
+double optim_last_grad_norm(const optim *o);     /* norm before clipping, at the last step */
+const optim_cfg *optim_config(const optim *o);
+
+/* ---- Gradient utilities (usable without an optimizer) ----------------------------------- */
+
+/* sqrt(sum of every gradient element squared), accumulated in double. */
+double optim_grad_norm(nn_params *ps);
+/* d2l's grad_clipping: when the global norm exceeds max_norm (> 0), scales every gradient by
+ * max_norm / norm. Returns the norm before clipping. */
+double optim_clip_grad_norm(nn_params *ps, double max_norm);
+
+/* ---- Checkpoints ---------------------------------------------------------------------------
+ * The state goes into a checkpoint beside the model (nn/checkpoint.h):
+ *   metadata  "optim.kind" = "sgd" | "adam" | "adamw",  "optim.step" = t (decimal)
+ *   tensors   Adam / AdamW: "optim.<kind>.m.<param name>", "optim.<kind>.v.<param name>"
+ *             SGD with momentum: "optim.sgd.momentum.<param name>"
+ *   all with the parameter's shape, in the checkpoint's store dtype (F32 by default, which is
+ *   exact for the float32 build: training resumes bit for bit).
+ * optim_load_state checks the kind, the step and every tensor (missing, misshapen, mistyped),
+ * rejects "optim." tensors it does not expect, and changes nothing unless all checks pass.
+ * The hyperparameters are not stored: the caller passes the same cfg to optim_new. */
+int optim_save_state(const optim *o, nn_ckpt *ck);
+int optim_load_state(optim *o, const nn_ckpt *ck);
+
+#endif

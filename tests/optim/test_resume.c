@@ -1,0 +1,171 @@
+/* test_resume.c -- training resumes from a checkpoint bit for bit.
+ *
+ * A tiny model (linear -> relu -> dropout -> linear) trained on shuffled minibatches with
+ * clipping and a schedule: N steps straight, versus N/2 steps, save (parameters, optimizer
+ * state, the dropout and data random streams), load into a fresh store (initialised from
+ * another seed) and a fresh optimizer, N/2 more steps. The two loss trajectories and the final
+ * parameters must be identical bit for bit, for SGD with momentum, Adam and AdamW.
+ * Built twice: on the float32 product (F32 checkpoint) and on the float64 twin (F64). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "optim/optim.h"
+#include "tests/tg_test.h"
+
+enum { N_DATA = 32, IN = 4, HID = 8, OUT = 3, BATCH = 8, STEPS = 20 };
+
+#ifdef TG_DOUBLE
+#define STORE_DTYPE NN_F64  /* float64 values survive only in F64 */
+#else
+#define STORE_DTYPE NN_F32
+#endif
+
+typedef struct tiny { nn_linear fc1, fc2; nn_dropout drop; } tiny;
+
+typedef struct run {
+    nn_params *ps;
+    tiny m;
+    optim *o;
+    ag_rng drop_rng, data_rng;
+    ag_tape *t;
+} run;
+
+static ag_real xs[N_DATA * IN];
+static int32_t ys[N_DATA];
+
+static void make_data(void)
+{
+    ag_rng r;
+    ag_rng_seed(&r, 2024);
+    for (int i = 0; i < N_DATA * IN; i++) xs[i] = (ag_real)ag_rng_normal(&r);
+    for (int i = 0; i < N_DATA; i++) ys[i] = (int32_t)ag_rng_below(&r, OUT);
+}
+
+static void run_init(run *r, uint64_t init_seed, optim_cfg cfg)
+{
+    r->ps = nn_params_new();
+    nn_linear_init(&r->m.fc1, r->ps, "fc1", IN, HID, true);
+    nn_linear_init(&r->m.fc2, r->ps, "fc2", HID, OUT, true);
+    nn_dropout_init(&r->m.drop, 0.2);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(r->ps, init_seed), 0);
+    r->o = optim_new(r->ps, cfg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->o);
+    ag_rng_seed(&r->drop_rng, 11);
+    ag_rng_seed(&r->data_rng, 12);
+    r->t = ag_tape_new();
+}
+
+static void run_free(run *r)
+{
+    ag_tape_free(r->t);
+    optim_free(r->o);
+    nn_params_free(r->ps);
+}
+
+/* One step on a random minibatch; returns the loss. */
+static ag_real train_step(run *r)
+{
+    ag_real bx[BATCH * IN];
+    int32_t by[BATCH];
+    for (int b = 0; b < BATCH; b++) {
+        uint32_t i = ag_rng_below(&r->data_rng, N_DATA);
+        memcpy(bx + b * IN, xs + i * IN, IN * sizeof(ag_real));
+        by[b] = ys[i];
+    }
+    ag_tape *t = r->t;
+    nn_ctx c = {.tape = t, .training = true, .rng = &r->drop_rng};
+    ag_tensor *h = nn_relu(&c, nn_linear_forward(&r->m.fc1, &c, ag_tensor_from(t, AG_SHAPE(BATCH, IN), bx)));
+    ag_tensor *logits = nn_linear_forward(&r->m.fc2, &c, nn_dropout_forward(&r->m.drop, &c, h));
+    ag_tensor *loss = ag_mean(t, ag_softmax_ce(t, logits, by, NULL), AG_ALL, false);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(loss);
+    CU_ASSERT_EQUAL(ag_backward(t, loss), 0);
+    ag_real l = ag_get(loss, 0);
+    CU_ASSERT_EQUAL(optim_step(r->o), 0);
+    ag_tape_reset(t);
+    return l;
+}
+
+static void check_resume(optim_cfg cfg, const char *file)
+{
+    ag_real straight[STEPS], resumed[STEPS];
+    run a;
+    run_init(&a, 1, cfg);
+    for (int s = 0; s < STEPS; s++) straight[s] = train_step(&a);
+
+    run b;
+    run_init(&b, 1, cfg);
+    for (int s = 0; s < STEPS / 2; s++) resumed[s] = train_step(&b);
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL(nn_ckpt_set_store_dtype(ck, STORE_DTYPE), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_add_params(ck, b.ps), 0);
+    CU_ASSERT_EQUAL(optim_save_state(b.o, ck), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta_rng(ck, "train.dropout_rng", &b.drop_rng), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta_rng(ck, "train.data_rng", &b.data_rng), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, file), 0);
+    nn_ckpt_free(ck);
+    run_free(&b);
+
+    run c;
+    run_init(&c, 777, cfg);  /* other initial values: everything must come from the file */
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load(&ck, file), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, c.ps, 0), 0);
+    CU_ASSERT_EQUAL(optim_load_state(c.o, ck), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_meta_rng(ck, "train.dropout_rng", &c.drop_rng), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_meta_rng(ck, "train.data_rng", &c.data_rng), 0);
+    nn_ckpt_free(ck);
+    CU_ASSERT_EQUAL(optim_steps(c.o), STEPS / 2);
+    for (int s = STEPS / 2; s < STEPS; s++) resumed[s] = train_step(&c);
+
+    CU_ASSERT_EQUAL(memcmp(straight, resumed, sizeof straight), 0);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(a.ps), nn_params_values(c.ps),
+                           nn_params_flat_size(a.ps) * sizeof(ag_real)), 0);
+    CU_ASSERT_TRUE(straight[STEPS - 1] < straight[0]);  /* it did train */
+    run_free(&a);
+    run_free(&c);
+    unlink(file);
+}
+
+static char file[64];
+
+static void test_resume_sgd(void)
+{
+    optim_cfg c = optim_sgd(0.2);
+    c.momentum = 0.9;
+    c.nesterov = true;
+    c.weight_decay = 1e-3;
+    c.clip_norm = 1.0;
+    c.schedule = optim_lr_step(4, 0.7);
+    check_resume(c, file);
+}
+
+static void test_resume_adam(void)
+{
+    optim_cfg c = optim_adam(0.5);
+    c.clip_norm = 0.5;
+    c.schedule = optim_lr_noam(HID, 5);
+    check_resume(c, file);
+}
+
+static void test_resume_adamw(void)
+{
+    optim_cfg c = optim_adamw(0.02);
+    c.clip_norm = 1.0;
+    check_resume(c, file);
+}
+
+static CU_TestInfo tests[] = {
+    {"resume bit for bit: sgd + nesterov + step schedule", test_resume_sgd},
+    {"resume bit for bit: adam + clipping + noam", test_resume_adam},
+    {"resume bit for bit: adamw", test_resume_adamw},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {{"optim_resume", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(void)
+{
+    snprintf(file, sizeof file, "/tmp/tg_resume_%d_%d.safetensors", (int)getpid(),
+             (int)sizeof(ag_real));
+    make_data();
+    return tg_test_run(suites);
+}
