@@ -35,13 +35,37 @@ static ag_real *scratch(size_t n) {
     return buf;
 }
 
-/* C (m x n) = alpha A (m x k) B (k x n) + beta C; C is not read when beta = 0. */
+/* C (m x n) = alpha A (m x k) B (k x n) + beta C; C is not read when beta = 0.
+ * The loop order follows B's layout so the innermost loop runs over contiguous memory:
+ *   B row-major (csb = 1):               C[i,:] += (alpha A[i,p]) B[p,:]     (axpy over j)
+ *   B column-major (rsb = 1, a transposed view) and A row-major:
+ *                                        C[i,j] += alpha dot(A[i,:], B[:,j])  (dot over p)
+ *   anything else: the axpy order with strides. */
 static void small_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
                        ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb,
                        ag_real beta, ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
     for (int i = 0; i < m; i++) {
         ag_real *ci = c + i * rsc;
-        for (int j = 0; j < n; j++) ci[j * csc] = beta == 0 ? 0 : beta * ci[j * csc];
+        if (beta == 0)
+            for (int j = 0; j < n; j++) ci[j * csc] = 0;
+        else if (beta != 1)
+            for (int j = 0; j < n; j++) ci[j * csc] *= beta;
+    }
+    if (csb != 1 && rsb == 1 && csa == 1) {
+        for (int i = 0; i < m; i++) {
+            const ag_real *ai = a + i * rsa;
+            ag_real *ci = c + i * rsc;
+            for (int j = 0; j < n; j++) {
+                const ag_real *bj = b + j * csb;
+                ag_real s = 0;
+                for (int p = 0; p < k; p++) s += ai[p] * bj[p];
+                ci[j * csc] += alpha * s;
+            }
+        }
+        return;
+    }
+    for (int i = 0; i < m; i++) {
+        ag_real *ci = c + i * rsc;
         for (int p = 0; p < k; p++) {
             ag_real aip = alpha * a[i * rsa + p * csa];
             const ag_real *bp = b + p * rsb;

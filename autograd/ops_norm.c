@@ -117,11 +117,16 @@ ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng 
     ag_tensor *y = x ? ag__out(t, x->ndim, x->shape, 1, &x) : NULL;
     ag_real *mask = y ? ag__alloc(t, (size_t)x->numel * sizeof *mask) : NULL;
     if (!mask) return NULL;
+    /* An element is dropped when a 32-bit draw u < p 2^32 (two draws per 64-bit output):
+     * probability p to within 2^-32. */
     ag_real keep = p < 1 ? (ag_real)(1 / (1 - p)) : 0;
-    for (ptrdiff_t i = 0; i < x->numel; i++) {
-        mask[i] = ag_rng_uniform(rng) < p ? 0 : keep;
-        y->data[i] = x->data[i] * mask[i];
+    uint64_t threshold = p >= 1 ? UINT64_C(1) << 32 : (uint64_t)(p * 4294967296.0);
+    for (ptrdiff_t i = 0; i < x->numel; i += 2) {
+        uint64_t r = ag_rng_next(rng);
+        mask[i] = (r & 0xffffffffu) < threshold ? 0 : keep;
+        if (i + 1 < x->numel) mask[i + 1] = (r >> 32) < threshold ? 0 : keep;
     }
+    for (ptrdiff_t i = 0; i < x->numel; i++) y->data[i] = x->data[i] * mask[i];
     ag_node *nd = ag__record(t, &dropout_op, y, 1, &x, sizeof mask);
     if (nd) *(ag_real **)nd->saved = mask;
     return y;
