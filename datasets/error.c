@@ -1,0 +1,61 @@
+/* datasets/error.c -- the thread-local error message and small shared helpers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "datasets/internal.h"
+
+static _Thread_local char ds_err_buf[1024];
+
+const char *ds_last_error(void) { return ds_err_buf; }
+
+const char *ds_status_name(int status) {
+    switch (status) {
+    case DS_OK: return "ok";
+    case DS_EARG: return "bad argument";
+    case DS_EIO: return "I/O error";
+    case DS_EFORMAT: return "bad data";
+    case DS_ENOMEM: return "out of memory";
+    default: return "unknown status";
+    }
+}
+
+int ds_fail(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ds_err_buf, sizeof ds_err_buf, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void *ds_regrow(void *buf, size_t *cap, size_t need, size_t elem) {
+    if (buf && need <= *cap) return buf;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) {
+        if (n > SIZE_MAX / 2) {
+            ds_fail(DS_ENOMEM, "buffer of %zu elements too large", need);
+            return NULL;
+        }
+        n *= 2;
+    }
+    if (n > SIZE_MAX / elem) {
+        ds_fail(DS_ENOMEM, "buffer of %zu elements too large", need);
+        return NULL;
+    }
+    void *p = realloc(buf, n * elem);
+    if (!p) {
+        ds_fail(DS_ENOMEM, "out of memory growing a buffer to %zu bytes", n * elem);
+        return NULL;
+    }
+    *cap = n;
+    return p;
+}
+
+uint64_t ds_fnv1a(uint64_t h, const void *data, size_t len) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

@@ -1,0 +1,237 @@
+/* datasets/fra_batches.c -- shuffled batches, the split file, d2l's predict-side helpers and
+ * locating fra.txt. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "datasets/fra_internal.h"
+#include "datasets/internal.h"
+#include "datasets/rng.h"
+#include "datasets/unicode.h"
+
+/* ---- batches -------------------------------------------------------------------------- */
+
+struct ds_batches {
+    const ds_fra *d;
+    const int64_t *rows; /* the part's pairs, ascending */
+    int64_t n;
+    int32_t B, T;
+    bool shuffle;
+    int64_t *order; /* this epoch's visiting order (pair indices) */
+    int64_t *perm;  /* scratch for the permutation */
+    int64_t pos;
+    int32_t *src, *src_len, *tgt, *tgt_len;
+    int64_t *pairs;
+};
+
+void ds_batches_free(ds_batches *it) {
+    if (!it) return;
+    free(it->order);
+    free(it->perm);
+    free(it->src);
+    free(it->src_len);
+    free(it->tgt);
+    free(it->tgt_len);
+    free(it->pairs);
+    free(it);
+}
+
+int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out) {
+    return ds_batches_new_sized(d, part, shuffle, 0, out);
+}
+
+int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t batch_size, ds_batches **out) {
+    *out = NULL;
+    if ((unsigned)part > DS_ALL) return ds_fail(DS_EARG, "ds_batches_new: part %d is not a ds_part", (int)part);
+    if (batch_size < 0) return ds_fail(DS_EARG, "ds_batches_new: batch_size = %d, expected >= 0", (int)batch_size);
+    int64_t n = d->part_n[part];
+    static const char *const names[] = {"train", "valid", "test", "all"};
+    if (n == 0) return ds_fail(DS_EARG, "ds_batches_new: the %s part is empty", names[part]);
+    ds_batches *it = calloc(1, sizeof *it);
+    if (!it) return ds_fail(DS_ENOMEM, "out of memory");
+    it->d = d;
+    it->rows = d->part[part];
+    it->n = n;
+    it->B = batch_size ? batch_size : d->opt.batch_size;
+    it->T = d->opt.num_steps;
+    it->shuffle = shuffle;
+    size_t B = (size_t)(it->B < n ? it->B : n), T = (size_t)it->T;
+    it->order = malloc((size_t)n * sizeof *it->order);
+    it->perm = shuffle ? malloc((size_t)n * sizeof *it->perm) : NULL;
+    it->src = malloc(B * T * sizeof *it->src);
+    it->tgt = malloc(B * T * sizeof *it->tgt);
+    it->src_len = malloc(B * sizeof *it->src_len);
+    it->tgt_len = malloc(B * sizeof *it->tgt_len);
+    it->pairs = malloc(B * sizeof *it->pairs);
+    if (!it->order || (shuffle && !it->perm) || !it->src || !it->tgt || !it->src_len || !it->tgt_len || !it->pairs) {
+        ds_batches_free(it);
+        return ds_fail(DS_ENOMEM, "out of memory for a batch iterator over %lld pairs", (long long)n);
+    }
+    ds_batches_epoch(it, 0);
+    *out = it;
+    return DS_OK;
+}
+
+void ds_batches_epoch(ds_batches *it, int64_t epoch) {
+    if (it->shuffle) {
+        ds_rng_permutation(it->perm, it->n, it->d->opt.seed, (uint64_t)epoch);
+        for (int64_t i = 0; i < it->n; i++) it->order[i] = it->rows[it->perm[i]];
+    } else {
+        memcpy(it->order, it->rows, (size_t)it->n * sizeof *it->order);
+    }
+    it->pos = 0;
+}
+
+bool ds_batches_next(ds_batches *it, ds_batch *b) {
+    if (it->pos >= it->n) return false;
+    int64_t m = it->n - it->pos;
+    int32_t B = (int32_t)(m < it->B ? m : it->B), T = it->T;
+    const ds_fra_side *s = &it->d->side[DS_SRC], *t = &it->d->side[DS_TGT];
+    for (int32_t r = 0; r < B; r++) {
+        int64_t p = it->order[it->pos + r];
+        it->pairs[r] = p;
+        memcpy(it->src + (size_t)r * T, s->ids + p * T, (size_t)T * sizeof(int32_t));
+        memcpy(it->tgt + (size_t)r * T, t->ids + p * T, (size_t)T * sizeof(int32_t));
+        it->src_len[r] = s->valid_len[p];
+        it->tgt_len[r] = t->valid_len[p];
+    }
+    it->pos += B;
+    *b = (ds_batch){.size = B, .num_steps = T, .src = it->src, .src_valid_len = it->src_len,
+                    .tgt = it->tgt, .tgt_valid_len = it->tgt_len, .pairs = it->pairs};
+    return true;
+}
+
+int64_t ds_batches_count(const ds_batches *it) { return (it->n + it->B - 1) / it->B; }
+
+/* ---- the split file ------------------------------------------------------------------- */
+
+int ds_fra_write_split(const ds_fra *d, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return ds_fail(DS_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    char *part = malloc((size_t)d->n_pairs);
+    if (!part) {
+        fclose(f);
+        return ds_fail(DS_ENOMEM, "out of memory");
+    }
+    memset(part, DS_TRAIN, (size_t)d->n_pairs);
+    for (int p = DS_VALID; p <= DS_TEST; p++)
+        if (d->part[p] != d->part[DS_ALL])
+            for (int64_t i = 0; i < d->part_n[p]; i++) part[d->part[p][i]] = (char)p;
+    static const char *const names[] = {"train", "valid", "test"};
+    fprintf(f, "# tapegrad fra-eng split: pairs=%lld num_examples=%lld valid_frac=%.17g test_frac=%.17g split_seed=%llu\n",
+            (long long)d->n_pairs, (long long)d->opt.num_examples, d->opt.valid_frac, d->opt.test_frac,
+            (unsigned long long)d->opt.split_seed);
+    fprintf(f, "# pair\tline\tpart\n");
+    for (int64_t i = 0; i < d->n_pairs; i++)
+        fprintf(f, "%lld\t%lld\t%s\n", (long long)i, (long long)d->line_of_pair[i], names[(int)part[i]]);
+    free(part);
+    int bad = ferror(f);
+    int err = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    if (bad) return ds_fail(DS_EIO, "%s: write failed: %s", path, strerror(err));
+    return DS_OK;
+}
+
+/* ---- prediction helpers --------------------------------------------------------------- */
+
+int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_steps, int32_t *ids,
+                       int32_t *valid_len) {
+    if (num_steps < 1) return ds_fail(DS_EARG, "ds_encode_sentence: num_steps = %d, expected >= 1", (int)num_steps);
+    char *low;
+    size_t n;
+    int rc = ds_utf8_lower(sentence, strlen(sentence), &low, &n);
+    if (rc) return rc;
+    int64_t count = 0; /* tokens seen, including those past num_steps */
+    size_t a = 0;
+    for (;;) {
+        char *sp = memchr(low + a, ' ', n - a);
+        size_t e = sp ? (size_t)(sp - low) : n;
+        if (count < num_steps) {
+            int32_t id = ds_vocab_find(v, low + a, e - a);
+            ids[count] = id < 0 ? DS_UNK : id;
+        }
+        count++;
+        if (!sp) break;
+        a = e + 1;
+    }
+    free(low);
+    if (count < num_steps) ids[count] = DS_EOS;
+    for (int64_t j = count + 1; j < num_steps; j++) ids[j] = DS_PAD;
+    count++; /* + <eos> */
+    *valid_len = count > INT32_MAX ? INT32_MAX : (int32_t)count;
+    return DS_OK;
+}
+
+int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out) {
+    *out = NULL;
+    size_t total = 1, m = 0;
+    for (; m < n && ids[m] != DS_EOS; m++) {
+        size_t len;
+        if (!ds_vocab_token(v, ids[m], &len))
+            return ds_fail(DS_EARG, "ids[%zu] = %d is not an id of this vocabulary (size %d)", m, (int)ids[m],
+                           (int)ds_vocab_size(v));
+        total += len + 1;
+    }
+    char *s = malloc(total);
+    if (!s) return ds_fail(DS_ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        size_t len;
+        const char *t = ds_vocab_token(v, ids[i], &len);
+        if (i) s[k++] = ' ';
+        memcpy(s + k, t, len);
+        k += len;
+    }
+    s[k] = 0;
+    *out = s;
+    return DS_OK;
+}
+
+/* ---- locating fra.txt ----------------------------------------------------------------- */
+
+static bool readable_file(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && access(p, R_OK) == 0;
+}
+
+static int use_path(const char *p, char *out, size_t cap) {
+    size_t n = strlen(p);
+    if (n + 1 > cap) return ds_fail(DS_EARG, "data path of %zu bytes does not fit the %zu-byte buffer: %s", n, cap, p);
+    memcpy(out, p, n + 1);
+    return DS_OK;
+}
+
+int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *out, size_t cap) {
+    if (flag_value && *flag_value) {
+        if (readable_file(flag_value)) return use_path(flag_value, out, cap);
+        return ds_fail(DS_EIO, "%s (given explicitly): %s", flag_value,
+                       access(flag_value, F_OK) ? strerror(errno) : "not a readable regular file");
+    }
+    const char *env = getenv("TG_FRA_ENG");
+    if (env && *env) {
+        if (readable_file(env)) return use_path(env, out, cap);
+        return ds_fail(DS_EIO, "%s (from TG_FRA_ENG): %s", env,
+                       access(env, F_OK) ? strerror(errno) : "not a readable regular file");
+    }
+    char tried[3][4096];
+    int nt = 0;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && xdg[0] == '/') snprintf(tried[nt++], sizeof tried[0], "%s/tapegrad/fra-eng/fra.txt", xdg);
+    else if (home && *home) snprintf(tried[nt++], sizeof tried[0], "%s/.cache/tapegrad/fra-eng/fra.txt", home);
+    snprintf(tried[nt++], sizeof tried[0], "../shared/data/fra-eng/fra.txt");
+    if (source_dir && *source_dir)
+        snprintf(tried[nt++], sizeof tried[0], "%s/../shared/data/fra-eng/fra.txt", source_dir);
+    for (int i = 0; i < nt; i++)
+        if (readable_file(tried[i])) return use_path(tried[i], out, cap);
+    /* 1 <= nt <= 3 */
+    return ds_fail(DS_EIO,
+                   "fra.txt not found; tried (TG_FRA_ENG unset): %s%s%s%s%s. Get it: see docs/datasets.md "
+                   "(unzip d2l's fra-eng.zip into ~/.cache/tapegrad/)",
+                   tried[0], nt > 1 ? ", " : "", nt > 1 ? tried[1] : "", nt > 2 ? ", " : "", nt > 2 ? tried[2] : "");
+}

@@ -1,0 +1,44 @@
+/* datasets/internal.h -- helpers shared by the datasets sources; not a public header. */
+#ifndef DS_INTERNAL_H
+#define DS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "datasets/common.h"
+
+#if defined(__GNUC__)
+#define DS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DS_PRINTF(a, b)
+/* ds_vocab_build where the frequency and the tie rank of id i of `types` come from count[i]
+ * and rank[i] (the fra-eng loader counts over the training pairs only). */
+struct ds_vocab;
+int ds_vocab_build_ranked(const struct ds_vocab *types, const int64_t *count, const int64_t *rank,
+                          int64_t min_freq, const char *const *reserved, int n_reserved,
+                          struct ds_vocab **out);
+
+#endif
+
+/* Formats the thread-local error message and returns `status` (so `return ds_fail(...)`). */
+int ds_fail(int status, const char *fmt, ...) DS_PRINTF(2, 3);
+
+/* Returns buf grown (realloc, capacity doubling) to hold at least `need` elements of `elem`
+ * bytes -- buf itself when it is already large enough -- and updates *cap; or NULL with
+ * DS_ENOMEM's message set, buf untouched. Use: p = ds_regrow(x, &cap, n, sizeof *x);
+ * if (!p) fail; x = p; */
+void *ds_regrow(void *buf, size_t *cap, size_t need, size_t elem);
+
+/* FNV-1a 64 of a byte string, continuing from `h` (start with DS_FNV_INIT). Used for
+ * checksums in tests and tools, not for the hash tables (those use XXH3). */
+#define DS_FNV_INIT 0xcbf29ce484222325ULL
+uint64_t ds_fnv1a(uint64_t h, const void *data, size_t len);
+
+/* ds_vocab_build where the frequency and the tie rank of id i of `types` come from count[i]
+ * and rank[i] (the fra-eng loader counts over the training pairs only). */
+struct ds_vocab;
+int ds_vocab_build_ranked(const struct ds_vocab *types, const int64_t *count, const int64_t *rank,
+                          int64_t min_freq, const char *const *reserved, int n_reserved,
+                          struct ds_vocab **out);
+
+#endif

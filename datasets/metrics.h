@@ -1,0 +1,88 @@
+/* datasets/metrics.h -- translation metrics: d2l's sentence BLEU, corpus BLEU-4 and chrF
+ * computed as sacreBLEU 2.x does.
+ *
+ * d2l BLEU (SPEC.md section 5), one sentence, tokens = split on single spaces:
+ *     score = exp(min(0, 1 - len_label / len_pred)) * prod_{n=1..k} p_n ^ (1/2^n)
+ *     p_n   = clipped n-gram matches / (len_pred - n + 1)
+ * An empty prediction, or one shorter than n for some n <= k, scores 0 (d2l would divide
+ * by zero). Result in [0, 1].
+ *
+ * Corpus BLEU (sacreBLEU BLEU() defaults with tokenize='none': the text is already
+ * tokenized; tokens = Python's str.split(), i.e. runs of Unicode whitespace):
+ *     per sentence: hyp length c, reference length r (with several references: the one
+ *     closest to c, the shorter on ties); for n = 1..4, total_n += max(0, c - n + 1) and
+ *     correct_n += sum over hyp n-grams g of min(count_hyp(g), max over refs count_ref(g));
+ *     corpus: sums of the above; if every correct_n is 0 the score is 0 (sacreBLEU 2.x early
+ *     stop); otherwise p_n = 100 correct_n / total_n, and for correct_n = 0 ('exp'
+ *     smoothing, mteval-v13a) p_n = 100 / (2^j total_n) where j counts the zero-match
+ *     orders so far; an order with total_n = 0 (every hypothesis shorter than n) keeps
+ *     p_n = 0, which makes the score 0 (sacreBLEU: log 0 -> -9999999999);
+ *     BP = 1 if c >= r else exp(1 - r / c) (0 if c = 0); BLEU = BP exp(sum_n log(p_n) / 4).
+ *     Result in [0, 100]. (The PyTorch reference's corpus_bleu omits the early stop: it
+ *     returns a tiny positive number instead of 0 when nothing matches.)
+ *
+ * chrF (sacreBLEU CHRF() defaults: char order 6, word order 0, beta 2, whitespace removed,
+ * eps_smoothing off): each sentence with all Unicode whitespace removed; for n = 1..6 the
+ * character (code point) n-gram counts: hyp_n += hyp n-grams (0 if the reference has no
+ * n-gram of that order), ref_n += reference n-grams, match_n += sum min(count_hyp,
+ * count_ref), summed over the corpus; over the orders with hyp_n > 0 and ref_n > 0
+ * ("effective order"): P = mean of match_n / hyp_n, R = mean of match_n / ref_n;
+ * chrF = 100 (1 + beta^2) P R / (beta^2 P + R), 0 when P + R = 0 or no order is effective.
+ *
+ * Text inputs must be valid UTF-8 without NUL bytes (DS_EFORMAT otherwise). */
+#ifndef DS_METRICS_H
+#define DS_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "datasets/common.h"
+
+/* d2l's bleu(pred_seq, label_seq, k) into *score. Returns DS_OK, DS_EARG (k < 1 or NULL),
+ * DS_ENOMEM. Any bytes are fine (only ' ' separates tokens). */
+int ds_bleu_d2l(const char *pred, const char *label, int k, double *score);
+
+#define DS_BLEU_ORDER 4
+
+/* Sufficient statistics of corpus BLEU; zero-initialise ({0}) for an empty corpus. */
+typedef struct {
+    int64_t sys_len, ref_len;
+    int64_t correct[DS_BLEU_ORDER], total[DS_BLEU_ORDER];
+    int64_t sentences;
+} ds_bleu_stats;
+
+typedef struct {
+    double score;                    /* [0, 100]                              */
+    double precisions[DS_BLEU_ORDER]; /* p_n in percent, after smoothing       */
+    double bp;                       /* brevity penalty                       */
+    int64_t sys_len, ref_len;
+} ds_bleu_score;
+
+/* Adds one sentence given as token ids (e.g. predicted ids against reference ids; any
+ * int32 values). Returns DS_OK or DS_ENOMEM. */
+int ds_bleu_add_ids(ds_bleu_stats *s, const int32_t *hyp, size_t hyp_len, const int32_t *ref, size_t ref_len);
+/* Adds one sentence given as text against n_refs >= 1 references. Returns DS_OK, DS_EARG,
+ * DS_EFORMAT (invalid UTF-8 / NUL), DS_ENOMEM. */
+int ds_bleu_add(ds_bleu_stats *s, const char *hyp, const char *const *refs, size_t n_refs);
+/* The score of the statistics gathered so far. */
+ds_bleu_score ds_bleu_compute(const ds_bleu_stats *s);
+/* Convenience: corpus BLEU of n hypotheses against one reference each. */
+int ds_corpus_bleu(const char *const *hyps, const char *const *refs, size_t n, ds_bleu_score *out);
+
+#define DS_CHRF_ORDER 6
+#define DS_CHRF_BETA 2.0
+
+/* Sufficient statistics of chrF; zero-initialise ({0}) for an empty corpus. */
+typedef struct {
+    int64_t hyp[DS_CHRF_ORDER], ref[DS_CHRF_ORDER], match[DS_CHRF_ORDER];
+    int64_t sentences;
+} ds_chrf_stats;
+
+/* Adds one sentence pair. Returns DS_OK, DS_EARG, DS_EFORMAT, DS_ENOMEM. */
+int ds_chrf_add(ds_chrf_stats *s, const char *hyp, const char *ref);
+/* chrF in [0, 100] of the statistics gathered so far. */
+double ds_chrf_compute(const ds_chrf_stats *s);
+/* Convenience: corpus chrF of n hypotheses against one reference each. */
+int ds_corpus_chrf(const char *const *hyps, const char *const *refs, size_t n, double *out);
+
+#endif

@@ -1,0 +1,88 @@
+/* datasets/vocab.h -- token <-> id hash table (XXH3, open addressing), d2l's Vocab.
+ *
+ * A ds_vocab holds distinct byte strings ("tokens"), each with a dense id 0..size-1 given in
+ * insertion order, and a 64-bit frequency. It serves both as a counter (ds_vocab_count) and
+ * as the final d2l vocabulary (ds_vocab_build). Token bytes are copied into the vocab's own
+ * arena, so callers never keep them alive; returned token pointers stay valid until
+ * ds_vocab_free(). Lookups hash once (XXH3-64) and probe linearly; nothing scans the list.
+ *
+ * d2l layout (ds_vocab_build, and what the fra-eng loader produces): id 0 "<unk>", then the
+ * reserved tokens "<pad>" 1, "<bos>" 2, "<eos>" 3, then every token with frequency >=
+ * min_freq by descending frequency, ties in first-seen order. Unknown tokens map to 0.
+ *
+ * Not thread-safe for concurrent writers; concurrent readers (find/lookup/token) are fine. */
+#ifndef DS_VOCAB_H
+#define DS_VOCAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "datasets/common.h"
+
+enum { DS_UNK = 0, DS_PAD = 1, DS_BOS = 2, DS_EOS = 3 };
+
+typedef struct ds_vocab ds_vocab;
+
+/* New empty vocab (no tokens at all, not even <unk>). Returns NULL when out of memory
+ * (ds_last_error set). Free with ds_vocab_free(). */
+ds_vocab *ds_vocab_new(void);
+/* Frees v and every string it owns. NULL is a no-op. */
+void ds_vocab_free(ds_vocab *v);
+
+/* Number of tokens (ids are 0..size-1). */
+int32_t ds_vocab_size(const ds_vocab *v);
+
+/* Interns tok[0..len) (any bytes, may be empty, may contain NUL): stores its id -- the
+ * existing one, or size-1 after appending it -- in *id (id may be NULL). Returns DS_OK,
+ * DS_ENOMEM (also when the vocab would exceed INT32_MAX-1 tokens or a token 4 GiB). */
+int ds_vocab_add(ds_vocab *v, const char *tok, size_t len, int32_t *id);
+/* As ds_vocab_add, then adds n to the token's frequency. */
+int ds_vocab_count(ds_vocab *v, const char *tok, size_t len, int64_t n, int32_t *id);
+
+/* Id of tok[0..len), or -1 when absent. */
+int32_t ds_vocab_find(const ds_vocab *v, const char *tok, size_t len);
+/* d2l's vocab[token] for a NUL-terminated token: its id, or DS_UNK (0) when absent. */
+int32_t ds_vocab_id(const ds_vocab *v, const char *tok);
+/* d2l's vocab[tokens]: ids[i] = ds_vocab_id(v, tokens[i]) for i < n. */
+void ds_vocab_lookup(const ds_vocab *v, const char *const *tokens, size_t n, int32_t *ids);
+
+/* Token of an id as a NUL-terminated string owned by v (NULL if id is out of range);
+ * *len (if len is not NULL) receives its byte length (tokens may contain NUL bytes only
+ * when added that way through ds_vocab_add; the fra-eng reader never produces them). */
+const char *ds_vocab_token(const ds_vocab *v, int32_t id, size_t *len);
+/* d2l's vocab.to_tokens: tokens[i] = token of ids[i]. Returns DS_OK, or DS_EARG naming the
+ * first out-of-range id (tokens then partly filled). Pointers are owned by v. */
+int ds_vocab_to_tokens(const ds_vocab *v, const int32_t *ids, size_t n, const char **tokens);
+/* Frequency of an id (0 if out of range, or for tokens only added, never counted). */
+int64_t ds_vocab_freq(const ds_vocab *v, int32_t id);
+
+/* d2l's Vocab(tokens, min_freq, reserved_tokens) from a counter: a new vocab (*out, caller
+ * frees) with "<unk>", the n_reserved reserved tokens (distinct, none equal to "<unk>"),
+ * then the tokens of `counts` whose frequency >= min_freq by descending frequency, ties by
+ * their id in `counts` (i.e. first-seen order). Tokens already present (e.g. "<pad>" found
+ * in the text) are not added twice. Frequencies are copied from `counts`. Returns DS_OK,
+ * DS_EARG (duplicate reserved token), DS_ENOMEM. */
+int ds_vocab_build(const ds_vocab *counts, int64_t min_freq, const char *const *reserved,
+                   int n_reserved, ds_vocab **out);
+/* The fra-eng reserved tokens: {"<pad>", "<bos>", "<eos>"}. */
+extern const char *const ds_reserved_tokens[3];
+
+/* Checks the d2l layout: ids 0..3 are "<unk>", "<pad>", "<bos>", "<eos>". Returns DS_OK or
+ * DS_EFORMAT naming the first mismatch. */
+int ds_vocab_check_reserved(const ds_vocab *v);
+
+/* Text format (what the model zoo imports): one token per line in id order, each followed
+ * by "\n", UTF-8, no other content. An empty token is an empty line.
+ * ds_vocab_save returns DS_OK, DS_EIO (path and strerror in the message), or DS_EARG if a
+ * token contains "\n" or "\r" (not representable). Frequencies are not saved. */
+int ds_vocab_save(const ds_vocab *v, const char *path);
+/* Loads the text format into a new vocab (*out, caller frees; frequencies 0). A final line
+ * without "\n" is accepted, a "\r" before "\n" is dropped (CRLF files). Errors, each with
+ * path:line: DS_EIO (cannot open/read), DS_EFORMAT (empty file, invalid UTF-8, NUL byte, a
+ * lone "\r", a duplicate token -- which also names the line of the first occurrence). */
+int ds_vocab_load(const char *path, ds_vocab **out);
+/* The same parser on a buffer; `name` is used in messages. */
+int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **out);
+
+#endif

@@ -1,0 +1,91 @@
+#!/bin/sh
+# Builds tests/datasets/fuzz_fra.c with clang + libFuzzer + ASan + UBSan into a temporary
+# directory and fuzzes the datasets reader, tokenizer, lowercasing, vocabulary parser and
+# metrics for a bounded time. Exits non-zero on a crash, an invariant failure or a leak; the
+# crashing input is kept (its path is printed).
+#
+#   tests/datasets/run_fuzz.sh [SECONDS]        (default 60)
+#
+# Needs clang with libFuzzer (Debian: clang-14, libclang-rt-14-dev) and libxxhash-dev.
+# Environment: CC_FUZZ (compiler, default clang), FUZZ_JOBS (parallel workers, default 1).
+set -eu
+SECS=${1:-60}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+CC=${CC_FUZZ:-clang}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tg-fuzz-ds.XXXXXX")
+cleanup() { rm -rf "$WORK"; }
+trap cleanup EXIT INT TERM
+
+"$CC" -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
+  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+  -I"$ROOT" "$HERE/fuzz_fra.c" "$ROOT"/datasets/*.c -lxxhash -lm -o "$WORK/fuzz_fra"
+
+# Seed corpus: first byte = options, then file content.
+C="$WORK/corpus"
+mkdir -p "$C" "$WORK/artifacts"
+printf '\000Go.\tVa !\nHi.\tSalut !\nRun!\tCours\342\200\257!\n' > "$C/basic"
+printf '\041\303\207A VA\tJ\303\242I \302\240? \316\243\316\243\nno tab\na\tb\tc\r\nx  y\t ,z\r' > "$C/quirks"
+printf '\000\304\260STANBUL \310\272\tO\316\243 \342\204\252\n' > "$C/casing"
+printf '\377A\tB\nC\tD\nE\tF\nG\tH\n' > "$C/split"
+printf '\002<unk>\n<pad>\n<bos>\n<eos>\nle\n\n' > "$C/vocab"
+printf '\000il est calme .\040il est mouill\303\251 .' > "$C/metrics"
+# A dictionary of the bytes the code treats specially (libFuzzer splices them into inputs).
+cat > "$WORK/ds.dict" <<'DICT'
+tab="\x09"
+crlf="\x0d\x0a"
+cr="\x0d"
+nul="\x00"
+comma=","
+dot="."
+bang="!"
+question="?"
+nbsp="\xc2\xa0"
+nnbsp="\xe2\x80\xaf"
+thin_space="\xe2\x80\x89"
+capital_i_dot="\xc4\xb0"
+capital_a_stroke="\xc8\xba"
+capital_sigma="\xce\xa3"
+small_sigma="\xcf\x83"
+combining_dot="\xcc\x87"
+modifier_h="\xca\xb0"
+kelvin="\xe2\x84\xaa"
+e_acute_upper="\xc3\x89"
+oe_upper="\xc5\x92"
+cyrillic_es="\xd0\xa1"
+ideographic_space="\xe3\x80\x80"
+surrogate="\xed\xa0\x80"
+overlong="\xc0\xaf"
+max_cp="\xf4\x8f\xbf\xbf"
+too_big="\xf4\x90\x80\x80"
+apostrophe="'"
+pad="<pad>"
+unk="<unk>"
+eos="<eos>"
+DICT
+DATA="$ROOT/../shared/data/fra-eng/fra.txt"
+if [ -r "$DATA" ]; then
+  { printf '\000'; head -c 3000 "$DATA"; } > "$C/fra_head"
+  { printf '\203'; sed -n '5000,5030p' "$DATA"; } > "$C/fra_mid"
+fi
+
+# Parallel mode (-jobs) writes fuzz-N.log files into the current directory: run in $WORK.
+JOBS=${FUZZ_JOBS:-1}
+PAR=""
+if [ "$JOBS" -gt 1 ]; then PAR="-jobs=$JOBS -workers=$JOBS"; fi
+cd "$WORK"
+set +e
+# shellcheck disable=SC2086
+./fuzz_fra -max_total_time="$SECS" -max_len=8192 -timeout=20 -rss_limit_mb=2048 \
+  -print_final_stats=1 -dict="$WORK/ds.dict" $PAR -artifact_prefix="$WORK/artifacts/" "$C"
+rc=$?
+if [ "$JOBS" -gt 1 ]; then tail -n 20 fuzz-*.log; fi
+set -e
+if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$WORK/artifacts")" ]; then
+  KEEP=$(mktemp -d "${TMPDIR:-/tmp}/tg-fuzz-ds-crash.XXXXXX")
+  cp -r "$WORK/artifacts/." "$KEEP/"
+  echo "run_fuzz.sh: FAILED (libFuzzer exit $rc); crashing inputs kept in $KEEP" >&2
+  [ "$rc" -ne 0 ] || rc=1
+  exit "$rc"
+fi
+echo "run_fuzz.sh: no crash in ${SECS}s"

@@ -1,0 +1,626 @@
+/* tests/datasets/test_fra.c -- the d2l pipeline on the real fra.txt (numbers pinned from
+ * tests/datasets/ref_numbers.py, an independent stdlib Python implementation; rerun it with
+ * `python3 tests/datasets/ref_numbers.py > /tmp/ref.txt` and compare the keys quoted in the
+ * comments) and d2l's quirks on small synthetic files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "datasets/fra_eng.h"
+#include "datasets/rng.h"
+#include "test_util.h"
+
+static ds_fra *load_real(int64_t num_examples, int32_t num_steps) {
+    const char *path = tu_data_path();
+    if (!path) return NULL;
+    ds_fra_options o = ds_fra_defaults();
+    o.num_examples = num_examples;
+    o.num_steps = num_steps;
+    ds_fra *d = NULL;
+    TU_STATUS(ds_fra_load(path, &o, &d), DS_OK);
+    return d;
+}
+
+static ds_fra *load_text(const char *text, const ds_fra_options *o) {
+    ds_fra *d = NULL;
+    TU_STATUS(ds_fra_load_mem(text, strlen(text), "mem.txt", o, &d), DS_OK);
+    return d;
+}
+
+static void expect_tokens(const ds_vocab *v, int from, const char *const *want, int n) {
+    for (int i = 0; i < n; i++) {
+        const char *t = ds_vocab_token(v, from + i, NULL);
+        if (!t || strcmp(t, want[i]) != 0) TU_FAIL("token %d is \"%s\", expected \"%s\"", from + i, t ? t : "(none)", want[i]);
+    }
+}
+
+static void expect_row(const ds_fra *d, ds_side s, int64_t pair, const int32_t *want) {
+    const int32_t *row = ds_fra_ids(d, s) + pair * ds_fra_num_steps(d);
+    for (int j = 0; j < ds_fra_num_steps(d); j++)
+        if (row[j] != want[j]) TU_FAIL("side %d pair %lld step %d: %d, expected %d", s, (long long)pair, j, row[j], want[j]);
+}
+
+static void expect_sentence(const ds_fra *d, ds_side s, int64_t pair, const char *want) {
+    char *got = NULL;
+    TU_STATUS(ds_fra_sentence(d, s, pair, &got), DS_OK);
+    if (got && strcmp(got, want) != 0) TU_FAIL("side %d pair %lld: \"%s\", expected \"%s\"", s, (long long)pair, got, want);
+    free(got);
+}
+
+/* d2l's default run: num_examples 600 -> 601 pairs, vocabularies 184 / 201 (ref keys d600.*). */
+static void test_default_run(void) {
+    ds_fra *d = load_real(600, 10);
+    if (!d) return;
+    const ds_fra_stats *st = ds_fra_get_stats(d);
+    CU_ASSERT_EQUAL(ds_fra_num_pairs(d), 601);
+    CU_ASSERT_EQUAL(st->lines, 601);
+    CU_ASSERT_EQUAL(st->skipped_no_tab + st->skipped_many_tabs, 0);
+    CU_ASSERT_EQUAL(st->tokens[DS_SRC], 1832);
+    CU_ASSERT_EQUAL(st->tokens[DS_TGT], 1940);
+    CU_ASSERT_EQUAL(st->truncated[DS_SRC], 0);
+    CU_ASSERT_EQUAL(st->truncated[DS_TGT], 0);
+    const ds_vocab *sv = ds_fra_vocab(d, DS_SRC), *tv = ds_fra_vocab(d, DS_TGT);
+    CU_ASSERT_EQUAL(ds_vocab_size(sv), 184);
+    CU_ASSERT_EQUAL(ds_vocab_size(tv), 201);
+    TU_STATUS(ds_vocab_check_reserved(sv), DS_OK);
+    TU_STATUS(ds_vocab_check_reserved(tv), DS_OK);
+    const char *src_first[] = {".", "!", "i", "i'm", "it", "go", "tom", "?", "me", "get", "be", "up"};
+    const char *tgt_first[] = {".", "!", "je", "suis", "tom", "?", "j'ai", "nous", "ça", "c'est", "est", "à"};
+    expect_tokens(sv, 4, src_first, 12);
+    expect_tokens(tv, 4, tgt_first, 12);
+    CU_ASSERT_STRING_EQUAL(ds_vocab_token(sv, 183, NULL), "how's");
+    CU_ASSERT_STRING_EQUAL(ds_vocab_token(tv, 200, NULL), "recul");
+    expect_row(d, DS_SRC, 0, (const int32_t[]){9, 4, 3, 1, 1, 1, 1, 1, 1, 1});
+    expect_row(d, DS_SRC, 1, (const int32_t[]){113, 4, 3, 1, 1, 1, 1, 1, 1, 1});
+    expect_row(d, DS_SRC, 2, (const int32_t[]){54, 5, 3, 1, 1, 1, 1, 1, 1, 1});
+    expect_row(d, DS_TGT, 0, (const int32_t[]){16, 5, 3, 1, 1, 1, 1, 1, 1, 1});
+    expect_row(d, DS_TGT, 1, (const int32_t[]){65, 5, 3, 1, 1, 1, 1, 1, 1, 1});
+    expect_row(d, DS_TGT, 2, (const int32_t[]){66, 5, 3, 1, 1, 1, 1, 1, 1, 1});
+    const int32_t tvl[] = {3, 3, 3, 3, 3, 4, 4, 4, 3, 4};
+    for (int i = 0; i < 10; i++) {
+        CU_ASSERT_EQUAL(ds_fra_valid_len(d, DS_SRC)[i], 3);
+        CU_ASSERT_EQUAL(ds_fra_valid_len(d, DS_TGT)[i], tvl[i]);
+    }
+    /* every id and valid length, index for index */
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_ids(d, DS_SRC), 6010), 0x4ec1559795e4580fULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_valid_len(d, DS_SRC), 601), 0xadd394b92c3d1476ULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_ids(d, DS_TGT), 6010), 0x9b1e46d72702ac74ULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_valid_len(d, DS_TGT), 601), 0x56b6305ea8be4c7eULL);
+    expect_sentence(d, DS_SRC, 0, "go .");
+    expect_sentence(d, DS_TGT, 0, "va !");
+    expect_sentence(d, DS_TGT, 2, "cours !"); /* "Cours\u202f!": no double space */
+    CU_ASSERT_EQUAL(ds_fra_sentence_len(d, DS_TGT, 2), 2);
+    CU_ASSERT_STRING_EQUAL(ds_fra_token(d, DS_TGT, 2, 1, NULL), "!");
+    CU_ASSERT_PTR_NULL(ds_fra_token(d, DS_TGT, 2, 2, NULL));
+    CU_ASSERT_EQUAL(ds_fra_line_of_pair(d, 600), 600);
+    CU_ASSERT_EQUAL(ds_fra_line_of_pair(d, 601), -1);
+    CU_ASSERT_EQUAL(ds_fra_part_size(d, DS_TRAIN), 601);
+    CU_ASSERT_EQUAL(ds_fra_part_size(d, DS_TEST), 0);
+    ds_fra_free(d);
+}
+
+/* num_steps 5: 48 French sentences lose their <eos> (ref keys d600_steps5.*). */
+static void test_truncation(void) {
+    ds_fra *d = load_real(600, 5);
+    if (!d) return;
+    CU_ASSERT_EQUAL(ds_fra_get_stats(d)->truncated[DS_TGT], 48);
+    CU_ASSERT_EQUAL(ds_fra_get_stats(d)->truncated[DS_SRC], 0);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_ids(d, DS_SRC), 3005), 0x247194e0ad83bdbeULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_ids(d, DS_TGT), 3005), 0xc6fb6d8acc4b09c3ULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_valid_len(d, DS_TGT), 601), 0xc76ed290b3ac4560ULL);
+    /* a truncated row has no <eos> and valid_len = num_steps */
+    int seen = 0;
+    for (int64_t p = 0; p < 601; p++) {
+        if (ds_fra_sentence_len(d, DS_TGT, p) < 5) continue;
+        const int32_t *row = ds_fra_ids(d, DS_TGT) + p * 5;
+        for (int j = 0; j < 5; j++) CU_ASSERT_NOT_EQUAL(row[j], DS_EOS);
+        CU_ASSERT_EQUAL(ds_fra_valid_len(d, DS_TGT)[p], 5);
+        seen++;
+    }
+    CU_ASSERT_EQUAL(seen, 48);
+    ds_fra_free(d);
+}
+
+/* The whole file (ref keys all.*): 167,130 pairs; the French vocabulary contains the empty
+ * token (id 3887). */
+static void test_whole_file(void) {
+    ds_fra *d = load_real(0, 10);
+    if (!d) return;
+    const ds_fra_stats *st = ds_fra_get_stats(d);
+    CU_ASSERT_EQUAL(ds_fra_num_pairs(d), 167130);
+    CU_ASSERT_EQUAL(st->lines, 167130);
+    CU_ASSERT_EQUAL(st->tokens[DS_SRC], 1206295);
+    CU_ASSERT_EQUAL(st->tokens[DS_TGT], 1267605);
+    CU_ASSERT_EQUAL(st->truncated[DS_SRC], 25411);
+    CU_ASSERT_EQUAL(st->truncated[DS_TGT], 34727);
+    CU_ASSERT_EQUAL(ds_vocab_size(ds_fra_vocab(d, DS_SRC)), 10012);
+    CU_ASSERT_EQUAL(ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 17851);
+    const char *src_first[] = {".", "i", "you", "to", "the", "?", "a", "is", "tom", "that", "he", "do"};
+    const char *tgt_first[] = {".", "je", "de", "?", "pas", "que", "à", "ne", "le", "la", "vous", "il"};
+    expect_tokens(ds_fra_vocab(d, DS_SRC), 4, src_first, 12);
+    expect_tokens(ds_fra_vocab(d, DS_TGT), 4, tgt_first, 12);
+    CU_ASSERT_STRING_EQUAL(ds_vocab_token(ds_fra_vocab(d, DS_SRC), 10011, NULL), "semicolons");
+    CU_ASSERT_STRING_EQUAL(ds_vocab_token(ds_fra_vocab(d, DS_TGT), 17850, NULL), "thaï");
+    CU_ASSERT_EQUAL(ds_vocab_find(ds_fra_vocab(d, DS_TGT), "", 0), 3887);
+    CU_ASSERT_EQUAL(ds_vocab_find(ds_fra_vocab(d, DS_SRC), "", 0), -1);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_ids(d, DS_SRC), 1671300), 0xa90b1cb73d4ea43fULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_valid_len(d, DS_SRC), 167130), 0x3c62df528d8480f2ULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_ids(d, DS_TGT), 1671300), 0x04e36f8be1f17899ULL);
+    CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_valid_len(d, DS_TGT), 167130), 0x9a4d69030a86cb07ULL);
+    ds_fra_free(d);
+}
+
+/* d2l predict_seq2seq's encoding against the default vocabulary (ref keys predict.*). */
+static void test_predict_helpers(void) {
+    ds_fra *d = load_real(600, 10);
+    if (!d) return;
+    const ds_vocab *sv = ds_fra_vocab(d, DS_SRC), *tv = ds_fra_vocab(d, DS_TGT);
+    struct { const char *s; int n; int32_t ids[6]; } cases[] = {
+        {"go .", 3, {9, 4, 3}}, {"i lost .", 4, {6, 20, 4, 3}}, {"he's calm .", 4, {58, 43, 4, 3}},
+        {"i'm home .", 4, {7, 56, 4, 3}}, {"Go Away Now .", 5, {9, 28, 72, 4, 3}}};
+    for (int c = 0; c < 5; c++) {
+        int32_t ids[10], vl = -1;
+        TU_STATUS(ds_encode_sentence(sv, cases[c].s, 10, ids, &vl), DS_OK);
+        CU_ASSERT_EQUAL(vl, cases[c].n);
+        for (int j = 0; j < 10; j++) CU_ASSERT_EQUAL(ids[j], j < cases[c].n ? cases[c].ids[j] : DS_PAD);
+    }
+    /* longer than num_steps: truncated, no <eos>, valid_len not clipped (d2l's enc_valid_len) */
+    int32_t ids[3], vl;
+    TU_STATUS(ds_encode_sentence(sv, "i'm home now .", 3, ids, &vl), DS_OK);
+    CU_ASSERT_EQUAL(vl, 5);
+    CU_ASSERT_EQUAL(ids[0], 7);
+    CU_ASSERT_EQUAL(ids[2], 72);
+    /* no punctuation spacing and single-space splitting, as d2l: "go." is one unknown token,
+     * a double space gives an empty (unknown) token */
+    int32_t ids2[4];
+    TU_STATUS(ds_encode_sentence(sv, "go.", 4, ids2, &vl), DS_OK);
+    CU_ASSERT_EQUAL(ids2[0], DS_UNK);
+    CU_ASSERT_EQUAL(vl, 2);
+    TU_STATUS(ds_encode_sentence(sv, "go  .", 4, ids2, &vl), DS_OK);
+    CU_ASSERT_EQUAL(vl, 4);
+    CU_ASSERT_EQUAL(ids2[1], DS_UNK);
+    /* decode: tokens up to the first <eos> */
+    int32_t out[] = {ds_vocab_id(tv, "je"), ds_vocab_id(tv, "suis"), DS_UNK, DS_EOS, 5};
+    char *s = NULL;
+    TU_STATUS(ds_decode_ids(tv, out, 5, &s), DS_OK);
+    if (s) CU_ASSERT_STRING_EQUAL(s, "je suis <unk>");
+    free(s);
+    TU_STATUS(ds_decode_ids(tv, out, 0, &s), DS_OK);
+    if (s) CU_ASSERT_STRING_EQUAL(s, "");
+    free(s);
+    ds_fra_free(d);
+}
+
+/* Shuffled batches: pinned permutations (ref keys perm.d600.*), sizes, contents. */
+static void test_batches(void) {
+    ds_fra *d = load_real(600, 10);
+    if (!d) return;
+    ds_batches *it;
+    TU_STATUS(ds_batches_new(d, DS_TRAIN, true, &it), DS_OK);
+    if (!it) return;
+    CU_ASSERT_EQUAL(ds_batches_count(it), 10);
+    const int64_t e0[] = {339, 86, 167, 235, 366, 542, 407, 493, 458, 155};
+    const int64_t e1[] = {426, 584, 50, 234, 524, 298, 53, 408, 479, 453};
+    for (int epoch = 0; epoch < 3; epoch++) {
+        if (epoch < 2) ds_batches_epoch(it, epoch); /* epoch 2: replay epoch 1 */
+        else ds_batches_epoch(it, 1);
+        const int64_t *want = epoch == 0 ? e0 : e1;
+        ds_batch b;
+        int nb = 0, total = 0, bad = 0;
+        char seen[601] = {0};
+        while (ds_batches_next(it, &b)) {
+            CU_ASSERT_EQUAL(b.num_steps, 10);
+            CU_ASSERT_EQUAL(b.size, nb < 9 ? 64 : 601 - 9 * 64); /* last batch 25 rows */
+            if (nb == 0)
+                for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(b.pairs[i], want[i]);
+            for (int r = 0; r < b.size; r++) {
+                int64_t p = b.pairs[r];
+                bad += seen[p]++ != 0;
+                bad += memcmp(b.src + r * 10, ds_fra_ids(d, DS_SRC) + p * 10, 40) != 0;
+                bad += memcmp(b.tgt + r * 10, ds_fra_ids(d, DS_TGT) + p * 10, 40) != 0;
+                bad += b.src_valid_len[r] != ds_fra_valid_len(d, DS_SRC)[p];
+                bad += b.tgt_valid_len[r] != ds_fra_valid_len(d, DS_TGT)[p];
+            }
+            total += b.size;
+            nb++;
+        }
+        CU_ASSERT_EQUAL(nb, 10);
+        CU_ASSERT_EQUAL(total, 601);
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT_FALSE(ds_batches_next(it, &b)); /* stays at the end */
+    }
+    ds_batches_free(it);
+    /* another seed: another order (ref key perm.d600.seed7.epoch0) */
+    ds_fra_options o = ds_fra_defaults();
+    o.seed = 7;
+    ds_fra *d7 = NULL;
+    TU_STATUS(ds_fra_load(tu_data_path(), &o, &d7), DS_OK);
+    if (d7 && ds_batches_new(d7, DS_TRAIN, true, &it) == DS_OK) {
+        ds_batch b;
+        CU_ASSERT_TRUE(ds_batches_next(it, &b));
+        const int64_t s7[] = {367, 5, 399, 163, 72, 431, 539, 102, 590, 589};
+        for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(b.pairs[i], s7[i]);
+        ds_batches_free(it);
+    }
+    ds_fra_free(d7);
+    /* without shuffling: ascending; another batch size: 6 x 100 rows + 1 */
+    TU_STATUS(ds_batches_new_sized(d, DS_ALL, false, 100, &it), DS_OK);
+    if (it) {
+        CU_ASSERT_EQUAL(ds_batches_count(it), 7);
+        ds_batch b;
+        int64_t next = 0;
+        int nb = 0;
+        while (ds_batches_next(it, &b)) {
+            CU_ASSERT_EQUAL(b.size, ++nb < 7 ? 100 : 1);
+            for (int r = 0; r < b.size; r++) CU_ASSERT_EQUAL(b.pairs[r], next++);
+        }
+        CU_ASSERT_EQUAL(next, 601);
+        ds_batches_free(it);
+    }
+    TU_STATUS(ds_batches_new_sized(d, DS_ALL, false, -1, &it), DS_EARG);
+    ds_fra_free(d);
+}
+
+/* The documented RNG, reproduced by ref_numbers.py (ref key rng.seed42.stream0.first3). */
+static void test_rng(void) {
+    ds_rng r;
+    ds_rng_seed(&r, 42, 0);
+    CU_ASSERT_EQUAL(ds_rng_next(&r), 0x1ff785474f113b15ULL);
+    CU_ASSERT_EQUAL(ds_rng_next(&r), 0x4b7867ceff5d8325ULL);
+    CU_ASSERT_EQUAL(ds_rng_next(&r), 0x90ca7a95a9909966ULL);
+    /* below(n) stays in range and hits both ends */
+    int lo = 0, hi = 0;
+    for (int i = 0; i < 10000; i++) {
+        uint64_t x = ds_rng_below(&r, 7);
+        CU_ASSERT_TRUE(x < 7);
+        lo += x == 0;
+        hi += x == 6;
+    }
+    CU_ASSERT_TRUE(lo > 1000 && hi > 1000);
+}
+
+/* Held-out split of the whole corpus, 10 % / 10 %, split_seed 1234 (ref keys split.all.*). */
+static void test_split(void) {
+    const char *path = tu_data_path();
+    if (!path) return;
+    ds_fra_options o = ds_fra_defaults();
+    o.num_examples = 0;
+    o.valid_frac = 0.1;
+    o.test_frac = 0.1;
+    o.split_seed = 1234;
+    ds_fra *d = NULL, *d2 = NULL;
+    TU_STATUS(ds_fra_load(path, &o, &d), DS_OK);
+    TU_STATUS(ds_fra_load(path, &o, &d2), DS_OK);
+    if (!d || !d2) goto done;
+    CU_ASSERT_EQUAL(ds_fra_part_size(d, DS_TRAIN), 133704);
+    CU_ASSERT_EQUAL(ds_fra_part_size(d, DS_VALID), 16713);
+    CU_ASSERT_EQUAL(ds_fra_part_size(d, DS_TEST), 16713);
+    const int64_t t5[] = {3, 7, 10, 16, 25}, v5[] = {6, 8, 9, 21, 26};
+    for (int i = 0; i < 5; i++) {
+        CU_ASSERT_EQUAL(ds_fra_part_pairs(d, DS_TEST)[i], t5[i]);
+        CU_ASSERT_EQUAL(ds_fra_part_pairs(d, DS_VALID)[i], v5[i]);
+    }
+    /* vocabularies from the training pairs only */
+    CU_ASSERT_EQUAL(ds_vocab_size(ds_fra_vocab(d, DS_SRC)), 9079);
+    CU_ASSERT_EQUAL(ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 15910);
+    /* disjoint, covering, ascending; identical on a second load (determinism) */
+    char *part = calloc(167130, 1);
+    int bad = 0;
+    for (int p = DS_TRAIN; p <= DS_TEST; p++) {
+        const int64_t *v = ds_fra_part_pairs(d, (ds_part)p);
+        for (int64_t i = 0; i < ds_fra_part_size(d, (ds_part)p); i++) {
+            bad += part[v[i]]++ != 0;
+            bad += i > 0 && v[i] <= v[i - 1];
+            bad += v[i] != ds_fra_part_pairs(d2, (ds_part)p)[i];
+        }
+    }
+    for (int64_t i = 0; i < 167130; i++) bad += part[i] != 1;
+    CU_ASSERT_EQUAL(bad, 0);
+    free(part);
+    /* batches of the training part visit only training pairs */
+    ds_batches *it;
+    if (ds_batches_new(d, DS_TRAIN, true, &it) == DS_OK) {
+        CU_ASSERT_EQUAL(ds_batches_count(it), (133704 + 63) / 64);
+        ds_batch b;
+        ds_batches_next(it, &b);
+        for (int r = 0; r < b.size; r++) {
+            const int64_t *tr = ds_fra_part_pairs(d, DS_TEST);
+            int64_t lo = 0, hi = 16713;
+            while (lo < hi) {
+                int64_t mid = (lo + hi) / 2;
+                if (tr[mid] < b.pairs[r]) lo = mid + 1;
+                else hi = mid;
+            }
+            CU_ASSERT_FALSE(lo < 16713 && tr[lo] == b.pairs[r]);
+        }
+        ds_batches_free(it);
+    }
+    /* the split file */
+    char *sp = tu_temp_file("", 0);
+    TU_STATUS(ds_fra_write_split(d, sp), DS_OK);
+    FILE *f = fopen(sp, "r");
+    char line[256];
+    int n = 0, ntest = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        long long pair, ln;
+        char name[16];
+        if (sscanf(line, "%lld\t%lld\t%15s", &pair, &ln, name) == 3 && pair == n) {
+            ntest += strcmp(name, "test") == 0;
+            if (n == 3) CU_ASSERT_STRING_EQUAL(name, "test");
+            if (n == 6) CU_ASSERT_STRING_EQUAL(name, "valid");
+            if (n == 0) CU_ASSERT_STRING_EQUAL(name, "train");
+        }
+        n++;
+    }
+    if (f) fclose(f);
+    CU_ASSERT_EQUAL(n, 167130);
+    CU_ASSERT_EQUAL(ntest, 16713);
+    tu_unlink(sp);
+    /* another split seed, another test set */
+    ds_fra_free(d2);
+    o.split_seed = 1235;
+    d2 = NULL;
+    TU_STATUS(ds_fra_load(path, &o, &d2), DS_OK);
+    if (d2) CU_ASSERT_NOT_EQUAL(memcmp(ds_fra_part_pairs(d, DS_TEST), ds_fra_part_pairs(d2, DS_TEST), 5 * 8), 0);
+done:
+    ds_fra_free(d);
+    ds_fra_free(d2);
+}
+
+/* ---- d2l quirks on synthetic text ---------------------------------------------------- */
+
+static void test_preprocess_rules(void) {
+    ds_fra_options o = ds_fra_defaults();
+    o.min_freq = 1;
+    /* line 0 starts with "." (the file's first character: no space); line 1 starts with "!"
+     * (after a line break: a space, hence an empty first token); "a,b" -> "a ,b"; "?!" ->
+     * " ? !"; NBSP and NNBSP before "!" / "?" become the one space; uppercase, accented and
+     * Cyrillic letters are lowercased; Greek capital sigma is final at the end of a word. */
+    ds_fra *d = load_text(".Hi\tSALUT!\n"
+                          "!a,b\tÇA\xC2\xA0!\n"
+                          "WHY?!\tÉTÉ\xE2\x80\xAF?\n"
+                          "ΟΔΟΣ ΣΑ\tС Œ İ\n",
+                          &o);
+    if (!d) return;
+    expect_sentence(d, DS_SRC, 0, ".hi");
+    expect_sentence(d, DS_TGT, 0, "salut !");
+    expect_sentence(d, DS_SRC, 1, " !a ,b");
+    CU_ASSERT_STRING_EQUAL(ds_fra_token(d, DS_SRC, 1, 0, NULL), "");
+    expect_sentence(d, DS_TGT, 1, "ça !");
+    expect_sentence(d, DS_SRC, 2, "why ? !");
+    expect_sentence(d, DS_TGT, 2, "été ?");
+    expect_sentence(d, DS_SRC, 3, "\xCE\xBF\xCE\xB4\xCE\xBF\xCF\x82 \xCF\x83\xCE\xB1"); /* final sigma */
+    expect_sentence(d, DS_TGT, 3, "с œ i\xCC\x87");
+    ds_fra_free(d);
+    /* a tab right before punctuation: the second field starts with a space -> empty token */
+    d = load_text("go\t!\n", &o);
+    if (d) {
+        expect_sentence(d, DS_TGT, 0, " !");
+        CU_ASSERT_EQUAL(ds_fra_sentence_len(d, DS_TGT, 0), 2);
+    }
+    ds_fra_free(d);
+}
+
+static void test_lines_and_fields(void) {
+    ds_fra_options o = ds_fra_defaults();
+    o.min_freq = 1;
+    o.num_examples = 3;
+    /* lines 0..3 are read (inclusive); line 1 has no tab, line 2 three fields: both skipped
+     * but counted as line indices, so only lines 0 and 3 become pairs; line 4 is not read. */
+    ds_fra *d = load_text("a\tb\nnotab\nx\ty\tz\nc  d\te \n f\tg\n", &o);
+    if (!d) return;
+    const ds_fra_stats *st = ds_fra_get_stats(d);
+    CU_ASSERT_EQUAL(ds_fra_num_pairs(d), 2);
+    CU_ASSERT_EQUAL(st->lines, 4);
+    CU_ASSERT_EQUAL(st->skipped_no_tab, 1);
+    CU_ASSERT_EQUAL(st->skipped_many_tabs, 1);
+    CU_ASSERT_EQUAL(st->first_skipped, 2);
+    CU_ASSERT_EQUAL(ds_fra_line_of_pair(d, 1), 3);
+    /* empty tokens kept: "c  d" -> c, "", d; "e " -> e, "" */
+    CU_ASSERT_EQUAL(ds_fra_sentence_len(d, DS_SRC, 1), 3);
+    CU_ASSERT_STRING_EQUAL(ds_fra_token(d, DS_SRC, 1, 1, NULL), "");
+    CU_ASSERT_EQUAL(ds_fra_sentence_len(d, DS_TGT, 1), 2);
+    ds_fra_free(d);
+    /* CRLF and lone CR end lines (Python universal newlines); no final newline needed */
+    o.num_examples = 0;
+    d = load_text("a\tb\r\nc\td\re\tf", &o);
+    if (d) {
+        CU_ASSERT_EQUAL(ds_fra_num_pairs(d), 3);
+        expect_sentence(d, DS_TGT, 0, "b");
+        expect_sentence(d, DS_SRC, 2, "e");
+        expect_sentence(d, DS_TGT, 2, "f");
+        CU_ASSERT_EQUAL(ds_fra_get_stats(d)->skipped_no_tab, 0);
+    }
+    ds_fra_free(d);
+    /* an empty line in the middle is a skipped line; the empty text after the last line
+     * break is not a line */
+    d = load_text("a\tb\n\nc\td\n", &o);
+    if (d) {
+        CU_ASSERT_EQUAL(ds_fra_get_stats(d)->lines, 3);
+        CU_ASSERT_EQUAL(ds_fra_get_stats(d)->skipped_no_tab, 1);
+        CU_ASSERT_EQUAL(ds_fra_line_of_pair(d, 1), 2);
+    }
+    ds_fra_free(d);
+}
+
+static void test_arrays_quirks(void) {
+    ds_fra_options o = ds_fra_defaults();
+    o.num_steps = 4;
+    o.min_freq = 2;
+    /* src tokens: "x <pad> y" twice -> <pad> is id 1 and counts as padding in valid_len
+     * (d2l counts ids != <pad>); "<unk>" in the text maps to 0; rare tokens map to <unk> */
+    ds_fra *d = load_text("x <pad> y\tu\nx <pad> y\tu v w\nrare <unk>\tu v w z\n", &o);
+    if (!d) return;
+    const ds_vocab *sv = ds_fra_vocab(d, DS_SRC);
+    CU_ASSERT_EQUAL(ds_vocab_size(sv), 6); /* <unk> <pad> <bos> <eos> x y */
+    int32_t x = ds_vocab_id(sv, "x"), y = ds_vocab_id(sv, "y");
+    expect_row(d, DS_SRC, 0, (const int32_t[]){x, DS_PAD, y, DS_EOS});
+    CU_ASSERT_EQUAL(ds_fra_valid_len(d, DS_SRC)[0], 3);
+    expect_row(d, DS_SRC, 2, (const int32_t[]){DS_UNK, DS_UNK, DS_EOS, DS_PAD});
+    CU_ASSERT_EQUAL(ds_fra_valid_len(d, DS_SRC)[2], 3);
+    /* tgt: "u v w" fits exactly with <eos>; "u v w z" (4 tokens) is truncated: no <eos> */
+    const ds_vocab *tv = ds_fra_vocab(d, DS_TGT);
+    int32_t u = ds_vocab_id(tv, "u"), v = ds_vocab_id(tv, "v"), w = ds_vocab_id(tv, "w");
+    expect_row(d, DS_TGT, 0, (const int32_t[]){u, DS_EOS, DS_PAD, DS_PAD});
+    expect_row(d, DS_TGT, 1, (const int32_t[]){u, v, w, DS_EOS});
+    expect_row(d, DS_TGT, 2, (const int32_t[]){u, v, w, DS_UNK});
+    CU_ASSERT_EQUAL(ds_fra_valid_len(d, DS_TGT)[0], 2);
+    CU_ASSERT_EQUAL(ds_fra_valid_len(d, DS_TGT)[2], 4);
+    CU_ASSERT_EQUAL(ds_fra_get_stats(d)->truncated[DS_TGT], 1);
+    ds_fra_free(d);
+}
+
+/* A synthetic corpus of quirky snippets (separators, CR/LF, punctuation, every casing kind,
+ * no-break spaces, sigma contexts, case-ignorable marks, reserved tokens) drawn with the
+ * documented RNG; ref_numbers.py draws the same bytes and runs Python's own str.lower,
+ * universal newlines and d2l's pipeline on them (ref keys synth.*). */
+static const char *const snippets[] = {
+    "\t", "\n", "\r", "\r\n", " ", "  ", ",", ".", "!", "?", "a", "B", "go", "Tom",
+    "\u00c9", "\u00e9t\u00e9", "\u00c7A", "\u0152", "\u03a3", "\u039f\u03a3", "\u0391",
+    "\u0130", "\u00a0", "\u202f", "\u2009", "\u01c5", "\u1e9e", "'", "\u00b7", "\u0345",
+    "\u02b0", "<pad>", "<unk>", "\u023a", "\u212a", "\u0421", "\u00ff", "\u0178", "\ufeff",
+    "\U0001d400", "\u10a0", "\u2c2f", "x\u0307"};
+
+static uint64_t fnv_str(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static void test_synthetic_corpus(void) {
+    const size_t ns = sizeof snippets / sizeof snippets[0];
+    size_t cap = 40000 * 8, n = 0;
+    char *buf = malloc(cap);
+    ds_rng r;
+    ds_rng_seed(&r, 2024, 0x53594E5448ULL);
+    for (int i = 0; i < 40000; i++) {
+        const char *sn = snippets[ds_rng_below(&r, ns)];
+        size_t l = strlen(sn);
+        memcpy(buf + n, sn, l);
+        n += l;
+    }
+    CU_ASSERT_EQUAL(n, 90720);
+    CU_ASSERT_EQUAL(fnv_str(0xcbf29ce484222325ULL, buf, n), 0xd44dade1402f006bULL);
+    ds_fra_options o = ds_fra_defaults();
+    o.num_examples = 0;
+    o.num_steps = 6;
+    ds_fra *d = NULL;
+    TU_STATUS(ds_fra_load_mem(buf, n, "synthetic", &o, &d), DS_OK);
+    free(buf);
+    if (!d) return;
+    CU_ASSERT_EQUAL(ds_fra_num_pairs(d), 529);
+    CU_ASSERT_EQUAL(ds_fra_get_stats(d)->lines, 2797);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int64_t p = 0; p < ds_fra_num_pairs(d); p++) {
+        for (int s = 0; s < 2; s++) {
+            char *t;
+            if (ds_fra_sentence(d, (ds_side)s, p, &t) != DS_OK) break;
+            h = fnv_str(h, t, strlen(t));
+            h = fnv_str(h, s == 0 ? "\t" : "\n", 1);
+            free(t);
+        }
+    }
+    CU_ASSERT_EQUAL(h, 0xa4b7fc589dfb8ffcULL);
+    const struct { int32_t size; uint64_t vocab, ids, vl; int64_t trunc; } want[2] = {
+        {70, 0x18dfd8a93d4218eeULL, 0xf65ef1e195da7054ULL, 0x68214a7e407c3bb1ULL, 79},
+        {75, 0x58aa0c0580916aedULL, 0xa152045c08392f17ULL, 0x182291b0a4422266ULL, 80}};
+    for (int s = 0; s < 2; s++) {
+        const ds_vocab *v = ds_fra_vocab(d, (ds_side)s);
+        CU_ASSERT_EQUAL(ds_vocab_size(v), want[s].size);
+        uint64_t hv = 0xcbf29ce484222325ULL;
+        for (int32_t i = 0; i < ds_vocab_size(v); i++) {
+            size_t len;
+            const char *t = ds_vocab_token(v, i, &len);
+            if (i) hv = fnv_str(hv, "\n", 1);
+            hv = fnv_str(hv, t, len);
+        }
+        CU_ASSERT_EQUAL(hv, want[s].vocab);
+        CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_ids(d, (ds_side)s), 529 * 6), want[s].ids);
+        CU_ASSERT_EQUAL(tu_fnv_i32(ds_fra_valid_len(d, (ds_side)s), 529), want[s].vl);
+        CU_ASSERT_EQUAL(ds_fra_get_stats(d)->truncated[s], want[s].trunc);
+    }
+    ds_fra_free(d);
+}
+
+/* The data-path resolution order of ds_resolve_data_path. */
+static void test_resolve_path(void) {
+    char out[4096];
+    char *home = tu_temp_dir(), *file = tu_temp_file("a\tb\n", 4);
+    char cache[4200];
+    snprintf(cache, sizeof cache, "%s/tapegrad", home);
+    const char *saved_env = getenv("TG_FRA_ENG"), *saved_xdg = getenv("XDG_CACHE_HOME");
+    char *se = saved_env ? strdup(saved_env) : NULL, *sx = saved_xdg ? strdup(saved_xdg) : NULL;
+    unsetenv("TG_FRA_ENG");
+    /* 1. the flag wins; a missing flag path is an error, not a fallback */
+    setenv("TG_FRA_ENG", "/nonexistent/env/fra.txt", 1);
+    TU_STATUS(ds_resolve_data_path(file, NULL, out, sizeof out), DS_OK);
+    CU_ASSERT_STRING_EQUAL(out, file);
+    TU_STATUS(ds_resolve_data_path("/nonexistent/flag/fra.txt", NULL, out, sizeof out), DS_EIO);
+    TU_ERROR_HAS("/nonexistent/flag/fra.txt (given explicitly)");
+    /* 2. then TG_FRA_ENG, also without fallback */
+    TU_STATUS(ds_resolve_data_path(NULL, NULL, out, sizeof out), DS_EIO);
+    TU_ERROR_HAS("/nonexistent/env/fra.txt (from TG_FRA_ENG)");
+    setenv("TG_FRA_ENG", file, 1);
+    TU_STATUS(ds_resolve_data_path("", NULL, out, sizeof out), DS_OK);
+    CU_ASSERT_STRING_EQUAL(out, file);
+    unsetenv("TG_FRA_ENG");
+    /* 3. the cache directory under XDG_CACHE_HOME */
+    char dir[4300], cached[4400];
+    snprintf(dir, sizeof dir, "%s/fra-eng", cache);
+    snprintf(cached, sizeof cached, "%s/fra.txt", dir);
+    CU_ASSERT_EQUAL(mkdir(cache, 0700), 0);
+    CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
+    FILE *f = fopen(cached, "w");
+    if (f) {
+        fputs("a\tb\n", f);
+        fclose(f);
+    }
+    setenv("XDG_CACHE_HOME", home, 1);
+    TU_STATUS(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out), DS_OK);
+    CU_ASSERT_STRING_EQUAL(out, cached);
+    /* too small a buffer */
+    TU_STATUS(ds_resolve_data_path(NULL, NULL, out, 8), DS_EARG);
+    unlink(cached);
+    /* 5. the source tree (4. the current directory is whatever ctest uses: not asserted) */
+    TU_STATUS(ds_resolve_data_path(NULL, TG_SOURCE_DIR, out, sizeof out), access("../shared/data/fra-eng/fra.txt", R_OK) == 0 || access(TG_DATA_DEFAULT, R_OK) == 0 ? DS_OK : DS_EIO);
+    /* nothing anywhere: the message lists what was tried */
+    TU_STATUS(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out),
+              access("../shared/data/fra-eng/fra.txt", R_OK) == 0 ? DS_OK : DS_EIO);
+    if (access("../shared/data/fra-eng/fra.txt", R_OK) != 0) TU_ERROR_HAS("/nonexistent/src/../shared/data/fra-eng/fra.txt");
+    rmdir(dir);
+    rmdir(cache);
+    rmdir(home);
+    free(home);
+    tu_unlink(file);
+    if (se) setenv("TG_FRA_ENG", se, 1);
+    if (sx) setenv("XDG_CACHE_HOME", sx, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    free(se);
+    free(sx);
+}
+
+int main(void) {
+    static const CU_TestInfo tests[] = {
+        {"default run (600 examples): 601 pairs, vocab 184/201, arrays", test_default_run},
+        {"num_steps 5: truncation loses <eos>", test_truncation},
+        {"whole file: 167130 pairs, vocab 10012/17851, arrays", test_whole_file},
+        {"predict helpers: encode / decode as d2l", test_predict_helpers},
+        {"batches: seeded shuffles, sizes, contents", test_batches},
+        {"rng: documented xoshiro256** stream", test_rng},
+        {"split: sizes, determinism, disjointness, file", test_split},
+        {"preprocess: punctuation, NBSP, lowercase, sigma", test_preprocess_rules},
+        {"lines: inclusive limit, skipped lines, CR/LF", test_lines_and_fields},
+        {"arrays: <pad>/<unk> in text, truncation", test_arrays_quirks},
+        {"synthetic quirk corpus = Python, index for index", test_synthetic_corpus},
+        {"data path resolution order", test_resolve_path},
+        CU_TEST_INFO_NULL,
+    };
+    return tu_main("datasets_fra", tests);
+}
