@@ -7,6 +7,7 @@
 
 #include <blis.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Products of at most this many multiply-adds run in the engine's own loop: below it, BLIS's
  * per-call set-up (packing, about 0.3-1 us) costs more than the arithmetic. */
@@ -35,44 +36,49 @@ static ag_real *scratch(size_t n) {
     return buf;
 }
 
-/* C (m x n) = alpha A (m x k) B (k x n) + beta C; C is not read when beta = 0.
- * The loop order follows B's layout so the innermost loop runs over contiguous memory:
- *   B row-major (csb = 1):               C[i,:] += (alpha A[i,p]) B[p,:]     (axpy over j)
- *   B column-major (rsb = 1, a transposed view) and A row-major:
- *                                        C[i,j] += alpha dot(A[i,:], B[:,j])  (dot over p)
- *   anything else: the axpy order with strides. */
+/* Packed micro-kernel for small products, C (m x n) = alpha A (m x k) B (k x n) + beta C:
+ * B is copied, 16 columns at a time, into a zero-padded k x 16 panel; each row of C is then
+ * accumulated in a fixed 16-wide array (two or four vector registers: the compiler vectorizes
+ * the constant-length loop fully) and written once. Whatever the operands' strides, the inner
+ * loop runs over contiguous memory. C is not read when beta = 0. Needs k <= SMALL_K. */
+#define PANEL 16
+#define SMALL_K 64
+
 static void small_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
                        ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb,
                        ag_real beta, ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
-    for (int i = 0; i < m; i++) {
-        ag_real *ci = c + i * rsc;
-        if (beta == 0)
-            for (int j = 0; j < n; j++) ci[j * csc] = 0;
-        else if (beta != 1)
-            for (int j = 0; j < n; j++) ci[j * csc] *= beta;
-    }
-    if (csb != 1 && rsb == 1 && csa == 1) {
+    ag_real panel[SMALL_K * PANEL], arow[SMALL_K];
+    for (int j0 = 0; j0 < n; j0 += PANEL) {
+        int nb = n - j0 < PANEL ? n - j0 : PANEL;
+        for (int p = 0; p < k; p++) {
+            const ag_real *bp = b + p * rsb + j0 * csb;
+            ag_real *dst = panel + p * PANEL;
+            if (csb == 1) {
+                memcpy(dst, bp, sizeof *dst * (size_t)nb);
+            } else {
+                for (int j = 0; j < nb; j++) dst[j] = bp[j * csb];
+            }
+            for (int j = nb; j < PANEL; j++) dst[j] = 0;
+        }
         for (int i = 0; i < m; i++) {
             const ag_real *ai = a + i * rsa;
-            ag_real *ci = c + i * rsc;
-            for (int j = 0; j < n; j++) {
-                const ag_real *bj = b + j * csb;
-                ag_real s = 0;
-                for (int p = 0; p < k; p++) s += ai[p] * bj[p];
-                ci[j * csc] += alpha * s;
+            if (csa != 1) {
+                for (int p = 0; p < k; p++) arow[p] = ai[p * csa];
+                ai = arow;
             }
-        }
-        return;
-    }
-    for (int i = 0; i < m; i++) {
-        ag_real *ci = c + i * rsc;
-        for (int p = 0; p < k; p++) {
-            ag_real aip = alpha * a[i * rsa + p * csa];
-            const ag_real *bp = b + p * rsb;
-            if (csb == 1 && csc == 1) {
-                for (int j = 0; j < n; j++) ci[j] += aip * bp[j];
+            ag_real acc[PANEL] = {0};
+            for (int p = 0; p < k; p++) {
+                const ag_real x = ai[p], *bp = panel + p * PANEL;
+                for (int j = 0; j < PANEL; j++) acc[j] += x * bp[j];
+            }
+            ag_real *ci = c + i * rsc + j0 * csc;
+            if (csc == 1 && beta == 1) {
+                for (int j = 0; j < nb; j++) ci[j] += alpha * acc[j];
+            } else if (csc == 1 && beta == 0) {
+                for (int j = 0; j < nb; j++) ci[j] = alpha * acc[j];
             } else {
-                for (int j = 0; j < n; j++) ci[j * csc] += aip * bp[j * csb];
+                for (int j = 0; j < nb; j++)
+                    ci[j * csc] = alpha * acc[j] + (beta == 0 ? 0 : beta * ci[j * csc]);
             }
         }
     }
@@ -82,7 +88,7 @@ void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rs
               ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
               ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
     if (m == 0 || n == 0) return;
-    if (k == 0 || (double)m * n * k <= SMALL_GEMM_MACS) {
+    if (k <= SMALL_K && (double)m * n * k <= SMALL_GEMM_MACS) {
         small_gemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
         return;
     }
