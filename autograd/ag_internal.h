@@ -123,6 +123,20 @@ static inline void ag__iter_next(ag_iter *it) {
     }
 }
 
+/* ---- xoshiro256** (ag_rng_next), inline for loops that draw per element ---- */
+static inline uint64_t ag__rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t ag__rng_next(ag_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = ag__rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = ag__rotl(s[3], 45);
+    return out;
+}
+
 /* ---- the one GEMM entry (ops_matmul.c) ----
  * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides
  * (rs = between rows, cs = between columns), so a transposed view costs nothing. Small

@@ -44,6 +44,22 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
     static void fname##_backward(ag_node *n) {                                                \
         ag_tensor *ta = n->in[0], *tb = n->in[1], *ty = n->out;                               \
         const ag_real *A = ta->data, *B = tb->data, *Y = ty->data, *G = ty->grad;             \
+        if (ta != tb && ag__same_shape(ta, tb) && ag_is_contiguous(ta) && ag_is_contiguous(tb)) { \
+            /* same shapes, distinct contiguous operands: flat, vectorisable loops */         \
+            for (int side = 0; side < 2; side++) {                                            \
+                ag_tensor *tg = side ? tb : ta;                                               \
+                if (!tg->requires_grad) continue;                                             \
+                const ag_real *restrict a_ = A, *restrict b_ = B, *restrict y_ = Y;           \
+                const ag_real *restrict g_ = G;                                               \
+                ag_real *restrict d_ = tg->grad;                                              \
+                for (ptrdiff_t i = 0; i < ty->numel; i++) {                                   \
+                    ag_real g = g_[i], a = a_[i], b = b_[i], y = y_[i];                       \
+                    (void)a, (void)b, (void)y;                                                \
+                    d_[i] += side ? (DB) : (DA);                                              \
+                }                                                                             \
+            }                                                                                 \
+            return;                                                                           \
+        }                                                                                     \
         bcast bc;                                                                             \
         broadcast(NULL, opname, ta, tb, &bc);                                                 \
         ag_iter it;                                                                           \
@@ -71,8 +87,8 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
         ag_iter it;                                                                           \
         ag__iter_init(&it, bc.nd, bc.shape, 3, (const ptrdiff_t *[]){bc.sy, bc.sa, bc.sb});   \
         for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {                        \
-            ag_real *y0 = Y + it.off[0];                                                      \
-            const ag_real *a0 = A + it.off[1], *b0 = B + it.off[2];                           \
+            ag_real *restrict y0 = Y + it.off[0];                                             \
+            const ag_real *restrict a0 = A + it.off[1], *restrict b0 = B + it.off[2];         \
             if (it.is[1] == 1 && it.is[2] == 1) { /* the common, vectorisable case */         \
                 for (ptrdiff_t j = 0; j < it.inner; j++) {                                    \
                     ag_real a = a0[j], b = b0[j];                                             \
@@ -107,8 +123,9 @@ typedef struct unary_saved { double c; } unary_saved;
         const double c = ((const unary_saved *)n->saved)->c;                                  \
         (void)c;                                                                              \
         if (ag_is_contiguous(tx)) { /* the common, vectorisable case */                       \
-            const ag_real *X = tx->data, *Y = ty->data, *G = ty->grad;                        \
-            ag_real *GX = tx->grad;                                                           \
+            const ag_real *restrict X = tx->data, *restrict Y = ty->data;                     \
+            const ag_real *restrict G = ty->grad;                                             \
+            ag_real *restrict GX = tx->grad;                                                  \
             for (ptrdiff_t i = 0; i < tx->numel; i++) {                                       \
                 ag_real x = X[i], y = Y[i], g = G[i];                                         \
                 (void)x, (void)y;                                                             \
@@ -134,8 +151,8 @@ typedef struct unary_saved { double c; } unary_saved;
         ag_tensor *ty = ag__out(t, tx->ndim, tx->shape, 1, &tx);                              \
         if (!ty) return NULL;                                                                 \
         if (ag_is_contiguous(tx)) {                                                           \
-            const ag_real *X = tx->data;                                                      \
-            ag_real *Y = ty->data;                                                            \
+            const ag_real *restrict X = tx->data;                                             \
+            ag_real *restrict Y = ty->data;                                                   \
             for (ptrdiff_t i = 0; i < tx->numel; i++) {                                       \
                 ag_real x = X[i];                                                             \
                 Y[i] = (F);                                                                   \

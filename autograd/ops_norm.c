@@ -103,8 +103,9 @@ ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *g
 
 static void dropout_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->out;
-    const ag_real *mask = *(ag_real *const *)nd->saved;
-    for (ptrdiff_t i = 0; i < x->numel; i++) x->grad[i] += y->grad[i] * mask[i];
+    const ag_real *restrict mask = *(ag_real *const *)nd->saved, *restrict g = y->grad;
+    ag_real *restrict gx = x->grad;
+    for (ptrdiff_t i = 0; i < x->numel; i++) gx[i] += g[i] * mask[i];
 }
 static const ag_op dropout_op = {"dropout", dropout_backward};
 
@@ -121,12 +122,16 @@ ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng 
      * probability p to within 2^-32. */
     ag_real keep = p < 1 ? (ag_real)(1 / (1 - p)) : 0;
     uint64_t threshold = p >= 1 ? UINT64_C(1) << 32 : (uint64_t)(p * 4294967296.0);
+    ag_rng r = *rng; /* a local copy the compiler keeps in registers */
     for (ptrdiff_t i = 0; i < x->numel; i += 2) {
-        uint64_t r = ag_rng_next(rng);
-        mask[i] = (r & 0xffffffffu) < threshold ? 0 : keep;
-        if (i + 1 < x->numel) mask[i + 1] = (r >> 32) < threshold ? 0 : keep;
+        uint64_t u = ag__rng_next(&r);
+        mask[i] = (u & 0xffffffffu) < threshold ? 0 : keep;
+        if (i + 1 < x->numel) mask[i + 1] = (u >> 32) < threshold ? 0 : keep;
     }
-    for (ptrdiff_t i = 0; i < x->numel; i++) y->data[i] = x->data[i] * mask[i];
+    *rng = r;
+    const ag_real *restrict xs = x->data, *restrict ms = mask;
+    ag_real *restrict ys = y->data;
+    for (ptrdiff_t i = 0; i < x->numel; i++) ys[i] = xs[i] * ms[i];
     ag_node *nd = ag__record(t, &dropout_op, y, 1, &x, sizeof mask);
     if (nd) *(ag_real **)nd->saved = mask;
     return y;
