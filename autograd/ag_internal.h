@@ -137,6 +137,11 @@ static inline uint64_t ag__rng_next(ag_rng *r) {
     return out;
 }
 
+/* ---- vector math (vmath.c) ----
+ * y[i] = exp(x[i]) for i < n (x and y may not overlap): vectorized in float (within 2 ulp of
+ * libm's expf, NaN and infinities preserved, 0 below -87.34), libm's exp in double. */
+void ag__vexp(const ag_real *x, ag_real *y, ptrdiff_t n);
+
 /* ---- the one GEMM entry (ops_matmul.c) ----
  * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides
  * (rs = between rows, cs = between columns), so a transposed view costs nothing. Small

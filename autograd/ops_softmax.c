@@ -11,37 +11,53 @@
 #include <math.h>
 
 #ifdef TG_DOUBLE
-#define EXP exp
 #define LOG log
 #else
-#define EXP expf
 #define LOG logf
 #endif
 
 /* d2l replaces masked scores by this value (not -inf), so an all-masked row is uniform. */
 #define MASKED_SCORE ((ag_real)-1e6)
 
+/* Rows are exponentiated through ag__vexp (vectorized) in chunks of this many elements. */
+#define CHUNK 256
+
 /* y = softmax(x) on one row of n, with x[k] treated as MASKED_SCORE for k >= len. */
 static void softmax_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len) {
     if (n == 0) return;
+    if (len > n) len = n;
     ag_real m = len > 0 ? x[0] : MASKED_SCORE;
     for (ptrdiff_t k = 1; k < len; k++) m = x[k] > m ? x[k] : m;
     if (len < n && MASKED_SCORE > m) m = MASKED_SCORE;
-    ag_real s = 0;
-    for (ptrdiff_t k = 0; k < n; k++) {
-        y[k] = EXP((k < len ? x[k] : MASKED_SCORE) - m);
-        s += y[k];
+    for (ptrdiff_t k = 0; k < n; k++) y[k] = (k < len ? x[k] : MASKED_SCORE) - m;
+    ag_real tmp[CHUNK];
+    for (ptrdiff_t k0 = 0; k0 < n; k0 += CHUNK) { /* in place, through a copy: vexp's operands may not overlap */
+        ptrdiff_t c = n - k0 < CHUNK ? n - k0 : CHUNK;
+        memcpy(tmp, y + k0, sizeof *tmp * (size_t)c);
+        ag__vexp(tmp, y + k0, c);
     }
+    ag_real s = 0;
+    for (ptrdiff_t k = 0; k < n; k++) s += y[k];
     ag_real inv = 1 / s;
     for (ptrdiff_t k = 0; k < n; k++) y[k] *= inv;
 }
 
+/* out[k] = exp(x[k] - shift) for one chunk of c <= CHUNK elements. */
+static void exp_shifted(const ag_real *x, ag_real shift, ag_real *out, ptrdiff_t c) {
+    ag_real tmp[CHUNK];
+    for (ptrdiff_t k = 0; k < c; k++) tmp[k] = x[k] - shift;
+    ag__vexp(tmp, out, c);
+}
+
 /* log sum exp of one row. */
 static ag_real logsumexp_row(const ag_real *x, ptrdiff_t n) {
-    ag_real m = x[0];
+    ag_real m = x[0], s = 0, e[CHUNK];
     for (ptrdiff_t k = 1; k < n; k++) m = x[k] > m ? x[k] : m;
-    ag_real s = 0;
-    for (ptrdiff_t k = 0; k < n; k++) s += EXP(x[k] - m);
+    for (ptrdiff_t k0 = 0; k0 < n; k0 += CHUNK) {
+        ptrdiff_t c = n - k0 < CHUNK ? n - k0 : CHUNK;
+        exp_shifted(x + k0, m, e, c);
+        for (ptrdiff_t k = 0; k < c; k++) s += e[k];
+    }
     return m + LOG(s);
 }
 
@@ -119,9 +135,13 @@ static void log_softmax_backward(ag_node *nd) {
     ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
     for (ptrdiff_t r = 0; r < rows; r++) {
         const ag_real *yr = y->data + r * n, *gr = y->grad + r * n;
-        ag_real *gx = x->grad + r * n, gsum = 0;
+        ag_real *gx = x->grad + r * n, gsum = 0, e[CHUNK];
         for (ptrdiff_t k = 0; k < n; k++) gsum += gr[k];
-        for (ptrdiff_t k = 0; k < n; k++) gx[k] += gr[k] - EXP(yr[k]) * gsum;
+        for (ptrdiff_t k0 = 0; k0 < n; k0 += CHUNK) {
+            ptrdiff_t c = n - k0 < CHUNK ? n - k0 : CHUNK;
+            ag__vexp(yr + k0, e, c);
+            for (ptrdiff_t k = 0; k < c; k++) gx[k0 + k] += gr[k0 + k] - e[k] * gsum;
+        }
     }
 }
 static const ag_op log_softmax_op = {"log_softmax", log_softmax_backward};
@@ -157,8 +177,12 @@ static void softmax_ce_backward(ag_node *nd) {
         ag_real g = y->grad[r] * (s->weights ? s->weights[r] : 1);
         if (g == 0) continue;
         const ag_real *xr = x->data + r * n;
-        ag_real *gx = x->grad + r * n;
-        for (ptrdiff_t k = 0; k < n; k++) gx[k] += g * EXP(xr[k] - s->lse[r]);
+        ag_real *gx = x->grad + r * n, e[CHUNK];
+        for (ptrdiff_t k0 = 0; k0 < n; k0 += CHUNK) {
+            ptrdiff_t c = n - k0 < CHUNK ? n - k0 : CHUNK;
+            exp_shifted(xr + k0, s->lse[r], e, c);
+            for (ptrdiff_t k = 0; k < c; k++) gx[k0 + k] += g * e[k];
+        }
         gx[s->labels[r]] -= g;
     }
 }

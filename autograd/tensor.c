@@ -154,18 +154,16 @@ ag_tensor *ag_tensor_from(ag_tape *t, int ndim, const int *shape, const ag_real 
 
 int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int *shape) {
     if (!valid_shape(NULL, "leaf_init", ndim, shape)) return -1;
-    int dims[AG_MAX_DIMS];
-    memcpy(dims, shape, (size_t)ndim * sizeof *dims); /* shape may point into *x */
-    shape = dims;
-    memset(x, 0, sizeof *x);
-    x->data = data;
-    x->grad = grad;
-    x->requires_grad = grad != NULL;
-    x->ndim = ndim;
-    memcpy(x->shape, shape, (size_t)ndim * sizeof *shape);
-    ag__contig_strides(ndim, shape, x->stride);
-    x->numel = ag__numel(ndim, shape);
-    x->magic = AG_MAGIC;
+    ag_tensor y = {0}; /* built aside: shape may point into *x */
+    y.data = data;
+    y.grad = grad;
+    y.requires_grad = grad != NULL;
+    y.ndim = ndim;
+    memcpy(y.shape, shape, (size_t)ndim * sizeof *shape);
+    ag__contig_strides(ndim, y.shape, y.stride);
+    y.numel = ag__numel(ndim, y.shape);
+    y.magic = AG_MAGIC;
+    *x = y;
     return 0;
 }
 
