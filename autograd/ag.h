@@ -172,9 +172,11 @@ ag_tensor *ag_tanh(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_sigmoid(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_relu(ag_tape *t, ag_tensor *x);                  /* gradient 0 at x = 0 */
 
-/* Matrix product on BLIS. a (M,K) or (B,M,K); b (K,N) or (B,K,N); result (M,N) or (B,M,N).
- * A 2-D operand is shared by every batch. Transposed operands (views from ag_transpose) are
- * read through their strides, never copied. */
+/* Matrix product on BLIS (the engine's own kernel for small products). a (..., M, K) and
+ * b (..., K, N) with 0 to 2 leading batch axes, the same on both sides, -> (..., M, N); a 2-D
+ * operand is shared by every batch. Operands are read through their strides, never copied:
+ * a transposed view (ag_transpose) or a permuted one (heads split out of (B, T, h, d)) costs
+ * nothing. */
 ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b);
 /* Fused dense layer: x (..., in), w (out, in) as PyTorch, bias (out) or NULL -> (..., out),
  * y = x w^T + bias. */

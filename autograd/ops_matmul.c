@@ -110,49 +110,81 @@ void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rs
 }
 
 /* ---- matmul ----
- * y_i = a_i b_i for every batch i; a 2-D operand is the same matrix for every i.
+ * y_i = a_i b_i for every batch index i (up to two batch axes, each operand with its own batch
+ * strides, so a permuted view such as heads split out of (B, T, h, d) needs no copy); a 2-D
+ * operand is the same matrix for every i.
  * backward: da_i += dy_i b_i^T, db_i += a_i^T dy_i. */
 
+#define MM_MAX_BATCH 2
+
 typedef struct mm_plan {
-    int batch, m, n, k;
-    ptrdiff_t sa, sb, sy;  /* batch strides (0 for a shared 2-D operand) */
+    int nb;                               /* batch axes, 0 to 2 */
+    int bshape[MM_MAX_BATCH];
+    int m, n, k;
+    ptrdiff_t sa[MM_MAX_BATCH], sb[MM_MAX_BATCH], sy[MM_MAX_BATCH]; /* 0 for a shared operand */
     ptrdiff_t rsa, csa, rsb, csb;
 } mm_plan;
 
 static void mm_plan_of(const ag_tensor *a, const ag_tensor *b, mm_plan *p) {
     int la = a->ndim - 1, lb = b->ndim - 1;
+    const ag_tensor *batched = a->ndim > 2 ? a : b;
+    memset(p, 0, sizeof *p);
     p->m = a->shape[la - 1];
     p->k = a->shape[la];
     p->n = b->shape[lb];
-    p->batch = a->ndim == 3 ? a->shape[0] : b->ndim == 3 ? b->shape[0] : 1;
+    p->nb = batched->ndim - 2;
     p->rsa = a->stride[la - 1];
     p->csa = a->stride[la];
     p->rsb = b->stride[lb - 1];
     p->csb = b->stride[lb];
-    p->sa = a->ndim == 3 ? a->stride[0] : 0;
-    p->sb = b->ndim == 3 ? b->stride[0] : 0;
-    p->sy = (ptrdiff_t)p->m * p->n;
+    ptrdiff_t sy = (ptrdiff_t)p->m * p->n;
+    for (int d = p->nb - 1; d >= 0; d--) {
+        p->bshape[d] = batched->shape[d];
+        p->sa[d] = a->ndim > 2 ? a->stride[d] : 0;
+        p->sb[d] = b->ndim > 2 ? b->stride[d] : 0;
+        p->sy[d] = sy;
+        sy *= p->bshape[d];
+    }
     /* A batch of a over a shared b whose rows continue from batch to batch is one tall
      * product: (batch * m) x k by k x n. */
-    if (a->ndim == 3 && b->ndim == 2 && (p->batch == 1 || p->sa == p->m * p->rsa)) {
-        p->m *= p->batch;
-        p->batch = 1;
+    bool fold = p->nb > 0 && b->ndim == 2;
+    ptrdiff_t rows = p->m;
+    for (int d = p->nb - 1; d >= 0 && fold; d--) {
+        fold = p->bshape[d] == 1 || p->sa[d] == rows * p->rsa;
+        rows *= p->bshape[d];
+    }
+    if (fold) {
+        p->m = (int)rows;
+        p->nb = 0;
     }
 }
+
+/* Calls f(plan, batch offsets of a, b, y) for every batch index. */
+#define MM_FOR_BATCH(p, oa, ob, oy, BODY)                                                  \
+    do {                                                                                   \
+        int n0_ = (p).nb > 0 ? (p).bshape[0] : 1, n1_ = (p).nb > 1 ? (p).bshape[1] : 1;    \
+        for (int i0_ = 0; i0_ < n0_; i0_++)                                                \
+            for (int i1_ = 0; i1_ < n1_; i1_++) {                                          \
+                ptrdiff_t oa = i0_ * (p).sa[0] + i1_ * (p).sa[1],                          \
+                          ob = i0_ * (p).sb[0] + i1_ * (p).sb[1],                          \
+                          oy = i0_ * (p).sy[0] + i1_ * (p).sy[1];                          \
+                BODY;                                                                      \
+            }                                                                              \
+    } while (0)
 
 static void matmul_backward(ag_node *nd) {
     ag_tensor *a = nd->in[0], *b = nd->in[1], *y = nd->out;
     mm_plan p;
     mm_plan_of(a, b, &p);
-    for (int i = 0; i < p.batch; i++) {
-        const ag_real *dy = y->grad + i * p.sy;
+    MM_FOR_BATCH(p, oa, ob, oy, {
+        const ag_real *dy = y->grad + oy;
         if (a->requires_grad)
-            ag__gemm(p.m, p.k, p.n, 1, dy, p.n, 1, b->data + i * p.sb, p.csb, p.rsb, 1,
-                     a->grad + i * p.sa, p.rsa, p.csa);
+            ag__gemm(p.m, p.k, p.n, 1, dy, p.n, 1, b->data + ob, p.csb, p.rsb, 1, a->grad + oa,
+                     p.rsa, p.csa);
         if (b->requires_grad)
-            ag__gemm(p.k, p.n, p.m, 1, a->data + i * p.sa, p.csa, p.rsa, dy, p.n, 1, 1,
-                     b->grad + i * p.sb, p.rsb, p.csb);
-    }
+            ag__gemm(p.k, p.n, p.m, 1, a->data + oa, p.csa, p.rsa, dy, p.n, 1, 1, b->grad + ob,
+                     p.rsb, p.csb);
+    });
 }
 static const ag_op matmul_op = {"matmul", matmul_backward};
 
@@ -162,24 +194,24 @@ ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b) {
     char sa[64], sb[64];
     ag_shape_str(a, sa, sizeof sa);
     ag_shape_str(b, sb, sizeof sb);
-    if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
-        return ag__fail(t, "matmul: operands must be 2-D or 3-D, got %s and %s", sa, sb);
+    if (a->ndim < 2 || a->ndim > 2 + MM_MAX_BATCH || b->ndim < 2 || b->ndim > 2 + MM_MAX_BATCH)
+        return ag__fail(t, "matmul: operands must be 2-D to 4-D, got %s and %s", sa, sb);
     if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
         return ag__fail(t, "matmul: inner dimensions differ: %s and %s", sa, sb);
-    if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0])
-        return ag__fail(t, "matmul: batch sizes differ: %s and %s", sa, sb);
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-    int shape[3];
-    if (nd == 3) shape[0] = a->ndim == 3 ? a->shape[0] : b->shape[0];
+    if (a->ndim > 2 && b->ndim > 2 &&
+        (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int) * (size_t)(a->ndim - 2))))
+        return ag__fail(t, "matmul: batch dimensions differ: %s and %s", sa, sb);
+    const ag_tensor *batched = a->ndim > 2 ? a : b;
+    int nd = batched->ndim, shape[2 + MM_MAX_BATCH];
+    memcpy(shape, batched->shape, sizeof(int) * (size_t)(nd - 2));
     shape[nd - 2] = a->shape[a->ndim - 2];
     shape[nd - 1] = b->shape[b->ndim - 1];
     ag_tensor *y = ag__out(t, nd, shape, 2, in);
     if (!y) return NULL;
     mm_plan p;
     mm_plan_of(a, b, &p);
-    for (int i = 0; i < p.batch; i++)
-        ag__gemm(p.m, p.n, p.k, 1, a->data + i * p.sa, p.rsa, p.csa, b->data + i * p.sb, p.rsb,
-                 p.csb, 0, y->data + i * p.sy, p.n, 1);
+    MM_FOR_BATCH(p, oa, ob, oy, ag__gemm(p.m, p.n, p.k, 1, a->data + oa, p.rsa, p.csa, b->data + ob,
+                                         p.rsb, p.csb, 0, y->data + oy, p.n, 1));
     ag__record(t, &matmul_op, y, 2, in, 0);
     return y;
 }

@@ -51,6 +51,9 @@ FN(f_matmul, ag_matmul(t, X0, X1))
 FN(f_matmul_ta, ag_matmul(t, ag_transpose(t, X0, -1, -2), X1))
 FN(f_matmul_tb, ag_matmul(t, X0, ag_transpose(t, X1, -1, -2)))
 FN(f_matmul_self, ag_matmul(t, X0, ag_transpose(t, X0, 0, 1)))
+FN(f_matmul_heads, ag_matmul(t, ag_permute(t, X0, (const int[]){0, 2, 1, 3}),
+                              ag_transpose(t, ag_permute(t, X1, (const int[]){0, 2, 1, 3}), -1, -2)))
+FN(f_matmul_4d_shared, ag_matmul(t, ag_permute(t, X0, (const int[]){0, 2, 1, 3}), X1))
 FN(f_linear, ag_linear(t, X0, X1, X2))
 FN(f_linear_nobias, ag_linear(t, X0, X1, NULL))
 FN(f_linear_view, ag_linear(t, ag_transpose(t, X0, 0, 1), X1, X2))
@@ -113,6 +116,7 @@ static ag_tensor *f_attention(ag_tape *t, ag_tensor *const *x, void *u) {
 #define S1(a) {1, {a}}
 #define S2(a, b) {2, {a, b}}
 #define S3(a, b, c) {3, {a, b, c}}
+#define S4(a, b, c, d) {4, {a, b, c, d}}
 #define KINKS {.skip_kinks = true}
 #define DEFAULTS {.eps = 0}
 
@@ -143,6 +147,8 @@ static const gc_case cases[] = {
     {"matmul BLIS-sized b transposed", f_matmul_tb, 2, {S3(2, 19, 31), S3(2, 23, 31)}, NORMAL,
      {.max_elems = 60}},
     {"matmul x by x^T (used twice)", f_matmul_self, 1, {S2(4, 3)}, NORMAL, DEFAULTS},
+    {"matmul 4-D permuted views (heads)", f_matmul_heads, 2, {S4(2, 3, 2, 4), S4(2, 5, 2, 4)}, NORMAL, DEFAULTS},
+    {"matmul 4-D by shared 2-D", f_matmul_4d_shared, 2, {S4(2, 3, 2, 4), S2(4, 3)}, NORMAL, DEFAULTS},
     {"linear", f_linear, 3, {S3(2, 3, 5), S2(4, 5), S1(4)}, NORMAL, DEFAULTS},
     {"linear no bias", f_linear_nobias, 2, {S2(3, 5), S2(4, 5)}, NORMAL, DEFAULTS},
     {"linear on a view", f_linear_view, 3, {S2(5, 3), S2(2, 5), S1(2)}, NORMAL, DEFAULTS},

@@ -93,6 +93,31 @@ static void test_matmul_vs_naive(void) {
     ag_tape_free(t);
 }
 
+/* 4-D: heads as permuted views, checked element by element against a quadruple loop. */
+static void test_matmul_4d_views(void) {
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 17);
+    int B = 3, T = 7, h = 2, d = 5, S = 6;
+    ag_tensor *x = randn(t, AG_SHAPE(B, T, h, d)), *z = randn(t, AG_SHAPE(B, S, h, d));
+    ag_tensor *q = ag_permute(t, x, (const int[]){0, 2, 1, 3}), *k = ag_permute(t, z, (const int[]){0, 2, 1, 3});
+    ag_tensor *y = ag_matmul(t, q, ag_transpose(t, k, -1, -2)); /* (B, h, T, S) */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(y->ndim, 4);
+    CU_ASSERT_EQUAL(y->shape[3], S);
+    double err = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < h; j++)
+            for (int i = 0; i < T; i++)
+                for (int s2 = 0; s2 < S; s2++) {
+                    double ref = 0;
+                    for (int e = 0; e < d; e++)
+                        ref += (double)x->data[((b * T + i) * h + j) * d + e] * z->data[((b * S + s2) * h + j) * d + e];
+                    err = fmax(err, fabs(ref - y->data[((b * h + j) * T + i) * S + s2]));
+                }
+    CU_ASSERT_TRUE(err < 1e-5);
+    ag_tape_free(t);
+}
+
 static void test_linear_vs_composite(void) {
     ag_tape *t = ag_tape_new();
     ag_rng_seed(&rng, 12);
@@ -294,6 +319,8 @@ static void test_errors_name_op_and_shapes(void) {
     expect_error("matmul", "[2, 3]", "[2, 5]");
     CU_ASSERT_PTR_NULL(ag_matmul(t, ag_tensor_new(t, AG_SHAPE(2, 2, 3)), ag_tensor_new(t, AG_SHAPE(3, 3, 4))));
     expect_error("matmul", "batch", NULL);
+    CU_ASSERT_PTR_NULL(ag_matmul(t, ag_tensor_new(t, AG_SHAPE(2, 2, 2, 3)), ag_tensor_new(t, AG_SHAPE(2, 3, 4))));
+    expect_error("matmul", "batch dimensions differ", "[2, 2, 2, 3]");
     CU_ASSERT_PTR_NULL(ag_linear(t, a, ag_tensor_new(t, AG_SHAPE(5, 4)), NULL));
     expect_error("linear", "[2, 3]", "[5, 4]");
     CU_ASSERT_PTR_NULL(ag_sum(t, a, 2, false));
@@ -460,6 +487,7 @@ static void test_rng(void) {
 
 static CU_TestInfo op_tests[] = {
     {"matmul against a triple loop", test_matmul_vs_naive},
+    {"matmul over 4-D permuted views", test_matmul_4d_views},
     {"fused linear against matmul + add", test_linear_vs_composite},
     {"broadcasting values", test_broadcast_values},
     {"shape ops and views", test_shapes_and_views},
