@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# End-to-end run of a zoo program on the real data, as a user runs it:
+#   e2e_nmt.sh PROGRAM FRA_TXT
+# train a few epochs (plots, checkpoint), resume, translate (arguments, stdin, beam), eval,
+# stats, export to a plain state_dict and import it back, and the bad-input paths (bad flags,
+# a missing data file, a corrupt checkpoint, which must be left as it was).
+set -u
+prog=$1
+data=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+passed=0
+failed=0
+check() { # check NAME COMMAND...: passes when the command succeeds
+    local name=$1
+    shift
+    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
+}
+run() { # run EXPECTED_STATUS ARGS...: runs the program, keeps stdout/stderr in $dir/out, $dir/err
+    local want=$1
+    shift
+    "$prog" "$@" >"$dir/out" 2>"$dir/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "  $prog $* exited $got, expected $want; stderr:"
+        sed 's/^/    /' "$dir/err"
+        return 1
+    fi
+}
+has() { grep -Eq -- "$2" "$dir/$1" || { echo "  $1 lacks /$2/:"; sed 's/^/    /' "$dir/$1"; return 1; }; }
+
+[ -r "$data" ] || { echo "e2e: data file $data missing"; echo "0 passed, 1 failed"; exit 1; }
+ck="$dir/run.safetensors"
+
+# train: the book's lines, a checkpoint, the plots
+check "train" run 0 train --data "$data" --epochs 3 --checkpoint "$ck" --plots "$dir/plots" --log-every 1
+check "train: loss line" has out '^loss [0-9]+\.[0-9]{3}, [0-9]+\.[0-9] tokens/sec$'
+check "train: four translations" test "$(grep -Ec '^(go|i lost|he.s calm|i.m home) \. => .*, bleu [01]\.[0-9]{3}$' "$dir/out")" = 4
+check "train: progress per epoch" test "$(grep -c '^epoch [1-3]/3: loss' "$dir/err")" = 3
+check "train: checkpoint written" test -s "$ck"
+check "train: loss plots" test -s "$dir/plots/loss.svg" -a -s "$dir/plots/loss.csv"
+check "train: attention plot" test -s "$dir/plots/attention_decoder_cross.svg"
+check "train: says where" has out '^plots: '
+check "train: csv rows" test "$(wc -l <"$dir/plots/loss.csv")" = 4
+
+# resume to 5 epochs: continues the history
+check "resume" run 0 train --data "$data" --epochs 5 --checkpoint "$ck" --plots "$dir/plots" --resume --log-every 1
+check "resume: says so" has err 'resuming .* after epoch 3'
+check "resume: epochs 4 and 5 only" test "$(grep -c '^epoch [45]/5' "$dir/err")" = 2
+check "resume: history continued" test "$(wc -l <"$dir/plots/loss.csv")" = 6
+check "resume: fixed options refused" run 2 train --data "$data" --epochs 9 --checkpoint "$ck" --resume --lr 0.1
+check "resume: message" has err 'lr cannot change on --resume'
+
+# translate: arguments, stdin, beam search
+check "translate args" run 0 translate --checkpoint "$ck" "go ." "i lost ."
+check "translate: one line each" test "$(wc -l <"$dir/out")" = 2
+echo "he's calm ." | "$prog" translate --checkpoint "$ck" >"$dir/stdin_out" 2>"$dir/err"
+check "translate stdin" test "$(wc -l <"$dir/stdin_out")" = 1
+check "translate beam" run 0 translate --checkpoint "$ck" --beam 3 --alpha 0.7 "go ."
+check "translate beam: one line" test "$(wc -l <"$dir/out")" = 1
+
+# eval and stats
+check "eval" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 300 --test-frac 0.2
+check "eval: line" has out '^corpus BLEU-4 [0-9]+\.[0-9]{2}, chrF [0-9]+\.[0-9]{2}, mean d2l BLEU [01]\.[0-9]{3} on 60 test sentences$'
+check "stats" run 0 stats --data "$data" --plots "$dir/plots"
+check "stats: vocabulary line" has out '^vocabulary: source [0-9]+ tokens, target [0-9]+ tokens'
+check "stats: histogram" test -s "$dir/plots/lengths.svg"
+
+# export a plain state_dict and import it back: the same translations
+check "export" run 0 export --checkpoint "$ck" --out "$dir/plain.safetensors" --src-vocab "$dir/src.txt" --tgt-vocab "$dir/tgt.txt"
+"$prog" translate --checkpoint "$ck" "i'm home ." "go ." >"$dir/a" 2>/dev/null
+"$prog" translate --checkpoint "$dir/plain.safetensors" --src-vocab "$dir/src.txt" --tgt-vocab "$dir/tgt.txt" "i'm home ." "go ." >"$dir/b" 2>"$dir/err"
+check "import: same translations" cmp -s "$dir/a" "$dir/b"
+check "import: needs vocabularies" run 1 translate --checkpoint "$dir/plain.safetensors" "go ."
+check "import: message" has err 'src-vocab'
+
+# bad input: one line naming what and where, the right exit status, nothing overwritten
+check "unknown flag" run 2 train --data "$data" --epochz 3
+check "unknown flag: named" has err 'unknown flag --epochz'
+check "bad value" run 2 train --data "$data" --layers x
+check "bad value: range" has err '--layers: expected an integer in'
+check "missing data" run 1 train --data "$dir/nope.txt" --epochs 1 --checkpoint "$dir/x.safetensors"
+check "missing data: named" has err "$dir/nope.txt"
+check "missing data: no checkpoint" test ! -e "$dir/x.safetensors"
+head -c 1000 "$ck" >"$dir/cut.safetensors"
+cp "$dir/cut.safetensors" "$dir/cut.orig"
+check "corrupt checkpoint" run 1 translate --checkpoint "$dir/cut.safetensors" "go ."
+check "corrupt checkpoint: named" has err 'cut.safetensors'
+check "corrupt resume" run 1 train --data "$data" --epochs 9 --checkpoint "$dir/cut.safetensors" --resume
+check "corrupt checkpoint: untouched" cmp -s "$dir/cut.safetensors" "$dir/cut.orig"
+check "no sub-command" run 2 frobnicate
+for sub in train translate eval stats export; do
+    check "$sub --help" run 0 "$sub" --help
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,489 @@
+/* test_bahdanau.c -- the Bahdanau GRU seq2seq (float32): parameter names and shapes as the
+ * PyTorch state_dict, d2l's shape examples, the attention masks, the precomputed keys against
+ * AdditiveAttention, step decoding against the teacher-forced pass, determinism, overfitting a
+ * few pairs, greedy against beam 1, and the attention record of the heatmaps. */
+#include "tests/tg_test.h"
+#include "zoo/bahdanau.h"
+#include "zoo/predict.h"
+#include "zoo/seq2seq.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a small model ---- */
+
+typedef struct tiny {
+    nn_params *ps;
+    zoo_bahdanau bm;
+} tiny;
+
+static void tiny_init(tiny *m, int layers, double dropout) {
+    m->ps = nn_params_new();
+    zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(13, 11);
+    cfg.embed = 6;
+    cfg.hiddens = 8;
+    cfg.layers = layers;
+    cfg.dropout = dropout;
+    CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&m->bm, m->ps, &cfg), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(m->ps, 99), 0);
+}
+
+/* two sources of 5 steps with valid lengths 4 and 2 (padding 1), two targets of 4 steps */
+static const int32_t SRC[2 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1};
+static const int32_t SRC_LEN[2] = {4, 2};
+static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
+
+/* ---- names, shapes ---- */
+
+static void test_parameter_names(void) {
+    nn_params *ps = nn_params_new();
+    zoo_bahdanau bm;
+    zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(10, 11);
+    cfg.embed = 8;
+    cfg.hiddens = 16;
+    CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&bm, ps, &cfg), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
+    /* PyTorch's state_dict order of d2l's EncoderDecoder(Seq2SeqEncoder, Seq2SeqAttentionDecoder) */
+    static const struct {
+        const char *name;
+        int d0, d1; /* d1 0: a vector */
+    } want[] = {
+        {"encoder.embedding.weight", 10, 8},
+        {"encoder.rnn.weight_ih_l0", 48, 8},   {"encoder.rnn.weight_hh_l0", 48, 16},
+        {"encoder.rnn.bias_ih_l0", 48, 0},     {"encoder.rnn.bias_hh_l0", 48, 0},
+        {"encoder.rnn.weight_ih_l1", 48, 16},  {"encoder.rnn.weight_hh_l1", 48, 16},
+        {"encoder.rnn.bias_ih_l1", 48, 0},     {"encoder.rnn.bias_hh_l1", 48, 0},
+        {"decoder.attention.W_k.weight", 16, 16}, {"decoder.attention.W_q.weight", 16, 16},
+        {"decoder.attention.w_v.weight", 1, 16},
+        {"decoder.embedding.weight", 11, 8},
+        {"decoder.rnn.weight_ih_l0", 48, 24},  {"decoder.rnn.weight_hh_l0", 48, 16},
+        {"decoder.rnn.bias_ih_l0", 48, 0},     {"decoder.rnn.bias_hh_l0", 48, 0},
+        {"decoder.rnn.weight_ih_l1", 48, 16},  {"decoder.rnn.weight_hh_l1", 48, 16},
+        {"decoder.rnn.bias_ih_l1", 48, 0},     {"decoder.rnn.bias_hh_l1", 48, 0},
+        {"decoder.dense.weight", 11, 16},      {"decoder.dense.bias", 11, 0},
+    };
+    size_t n = sizeof want / sizeof want[0];
+    CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
+    for (size_t i = 0; i < n; i++) {
+        ag_tensor *p = nn_params_at(ps, i);
+        CU_ASSERT_STRING_EQUAL(p->name, want[i].name);
+        CU_ASSERT_EQUAL(p->ndim, want[i].d1 ? 2 : 1);
+        CU_ASSERT_EQUAL(p->shape[0], want[i].d0);
+        if (want[i].d1) CU_ASSERT_EQUAL(p->shape[1], want[i].d1);
+    }
+    nn_params_free(ps);
+}
+
+/* The model kind: defaults, its flags, a model built from them, a bad config refused. */
+static void test_model_kind(void) {
+    const zoo_model_kind *k = &zoo_bahdanau_kind;
+    CU_ASSERT_STRING_EQUAL(k->name, "bahdanau");
+    CU_ASSERT_STRING_EQUAL(k->program, "bahdanau_nmt");
+    CU_ASSERT_EQUAL(k->epochs, 250);
+    CU_ASSERT_DOUBLE_EQUAL(k->lr, 0.005, 1e-12);
+    CU_ASSERT_EQUAL(zoo_hp(&k->hparams, "embed-size"), 32);
+    CU_ASSERT_EQUAL(zoo_hp(&k->hparams, "hiddens"), 32);
+    CU_ASSERT_EQUAL(zoo_hp(&k->hparams, "layers"), 2);
+    CU_ASSERT_DOUBLE_EQUAL(zoo_hp(&k->hparams, "dropout"), 0.1, 1e-12);
+    zoo_model *m = zoo_model_new(k, &k->hparams, 20, 30, 3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(m->layers, 1); /* attention layers: the one cross-attention */
+    CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS), 1);
+    CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_ENC_SELF), 0);
+    CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_SELF), 0);
+    CU_ASSERT_PTR_NULL(m->ops->attention(m, ZOO_ATTN_DEC_CROSS, 0)); /* nothing decoded yet */
+    ag_tensor *w = nn_params_find(m->ps, "decoder.rnn.weight_ih_l0");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL(w->shape[1], 64); /* embed + hiddens */
+    CU_ASSERT_EQUAL(nn_params_find(m->ps, "decoder.dense.weight")->shape[0], 30);
+    CU_ASSERT_EQUAL(nn_params_find(m->ps, "encoder.embedding.weight")->shape[0], 20);
+    zoo_model_free(m);
+
+    zoo_hparams h = k->hparams;
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "layers", "9"), -1); /* more than NN_GRU_MAX_LAYERS */
+    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "--layers"));
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "embed-size", "7"), 0);
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "layers", "1"), 0);
+    m = zoo_model_new(k, &h, 5, 6, 3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(nn_params_count(m->ps), 1 + 4 + 3 + 1 + 4 + 2);
+    CU_ASSERT_EQUAL(nn_params_find(m->ps, "decoder.embedding.weight")->shape[1], 7);
+    zoo_model_free(m);
+
+    nn_params *ps = nn_params_new();
+    zoo_bahdanau bm;
+    zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(5, 0); /* empty target vocabulary */
+    CU_ASSERT_EQUAL(zoo_bahdanau_init(&bm, ps, &cfg), -1);
+    CU_ASSERT_EQUAL(nn_params_finalize(ps, 1), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "bahdanau: bad config"));
+    nn_params_free(ps);
+}
+
+static void quiet(const char *msg, void *user) {
+    (void)msg;
+    (void)user;
+}
+
+/* d2l's examples: Seq2SeqEncoder(10, 8, 16, 2) on zeros (4, 7) -> (7, 4, 16) and (2, 4, 16);
+ * the decoder with the same sizes -> (4, 7, 10), state enc_outputs (4, 7, 16). */
+static void test_d2l_shapes(void) {
+    nn_params *ps = nn_params_new();
+    zoo_seq2seq_encoder enc;
+    zoo_seq2seq_attn_decoder dec;
+    CU_ASSERT_EQUAL(zoo_seq2seq_encoder_init(&enc, ps, "encoder", 10, 8, 16, 2, 0), 0);
+    CU_ASSERT_EQUAL(zoo_seq2seq_attn_decoder_init(&dec, ps, "decoder", 10, 8, 16, 2, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 5), 0);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = false};
+    int32_t X[4 * 7] = {0};
+    ag_tensor *state;
+    ag_tensor *out = zoo_seq2seq_encoder_forward(&enc, &c, X, 4, 7, &state);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(state);
+    CU_ASSERT_EQUAL(out->ndim, 3);
+    CU_ASSERT_EQUAL(out->shape[0], 7);
+    CU_ASSERT_EQUAL(out->shape[1], 4);
+    CU_ASSERT_EQUAL(out->shape[2], 16);
+    CU_ASSERT_EQUAL(state->ndim, 3);
+    CU_ASSERT_EQUAL(state->shape[0], 2);
+    CU_ASSERT_EQUAL(state->shape[1], 4);
+    CU_ASSERT_EQUAL(state->shape[2], 16);
+    /* the last output step is the last layer's final state */
+    for (int i = 0; i < 4 * 16; i++) CU_ASSERT_EQUAL(out->data[6 * 64 + i], state->data[64 + i]);
+
+    zoo_bahdanau_state *s = zoo_seq2seq_attn_decoder_init_state(&dec, &c, out, state, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->enc_out->shape[0], 4);
+    CU_ASSERT_EQUAL(s->enc_out->shape[1], 7);
+    CU_ASSERT_EQUAL(s->enc_out->shape[2], 16);
+    CU_ASSERT_EQUAL(s->enc_out->data[(1 * 7 + 3) * 16 + 5], out->data[(3 * 4 + 1) * 16 + 5]); /* permuted */
+    CU_ASSERT_EQUAL(s->h0[1]->shape[0], 4);
+    CU_ASSERT_EQUAL(s->h0[1]->shape[1], 16);
+    ag_tensor *y = zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 4, 7);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(y->ndim, 3);
+    CU_ASSERT_EQUAL(y->shape[0], 4);
+    CU_ASSERT_EQUAL(y->shape[1], 7);
+    CU_ASSERT_EQUAL(y->shape[2], 10);
+    CU_ASSERT_EQUAL(dec.n_weights, 7);
+    CU_ASSERT_EQUAL(dec.weights[6]->shape[0], 4);
+    CU_ASSERT_EQUAL(dec.weights[6]->shape[1], 1);
+    CU_ASSERT_EQUAL(dec.weights[6]->shape[2], 7);
+
+    /* usage errors: NULL and a message, no crash */
+    ag_set_error_handler(quiet, NULL);
+    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 3, 7)); /* batch 3 != 4 */
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected the state's batch 4"));
+    ag_tensor *bad = ag_tensor_new(t, AG_SHAPE(7, 4, 15));
+    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&dec, &c, bad, state, NULL));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected (Ts, B, 16)"));
+    ag_set_error_handler(NULL, NULL);
+    ag_tape_free(t);
+    nn_params_free(ps);
+}
+
+/* ---- attention ---- */
+
+/* The step attention with precomputed keys over the Tk = 4 attended positions is
+ * AdditiveAttention's forward over all Ts = 5 encoder outputs; the 5th weight is 0. */
+static void test_attend_equals_additive_attention(void) {
+    tiny m;
+    tiny_init(&m, 2, 0);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = false};
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
+    ag_tensor *enc = zoo_seq2seq_encoder_forward(&m.bm.encoder, &c, SRC, 2, 5, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(enc);
+    CU_ASSERT_EQUAL(s->Ts, 5);
+    CU_ASSERT_EQUAL(s->Tk, 4); /* the longest valid length: position 4 is padding in both rows */
+    CU_ASSERT_EQUAL(s->enc_out->shape[1], 4);
+    ag_tensor *all = ag_contiguous(t, ag_transpose(t, enc, 0, 1)); /* (2, 5, 8) as d2l */
+    ag_rng r;
+    ag_rng_seed(&r, 3);
+    ag_tensor *q = ag_tensor_new(t, AG_SHAPE(2, 8));
+    for (int i = 0; i < 16; i++) q->data[i] = (ag_real)ag_rng_normal(&r);
+    ag_tensor *w;
+    ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(&m.bm.decoder, &c, s, q, &w);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    CU_ASSERT_EQUAL(ctx->ndim, 2);
+    CU_ASSERT_EQUAL(w->shape[2], 4);
+    ag_real w_fast[2 * 4], c_fast[2 * 8];
+    memcpy(w_fast, w->data, sizeof w_fast);
+    memcpy(c_fast, ctx->data, sizeof c_fast);
+    zoo_additive_attention *a = &m.bm.decoder.attention;
+    ag_tensor *ref = zoo_additive_attention_forward(a, &c, ag_reshape(t, q, AG_SHAPE(2, 1, 8)), all, all,
+                                                    SRC_LEN, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    double err = 0;
+    for (int i = 0; i < 16; i++) err = fmax(err, fabs(ref->data[i] - c_fast[i]));
+    for (int b = 0; b < 2; b++) {
+        for (int k = 0; k < 4; k++) err = fmax(err, fabs(a->base.weights->data[b * 5 + k] - w_fast[b * 4 + k]));
+        CU_ASSERT_EQUAL(a->base.weights->data[b * 5 + 4], 0);
+    }
+    CU_ASSERT_TRUE(err < 1e-6);
+
+    /* a row of valid length 0 is uniform over all Ts positions (d2l's -1e6): nothing dropped */
+    zoo_bahdanau_state *s0 = zoo_bahdanau_encode(&m.bm, &c, SRC, (const int32_t[]){2, 0}, 2, 5);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s0);
+    CU_ASSERT_EQUAL(s0->Tk, 5);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_attend(&m.bm.decoder, &c, s0, q, &w));
+    for (int k = 0; k < 5; k++) CU_ASSERT_DOUBLE_EQUAL(w->data[5 + k], 0.2, 1e-6);
+    ag_tape_free(t);
+    nn_params_free(m.ps);
+}
+
+/* Every step's weights: zero on the padded source positions, summing to one over the rest. */
+static void test_attention_masks(void) {
+    tiny m;
+    tiny_init(&m, 2, 0.1);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = false};
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_bahdanau_decode(&m.bm, &c, s, DEC_IN, 2, 4));
+    CU_ASSERT_EQUAL_FATAL(m.bm.decoder.n_weights, 4);
+    for (int i = 0; i < 4; i++) {
+        const ag_tensor *w = m.bm.decoder.weights[i];
+        const int Tk = w->shape[2];
+        CU_ASSERT_EQUAL(Tk, 4); /* the positions >= 4 are padding in every row: left out */
+        for (int b = 0; b < 2; b++) {
+            double sum = 0;
+            for (int k = 0; k < Tk; k++) {
+                ag_real v = w->data[b * Tk + k];
+                if (k >= SRC_LEN[b]) {
+                    CU_ASSERT_EQUAL(v, 0);
+                } else {
+                    CU_ASSERT_TRUE(v > 0);
+                }
+                sum += v;
+            }
+            CU_ASSERT_DOUBLE_EQUAL(sum, 1.0, 1e-5);
+        }
+    }
+    /* the weights differ between steps: the query (the decoder state) moves */
+    bool differs = false;
+    for (int k = 0; k < 8; k++) differs |= m.bm.decoder.weights[0]->data[k] != m.bm.decoder.weights[3]->data[k];
+    CU_ASSERT_TRUE(differs);
+    ag_tape_free(t);
+    nn_params_free(m.ps);
+}
+
+/* ---- decoding ---- */
+
+/* A sequence of steps gives decode()'s logits and weights; decode leaves the state alone. */
+static void test_steps_equal_decode(void) {
+    tiny m;
+    tiny_init(&m, 2, 0.1);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = false};
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    zoo_bahdanau_state before = *s;
+    ag_tensor *full = zoo_bahdanau_decode(&m.bm, &c, s, DEC_IN, 2, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+    CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0); /* decode changed nothing */
+    ag_tensor *full_w[4];
+    memcpy(full_w, m.bm.decoder.weights, sizeof full_w);
+    const int V = 11;
+    double err = 0, werr = 0;
+    for (int step = 0; step < 4; step++) {
+        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        ag_tensor *y = zoo_bahdanau_step(&m.bm, &c, s, tok, 2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_EQUAL(y->ndim, 3);
+        CU_ASSERT_EQUAL(y->shape[0], 2);
+        CU_ASSERT_EQUAL(y->shape[1], 1);
+        CU_ASSERT_EQUAL(y->shape[2], V);
+        for (int b = 0; b < 2; b++)
+            for (int v = 0; v < V; v++)
+                err = fmax(err, fabs(y->data[b * V + v] - full->data[(b * 4 + step) * V + v]));
+        ag_tensor *w = m.bm.decoder.weights[0];
+        CU_ASSERT_EQUAL(m.bm.decoder.n_weights, 1);
+        CU_ASSERT_EQUAL_FATAL(w->numel, full_w[step]->numel);
+        for (ptrdiff_t k = 0; k < w->numel; k++) werr = fmax(werr, fabs(w->data[k] - full_w[step]->data[k]));
+    }
+    CU_ASSERT_TRUE(err < 1e-5);
+    CU_ASSERT_TRUE(werr < 1e-6);
+    CU_ASSERT_EQUAL(s->steps, 4);
+    CU_ASSERT_PTR_EQUAL(s->h0[0], before.h0[0]);
+    CU_ASSERT_PTR_NOT_EQUAL(s->h[0], before.h[0]); /* steps advanced the state */
+    /* decode after the steps still starts from the encoder's state */
+    ag_tensor *again = zoo_bahdanau_decode(&m.bm, &c, s, DEC_IN, 2, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(again);
+    CU_ASSERT_EQUAL(memcmp(again->data, full->data, sizeof(ag_real) * 2 * 4 * V), 0);
+    /* a prefix decodes like the start of the whole (what beam search relies on) */
+    int32_t prefix[2 * 2] = {DEC_IN[0], DEC_IN[1], DEC_IN[4], DEC_IN[5]};
+    ag_tensor *p = zoo_bahdanau_decode(&m.bm, &c, s, prefix, 2, 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    err = 0;
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 2 * V; i++) err = fmax(err, fabs(p->data[b * 2 * V + i] - full->data[b * 4 * V + i]));
+    CU_ASSERT_TRUE(err < 1e-6);
+    ag_tape_free(t);
+    nn_params_free(m.ps);
+}
+
+/* Training mode: dropout draws from the context's RNG; same seed same bits, and dropout is
+ * really on (another seed, other logits; eval mode, the same logits every time). */
+static void test_training_forward_is_deterministic(void) {
+    tiny m;
+    tiny_init(&m, 2, 0.3);
+    ag_tape *t = ag_tape_new();
+    enum { N = 2 * 4 * 11 };
+    ag_real runs[3][N];
+    const uint64_t seeds[3] = {5, 5, 6};
+    for (int run = 0; run < 3; run++) {
+        ag_rng r;
+        ag_rng_seed(&r, seeds[run]);
+        nn_ctx c = {.tape = t, .training = true, .rng = &r};
+        ag_tensor *y = zoo_bahdanau_decode(&m.bm, &c, zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5), DEC_IN, 2, 4);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        memcpy(runs[run], y->data, sizeof runs[run]);
+        ag_tape_reset(t);
+    }
+    CU_ASSERT_EQUAL(memcmp(runs[0], runs[1], sizeof runs[0]), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(runs[0], runs[2], sizeof runs[0]), 0);
+    ag_tape_free(t);
+    nn_params_free(m.ps);
+}
+
+/* ---- training a handful of pairs ---- */
+
+enum { NP = 4, TS = 6, TT = 6, SV = 12, TV = 12 };
+/* sources and targets over words w4..w11 ("a".."h"); the last pair reverses the first */
+static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1, 7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
+static const int32_t P_SRC_LEN[NP] = {3, 2, 4, 3};
+static const int32_t P_TGT[NP * TT] = {6, 7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1, 11, 3, 1, 1, 1, 1, 7, 6, 3, 1, 1, 1};
+static const int32_t P_TGT_LEN[NP] = {3, 4, 2, 3};
+static const char WORDS[] = "<unk>\n<pad>\n<bos>\n<eos>\na\nb\nc\nd\ne\nf\ng\nh\n";
+
+static zoo_model *toy_model(void) {
+    zoo_hparams h = zoo_bahdanau_kind.hparams;
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "embed-size", "16"), 0);
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "hiddens", "32"), 0);
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "0.1"), 0);
+    return zoo_model_new(&zoo_bahdanau_kind, &h, SV, TV, 11);
+}
+
+/* d2l's training step on the four pairs: returns the loss per valid target token. */
+static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
+    int32_t dec_in[NP * TT];
+    zoo_teacher_inputs(P_TGT, NP, TT, DS_BOS, dec_in);
+    nn_ctx c = {.tape = t, .training = true, .rng = r};
+    void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS);
+    ag_tensor *l = ag_sum(t, zoo_masked_ce(t, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN), AG_ALL, false);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    double loss = l->data[0] * TT / (3 + 4 + 2 + 3);
+    CU_ASSERT_EQUAL_FATAL(ag_backward(t, l), 0);
+    CU_ASSERT_EQUAL(optim_step(opt), 0);
+    ag_tape_reset(t);
+    return loss;
+}
+
+/* Overfits four pairs with Adam; then greedy decoding reproduces every target, beam search of
+ * width 1 (through decode()) agrees with greedy (through step()), and the attention record
+ * has the one cross-attention map, its rows distributions over the valid source positions. */
+static void test_overfit_greedy_beam_attention(void) {
+    zoo_model *m = toy_model();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    optim_cfg oc = optim_adam(0.01);
+    oc.clip_norm = 1;
+    optim *opt = optim_new(m->ps, oc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(opt);
+    ag_tape *t = ag_tape_new();
+    ag_rng r;
+    ag_rng_seed(&r, 8);
+    double first = train_step(m, opt, t, &r), last = first;
+    for (int i = 1; i < 200; i++) last = train_step(m, opt, t, &r);
+    printf("\n    loss per token: %.4f at step 1, %.5f at step 200 ", first, last);
+    CU_ASSERT_TRUE(first > 2.0); /* about ln(12) at the start */
+    CU_ASSERT_TRUE(last < 0.05);
+
+    int32_t out[NP * TT];
+    int out_len[NP];
+    CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
+    for (int b = 0; b < NP; b++) {
+        CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1); /* the target without its <eos> */
+        for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++) CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
+    }
+    for (int b = 0; b < NP; b++) {
+        int32_t beam_out[TT];
+        int n = -1;
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, P_SRC_LEN[b], TS, DS_BOS, DS_EOS, TT, 1, 0,
+                                              beam_out, &n), 0);
+        CU_ASSERT_EQUAL(n, out_len[b]);
+        for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, P_SRC_LEN[b], TS, DS_BOS, DS_EOS, TT, 3, 0,
+                                              beam_out, &n), 0);
+        CU_ASSERT_EQUAL(n, out_len[b]); /* a memorised pair: the wider beam finds it too */
+    }
+
+    ds_vocab *v = NULL;
+    CU_ASSERT_EQUAL_FATAL(ds_vocab_parse(WORDS, sizeof WORDS - 1, "words", &v), 0);
+    char *text = NULL;
+    zoo_attn_record rec;
+    CU_ASSERT_EQUAL_FATAL(zoo_translate_attention(m, t, v, v, "b a", TS, &text, &rec), 0);
+    CU_ASSERT_STRING_EQUAL(text, "d c"); /* the fourth pair: a b -> c d reversed */
+    CU_ASSERT_EQUAL(rec.enc_self.layers, 0);
+    CU_ASSERT_EQUAL(rec.dec_self.layers, 0);
+    CU_ASSERT_EQUAL(rec.dec_cross.layers, 1);
+    CU_ASSERT_EQUAL(rec.dec_cross.heads, 1);
+    CU_ASSERT_EQUAL(rec.dec_cross.cols, TS);
+    CU_ASSERT_EQUAL(rec.steps, 3); /* d, c, <eos> */
+    for (int row = 0; row < rec.steps; row++) {
+        double sum = 0;
+        for (int k = 0; k < TS; k++) {
+            float w = rec.dec_cross.w[row * TS + k];
+            if (k >= 3) CU_ASSERT_EQUAL(w, 0); /* "b a <eos>" then padding */
+            sum += w;
+        }
+        CU_ASSERT_DOUBLE_EQUAL(sum, 1.0, 1e-5);
+    }
+    free(text);
+    zoo_attn_record_free(&rec);
+    ds_vocab_free(v);
+    ag_tape_free(t);
+    optim_free(opt);
+    zoo_model_free(m);
+}
+
+/* An untrained model: greedy (step) and beam 1 (decode) follow the same argmax path. */
+static void test_greedy_equals_beam1_untrained(void) {
+    zoo_model *m = toy_model();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    ag_tape *t = ag_tape_new();
+    int32_t out[NP * TT];
+    int out_len[NP];
+    CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
+    int total = 0;
+    for (int b = 0; b < NP; b++) {
+        int32_t beam_out[TT];
+        int n = -1;
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, P_SRC_LEN[b], TS, DS_BOS, DS_EOS, TT, 1, 0,
+                                              beam_out, &n), 0);
+        CU_ASSERT_EQUAL(n, out_len[b]);
+        for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
+        total += n;
+    }
+    CU_ASSERT_TRUE(total > 0); /* some tokens were compared */
+    ag_tape_free(t);
+    zoo_model_free(m);
+}
+
+static CU_TestInfo tests[] = {
+    {"parameter names, order and shapes as the state_dict", test_parameter_names},
+    {"model kind: hyperparameters, heads, bad config", test_model_kind},
+    {"d2l's encoder and decoder shapes", test_d2l_shapes},
+    {"precomputed keys equal AdditiveAttention", test_attend_equals_additive_attention},
+    {"attention weights: masked and normalised", test_attention_masks},
+    {"step decoding equals decode(), decode keeps the state", test_steps_equal_decode},
+    {"training forward is deterministic", test_training_forward_is_deterministic},
+    {"overfit 4 pairs; greedy, beam and attention record", test_overfit_greedy_beam_attention},
+    {"greedy equals beam 1 (untrained)", test_greedy_equals_beam1_untrained},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {{"bahdanau", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(void) { return tg_test_run(suites); }

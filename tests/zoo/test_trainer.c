@@ -1,0 +1,213 @@
+/* test_trainer.c -- the shared trainer and predictor on a small in-memory corpus: the loss's
+ * value, overfitting, determinism, exact resume, beam search against greedy, checkpoints. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "datasets/common.h"
+#include "tests/tg_test.h"
+#include "zoo/predict.h"
+#include "zoo/trainer.h"
+
+static const char CORPUS[] =
+    "go .\tva !\n"
+    "hi .\tsalut .\n"
+    "run !\tcours !\n"
+    "i lost .\tj'ai perdu .\n"
+    "he's calm .\til est calme .\n"
+    "i'm home .\tje suis chez moi .\n"
+    "we won .\tnous avons gagne .\n"
+    "be nice .\tsois gentil .\n";
+
+static ds_fra *load(void) {
+    ds_fra_options o = ds_fra_defaults();
+    o.min_freq = 1;
+    o.batch_size = 4;
+    o.seed = 3;
+    ds_fra *d = NULL;
+    if (ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d)) fprintf(stderr, "%s\n", ds_last_error());
+    return d;
+}
+
+static zoo_hparams tiny(double dropout) {
+    zoo_hparams h = zoo_transformer_kind.hparams;
+    zoo_hp_set(&h, "hiddens", "16");
+    zoo_hp_set(&h, "ffn-hiddens", "32");
+    zoo_hp_set(&h, "heads", "2");
+    zoo_hp_set(&h, "layers", "1");
+    h.p[4].value = dropout; /* "dropout" */
+    return h;
+}
+
+static zoo_trainer *new_trainer(const ds_fra *d, double dropout, uint64_t seed) {
+    zoo_hparams h = tiny(dropout);
+    zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
+                                 ds_vocab_size(ds_fra_vocab(d, DS_TGT)), seed);
+    return m ? zoo_trainer_new(m, 0.01, 1.0, seed + 1) : NULL;
+}
+
+static int run_epochs(zoo_trainer *tr, const ds_fra *d, int epochs) {
+    ds_batches *it;
+    if (ds_batches_new(d, DS_TRAIN, true, &it)) return -1;
+    zoo_train_opts o = {.epochs = epochs, .clip = 1.0};
+    int rc = zoo_train(tr, d, it, &o);
+    ds_batches_free(it);
+    return rc;
+}
+
+/* ---- the loss ---- */
+
+static void test_masked_ce_value(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *logits = ag_tensor_new(t, AG_SHAPE(2, 3, 4)); /* zeros: every CE is log 4 */
+    logits->data[0] = 1;                                     /* row 0, t 0, class 0 */
+    const int32_t tgt[6] = {0, 2, 3, 1, 1, 1}, len[2] = {2, 0};
+    ag_tensor *l = zoo_masked_ce(t, logits, tgt, len);
+    CU_ASSERT_EQUAL_FATAL(l->ndim, 1);
+    double ce0 = log(exp(1.0) + 3) - 1; /* class 0 with logit 1 among zeros */
+    CU_ASSERT_DOUBLE_EQUAL(l->data[0], (ce0 + log(4.0)) / 3, 1e-6); /* mean over T = 3 */
+    CU_ASSERT_EQUAL(l->data[1], 0);                                /* nothing valid */
+    int32_t dec[6];
+    zoo_teacher_inputs(tgt, 2, 3, 2, dec);
+    const int32_t want[6] = {2, 0, 2, 2, 1, 1};
+    CU_ASSERT_EQUAL(memcmp(dec, want, sizeof want), 0);
+    ag_tape_free(t);
+}
+
+/* ---- training ---- */
+
+static void test_overfits_and_translates(void) {
+    ds_fra *d = load();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    zoo_trainer *tr = new_trainer(d, 0, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+    CU_ASSERT_EQUAL(run_epochs(tr, d, 150), 0);
+    /* d2l's figure is per token and divided by T once more: log(V) / T ~ 0.3 at the start */
+    CU_ASSERT_TRUE(tr->hist[0].loss > 0.2);
+    CU_ASSERT_TRUE(tr->hist[tr->n_hist - 1].loss < tr->hist[0].loss / 50);
+    const ds_vocab *sv = ds_fra_vocab(d, DS_SRC), *tv = ds_fra_vocab(d, DS_TGT);
+    const char *src[3] = {"go .", "i lost .", "i'm home ."}, *want[3] = {"va !", "j'ai perdu .", "je suis chez moi ."};
+    for (int i = 0; i < 3; i++) {
+        char *greedy = NULL, *beam1 = NULL, *beam4 = NULL;
+        CU_ASSERT_EQUAL(zoo_translate(tr->model, tr->tape, sv, tv, src[i], 10, 1, 0, &greedy), 0);
+        CU_ASSERT_EQUAL(zoo_translate(tr->model, tr->tape, sv, tv, src[i], 10, 0, 0, &beam1), 0);
+        CU_ASSERT_EQUAL(zoo_translate(tr->model, tr->tape, sv, tv, src[i], 10, 4, 0.6, &beam4), 0);
+        CU_ASSERT_STRING_EQUAL(greedy, want[i]);
+        CU_ASSERT_STRING_EQUAL(beam1, want[i]);
+        if (strcmp(beam4, want[i])) fprintf(stderr, "\n  beam 4: '%s' => '%s'\n", src[i], beam4);
+        CU_ASSERT_STRING_EQUAL(beam4, want[i]);
+        free(greedy);
+        free(beam1);
+        free(beam4);
+    }
+    zoo_trainer_free(tr);
+    ds_fra_free(d);
+}
+
+static void test_same_seed_same_bits(void) {
+    ds_fra *d = load();
+    zoo_trainer *a = new_trainer(d, 0.2, 9), *b = new_trainer(d, 0.2, 9);
+    CU_ASSERT_EQUAL(run_epochs(a, d, 4), 0);
+    CU_ASSERT_EQUAL(run_epochs(b, d, 4), 0);
+    size_t n = nn_params_flat_size(a->model->ps);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(a->model->ps), nn_params_values(b->model->ps), n * sizeof(ag_real)), 0);
+    CU_ASSERT_EQUAL(a->hist[3].loss, b->hist[3].loss);
+    zoo_trainer_free(a);
+    zoo_trainer_free(b);
+    ds_fra_free(d);
+}
+
+static void test_resume_is_exact(void) {
+    ds_fra *d = load();
+    char path[] = "/tmp/tg_resume_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    zoo_trainer *straight = new_trainer(d, 0.2, 5), *first = new_trainer(d, 0.2, 5);
+    CU_ASSERT_EQUAL(run_epochs(straight, d, 6), 0);
+    CU_ASSERT_EQUAL(run_epochs(first, d, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_trainer_save(first, d, path), 0);
+    zoo_trainer_free(first);
+    ds_fra_options o;
+    zoo_trainer *resumed = zoo_trainer_resume(path, &zoo_transformer_kind, &o);
+    if (!resumed) fprintf(stderr, "\n  %s\n", nn_last_error());
+    CU_ASSERT_PTR_NOT_NULL_FATAL(resumed);
+    CU_ASSERT_EQUAL(resumed->epochs_done, 3);
+    CU_ASSERT_EQUAL(o.batch_size, 4);
+    CU_ASSERT_EQUAL(o.min_freq, 1);
+    CU_ASSERT_EQUAL(zoo_trainer_check_data(resumed, d), 0);
+    CU_ASSERT_EQUAL(run_epochs(resumed, d, 6), 0);
+    size_t n = nn_params_flat_size(straight->model->ps);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(straight->model->ps), nn_params_values(resumed->model->ps),
+                           n * sizeof(ag_real)), 0);
+    for (int e = 0; e < 6; e++) CU_ASSERT_EQUAL(straight->hist[e].loss, resumed->hist[e].loss);
+    zoo_trainer_free(straight);
+    zoo_trainer_free(resumed);
+    remove(path);
+    ds_fra_free(d);
+}
+
+/* ---- checkpoints ---- */
+
+static void test_checkpoint_of_another_model(void) {
+    ds_fra *d = load();
+    zoo_trainer *tr = new_trainer(d, 0, 2);
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL(zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    zoo_model_kind other = zoo_transformer_kind;
+    other.name = "bahdanau";
+    zoo_model *m = NULL;
+    ds_vocab *sv = NULL, *tv = NULL;
+    CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &other, &m, &sv, &tv), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "holds a transformer model, not a bahdanau"));
+    CU_ASSERT_PTR_NULL(m);
+    /* the right kind: same parameters, same vocabularies */
+    CU_ASSERT_EQUAL_FATAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), 0);
+    CU_ASSERT_EQUAL(ds_vocab_size(tv), ds_vocab_size(ds_fra_vocab(d, DS_TGT)));
+    CU_ASSERT_EQUAL(zoo_hp(&m->hp, "hiddens"), 16);
+    size_t n = nn_params_flat_size(m->ps);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(m->ps), nn_params_values(tr->model->ps), n * sizeof(ag_real)), 0);
+    /* a missing config entry is named */
+    nn_ckpt *bad = nn_ckpt_new();
+    nn_ckpt_set_meta(bad, "tapegrad.model", "transformer");
+    zoo_model *m2 = NULL;
+    CU_ASSERT_EQUAL(zoo_ckpt_load_model(bad, &zoo_transformer_kind, &m2, &sv, &tv), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "config.hiddens"));
+    nn_ckpt_free(bad);
+    zoo_model_free(m);
+    ds_vocab_free(sv);
+    ds_vocab_free(tv);
+    nn_ckpt_free(ck);
+    zoo_trainer_free(tr);
+    ds_fra_free(d);
+}
+
+static void test_hparam_errors(void) {
+    zoo_hparams h = zoo_transformer_kind.hparams;
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "heads", "3.5"), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "--heads: expected an integer in [1, 256], got '3.5'"));
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "1.5"), -1);
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "nope", "1"), -1);
+    CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "0.25"), 0);
+    CU_ASSERT_EQUAL(zoo_hp(&h, "dropout"), 0.25);
+    /* hiddens not a multiple of heads: a clear error, no model */
+    zoo_hp_set(&h, "heads", "3");
+    CU_ASSERT_PTR_NULL(zoo_model_new(&zoo_transformer_kind, &h, 10, 10, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "multiple of heads"));
+}
+
+static CU_TestInfo tests[] = {
+    {"masked cross-entropy and teacher forcing", test_masked_ce_value},
+    {"overfits a small corpus; greedy and beam translate it", test_overfits_and_translates},
+    {"same seed, same bits", test_same_seed_same_bits},
+    {"resume continues bit for bit", test_resume_is_exact},
+    {"checkpoint of another model; model round trip", test_checkpoint_of_another_model},
+    {"hyperparameter errors", test_hparam_errors},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {{"trainer", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(void) { return tg_test_run(suites); }

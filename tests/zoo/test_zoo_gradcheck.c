@@ -1,0 +1,168 @@
+/* test_zoo_gradcheck.c -- float64 gradient checks through every zoo block at tiny sizes
+ * (d = 4, 2 heads, T = 3), masks included, w.r.t. the inputs and every parameter. */
+#include "tests/tg_test.h"
+#include "zoo/transformer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef TG_DOUBLE
+#error "link zoo64"
+#endif
+
+#define MAX_IN 128
+
+/* A module under test: its store, its input leaves, and how to run it. */
+typedef struct harness {
+    nn_params *ps;
+    ag_tensor *in[MAX_IN];
+    int n_data;  /* data leaves first, then every parameter */
+    int n;
+} harness;
+
+static void add_data(harness *h, int nd, const int *shape, ag_rng *r) {
+    ag_tensor *x = ag_leaf_new(nd, shape, true);
+    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = ag_rng_normal(r);
+    x->name = "input";
+    h->in[h->n_data++] = x;
+}
+
+static void finish(harness *h) {
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(h->ps, 21), 0);
+    h->n = h->n_data;
+    for (size_t i = 0; i < nn_params_count(h->ps) && h->n < MAX_IN; i++) h->in[h->n++] = nn_params_at(h->ps, i);
+}
+
+static void check(harness *h, const char *name, ag_gradcheck_fn fn, void *user, bool kinks) {
+    ag_gradcheck_opts o = {.skip_kinks = kinks, .max_elems = 24};
+    ag_gradcheck_result r = ag_gradcheck(name, fn, h->n, h->in, user, &o);
+    if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
+    CU_ASSERT_TRUE(r.ok);
+    CU_ASSERT_TRUE(r.checked > 0);
+    CU_ASSERT_TRUE(r.skipped <= r.checked / 4);
+    for (int i = 0; i < h->n_data; i++) ag_leaf_free(h->in[i]);
+    nn_params_free(h->ps);
+}
+
+static nn_ctx eval_ctx(ag_tape *t) { return (nn_ctx){.tape = t, .training = false}; }
+
+/* ---- attention ---- */
+
+static ag_tensor *run_additive(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = eval_ctx(t);
+    return zoo_additive_attention_forward(u, &c, x[0], x[1], x[2], (const int32_t[]){2, 4, 1, 3}, 2);
+}
+
+static void test_additive(void) {
+    ag_rng r;
+    ag_rng_seed(&r, 1);
+    harness h = {.ps = nn_params_new()};
+    zoo_additive_attention a;
+    zoo_additive_attention_init(&a, h.ps, "att", 5, 3, 4, 0.1);
+    add_data(&h, AG_SHAPE(2, 2, 3), &r);
+    add_data(&h, AG_SHAPE(2, 4, 5), &r);
+    add_data(&h, AG_SHAPE(2, 4, 3), &r);
+    finish(&h);
+    check(&h, "additive attention, per-query masks", run_additive, &a, false);
+}
+
+static ag_tensor *run_mha(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = eval_ctx(t);
+    return zoo_mha_forward(u, &c, x[0], x[1], x[1], (const int32_t[]){3, 1}, 1);
+}
+
+static void test_mha(void) {
+    ag_rng r;
+    ag_rng_seed(&r, 2);
+    harness h = {.ps = nn_params_new()};
+    zoo_mha m;
+    zoo_mha_init(&m, h.ps, "mha", 4, 4, 4, 4, 2, 0.1, true);
+    add_data(&h, AG_SHAPE(2, 3, 4), &r);
+    add_data(&h, AG_SHAPE(2, 3, 4), &r);
+    finish(&h);
+    check(&h, "multi-head attention, masked, with biases", run_mha, &m, false);
+}
+
+/* ---- blocks ---- */
+
+static ag_tensor *run_encoder_block(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = eval_ctx(t);
+    return zoo_encoder_block_forward(u, &c, x[0], (const int32_t[]){2, 3});
+}
+
+static void test_encoder_block(void) {
+    ag_rng r;
+    ag_rng_seed(&r, 3);
+    harness h = {.ps = nn_params_new()};
+    zoo_encoder_block b;
+    zoo_encoder_block_init(&b, h.ps, "blk", 4, 1, (const int[]){4}, 6, 2, 0.1);
+    add_data(&h, AG_SHAPE(2, 3, 4), &r);
+    finish(&h);
+    check(&h, "encoder block", run_encoder_block, &b, true);
+}
+
+static ag_tensor *run_decoder_block(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = eval_ctx(t);
+    return zoo_decoder_block_forward(u, &c, x[0], NULL, x[1], (const int32_t[]){1, 2});
+}
+
+static ag_tensor *run_decoder_block_cached(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = eval_ctx(t);
+    return zoo_decoder_block_forward(u, &c, x[0], ag_concat(t, 2, (ag_tensor *[]){x[2], x[0]}, 1), x[1],
+                                     (const int32_t[]){1, 2});
+}
+
+static void test_decoder_block(void) {
+    for (int cached = 0; cached < 2; cached++) {
+        ag_rng r;
+        ag_rng_seed(&r, 4);
+        harness h = {.ps = nn_params_new()};
+        zoo_decoder_block b;
+        zoo_decoder_block_init(&b, h.ps, "blk", 4, 1, (const int[]){4}, 6, 2, 0.1);
+        add_data(&h, AG_SHAPE(2, cached ? 1 : 3, 4), &r); /* x */
+        add_data(&h, AG_SHAPE(2, 2, 4), &r);              /* encoder outputs */
+        if (cached) add_data(&h, AG_SHAPE(2, 2, 4), &r);  /* the cache */
+        finish(&h);
+        check(&h, cached ? "decoder block, cached step" : "decoder block, causal pass",
+              cached ? run_decoder_block_cached : run_decoder_block, &b, true);
+    }
+}
+
+/* ---- the whole model with d2l's loss ---- */
+
+static ag_tensor *run_transformer(ag_tape *t, ag_tensor *const *x, void *u) {
+    (void)x;
+    nn_ctx c = eval_ctx(t);
+    static const int32_t src[2 * 3] = {4, 5, 3, 6, 3, 1}, src_len[2] = {3, 2};
+    static const int32_t dec_in[2 * 3] = {2, 7, 8, 2, 5, 3}, labels[2 * 3] = {7, 8, 3, 5, 3, 1};
+    static const ag_real mask[2 * 3] = {1, 1, 1, 1, 1, 0};
+    ag_tensor *logits = zoo_transformer_decode(u, &c, zoo_transformer_encode(u, &c, src, src_len, 2, 3), dec_in, 2, 3);
+    ag_tensor *l = ag_mean(t, ag_softmax_ce(t, logits, labels, mask), 1, false); /* d2l: mean over T */
+    return ag_sum(t, l, AG_ALL, false);
+}
+
+static void test_transformer_loss(void) {
+    harness h = {.ps = nn_params_new()};
+    zoo_transformer tf;
+    zoo_transformer_cfg cfg = zoo_transformer_defaults(9, 10);
+    cfg.hiddens = 4;
+    cfg.ffn_hiddens = 6;
+    cfg.heads = 2;
+    cfg.layers = 2;
+    CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&tf, h.ps, &cfg), 0);
+    finish(&h);
+    check(&h, "transformer with the masked cross-entropy", run_transformer, &tf, true);
+    zoo_transformer_free(&tf);
+}
+
+static CU_TestInfo tests[] = {
+    {"additive attention", test_additive},
+    {"multi-head attention", test_mha},
+    {"encoder block", test_encoder_block},
+    {"decoder block (causal pass and cached step)", test_decoder_block},
+    {"whole transformer with its loss", test_transformer_loss},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {{"zoo gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(void) { return tg_test_run(suites); }

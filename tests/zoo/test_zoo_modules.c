@@ -1,0 +1,276 @@
+/* test_zoo_modules.c -- SPEC.md's examples for the attention modules and the Transformer,
+ * masks, causality, and incremental decoding against the full causal pass (float32). */
+#include "tests/tg_test.h"
+#include "zoo/transformer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static ag_rng rng;
+
+static ag_tensor *filled(ag_tape *t, int nd, const int *shape, double v) {
+    ag_tensor *x = ag_tensor_new(t, nd, shape);
+    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = (ag_real)v;
+    return x;
+}
+static ag_tensor *randn(ag_tape *t, int nd, const int *shape) {
+    ag_tensor *x = ag_tensor_new(t, nd, shape);
+    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = (ag_real)ag_rng_normal(&rng);
+    return x;
+}
+/* values = 0..39 as (1, 10, 4) repeated to (2, 10, 4) */
+static ag_tensor *d2l_values(ag_tape *t) {
+    ag_tensor *v = ag_tensor_new(t, AG_SHAPE(2, 10, 4));
+    for (int i = 0; i < 80; i++) v->data[i] = (ag_real)(i % 40);
+    return v;
+}
+static void expect_d2l_output(const ag_tensor *y) {
+    CU_ASSERT_EQUAL_FATAL(y->numel, 8);
+    const ag_real want[8] = {2, 3, 4, 5, 10, 11, 12, 13};
+    for (int i = 0; i < 8; i++) CU_ASSERT_DOUBLE_EQUAL(y->data[i], want[i], 1e-4);
+}
+
+static void test_dot_attention_example(void) {
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 1);
+    nn_ctx c = {.tape = t, .training = false};
+    zoo_dot_attention a;
+    CU_ASSERT_EQUAL(zoo_dot_attention_init(&a, 0.5), 0);
+    ag_tensor *y = zoo_dot_attention_forward(&a, &c, randn(t, AG_SHAPE(2, 1, 2)), filled(t, AG_SHAPE(2, 10, 2), 1),
+                                             d2l_values(t), (const int32_t[]){2, 6}, 1);
+    CU_ASSERT_EQUAL(y->shape[0], 2);
+    CU_ASSERT_EQUAL(y->shape[1], 1);
+    CU_ASSERT_EQUAL(y->shape[2], 4);
+    expect_d2l_output(y);
+    CU_ASSERT_DOUBLE_EQUAL(a.weights->data[1], 0.5, 1e-6); /* uniform over 2 valid keys */
+    CU_ASSERT_EQUAL(a.weights->data[2], 0);                /* padded keys get weight 0 */
+    CU_ASSERT_EQUAL(a.weights->data[10 + 6], 0);
+    ag_tape_free(t);
+}
+
+static void test_additive_attention_example(void) {
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 2);
+    nn_params *ps = nn_params_new();
+    zoo_additive_attention a;
+    CU_ASSERT_EQUAL(zoo_additive_attention_init(&a, ps, "attention", 2, 20, 8, 0.1), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 7), 0);
+    CU_ASSERT_STRING_EQUAL(nn_params_at(ps, 0)->name, "attention.W_k.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(ps, 2)->name, "attention.w_v.weight");
+    CU_ASSERT_EQUAL(nn_params_at(ps, 2)->shape[0], 1);
+    nn_ctx c = {.tape = t, .training = false};
+    ag_tensor *y = zoo_additive_attention_forward(&a, &c, randn(t, AG_SHAPE(2, 1, 20)),
+                                                  filled(t, AG_SHAPE(2, 10, 2), 1), d2l_values(t),
+                                                  (const int32_t[]){2, 6}, 1);
+    expect_d2l_output(y);
+    ag_tape_free(t);
+    nn_params_free(ps);
+}
+
+static void test_mha_shape(void) {
+    ag_tape *t = ag_tape_new();
+    nn_params *ps = nn_params_new();
+    zoo_mha m;
+    CU_ASSERT_EQUAL(zoo_mha_init(&m, ps, "mha", 100, 100, 100, 100, 5, 0.5, false), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 7), 0);
+    CU_ASSERT_EQUAL(nn_params_count(ps), 4);
+    nn_ctx c = {.tape = t, .training = false};
+    ag_tensor *y = zoo_mha_forward(&m, &c, filled(t, AG_SHAPE(2, 4, 100), 1),
+                                   filled(t, AG_SHAPE(2, 6, 100), 1), filled(t, AG_SHAPE(2, 6, 100), 1),
+                                   (const int32_t[]){3, 2}, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(y->ndim, 3);
+    CU_ASSERT_EQUAL(y->shape[0], 2);
+    CU_ASSERT_EQUAL(y->shape[1], 4);
+    CU_ASSERT_EQUAL(y->shape[2], 100);
+    /* per head: rows b*5+h; batch 1 heads see 2 keys */
+    ag_tensor *w = m.attention.weights;
+    CU_ASSERT_EQUAL(w->shape[0], 10);
+    CU_ASSERT_DOUBLE_EQUAL(w->data[(size_t)7 * 4 * 6 + 1], 0.5, 1e-6);
+    CU_ASSERT_EQUAL(w->data[(size_t)7 * 4 * 6 + 2], 0);
+    CU_ASSERT_DOUBLE_EQUAL(w->data[(size_t)4 * 4 * 6 + 2], 1.0 / 3, 1e-6);
+    ag_tape_free(t);
+    nn_params_free(ps);
+}
+
+static void test_ffn_and_blocks_shapes(void) {
+    ag_tape *t = ag_tape_new();
+    nn_params *ps = nn_params_new();
+    zoo_ffn f;
+    zoo_encoder_block eb;
+    zoo_decoder_block db;
+    CU_ASSERT_EQUAL(zoo_ffn_init(&f, ps, "ffn", 4, 4, 8), 0);
+    const int norm[2] = {100, 24};
+    CU_ASSERT_EQUAL(zoo_encoder_block_init(&eb, ps, "enc", 24, 2, norm, 48, 8, 0.5), 0);
+    CU_ASSERT_EQUAL(zoo_decoder_block_init(&db, ps, "dec", 24, 2, norm, 48, 8, 0.5), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 3), 0);
+    nn_ctx c = {.tape = t, .training = false};
+    ag_tensor *y = zoo_ffn_forward(&f, &c, filled(t, AG_SHAPE(2, 3, 4), 1));
+    CU_ASSERT_EQUAL(y->shape[2], 8);
+    for (int i = 0; i < 48; i++) CU_ASSERT_EQUAL(y->data[i], y->data[i % 8]); /* positions equal */
+    ag_tensor *x = filled(t, AG_SHAPE(2, 100, 24), 1);
+    const int32_t vl[2] = {3, 2};
+    ag_tensor *e = zoo_encoder_block_forward(&eb, &c, x, vl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(e->shape[0], 2);
+    CU_ASSERT_EQUAL(e->shape[1], 100);
+    CU_ASSERT_EQUAL(e->shape[2], 24);
+    ag_tensor *d = zoo_decoder_block_forward(&db, &c, x, NULL, e, vl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_EQUAL(d->shape[1], 100);
+    CU_ASSERT_EQUAL(d->shape[2], 24);
+    ag_tape_free(t);
+    nn_params_free(ps);
+}
+
+static void test_positional_encoding_values(void) {
+    zoo_pos_encoding pe;
+    CU_ASSERT_EQUAL_FATAL(zoo_pos_encoding_init(&pe, 32, 0, 1000), 0);
+    CU_ASSERT_EQUAL(pe.P[0], 0);   /* sin 0 */
+    CU_ASSERT_EQUAL(pe.P[1], 1);   /* cos 0 */
+    CU_ASSERT_DOUBLE_EQUAL(pe.P[32 * 3 + 0], sin(3.0), 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(pe.P[32 * 7 + 5], cos(7 / pow(10000, 4.0 / 32)), 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(pe.P[32 * 999 + 30], sin(999 / pow(10000, 30.0 / 32)), 1e-6);
+    zoo_pos_encoding_free(&pe);
+}
+
+/* ---- the whole model ---- */
+
+typedef struct tiny {
+    nn_params *ps;
+    zoo_transformer tf;
+} tiny;
+
+static void tiny_init(tiny *m, int layers, double dropout) {
+    m->ps = nn_params_new();
+    zoo_transformer_cfg cfg = zoo_transformer_defaults(13, 11);
+    cfg.hiddens = 8;
+    cfg.ffn_hiddens = 12;
+    cfg.heads = 2;
+    cfg.layers = layers;
+    cfg.dropout = dropout;
+    CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&m->tf, m->ps, &cfg), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(m->ps, 99), 0);
+}
+static void tiny_free(tiny *m) {
+    zoo_transformer_free(&m->tf);
+    nn_params_free(m->ps);
+}
+
+static const int32_t SRC[2 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1};
+static const int32_t SRC_LEN[2] = {4, 2};
+static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
+
+static void test_parameter_names(void) {
+    tiny m;
+    tiny_init(&m, 2, 0.1);
+    size_t n = nn_params_count(m.ps);
+    CU_ASSERT_EQUAL(n, 1 + 2 * (4 + 2 + 4 + 2) + 1 + 2 * (4 + 2 + 4 + 2 + 4 + 2) + 2);
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 0)->name, "encoder.embedding.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 1)->name, "encoder.blks.block0.attention.W_q.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 5)->name, "encoder.blks.block0.addnorm1.ln.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 7)->name, "encoder.blks.block0.ffn.dense1.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, n - 1)->name, "decoder.dense.bias");
+    CU_ASSERT_PTR_NOT_NULL(nn_params_find(m.ps, "decoder.blks.block1.attention2.W_o.weight"));
+    CU_ASSERT_PTR_NOT_NULL(nn_params_find(m.ps, "decoder.blks.block1.addnorm3.ln.bias"));
+    ag_tensor *w = nn_params_find(m.ps, "decoder.dense.weight");
+    CU_ASSERT_EQUAL(w->shape[0], 11); /* (out, in) as PyTorch */
+    CU_ASSERT_EQUAL(w->shape[1], 8);
+    tiny_free(&m);
+}
+
+/* Changing a later target token leaves the earlier positions' logits unchanged. */
+static void test_decoder_is_causal(void) {
+    tiny m;
+    tiny_init(&m, 2, 0);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = false};
+    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5);
+    ag_tensor *a = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
+    int32_t changed[8];
+    memcpy(changed, DEC_IN, sizeof changed);
+    changed[2] = 1;
+    changed[4 + 3] = 9;
+    ag_tensor *b = zoo_transformer_decode(&m.tf, &c, s, changed, 2, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    int V = 11;
+    for (int k = 0; k < 2 * V; k++) CU_ASSERT_EQUAL(a->data[k], b->data[k]);          /* row 0, t 0..1 */
+    for (int k = 0; k < 3 * V; k++) CU_ASSERT_EQUAL(a->data[4 * V + k], b->data[4 * V + k]); /* row 1, t 0..2 */
+    bool differs = false;
+    for (int k = 2 * V; k < 3 * V; k++) differs |= a->data[k] != b->data[k];
+    CU_ASSERT_TRUE(differs);
+    ag_tape_free(t);
+    tiny_free(&m);
+}
+
+/* Step-by-step decoding with the caches gives the full causal pass's logits. */
+static void test_incremental_equals_full(void) {
+    tiny m;
+    tiny_init(&m, 2, 0.1);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = false};
+    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5);
+    ag_tensor *full = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+    int V = 11;
+    double err = 0;
+    for (int step = 0; step < 4; step++) {
+        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        ag_tensor *y = zoo_transformer_step(&m.tf, &c, s, tok, 2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_EQUAL(y->shape[1], 1);
+        for (int b = 0; b < 2; b++)
+            for (int v = 0; v < V; v++)
+                err = fmax(err, fabs(y->data[b * V + v] - full->data[(b * 4 + step) * V + v]));
+    }
+    CU_ASSERT_TRUE(err < 1e-5);
+    CU_ASSERT_EQUAL(s->steps, 4);
+    CU_ASSERT_EQUAL(s->cache[1]->shape[1], 4);
+    /* the cross-attention never looks at padded source positions */
+    ag_tensor *w = m.tf.dec[1].attention2.attention.weights; /* (2*2, 1, 5) */
+    for (int h = 0; h < 2; h++) {
+        for (int k = 4; k < 5; k++) CU_ASSERT_EQUAL(w->data[(0 * 2 + h) * 5 + k], 0);
+        for (int k = 2; k < 5; k++) CU_ASSERT_EQUAL(w->data[(1 * 2 + h) * 5 + k], 0);
+    }
+    ag_tape_free(t);
+    tiny_free(&m);
+}
+
+/* Training mode: dropout draws from the context's RNG; same seed, same bits. */
+static void test_training_forward_is_deterministic(void) {
+    tiny m;
+    tiny_init(&m, 1, 0.3);
+    ag_tape *t = ag_tape_new();
+    ag_real first[2 * 4 * 11];
+    for (int run = 0; run < 2; run++) {
+        ag_rng r;
+        ag_rng_seed(&r, 5);
+        nn_ctx c = {.tape = t, .training = true, .rng = &r};
+        ag_tensor *y = zoo_transformer_decode(&m.tf, &c, zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5),
+                                              DEC_IN, 2, 4);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        if (run == 0) memcpy(first, y->data, sizeof first);
+        else CU_ASSERT_EQUAL(memcmp(first, y->data, sizeof first), 0);
+        ag_tape_reset(t);
+    }
+    ag_tape_free(t);
+    tiny_free(&m);
+}
+
+static CU_TestInfo tests[] = {
+    {"dot-product attention: d2l's example", test_dot_attention_example},
+    {"additive attention: d2l's example", test_additive_attention_example},
+    {"multi-head attention: shape and per-head masks", test_mha_shape},
+    {"FFN and blocks: SPEC's shapes", test_ffn_and_blocks_shapes},
+    {"positional encoding table", test_positional_encoding_values},
+    {"transformer parameter names as the state_dict", test_parameter_names},
+    {"decoder is causal", test_decoder_is_causal},
+    {"incremental decoding equals the full pass", test_incremental_equals_full},
+    {"training forward is deterministic", test_training_forward_is_deterministic},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {{"zoo modules", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(void) { return tg_test_run(suites); }

@@ -1,0 +1,246 @@
+/* bahdanau.c -- d2l's Seq2SeqEncoder and Seq2SeqAttentionDecoder (d2l 1.0 sections 10.7 and
+ * 11.4); math, shapes and names in zoo/bahdanau.h. */
+#include "zoo/bahdanau.h"
+
+#include <string.h>
+
+zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab) {
+    return (zoo_bahdanau_cfg){.src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .embed = 32,
+                              .hiddens = 32, .layers = 2, .dropout = 0.1};
+}
+
+/* ids (B, T) batch-major -> (T, B) time-major, on the tape (NULL when out of memory). Gathering
+ * the embedding rows in this order gives embedding(ids).permute(1, 0, 2) directly, contiguous,
+ * so each step's slice (B, E) is a view. */
+static const int32_t *time_major(ag_tape *t, const int32_t *ids, int B, int T) {
+    int32_t *tm = ag_tape_alloc(t, sizeof *tm * (size_t)B * T);
+    if (tm)
+        for (int b = 0; b < B; b++)
+            for (int s = 0; s < T; s++) tm[(size_t)s * B + b] = ids[(size_t)b * T + s];
+    return tm;
+}
+
+/* ---- encoder ---- */
+
+int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix,
+                             int vocab, int embed, int hiddens, int layers, double dropout) {
+    char p[NN_NAME_MAX];
+    memset(e, 0, sizeof *e);
+    if (nn_embedding_init(&e->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab, embed))
+        return -1;
+    return nn_gru_init(&e->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), embed, hiddens, layers, dropout);
+}
+
+ag_tensor *zoo_seq2seq_encoder_forward(const zoo_seq2seq_encoder *e, const nn_ctx *c,
+                                       const int32_t *src, int B, int T, ag_tensor **state) {
+    if (state) *state = NULL;
+    if (!e || !c || !src) return NULL;
+    if (B < 1 || T < 1) return nn_forward_error(c, "seq2seq encoder: source (B = %d, T = %d), expected >= 1", B, T);
+    const int32_t *ids = time_major(c->tape, src, B, T);
+    if (!ids) return NULL;
+    /* (T, B, E) -> outputs (T, B, H), state (L, B, H); the padded positions go through too */
+    ag_tensor *x = nn_embedding_forward(&e->embedding, c, ids, AG_SHAPE(T, B));
+    return nn_gru_forward(&e->rnn, c, x, NULL, state);
+}
+
+/* ---- decoder ---- */
+
+int zoo_seq2seq_attn_decoder_init(zoo_seq2seq_attn_decoder *d, nn_params *ps, const char *prefix,
+                                  int vocab, int embed, int hiddens, int layers, double dropout) {
+    char p[NN_NAME_MAX];
+    memset(d, 0, sizeof *d);
+    d->vocab = vocab;
+    d->embed = embed;
+    d->hiddens = hiddens;
+    d->layers = layers;
+    if (zoo_additive_attention_init(&d->attention, ps, nn_join(p, sizeof p, prefix, "attention"),
+                                    hiddens, hiddens, hiddens, dropout) ||
+        nn_embedding_init(&d->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab, embed) ||
+        nn_gru_init(&d->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), embed + hiddens, hiddens, layers,
+                    dropout))
+        return -1;
+    return nn_linear_init(&d->dense, ps, nn_join(p, sizeof p, prefix, "dense"), hiddens, vocab, true);
+}
+
+zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(zoo_seq2seq_attn_decoder *d,
+                                                        const nn_ctx *c, ag_tensor *enc_outputs,
+                                                        ag_tensor *enc_state,
+                                                        const int32_t *enc_valid) {
+    if (!d || !c || !enc_outputs || !enc_state) return NULL;
+    ag_tape *t = c->tape;
+    const int H = d->hiddens, L = d->layers;
+    if (enc_outputs->ndim != 3 || enc_outputs->shape[2] != H || enc_state->ndim != 3 ||
+        enc_state->shape[0] != L || enc_state->shape[1] != enc_outputs->shape[1] ||
+        enc_state->shape[2] != H) {
+        char so[64], ss[64];
+        return nn_forward_error(c, "attention decoder: encoder outputs %s and state %s, expected "
+                                   "(Ts, B, %d) and (%d, B, %d)", ag_shape_str(enc_outputs, so, sizeof so),
+                                ag_shape_str(enc_state, ss, sizeof ss), H, L, H);
+    }
+    const int Ts = enc_outputs->shape[0], B = enc_outputs->shape[1];
+    /* Attended positions Tk = the longest valid length of the batch: every position j >= Tk is
+     * masked in every row, its score -1e6 gives it a weight exp(-1e6 - max) = 0 exactly (a
+     * valid score is bounded by sum |w_v|, far from -1e6), so it adds nothing to the context
+     * nor to any gradient, and dropping it changes no result. A row of valid length 0 (uniform
+     * weights over all Ts, as d2l) or no lengths: Tk = Ts. */
+    int Tk = Ts;
+    if (enc_valid) {
+        int longest = 0;
+        for (int b = 0; b < B; b++) {
+            if (enc_valid[b] < 1) longest = Ts;
+            else if (enc_valid[b] > longest) longest = enc_valid[b];
+        }
+        Tk = longest < Ts ? longest : Ts;
+    }
+    zoo_bahdanau_state *s = ag_tape_alloc(t, sizeof *s);
+    int32_t *lens = enc_valid ? ag_tape_alloc(t, sizeof *lens * (size_t)B) : NULL;
+    if (!s || (enc_valid && !lens)) return NULL;
+    memset(s, 0, sizeof *s);
+    if (enc_valid) memcpy(lens, enc_valid, sizeof *lens * (size_t)B);
+    d->weights = NULL; /* a new sequence: no step taken yet */
+    d->n_weights = 0;
+    /* d2l: outputs.permute(1, 0, 2) -> (B, Ts, H), here its first Tk positions (B, Tk, H): the
+     * keys and values of every step's attention */
+    s->enc_out = ag_contiguous(t, ag_transpose(t, ag_narrow(t, enc_outputs, 0, 0, Tk), 0, 1));
+    /* W_k enc_out (B, Tk, H): the key half of AdditiveAttention's features, step-independent */
+    s->keys = nn_linear_forward(&d->attention.W_k, c, s->enc_out);
+    if (!s->keys || nn_gru_state_split(&d->rnn, c, enc_state, s->h0)) return NULL;
+    memcpy(s->h, s->h0, sizeof s->h);
+    s->enc_valid = lens;
+    s->B = B;
+    s->Ts = Ts;
+    s->Tk = Tk;
+    s->steps = 0;
+    return s;
+}
+
+ag_tensor *zoo_seq2seq_attn_decoder_attend(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                           const zoo_bahdanau_state *s, ag_tensor *query,
+                                           ag_tensor **weights_out) {
+    if (weights_out) *weights_out = NULL;
+    if (!d || !c || !s || !query) return NULL;
+    ag_tape *t = c->tape;
+    const int B = s->B, Tk = s->Tk, H = d->hiddens;
+    if (query->ndim != 2 || query->shape[0] != B || query->shape[1] != H) {
+        char sq[64];
+        return nn_forward_error(c, "attention decoder: query %s, expected (B = %d, H = %d)",
+                                ag_shape_str(query, sq, sizeof sq), B, H);
+    }
+    /* features (B, Tk, H) = tanh(W_q q [B, 1, H] + keys [B, Tk, H]) */
+    ag_tensor *qp = ag_reshape(t, nn_linear_forward(&d->attention.W_q, c, query), AG_SHAPE(B, 1, H));
+    ag_tensor *f = ag_tanh(t, ag_add(t, qp, s->keys));
+    /* scores (B, Tk, 1) = w_v f, read as (B, 1, Tk): one query per row */
+    ag_tensor *scores = ag_reshape(t, nn_linear_forward(&d->attention.w_v, c, f), AG_SHAPE(B, 1, Tk));
+    ag_tensor *w = ag_masked_softmax(t, scores, s->enc_valid, 1);
+    d->attention.base.weights = w;
+    /* context (B, 1, H) = dropout(w) enc_out */
+    ag_tensor *ctx = ag_matmul(t, nn_dropout_forward(&d->attention.base.dropout, c, w), s->enc_out);
+    ctx = ag_reshape(t, ctx, AG_SHAPE(B, H));
+    if (ctx && weights_out) *weights_out = w;
+    return ctx;
+}
+
+/* One decoder step from h (L pointers (B, H), replaced by the new state) with the embedded
+ * input token e (B, E): context = attention(h[L-1]); x = concat(context, e) (B, H + E); GRU
+ * step. Returns the new h[L-1] (B, H), or NULL (h unchanged). *w gets the attention weights. */
+static ag_tensor *one_step(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                           const zoo_bahdanau_state *s, ag_tensor **h, ag_tensor *e,
+                           ag_tensor **w) {
+    ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(d, c, s, h[d->layers - 1], w);
+    if (!ctx || !e) return NULL;
+    ag_tensor *x = ag_concat(c->tape, 2, (ag_tensor *[]){ctx, e}, 1);
+    return nn_gru_step(&d->rnn, c, x, h);
+}
+
+static bool check_batch(const nn_ctx *c, const zoo_bahdanau_state *s, int B, int T,
+                        const char *what) {
+    if (B == s->B && T >= 1) return true;
+    nn_forward_error(c, "attention decoder %s: batch %d and %d steps, expected the state's "
+                        "batch %d and >= 1 step", what, B, T, s->B);
+    return false;
+}
+
+ag_tensor *zoo_seq2seq_attn_decoder_forward(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                            const zoo_bahdanau_state *s, const int32_t *dec_in,
+                                            int B, int T) {
+    if (!d || !c || !s || !dec_in) return NULL;
+    if (!check_batch(c, s, B, T, "forward")) return NULL;
+    ag_tape *t = c->tape;
+    const int E = d->embed, H = d->hiddens;
+    const int32_t *ids = time_major(t, dec_in, B, T);
+    ag_tensor **outs = ag_tape_alloc(t, sizeof *outs * (size_t)T);
+    ag_tensor **weights = ag_tape_alloc(t, sizeof *weights * (size_t)T);
+    if (!ids || !outs || !weights) return NULL;
+    /* all T embeddings at once: (T, B, E); step `i` reads the contiguous slice (B, E) */
+    ag_tensor *emb = nn_embedding_forward(&d->embedding, c, ids, AG_SHAPE(T, B));
+    if (!emb) return NULL;
+    ag_tensor *h[NN_GRU_MAX_LAYERS];
+    memcpy(h, s->h0, sizeof h); /* from the encoder's state; s itself is not touched */
+    for (int i = 0; i < T; i++) {
+        ag_tensor *e = ag_reshape(t, ag_narrow(t, emb, 0, i, 1), AG_SHAPE(B, E));
+        ag_tensor *out = one_step(d, c, s, h, e, &weights[i]);
+        outs[i] = ag_reshape(t, out, AG_SHAPE(B, 1, H));
+        if (!outs[i]) return NULL;
+    }
+    d->weights = weights;
+    d->n_weights = T;
+    /* dense on all outputs at once: (B, T, H) -> (B, T, V) */
+    return nn_linear_forward(&d->dense, c, ag_concat(t, T, outs, 1));
+}
+
+ag_tensor *zoo_seq2seq_attn_decoder_step(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                         zoo_bahdanau_state *s, const int32_t *tokens, int B) {
+    if (!d || !c || !s || !tokens) return NULL;
+    if (!check_batch(c, s, B, 1, "step")) return NULL;
+    ag_tape *t = c->tape;
+    ag_tensor **weights = ag_tape_alloc(t, sizeof *weights);
+    if (!weights) return NULL;
+    ag_tensor *h[NN_GRU_MAX_LAYERS];
+    memcpy(h, s->h, sizeof h);
+    ag_tensor *e = nn_embedding_forward(&d->embedding, c, tokens, AG_SHAPE(B)); /* (B, E) */
+    ag_tensor *out = one_step(d, c, s, h, e, &weights[0]);
+    ag_tensor *logits = nn_linear_forward(&d->dense, c, ag_reshape(t, out, AG_SHAPE(B, 1, d->hiddens)));
+    if (!logits) return NULL;
+    memcpy(s->h, h, sizeof s->h);
+    s->steps++;
+    d->weights = weights;
+    d->n_weights = 1;
+    return logits;
+}
+
+/* ---- the model ---- */
+
+int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *cfg) {
+    memset(bm, 0, sizeof *bm);
+    bm->cfg = *cfg;
+    const zoo_bahdanau_cfg *k = cfg;
+    if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
+        k->layers > NN_GRU_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1))
+        return nn_params_fail(ps, "bahdanau: bad config (vocab %d/%d, embed %d, hiddens %d, layers "
+                                  "%d, dropout %g): sizes must be >= 1, layers <= %d, 0 <= dropout < 1",
+                              k->src_vocab, k->tgt_vocab, k->embed, k->hiddens, k->layers, k->dropout,
+                              NN_GRU_MAX_LAYERS);
+    if (zoo_seq2seq_encoder_init(&bm->encoder, ps, "encoder", k->src_vocab, k->embed, k->hiddens,
+                                 k->layers, k->dropout))
+        return -1;
+    return zoo_seq2seq_attn_decoder_init(&bm->decoder, ps, "decoder", k->tgt_vocab, k->embed,
+                                         k->hiddens, k->layers, k->dropout);
+}
+
+zoo_bahdanau_state *zoo_bahdanau_encode(zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
+                                        const int32_t *src_len, int B, int Ts) {
+    if (!bm || !c || !src || !src_len) return NULL;
+    ag_tensor *state;
+    ag_tensor *out = zoo_seq2seq_encoder_forward(&bm->encoder, c, src, B, Ts, &state);
+    return zoo_seq2seq_attn_decoder_init_state(&bm->decoder, c, out, state, src_len);
+}
+
+ag_tensor *zoo_bahdanau_decode(zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,
+                               const int32_t *dec_in, int B, int T) {
+    return bm ? zoo_seq2seq_attn_decoder_forward(&bm->decoder, c, s, dec_in, B, T) : NULL;
+}
+
+ag_tensor *zoo_bahdanau_step(zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
+                             const int32_t *tokens, int B) {
+    return bm ? zoo_seq2seq_attn_decoder_step(&bm->decoder, c, s, tokens, B) : NULL;
+}

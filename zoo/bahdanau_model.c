@@ -1,0 +1,83 @@
+/* bahdanau_model.c -- the Bahdanau GRU seq2seq as a zoo_model: its hyperparameters (flags,
+ * checkpoint config) and the encoder-decoder interface over zoo/bahdanau.h.
+ *
+ * Attention for the heatmaps: the model has one attention, the decoder's cross-attention over
+ * the encoder outputs, with one head. So zoo_model.layers is 1 here (attention layers, which
+ * is what the predictor loops over), not the GRU's layers (hyperparameter "layers"); the
+ * attention at layer 0 is the last decoder step's weights (B, 1, Ts), and layer > 0 is NULL. */
+#include <stdlib.h>
+
+#include "zoo/bahdanau.h"
+#include "zoo/seq2seq.h"
+
+typedef struct bahdanau_model {
+    zoo_model base; /* first: a zoo_model * is a bahdanau_model * */
+    zoo_bahdanau bm;
+} bahdanau_model;
+
+static zoo_bahdanau *bm_of(zoo_model *m) { return &((bahdanau_model *)m)->bm; }
+
+static void *bm_encode(zoo_model *m, const nn_ctx *c, const int32_t *src, const int32_t *src_len,
+                       int B, int Ts) {
+    return zoo_bahdanau_encode(bm_of(m), c, src, src_len, B, Ts);
+}
+static ag_tensor *bm_decode(zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in, int B,
+                            int T) {
+    return zoo_bahdanau_decode(bm_of(m), c, s, dec_in, B, T);
+}
+static ag_tensor *bm_step(zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens, int B) {
+    return zoo_bahdanau_step(bm_of(m), c, s, tokens, B);
+}
+static int bm_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
+    (void)m;
+    return kind == ZOO_ATTN_DEC_CROSS ? 1 : 0; /* no self-attention anywhere */
+}
+static ag_tensor *bm_attention(zoo_model *m, zoo_attn_kind kind, int layer) {
+    const zoo_seq2seq_attn_decoder *d = &bm_of(m)->decoder;
+    if (kind != ZOO_ATTN_DEC_CROSS || layer != 0 || !d->weights || d->n_weights < 1) return NULL;
+    return d->weights[d->n_weights - 1];
+}
+static void bm_free(zoo_model *m) {
+    nn_params_free(m->ps); /* zoo_bahdanau owns no memory of its own */
+    free(m);
+}
+
+static const zoo_model_ops bm_ops = {bm_encode, bm_decode, bm_step, bm_attn_heads, bm_attention,
+                                      bm_free};
+
+static zoo_model *bm_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) {
+    bahdanau_model *m = calloc(1, sizeof *m);
+    nn_params *ps = nn_params_new();
+    if (!m || !ps) {
+        free(m);
+        nn_params_free(ps);
+        nn_set_error("bahdanau: out of memory");
+        return NULL;
+    }
+    zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(src_vocab, tgt_vocab);
+    cfg.embed = (int)zoo_hp(h, "embed-size");
+    cfg.hiddens = (int)zoo_hp(h, "hiddens");
+    cfg.layers = (int)zoo_hp(h, "layers");
+    cfg.dropout = zoo_hp(h, "dropout");
+    m->base = (zoo_model){.ops = &bm_ops, .kind = &zoo_bahdanau_kind, .hp = *h, .ps = ps,
+                          .src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .layers = 1};
+    if (zoo_bahdanau_init(&m->bm, ps, &cfg)) {
+        bm_free(&m->base);
+        return NULL;
+    }
+    return &m->base;
+}
+
+const zoo_model_kind zoo_bahdanau_kind = {
+    .name = "bahdanau",
+    .program = "bahdanau_nmt",
+    .hparams = {4,
+                {{"embed-size", 32, true, 1, 4096, "token embedding size"},
+                 {"hiddens", 32, true, 1, 4096, "GRU hidden size (also the attention's width)"},
+                 {"layers", 2, true, 1, NN_GRU_MAX_LAYERS, "GRU layers in the encoder and in the decoder"},
+                 {"dropout", 0.1, false, 0, 0.99,
+                  "dropout between GRU layers and on the attention weights"}}},
+    .epochs = 250,
+    .lr = 0.005,
+    .create = bm_create,
+};

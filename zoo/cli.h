@@ -1,0 +1,22 @@
+/* zoo/cli.h -- the command line shared by the zoo's programs (transformer_nmt, bahdanau_nmt):
+ *
+ *     PROGRAM train      [flags]              train on fra-eng, report, translate, checkpoint
+ *     PROGRAM translate  --checkpoint PATH [--beam N] [SENTENCE ...]   (stdin without any)
+ *     PROGRAM eval       --checkpoint PATH    corpus BLEU-4, chrF, mean d2l BLEU on a split
+ *     PROGRAM stats      [flags]              pairs, vocabularies, lengths, length histogram
+ *     PROGRAM export     --checkpoint PATH --out FILE --src-vocab F --tgt-vocab F
+ *                                             a plain state_dict + vocabularies, for PyTorch
+ *
+ * Every sub-command takes --help. The model's hyperparameters are flags too (from its kind's
+ * table). Exit status: 0 success, 1 a runtime failure (data, checkpoint, training), 2 a usage
+ * error (unknown flag, bad value); one line on stderr says what and where, and nothing already
+ * written is overwritten by a failed run (checkpoints are replaced atomically).
+ */
+#ifndef TG_ZOO_CLI_H
+#define TG_ZOO_CLI_H
+
+#include "zoo/seq2seq.h"
+
+int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv);
+
+#endif

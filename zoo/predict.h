@@ -1,0 +1,78 @@
+/* zoo/predict.h -- translation with any zoo_model: greedy (d2l's predict_seq2seq, batched) and
+ * beam search; attention recording for the heatmaps; evaluation on a split.
+ *
+ * Every function runs in eval mode (no dropout) with recording off (no gradients), on the tape
+ * it is given, which it resets before returning.
+ */
+#ifndef TG_ZOO_PREDICT_H
+#define TG_ZOO_PREDICT_H
+
+#include "datasets/fra_eng.h"
+#include "zoo/seq2seq.h"
+
+/* Greedy decoding of B sources at once, as d2l: decoder input <bos>; at each of max_steps steps
+ * take the argmax (ties: lowest id), stop a row at <eos>, else feed the token back. src is
+ * (B, Ts), src_len (B,). out (B, max_steps) receives each row's tokens (without <eos>), out_len
+ * (B,) their counts. Returns 0 or -1 (nn_last_error). */
+int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
+               int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len);
+
+/* Beam search for one source (1, Ts): keeps the `beam` best prefixes by total log-probability;
+ * an <eos> among the step's `beam` best candidates finishes its prefix (as fairseq); the search
+ * stops when `beam` prefixes are finished or after max_steps tokens. The result maximises logprob / lp(len) with GNMT's length penalty
+ * lp = ((5 + len) / 6)^alpha (alpha 0: raw log-probability), len counting <eos>. beam 1 is
+ * greedy decoding. out (max_steps) and *out_len as zoo_greedy. Returns 0 or -1. */
+int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t src_len, int Ts,
+                    int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
+                    int32_t *out, int *out_len);
+
+/* One sentence, d2l's way: lowercase, split on spaces, ids, <eos>, pad to num_steps; decode
+ * greedily (beam <= 1) or with beam search; *out is the space-joined translation (malloc'd,
+ * caller frees). Returns 0 or -1. */
+int zoo_translate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
+                  const char *sentence, int num_steps, int beam, double alpha, char **out);
+
+/* ---- attention for the heatmaps ---- */
+
+typedef struct zoo_attn_map {
+    int layers, heads, rows, cols;
+    float *w;               /* [layer][head][row][col], malloc'd */
+} zoo_attn_map;
+
+typedef struct zoo_attn_record {
+    zoo_attn_map enc_self;  /* (layers, heads, Ts, Ts); layers 0 if the model has none */
+    zoo_attn_map dec_self;  /* (layers, heads, steps, steps): row t = step t's weights, zero past t */
+    zoo_attn_map dec_cross; /* (layers, heads, steps, Ts) */
+    int src_steps;          /* Ts: the source as the encoder saw it, padding included */
+    int steps;              /* decoder steps taken (the output tokens, plus <eos> if reached) */
+    const char **src_tokens; /* Ts labels: the source tokens, <eos>, <pad>... (owned by the vocab) */
+    const char **tgt_tokens; /* steps labels: the decoder's inputs, <bos> first (owned by the vocab) */
+} zoo_attn_record;
+
+/* Greedy translation of one sentence recording every attention map. *out as zoo_translate;
+ * rec must be freed with zoo_attn_record_free. Returns 0 or -1. */
+int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
+                            const ds_vocab *tgt_vocab, const char *sentence, int num_steps,
+                            char **out, zoo_attn_record *rec);
+void zoo_attn_record_free(zoo_attn_record *rec);
+/* Writes dir/<prefix>_encoder_self.svg, _decoder_self.svg, _decoder_cross.svg (those the model
+ * has): a layers x heads grid each, like d2l's show_heatmaps. Returns 0 or -1. */
+int zoo_attn_record_plot(const zoo_attn_record *rec, const char *dir, const char *prefix);
+
+/* ---- evaluation ---- */
+
+typedef struct zoo_eval_result {
+    int64_t sentences;
+    double bleu4;        /* corpus BLEU-4, 0..100 (sacreBLEU's, tokenized input) */
+    double chrf;         /* chrF, 0..100 */
+    double d2l_bleu;     /* mean of d2l's per-sentence BLEU (k = 2), 0..1 */
+} zoo_eval_result;
+
+/* Greedy-translates the source of every pair of `part` (batches of up to 256), encoded with
+ * the model's vocabulary src_vocab as d2l's predict does, and scores the translations (decoded
+ * with tgt_vocab) against the preprocessed target sentences. The data may have been loaded with
+ * other options than the model was trained on. Returns 0 or -1. */
+int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
+                 const ds_fra *data, ds_part part, int num_steps, zoo_eval_result *r);
+
+#endif

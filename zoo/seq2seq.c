@@ -1,0 +1,204 @@
+/* seq2seq.c -- hyperparameter tables, model construction, d2l's masked loss, model checkpoints. */
+#include "zoo/seq2seq.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/common.h"
+
+/* ---- hyperparameters ---- */
+
+zoo_hparam *zoo_hp_find(zoo_hparams *h, const char *name) {
+    for (int i = 0; i < h->n; i++)
+        if (!strcmp(h->p[i].name, name)) return &h->p[i];
+    return NULL;
+}
+
+double zoo_hp(const zoo_hparams *h, const char *name) {
+    zoo_hparam *p = zoo_hp_find((zoo_hparams *)h, name);
+    return p ? p->value : NAN;
+}
+
+int zoo_hp_set(zoo_hparams *h, const char *name, const char *text) {
+    zoo_hparam *p = zoo_hp_find(h, name);
+    if (!p) return nn_set_error("--%s: not a hyperparameter of this model", name);
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    bool bad = !*text || *end || errno || !isfinite(v) || v < p->min || v > p->max ||
+               (p->integer && v != floor(v));
+    if (bad)
+        return nn_set_error("--%s: expected %s in [%g, %g], got '%s'", name,
+                            p->integer ? "an integer" : "a number", p->min, p->max, text);
+    p->value = v;
+    return 0;
+}
+
+/* ---- models ---- */
+
+zoo_model *zoo_model_new(const zoo_model_kind *kind, const zoo_hparams *h, int src_vocab,
+                         int tgt_vocab, uint64_t seed) {
+    zoo_model *m = kind->create(h, src_vocab, tgt_vocab);
+    if (!m) return NULL;
+    if (nn_params_finalize(m->ps, seed)) {
+        zoo_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void zoo_model_free(zoo_model *m) {
+    if (m) m->ops->free(m);
+}
+
+/* ---- loss ---- */
+
+void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in) {
+    for (int b = 0; b < B; b++) {
+        dec_in[(size_t)b * T] = bos;
+        memcpy(dec_in + (size_t)b * T + 1, tgt + (size_t)b * T, sizeof *dec_in * (size_t)(T - 1));
+    }
+}
+
+ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, const int32_t *tgt_len) {
+    if (!logits) return NULL;
+    int B = logits->shape[0], T = logits->shape[1];
+    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T);
+    if (!mask) return NULL;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++) mask[(size_t)b * T + s] = s < tgt_len[b] ? 1 : 0;
+    return ag_mean(t, ag_softmax_ce(t, logits, tgt, mask), 1, false);
+}
+
+/* ---- checkpoints ---- */
+
+/* The vocabulary text format as one malloc'd string (NULL with nn_last_error()). */
+static char *vocab_text(const ds_vocab *v, const char *side) {
+    size_t cap = 1, n = 0;
+    for (int32_t i = 0; i < ds_vocab_size(v); i++) {
+        size_t len;
+        ds_vocab_token(v, i, &len);
+        cap += len + 1;
+    }
+    char *s = malloc(cap);
+    if (!s) {
+        nn_set_error("checkpoint: out of memory for the %s vocabulary", side);
+        return NULL;
+    }
+    for (int32_t i = 0; i < ds_vocab_size(v); i++) {
+        size_t len;
+        const char *tok = ds_vocab_token(v, i, &len);
+        if (memchr(tok, '\n', len) || memchr(tok, '\r', len) || memchr(tok, '\0', len)) {
+            free(s);
+            nn_set_error("checkpoint: %s token %d contains a line break or NUL", side, i);
+            return NULL;
+        }
+        memcpy(s + n, tok, len);
+        n += len;
+        s[n++] = '\n';
+    }
+    s[n] = '\0';
+    return s;
+}
+
+int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt) {
+    if (nn_ckpt_add_params(ck, m->ps) || nn_ckpt_set_meta(ck, "tapegrad.model", m->kind->name))
+        return -1;
+    for (int i = 0; i < m->hp.n; i++) {
+        char key[96], val[64];
+        snprintf(key, sizeof key, "config.%s", m->hp.p[i].name);
+        snprintf(val, sizeof val, "%.17g", m->hp.p[i].value);
+        if (nn_ckpt_set_meta(ck, key, val)) return -1;
+    }
+    const ds_vocab *vs[2] = {src, tgt};
+    const char *keys[2] = {"vocab.src", "vocab.tgt"};
+    for (int i = 0; i < 2; i++) {
+        char *text = vocab_text(vs[i], keys[i] + 6);
+        if (!text) return -1;
+        int rc = nn_ckpt_set_meta(ck, keys[i], text);
+        free(text);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static int vocab_from_meta(const nn_ckpt *ck, const char *key, ds_vocab **out) {
+    const char *text = nn_ckpt_meta(ck, key);
+    if (!text) return nn_set_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
+    char name[512];
+    snprintf(name, sizeof name, "%s: metadata %s", nn_ckpt_source(ck), key);
+    if (ds_vocab_parse(text, strlen(text), name, out) || ds_vocab_check_reserved(*out)) {
+        nn_set_error("%s", ds_last_error());
+        ds_vocab_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int build_and_load(const nn_ckpt *ck, const zoo_model_kind *kind, const zoo_hparams *h,
+                          zoo_model **m, ds_vocab **src, ds_vocab **tgt) {
+    *m = zoo_model_new(kind, h, ds_vocab_size(*src), ds_vocab_size(*tgt), 0);
+    if (!*m || nn_ckpt_load_params(ck, (*m)->ps, 0)) {
+        zoo_model_free(*m);
+        ds_vocab_free(*src);
+        ds_vocab_free(*tgt);
+        *m = NULL;
+        *src = *tgt = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model **m,
+                        ds_vocab **src, ds_vocab **tgt) {
+    *m = NULL;
+    *src = *tgt = NULL;
+    const char *file = nn_ckpt_source(ck), *which = nn_ckpt_meta(ck, "tapegrad.model");
+    if (!which)
+        return nn_set_error("%s: not a tapegrad checkpoint (no tapegrad.model in its metadata); "
+                            "to import a plain state_dict give --src-vocab and --tgt-vocab", file);
+    if (strcmp(which, kind->name))
+        return nn_set_error("%s: holds a %s model, not a %s", file, which, kind->name);
+    zoo_hparams h = kind->hparams;
+    for (int i = 0; i < h.n; i++) {
+        char key[96];
+        snprintf(key, sizeof key, "config.%s", h.p[i].name);
+        const char *v = nn_ckpt_meta(ck, key);
+        if (!v) return nn_set_error("%s: metadata has no %s", file, key);
+        if (zoo_hp_set(&h, h.p[i].name, v))
+            return nn_set_error("%s: metadata %s: %s", file, key, nn_last_error());
+    }
+    if (vocab_from_meta(ck, "vocab.src", src) || vocab_from_meta(ck, "vocab.tgt", tgt)) {
+        ds_vocab_free(*src);
+        *src = NULL;
+        return -1;
+    }
+    return build_and_load(ck, kind, &h, m, src, tgt);
+}
+
+int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
+                               const zoo_hparams *h, const char *src_vocab_path,
+                               const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
+                               ds_vocab **tgt) {
+    *m = NULL;
+    *src = *tgt = NULL;
+    const char *paths[2] = {src_vocab_path, tgt_vocab_path};
+    ds_vocab **vs[2] = {src, tgt};
+    for (int i = 0; i < 2; i++) {
+        if (!paths[i] || !*paths[i])
+            return nn_set_error("%s: a plain state_dict needs --src-vocab and --tgt-vocab",
+                                nn_ckpt_source(ck));
+        if (ds_vocab_load(paths[i], vs[i]) || ds_vocab_check_reserved(*vs[i])) {
+            nn_set_error("%s", ds_last_error());
+            ds_vocab_free(*src);
+            ds_vocab_free(*tgt);
+            *src = *tgt = NULL;
+            return -1;
+        }
+    }
+    return build_and_load(ck, kind, h, m, src, tgt);
+}

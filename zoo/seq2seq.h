@@ -1,0 +1,123 @@
+/* zoo/seq2seq.h -- the encoder-decoder interface that one trainer, one predictor, the plots and
+ * the checkpoints share, whatever the model (Transformer, Bahdanau GRU).
+ *
+ * A model kind (zoo_model_kind) describes a family: its name, its hyperparameters (names,
+ * defaults, help; the CLI flags, the checkpoint metadata and --help all come from this one
+ * table), its trainer defaults, and a constructor. A model (zoo_model) is an instance: its
+ * parameter store and a table of functions (zoo_model_ops):
+ *
+ *     state  = ops->encode(m, &c, src, src_len, B, Ts)      (on the tape)
+ *     logits = ops->decode(m, &c, state, dec_in, B, T)      teacher-forced, (B, T, V)
+ *     logits = ops->step(m, &c, state, tokens, B)           one token, (B, 1, V), advances state
+ *
+ * decode never changes the state; step gives decode's outputs for the same prefix.
+ */
+#ifndef TG_ZOO_SEQ2SEQ_H
+#define TG_ZOO_SEQ2SEQ_H
+
+#include "datasets/vocab.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+/* ---- hyperparameters ---- */
+
+#define ZOO_MAX_HPARAMS 12
+
+typedef struct zoo_hparam {
+    const char *name;  /* CLI flag without "--" and checkpoint key "config.<name>" */
+    double value;
+    bool integer;
+    double min, max;   /* accepted range, inclusive */
+    const char *help;
+} zoo_hparam;
+
+typedef struct zoo_hparams {
+    int n;
+    zoo_hparam p[ZOO_MAX_HPARAMS];
+} zoo_hparams;
+
+/* The value of hyperparameter `name` (NAN if absent). */
+double zoo_hp(const zoo_hparams *h, const char *name);
+/* Sets `name` from text. Returns 0, or -1 with nn_last_error() naming the flag, the text and
+ * the expected range ("--heads: expected an integer in [1, 64], got 'x'"). */
+int zoo_hp_set(zoo_hparams *h, const char *name, const char *text);
+/* The entry called name, or NULL. */
+zoo_hparam *zoo_hp_find(zoo_hparams *h, const char *name);
+
+/* ---- models ---- */
+
+typedef struct zoo_model zoo_model;
+
+typedef enum zoo_attn_kind { ZOO_ATTN_ENC_SELF, ZOO_ATTN_DEC_SELF, ZOO_ATTN_DEC_CROSS } zoo_attn_kind;
+
+typedef struct zoo_model_ops {
+    void *(*encode)(zoo_model *m, const nn_ctx *c, const int32_t *src, const int32_t *src_len,
+                    int B, int Ts);
+    ag_tensor *(*decode)(zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in, int B,
+                         int T);
+    ag_tensor *(*step)(zoo_model *m, const nn_ctx *c, void *state, const int32_t *tokens, int B);
+    /* Heads of the attention of this kind (0: the model has none). */
+    int (*attn_heads)(const zoo_model *m, zoo_attn_kind kind);
+    /* Attention weights of the last encode (ENC_SELF) or step (DEC_*) at layer `layer`
+     * (0 <= layer < m->layers), rows b * heads + h: (B * heads, Tq, Tk); valid until the tape
+     * is reset; NULL when the model has no such attention. */
+    ag_tensor *(*attention)(zoo_model *m, zoo_attn_kind kind, int layer);
+    void (*free)(zoo_model *m);
+} zoo_model_ops;
+
+typedef struct zoo_model_kind {
+    const char *name;         /* "transformer": checkpoint metadata tapegrad.model */
+    const char *program;      /* "transformer_nmt" */
+    zoo_hparams hparams;      /* defaults */
+    int epochs;               /* trainer defaults (SPEC.md) */
+    double lr;
+    /* Builds and registers a model in a new store, not finalized. NULL with nn_last_error(). */
+    zoo_model *(*create)(const zoo_hparams *h, int src_vocab, int tgt_vocab);
+} zoo_model_kind;
+
+struct zoo_model {
+    const zoo_model_ops *ops;
+    const zoo_model_kind *kind;
+    zoo_hparams hp;
+    nn_params *ps;
+    int src_vocab, tgt_vocab, layers;
+};
+
+extern const zoo_model_kind zoo_transformer_kind;
+extern const zoo_model_kind zoo_bahdanau_kind;
+
+/* Creates a model of `kind` and finalizes its store from seed. NULL with nn_last_error(). */
+zoo_model *zoo_model_new(const zoo_model_kind *kind, const zoo_hparams *h, int src_vocab,
+                         int tgt_vocab, uint64_t seed);
+void zoo_model_free(zoo_model *m);
+
+/* ---- the loss of d2l's train_seq2seq ---- */
+
+/* Teacher forcing: dec_in[b] = <bos> followed by tgt[b, :-1]. */
+void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in);
+/* MaskedSoftmaxCELoss: per-sequence loss (B,) = sum over t < tgt_len[b] of the cross-entropy
+ * of logits (B, T, V) against tgt, divided by T (padded positions count in the divisor). */
+ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
+                         const int32_t *tgt_len);
+
+/* ---- checkpoints: a model, its vocabularies, its config, and optionally the training state ----
+ * Metadata keys: tapegrad.model (kind name), config.<hparam>, vocab.src / vocab.tgt (the
+ * vocabulary text format of datasets/vocab.h: one token per line), plus what the caller adds
+ * (the trainer adds train.* and data.*); tensors: the parameters (SPEC.md section 6 names) and
+ * the optimizer state (optim.*). */
+
+/* Adds the model's parameters and metadata to ck. Returns 0 or -1 (nn_last_error). */
+int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt);
+/* Rebuilds a model from a checkpoint written by zoo_ckpt_add_model, checking that it is of
+ * kind `kind` (a checkpoint of another model is an error naming both), and its vocabularies.
+ * Returns 0 with *m, *src, *tgt owned by the caller, or -1 with nn_last_error(). */
+int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model **m,
+                        ds_vocab **src, ds_vocab **tgt);
+/* A plain state_dict (e.g. safetensors.torch.save_file(net.state_dict(), ...)): builds the
+ * model from the given hyperparameters and vocabulary files and loads the tensors. */
+int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
+                               const zoo_hparams *h, const char *src_vocab_path,
+                               const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
+                               ds_vocab **tgt);
+
+#endif

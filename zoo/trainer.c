@@ -1,0 +1,306 @@
+/* trainer.c -- d2l's train_seq2seq for any zoo_model, with progress, checkpoints and resume. */
+#define _POSIX_C_SOURCE 200809L
+#include "zoo/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "datasets/common.h"
+#include "zoo/plot.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static optim_cfg adam_cfg(double lr, double clip) {
+    optim_cfg cfg = optim_adam(lr);
+    cfg.clip_norm = clip;
+    return cfg;
+}
+
+static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
+    zoo_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) {
+        nn_set_error("trainer: out of memory");
+        zoo_model_free(model);
+        return NULL;
+    }
+    tr->model = model;
+    tr->opt = optim_new(model->ps, adam_cfg(lr, clip));
+    tr->tape = ag_tape_new();
+    if (!tr->opt || !tr->tape) {
+        if (tr->opt && !tr->tape) nn_set_error("trainer: out of memory");
+        zoo_trainer_free(tr);
+        return NULL;
+    }
+    return tr;
+}
+
+zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed) {
+    zoo_trainer *tr = trainer_of(model, lr, clip);
+    if (tr) ag_rng_seed(&tr->rng, seed);
+    return tr;
+}
+
+void zoo_trainer_free(zoo_trainer *tr) {
+    if (!tr) return;
+    optim_free(tr->opt);
+    ag_tape_free(tr->tape);
+    zoo_model_free(tr->model);
+    free(tr->hist);
+    free(tr);
+}
+
+static int push_hist(zoo_trainer *tr, zoo_epoch_stats s) {
+    if (tr->n_hist == tr->cap_hist) {
+        int cap = tr->cap_hist ? 2 * tr->cap_hist : 64;
+        zoo_epoch_stats *h = realloc(tr->hist, sizeof *h * (size_t)cap);
+        if (!h) return nn_set_error("trainer: out of memory");
+        tr->hist = h;
+        tr->cap_hist = cap;
+    }
+    tr->hist[tr->n_hist++] = s;
+    return 0;
+}
+
+/* ---- one epoch ---- */
+
+int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out) {
+    zoo_model *m = tr->model;
+    ag_tape *t = tr->tape;
+    double loss_sum = 0, tokens = 0, t0 = now();
+    ds_batches_epoch(it, tr->epochs_done);
+    ds_batch b;
+    while (ds_batches_next(it, &b)) {
+        int B = b.size, T = b.num_steps;
+        nn_ctx c = {.tape = t, .training = true, .rng = &tr->rng};
+        int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * T);
+        if (!dec_in) return -1;
+        zoo_teacher_inputs(b.tgt, B, T, bos, dec_in);
+        void *state = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T);
+        ag_tensor *l = zoo_masked_ce(t, m->ops->decode(m, &c, state, dec_in, B, T), b.tgt, b.tgt_valid_len);
+        ag_tensor *loss = ag_sum(t, l, AG_ALL, false);
+        if (!loss || ag_backward(t, loss)) {
+            ag_tape_reset(t);
+            return nn_set_error("training step failed: %s", ag_last_error());
+        }
+        if (optim_step(tr->opt)) {
+            ag_tape_reset(t);
+            return nn_set_error("training diverged: the gradient norm is %g at epoch %d",
+                                optim_last_grad_norm(tr->opt), tr->epochs_done + 1);
+        }
+        loss_sum += loss->data[0];
+        for (int i = 0; i < B; i++) tokens += b.tgt_valid_len[i];
+        ag_tape_reset(t);
+    }
+    *out = (zoo_epoch_stats){.loss = tokens ? loss_sum / tokens : 0, .tokens = tokens,
+                             .seconds = now() - t0};
+    if (push_hist(tr, *out)) return -1;
+    tr->epochs_done++;
+    return 0;
+}
+
+/* ---- the run ---- */
+
+static void report(const zoo_train_opts *o, const zoo_trainer *tr, const zoo_epoch_stats *s,
+                   double elapsed, bool last) {
+    if (!o->log || o->log_every <= 0) return;
+    bool tty = isatty(fileno(o->log));
+    if (!last && tr->epochs_done % o->log_every && !tty) return;
+    double per_epoch = elapsed / (tr->epochs_done ? tr->epochs_done : 1);
+    fprintf(o->log, "%sepoch %d/%d: loss %.4f, %.1f tokens/sec, elapsed %.1fs, remaining %.1fs%s",
+            tty ? "\r" : "", tr->epochs_done, o->epochs, s->loss, s->tokens / s->seconds, elapsed,
+            per_epoch * (o->epochs - tr->epochs_done), tty ? "\033[K" : "\n");
+    if (tty && last) fputc('\n', o->log);
+    fflush(o->log);
+}
+
+int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *o) {
+    int32_t bos = ds_vocab_id(ds_fra_vocab(data, DS_TGT), "<bos>");
+    double elapsed = 0;
+    for (int i = 0; i < tr->n_hist; i++) elapsed += tr->hist[i].seconds;
+    while (tr->epochs_done < o->epochs) {
+        zoo_epoch_stats s;
+        if (zoo_train_epoch(tr, it, bos, &s)) return -1;
+        elapsed += s.seconds;
+        report(o, tr, &s, elapsed, tr->epochs_done == o->epochs);
+        bool periodic = o->checkpoint_every > 0 && tr->epochs_done % o->checkpoint_every == 0;
+        if (o->checkpoint && (periodic || tr->epochs_done == o->epochs) &&
+            zoo_trainer_save(tr, data, o->checkpoint))
+            return -1;
+    }
+    if (o->plots_dir && tr->n_hist && zoo_trainer_write_plots(tr, o->plots_dir)) return -1;
+    return 0;
+}
+
+/* ---- checkpoints ---- */
+
+/* The history as text: one "loss tokens seconds" line per epoch, %.17g (exact). */
+static char *history_text(const zoo_trainer *tr) {
+    size_t cap = (size_t)tr->n_hist * 80 + 1, n = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < tr->n_hist; i++)
+        n += (size_t)snprintf(s + n, cap - n, "%.17g %.17g %.17g\n", tr->hist[i].loss,
+                              tr->hist[i].tokens, tr->hist[i].seconds);
+    return s;
+}
+
+static int set_meta_double(nn_ckpt *ck, const char *key, double v) {
+    char text[64];
+    snprintf(text, sizeof text, "%.17g", v);
+    return nn_ckpt_set_meta(ck, key, text);
+}
+
+static int get_meta_double(const nn_ckpt *ck, const char *key, double *v) {
+    const char *text = nn_ckpt_meta(ck, key);
+    char *end = NULL;
+    if (text) *v = strtod(text, &end);
+    if (!text || end == text || *end)
+        return nn_set_error("%s: metadata %s missing or not a number", nn_ckpt_source(ck), key);
+    return 0;
+}
+
+static int set_data_meta(nn_ckpt *ck, const ds_fra_options *o) {
+    char split[64];
+    snprintf(split, sizeof split, "%.17g %.17g", o->valid_frac, o->test_frac);
+    return nn_ckpt_set_meta_int(ck, "data.num_examples", o->num_examples) ||
+           nn_ckpt_set_meta_int(ck, "data.num_steps", o->num_steps) ||
+           nn_ckpt_set_meta_int(ck, "data.min_freq", o->min_freq) ||
+           nn_ckpt_set_meta_int(ck, "data.batch_size", o->batch_size) ||
+           nn_ckpt_set_meta_int(ck, "data.seed", (int64_t)o->seed) ||
+           nn_ckpt_set_meta_int(ck, "data.split_seed", (int64_t)o->split_seed) ||
+           nn_ckpt_set_meta(ck, "data.split", split);
+}
+
+int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path) {
+    nn_ckpt *ck = nn_ckpt_new();
+    char *hist = history_text(tr);
+    int rc = -1;
+    if (!ck || !hist) {
+        nn_set_error("%s: out of memory", path);
+    } else if (!zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC), ds_fra_vocab(data, DS_TGT)) &&
+               !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
+               !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
+               !nn_ckpt_set_meta(ck, "train.history", hist) && !set_data_meta(ck, ds_fra_opts(data)) &&
+               !set_meta_double(ck, "train.lr", optim_config(tr->opt)->lr) &&
+               !set_meta_double(ck, "train.clip", optim_config(tr->opt)->clip_norm)) {
+        rc = nn_ckpt_save(ck, path);
+    }
+    free(hist);
+    nn_ckpt_free(ck);
+    return rc;
+}
+
+static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
+    int64_t v[6];
+    const char *keys[6] = {"data.num_examples", "data.num_steps", "data.min_freq",
+                           "data.batch_size", "data.seed", "data.split_seed"};
+    for (int i = 0; i < 6; i++)
+        if (nn_ckpt_meta_int(ck, keys[i], &v[i])) return -1;
+    *o = ds_fra_defaults();
+    o->num_examples = v[0];
+    o->num_steps = (int32_t)v[1];
+    o->min_freq = v[2];
+    o->batch_size = (int32_t)v[3];
+    o->seed = (uint64_t)v[4];
+    o->split_seed = (uint64_t)v[5];
+    const char *split = nn_ckpt_meta(ck, "data.split");
+    if (!split || sscanf(split, "%lf %lf", &o->valid_frac, &o->test_frac) != 2)
+        return nn_set_error("%s: metadata data.split missing or malformed", nn_ckpt_source(ck));
+    return 0;
+}
+
+static int parse_history(zoo_trainer *tr, const char *text, const char *file) {
+    const char *p = text;
+    while (p && *p) {
+        zoo_epoch_stats s;
+        int used = 0;
+        if (sscanf(p, "%lf %lf %lf%n", &s.loss, &s.tokens, &s.seconds, &used) != 3)
+            return nn_set_error("%s: metadata train.history: malformed at epoch %d", file, tr->n_hist + 1);
+        if (push_hist(tr, s)) return -1;
+        p = strchr(p + used, '\n');
+        if (p) p++;
+    }
+    if (tr->n_hist != tr->epochs_done)
+        return nn_set_error("%s: train.history has %d epochs, train.epochs_done says %d", file,
+                            tr->n_hist, tr->epochs_done);
+    return 0;
+}
+
+zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
+                                ds_fra_options *data_opts) {
+    nn_ckpt *ck = NULL;
+    zoo_model *m = NULL;
+    ds_vocab *src = NULL, *tgt = NULL;
+    zoo_trainer *tr = NULL;
+    int64_t epochs = 0;
+    double lr, clip;
+    if (nn_ckpt_load(&ck, path) || get_meta_double(ck, "train.lr", &lr) ||
+        get_meta_double(ck, "train.clip", &clip) || zoo_ckpt_load_model(ck, kind, &m, &src, &tgt))
+        goto fail;
+    ds_vocab_free(src);
+    ds_vocab_free(tgt);
+    tr = trainer_of(m, lr, clip);
+    m = NULL; /* owned by tr (or freed) */
+    if (!tr || optim_load_state(tr->opt, ck) || nn_ckpt_meta_rng(ck, "train.rng", &tr->rng) ||
+        nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))
+        goto fail;
+    tr->epochs_done = (int)epochs;
+    const char *hist = nn_ckpt_meta(ck, "train.history");
+    if (!hist) {
+        nn_set_error("%s: not a training checkpoint (no train.history)", path);
+        goto fail;
+    }
+    if (parse_history(tr, hist, path)) goto fail;
+    nn_ckpt_free(ck);
+    return tr;
+fail:
+    zoo_trainer_free(tr);
+    nn_ckpt_free(ck);
+    return NULL;
+}
+
+int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
+    int s = ds_vocab_size(ds_fra_vocab(data, DS_SRC)), t = ds_vocab_size(ds_fra_vocab(data, DS_TGT));
+    if (s != tr->model->src_vocab || t != tr->model->tgt_vocab)
+        return nn_set_error("the data gives vocabularies of %d / %d tokens, the checkpoint's "
+                            "model has %d / %d", s, t, tr->model->src_vocab, tr->model->tgt_vocab);
+    return 0;
+}
+
+/* ---- plots ---- */
+
+int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/loss.csv", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return nn_set_error("%s: cannot write", path);
+    fprintf(f, "epoch,loss,tokens,seconds,tokens_per_sec\n");
+    for (int i = 0; i < tr->n_hist; i++)
+        fprintf(f, "%d,%.6f,%.0f,%.6f,%.1f\n", i + 1, tr->hist[i].loss, tr->hist[i].tokens,
+                tr->hist[i].seconds, tr->hist[i].tokens / tr->hist[i].seconds);
+    if (fclose(f)) return nn_set_error("%s: write failed", path);
+    double *x = malloc(sizeof *x * (size_t)tr->n_hist), *y = malloc(sizeof *y * (size_t)tr->n_hist);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return nn_set_error("plots: out of memory");
+    }
+    for (int i = 0; i < tr->n_hist; i++) {
+        x[i] = i + 1;
+        y[i] = tr->hist[i].loss;
+    }
+    snprintf(path, sizeof path, "%s/loss.svg", dir);
+    zoo_series s = {"train", x, y, tr->n_hist};
+    int rc = zoo_svg_lines(path, "training loss (per token)", "epoch", "loss", &s, 1, true);
+    free(x);
+    free(y);
+    return rc;
+}

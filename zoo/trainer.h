@@ -1,0 +1,81 @@
+/* zoo/trainer.h -- the one trainer of every seq2seq model (d2l's train_seq2seq, SPEC.md 5).
+ *
+ * A step: dec_in = <bos> + Y[:, :-1] (teacher forcing); logits = decode(encode(X), dec_in);
+ * per-sequence loss = MaskedSoftmaxCELoss (mean over T); objective = its sum over the batch;
+ * backward; clip gradients to global norm opts.clip; Adam. Reported like d2l, for the LAST
+ * epoch: loss = sum of per-sequence losses / valid target tokens, tokens/sec = valid target
+ * tokens / the epoch's seconds.
+ *
+ * A run is a zoo_trainer: the model, its optimizer, the dropout RNG, the epochs done and the
+ * per-epoch history. zoo_trainer_save writes all of it (with the vocabularies and the data
+ * options) into one checkpoint, and zoo_trainer_resume restores it, so a resumed run continues
+ * exactly: batches are shuffled by a function of (seed, epoch), and the RNG, moments and step
+ * count come back bit for bit.
+ */
+#ifndef TG_ZOO_TRAINER_H
+#define TG_ZOO_TRAINER_H
+
+#include <stdio.h>
+
+#include "datasets/fra_eng.h"
+#include "zoo/seq2seq.h"
+
+typedef struct zoo_epoch_stats {
+    double loss;          /* sum of per-sequence losses / valid target tokens */
+    double tokens;        /* valid target tokens */
+    double seconds;
+} zoo_epoch_stats;
+
+typedef struct zoo_trainer {
+    zoo_model *model;     /* owned */
+    optim *opt;           /* owned */
+    ag_tape *tape;        /* owned */
+    ag_rng rng;           /* dropout */
+    int epochs_done;
+    int n_hist, cap_hist;
+    zoo_epoch_stats *hist; /* one per epoch done */
+} zoo_trainer;
+
+typedef struct zoo_train_opts {
+    int epochs;              /* total epochs of the run (a resumed run counts those done) */
+    double clip;             /* global-norm clipping threshold (1, d2l) */
+    const char *checkpoint;  /* written at the end and every checkpoint_every epochs; NULL: never */
+    int checkpoint_every;    /* 0: at the end only */
+    const char *plots_dir;   /* loss.csv and loss.svg written at the end; NULL: none */
+    int log_every;           /* epochs between progress reports; 0: none */
+    FILE *log;               /* progress stream; redrawn in place when it is a terminal */
+} zoo_train_opts;
+
+/* A new run: takes ownership of model; Adam (PyTorch defaults) with lr and clipping by clip;
+ * dropout RNG seeded from seed. NULL with nn_last_error(). */
+zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed);
+void zoo_trainer_free(zoo_trainer *tr);
+
+/* One epoch over `it` (positioned by this function at epoch tr->epochs_done). Returns 0 or -1
+ * (an op failed: its message went to ag's error handler and is in ag_last_error(); or the
+ * gradient norm was not finite). */
+int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out);
+
+/* Epochs tr->epochs_done .. opts->epochs - 1, with progress, checkpoints and plots. data and
+ * its vocabularies go into the checkpoints. Returns 0 or -1 (nn_last_error or ag_last_error
+ * says why; checkpoints already written are intact). */
+int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *opts);
+
+/* Writes the whole run to path (atomically): model, vocabularies, config, optimizer state and
+ * settings (lr, clip), RNG, epochs done, history, data options. Returns 0 or -1. */
+int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path);
+
+/* Restores a run saved by zoo_trainer_save into a new trainer, its optimizer configured with
+ * the run's learning rate and clipping (stored in the checkpoint). The data options stored
+ * there are returned in *data_opts so the caller loads the same data (and so the same
+ * vocabularies: checked by zoo_trainer_check_data). NULL with nn_last_error(). */
+zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
+                                ds_fra_options *data_opts);
+/* 0 if data's vocabularies equal the checkpoint's model sizes, else -1 naming the mismatch. */
+int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data);
+
+/* Writes the history as CSV (epoch,loss,tokens,seconds,tokens_per_sec) and as an SVG line plot
+ * of the loss. Returns 0 or -1. */
+int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir);
+
+#endif

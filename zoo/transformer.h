@@ -1,0 +1,137 @@
+/* zoo/transformer.h -- d2l's Transformer (SPEC.md section 3), built from nn layers.
+ *
+ *     zoo_transformer_cfg cfg = zoo_transformer_defaults(src_vocab, tgt_vocab);
+ *     zoo_transformer tf;
+ *     zoo_transformer_init(&tf, ps, &cfg);   // registers encoder.* and decoder.* in ps
+ *     nn_params_finalize(ps, seed);
+ *     zoo_tf_state *s = zoo_transformer_encode(&tf, &c, src, src_len, B, Ts);
+ *     ag_tensor *logits = zoo_transformer_decode(&tf, &c, s, dec_in, B, T);   // (B, T, V)
+ *
+ * Parameter names are those of the PyTorch state_dict of the d2l model (SPEC.md section 6),
+ * registered in its order.
+ *
+ * Decoding. zoo_transformer_decode is the teacher-forced pass over a whole target with the
+ * causal mask (query t sees keys 0..t), in training and in eval alike (d2l drops the mask in
+ * eval, which is right only for its one-token-at-a-time prediction). zoo_transformer_step
+ * decodes one token per call, appending each block's input to that block's cache and attending
+ * to the cache without a mask; its outputs equal the full pass's for the same prefix.
+ * Positions: a step adds the positional encoding of the token's true position. d2l adds P[0] at
+ * every step (its decoder sees one token per call); set cfg.d2l_step_positions to reproduce that
+ * for one-to-one comparison with the book's predictions.
+ */
+#ifndef TG_ZOO_TRANSFORMER_H
+#define TG_ZOO_TRANSFORMER_H
+
+#include "zoo/attention.h"
+
+typedef struct zoo_transformer_cfg {
+    int src_vocab, tgt_vocab;
+    int hiddens;             /* d_model (32) */
+    int ffn_hiddens;         /* (64) */
+    int heads;               /* (4) */
+    int layers;              /* blocks in the encoder and in the decoder (2) */
+    double dropout;          /* (0.1) */
+    int max_len;             /* positional-encoding table length (1000) */
+    bool d2l_step_positions; /* step decoding adds P[0] at every step, as d2l (false) */
+} zoo_transformer_cfg;
+
+/* SPEC.md section 3's default configuration for the given vocabulary sizes. */
+zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab);
+
+/* ---- building blocks ---- */
+
+typedef struct zoo_pos_encoding {
+    nn_dropout dropout;
+    ag_real *P;       /* (max_len, hiddens): P[i, 2j] = sin(i / 10000^(2j/H)), P[i, 2j+1] = cos */
+    int hiddens, max_len;
+} zoo_pos_encoding;
+
+/* Fills the table (malloc'd; zoo_pos_encoding_free). Returns 0 or -1 (nn_last_error). */
+int zoo_pos_encoding_init(zoo_pos_encoding *pe, int hiddens, double dropout, int max_len);
+void zoo_pos_encoding_free(zoo_pos_encoding *pe);
+/* dropout(x + P[offset : offset + T]) for x (B, T, H). */
+ag_tensor *zoo_pos_encoding_forward(const zoo_pos_encoding *pe, const nn_ctx *c, ag_tensor *x,
+                                    int offset);
+
+typedef struct zoo_ffn { nn_linear dense1, dense2; } zoo_ffn;
+/* dense2(relu(dense1(x))) on the last axis: (..., in) -> (..., out). */
+int zoo_ffn_init(zoo_ffn *f, nn_params *ps, const char *prefix, int in, int hiddens, int out);
+ag_tensor *zoo_ffn_forward(const zoo_ffn *f, const nn_ctx *c, ag_tensor *x);
+
+typedef struct zoo_addnorm { nn_dropout dropout; nn_layer_norm ln; } zoo_addnorm;
+/* ln(dropout(y) + x); normalized over the trailing `ndim` dims of the given shape. */
+int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim,
+                     const int *shape, double dropout);
+ag_tensor *zoo_addnorm_forward(const zoo_addnorm *a, const nn_ctx *c, ag_tensor *x, ag_tensor *y);
+
+typedef struct zoo_encoder_block {
+    zoo_mha attention;
+    zoo_addnorm addnorm1;
+    zoo_ffn ffn;
+    zoo_addnorm addnorm2;
+} zoo_encoder_block;
+
+/* norm_ndim / norm_shape: LayerNorm's normalized_shape ([hiddens] in the model; SPEC's
+ * shape example uses [T, hiddens]). */
+int zoo_encoder_block_init(zoo_encoder_block *b, nn_params *ps, const char *prefix, int hiddens,
+                           int norm_ndim, const int *norm_shape, int ffn_hiddens, int heads,
+                           double dropout);
+/* x (B, T, H), valid_lens (B,) or NULL -> (B, T, H). */
+ag_tensor *zoo_encoder_block_forward(zoo_encoder_block *b, const nn_ctx *c, ag_tensor *x,
+                                     const int32_t *valid_lens);
+
+typedef struct zoo_decoder_block {
+    zoo_mha attention1;  /* self-attention */
+    zoo_addnorm addnorm1;
+    zoo_mha attention2;  /* attention to the encoder's outputs */
+    zoo_addnorm addnorm2;
+    zoo_ffn ffn;
+    zoo_addnorm addnorm3;
+} zoo_decoder_block;
+
+int zoo_decoder_block_init(zoo_decoder_block *b, nn_params *ps, const char *prefix, int hiddens,
+                           int norm_ndim, const int *norm_shape, int ffn_hiddens, int heads,
+                           double dropout);
+/* x (B, T, H). keys NULL: self-attention over x with the causal mask (the full pass); else
+ * self-attention over keys (B, Tk, H) without a mask (the cached step). enc_out (B, Ts, H) with
+ * enc_valid (B,). -> (B, T, H). */
+ag_tensor *zoo_decoder_block_forward(zoo_decoder_block *b, const nn_ctx *c, ag_tensor *x,
+                                     ag_tensor *keys, ag_tensor *enc_out,
+                                     const int32_t *enc_valid);
+
+/* ---- the model ---- */
+
+typedef struct zoo_transformer {
+    zoo_transformer_cfg cfg;
+    nn_embedding enc_embedding, dec_embedding;
+    zoo_pos_encoding pos;
+    zoo_encoder_block *enc;  /* cfg.layers each */
+    zoo_decoder_block *dec;
+    nn_linear dense;         /* hiddens -> tgt_vocab */
+} zoo_transformer;
+
+/* Registers every parameter in ps (names as SPEC.md section 6). Returns 0, or -1 with
+ * nn_last_error() (bad config: sizes < 1, hiddens not a multiple of heads or odd). Free
+ * with zoo_transformer_free (the parameters belong to ps). */
+int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transformer_cfg *cfg);
+void zoo_transformer_free(zoo_transformer *tf);
+
+/* What the decoder needs from the encoder, and its per-block caches; lives on the tape. */
+typedef struct zoo_tf_state {
+    ag_tensor *enc_out;       /* (B, Ts, H) */
+    const int32_t *enc_valid; /* (B,) copied to the tape */
+    ag_tensor **cache;        /* per decoder block: its inputs so far (B, t, H), NULL at first */
+    int steps;                /* tokens decoded by zoo_transformer_step */
+} zoo_tf_state;
+
+/* src (B, Ts) ids, src_len (B,). Returns the state on c->tape, or NULL after an error. */
+zoo_tf_state *zoo_transformer_encode(zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
+                                     const int32_t *src_len, int B, int Ts);
+/* Teacher-forced causal pass: dec_in (B, T) -> logits (B, T, tgt_vocab). Leaves s unchanged. */
+ag_tensor *zoo_transformer_decode(zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                                  const int32_t *dec_in, int B, int T);
+/* One step: tokens (B,) -> logits (B, 1, tgt_vocab); extends the caches. */
+ag_tensor *zoo_transformer_step(zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                                const int32_t *tokens, int B);
+
+#endif
