@@ -174,8 +174,12 @@ static void test_checkpoint_of_another_model(void) {
     nn_ckpt *bad = nn_ckpt_new();
     nn_ckpt_set_meta(bad, "tapegrad.model", "transformer");
     zoo_model *m2 = NULL;
-    CU_ASSERT_EQUAL(zoo_ckpt_load_model(bad, &zoo_transformer_kind, &m2, &sv, &tv), -1);
+    ds_vocab *sv2 = NULL, *tv2 = NULL;
+    CU_ASSERT_EQUAL(zoo_ckpt_load_model(bad, &zoo_transformer_kind, &m2, &sv2, &tv2), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "config.hiddens"));
+    CU_ASSERT_PTR_NULL(m2);
+    CU_ASSERT_PTR_NULL(sv2);
+    CU_ASSERT_PTR_NULL(tv2);
     nn_ckpt_free(bad);
     zoo_model_free(m);
     ds_vocab_free(sv);
