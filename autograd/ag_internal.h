@@ -19,6 +19,7 @@
 
 #include "autograd/ag.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -137,9 +138,54 @@ static inline uint64_t ag__rng_next(ag_rng *r) {
     return out;
 }
 
-/* ---- vector math (vmath.c) ----
- * y[i] = exp(x[i]) for i < n (x and y may not overlap): vectorized in float (within 2 ulp of
- * libm's expf, NaN and infinities preserved, 0 below -87.34), libm's exp in double. */
+/* ---- vector math ----
+ * exp, tanh and sigmoid of one element, written branch-free so that a loop calling them
+ * vectorizes (float); libm in double (the gradient checks). Accuracy against libm (tests/
+ * autograd/test_ops.c): exp within 2 ulp over the normal range (0 below -87.34), tanh and
+ * sigmoid within 4 ulp; NaN and infinities behave as in libm.
+ *
+ * exp: 2^n e^r, n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts,
+ * Cody-Waite); e^r by its degree-7 Taylor polynomial (truncation < 6e-9 relative); 2^n as
+ * 2^s 2^(n-s), s = [n > 0], from exponent bits (both factors normal for n in [-126, 128]);
+ * rounding by the 1.5 * 2^23 trick, as GCC will not vectorize floorf under IEEE traps.
+ * tanh: |x| < 0.625: Cephes' odd polynomial x + x^3 P(x^2); else 1 - 2 / (e^(2|x|) + 1), sign
+ * restored (no cancellation there). sigmoid: 1 / (1 + e^-x). */
+#ifdef TG_DOUBLE
+static inline ag_real ag__exp1(ag_real x) { return exp(x); }
+static inline ag_real ag__tanh1(ag_real x) { return tanh(x); }
+static inline ag_real ag__sigmoid1(ag_real x) { return 1 / (1 + exp(-x)); }
+#else
+static inline float ag__exp1(float v) {
+    const float log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f,
+                ln2_lo = 1.428606765330187e-06f, hi = 88.7228394f, lo = -87.3365479f,
+                round = 12582912.0f;
+    float c = v > hi ? hi : v;
+    c = c < lo ? lo : c;
+    c = c != c ? 0.0f : c;
+    float k = (c * log2e + round) - round;
+    float r = (c - k * ln2_hi) - k * ln2_lo;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
+                                     r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    float s = k > 0 ? 1.0f : 0.0f;
+    int32_t bits = ((int32_t)(k - s) + 127) << 23;
+    float two_ks;
+    memcpy(&two_ks, &bits, sizeof two_ks);
+    float e = (p * (1.0f + s)) * two_ks;
+    e = v < lo ? 0.0f : e;
+    e = v > hi ? INFINITY : e;
+    return v != v ? v : e;
+}
+static inline float ag__tanh1(float x) {
+    float a = x < 0 ? -x : x, z = x * x;
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float big = 1.0f - 2.0f / (ag__exp1(2.0f * a) + 1.0f);
+    big = x < 0 ? -big : big;
+    return a < 0.625f ? small : big; /* NaN: big, which is NaN */
+}
+static inline float ag__sigmoid1(float x) { return 1.0f / (1.0f + ag__exp1(-x)); }
+#endif
+/* y[i] = exp(x[i]) for i < n; x and y must not overlap. */
 void ag__vexp(const ag_real *x, ag_real *y, ptrdiff_t n);
 
 /* ---- the one GEMM entry (ops_matmul.c) ----

@@ -182,11 +182,11 @@ typedef struct unary_saved { double c; } unary_saved;
 #endif
 
 UNARY_OP(neg, "neg", -x, -1)
-UNARY_OP(exp, "exp", M(exp)(x), y)
+UNARY_OP(exp, "exp", ag__exp1(x), y)
 UNARY_OP(log, "log", M(log)(x), 1 / x)
 UNARY_OP(sqrt, "sqrt", M(sqrt)(x), (ag_real)0.5 / y)
-UNARY_OP(tanh, "tanh", M(tanh)(x), 1 - y * y)
-UNARY_OP(sigmoid, "sigmoid", 1 / (1 + M(exp)(-x)), y * (1 - y))
+UNARY_OP(tanh, "tanh", ag__tanh1(x), 1 - y * y)
+UNARY_OP(sigmoid, "sigmoid", ag__sigmoid1(x), y * (1 - y))
 UNARY_OP(relu, "relu", x > 0 ? x : 0, x > 0 ? 1 : 0)
 UNARY_OP(add_scalar, "add_scalar", x + (ag_real)c, 1)
 UNARY_OP(scale, "scale", x * (ag_real)c, (ag_real)c)

@@ -454,6 +454,36 @@ static void test_vexp_against_libm(void) {
     }
     if (worst > 2) fprintf(stderr, "\n  vexp: %d ulp from expf\n", worst);
     CU_ASSERT_TRUE(worst <= 2);
+    /* tanh and sigmoid over [-20, 20] (through the ops, as the models call them) */
+    ag_tape *t = ag_tape_new();
+    ag_tensor *xs = ag_tensor_new(t, AG_SHAPE(1 << 18));
+    for (int i = 0; i < (1 << 18); i++) xs->data[i] = (ag_real)(-20.0 + 40.0 * i / ((1 << 18) - 1));
+    ag_tensor *th = ag_tanh(t, xs), *sg = ag_sigmoid(t, xs);
+    int worst_t = 0, worst_s = 0;
+    for (int i = 0; i < (1 << 18); i++) {
+        float rt = tanhf(xs->data[i]), rs = 1.0f / (1.0f + expf(-xs->data[i]));
+        int32_t a, b, c, d;
+        memcpy(&a, &rt, 4);
+        memcpy(&b, &th->data[i], 4);
+        memcpy(&c, &rs, 4);
+        memcpy(&d, &sg->data[i], 4);
+        int ut = (a > b ? a - b : b - a), us = (c > d ? c - d : d - c);
+        if (ut > worst_t) worst_t = ut;
+        if (us > worst_s) worst_s = us;
+    }
+    if (worst_t > 4 || worst_s > 4) fprintf(stderr, "\n  tanh %d ulp, sigmoid %d ulp\n", worst_t, worst_s);
+    CU_ASSERT_TRUE(worst_t <= 4);
+    CU_ASSERT_TRUE(worst_s <= 4);
+    ag_tensor *sp = ag_tensor_from(t, AG_SHAPE(4), (const ag_real[]){NAN, INFINITY, -INFINITY, 0});
+    ag_tensor *tsp = ag_tanh(t, sp), *ssp = ag_sigmoid(t, sp);
+    CU_ASSERT_TRUE(isnan(tsp->data[0]) && isnan(ssp->data[0]));
+    CU_ASSERT_EQUAL(tsp->data[1], 1);
+    CU_ASSERT_EQUAL(tsp->data[2], -1);
+    CU_ASSERT_EQUAL(tsp->data[3], 0);
+    CU_ASSERT_EQUAL(ssp->data[1], 1);
+    CU_ASSERT_EQUAL(ssp->data[2], 0);
+    CU_ASSERT_EQUAL(ssp->data[3], 0.5f);
+    ag_tape_free(t);
     const ag_real sx[6] = {NAN, INFINITY, -INFINITY, 100, -100, 0};
     ag_real sy[6];
     ag__vexp(sx, sy, 6);
@@ -504,7 +534,7 @@ static CU_TestInfo tape_tests[] = {
     {"tape misuse is reported", test_tape_misuse_is_reported},
     {"no-grad mode and the NaN tripwire", test_no_grad_and_nan_tripwire},
     {"arena: O(1) reset, no malloc in steady state", test_arena_steady_state},
-    {"vectorized exp against libm", test_vexp_against_libm},
+    {"vectorized exp, tanh, sigmoid against libm", test_vexp_against_libm},
     {"rng", test_rng},
     CU_TEST_INFO_NULL,
 };
