@@ -62,16 +62,44 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
         }                                                                                     \
         bcast bc;                                                                             \
         broadcast(NULL, opname, ta, tb, &bc);                                                 \
-        ag_iter it;                                                                           \
-        ag__iter_init(&it, bc.nd, bc.shape, 3, (const ptrdiff_t *[]){bc.sy, bc.sa, bc.sb});   \
-        for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {                        \
-            for (ptrdiff_t j = 0; j < it.inner; j++) {                                        \
-                ptrdiff_t iy = it.off[0] + j * it.is[0], ia = it.off[1] + j * it.is[1],       \
-                          ib = it.off[2] + j * it.is[2];                                      \
-                ag_real g = G[iy], a = A[ia], b = B[ib], y = Y[iy];                           \
-                (void)a, (void)b, (void)y;                                                    \
-                if (ta->requires_grad) ta->grad[ia] += (DA);                                  \
-                if (tb->requires_grad) tb->grad[ib] += (DB);                                  \
+        /* one pass per operand: its gradient is written through its own (broadcast)         \
+         * strides, so stride-0 axes accumulate the reduction */                             \
+        for (int side = 0; side < 2; side++) {                                                \
+            ag_tensor *tg = side ? tb : ta; /* x * x: both passes, into the same buffer */     \
+            if (!tg->requires_grad) continue;                                                 \
+            ag_real *D = tg->grad;                                                            \
+            ag_iter it;                                                                       \
+            ag__iter_init(&it, bc.nd, bc.shape, 3, (const ptrdiff_t *[]){bc.sy, bc.sa, bc.sb}); \
+            for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {                    \
+                const ag_real *restrict g0 = G + it.off[0], *restrict y0 = Y + it.off[0];     \
+                const ag_real *restrict a0 = A + it.off[1], *restrict b0 = B + it.off[2];     \
+                ag_real *d0 = D + it.off[1 + side];                                           \
+                ptrdiff_t sd = it.is[1 + side];                                               \
+                if (sd == 0) { /* a reduction along the run */                                \
+                    ag_real acc = 0;                                                          \
+                    for (ptrdiff_t j = 0; j < it.inner; j++) {                                \
+                        ag_real g = g0[j * it.is[0]], a = a0[j * it.is[1]],                   \
+                                b = b0[j * it.is[2]], y = y0[j * it.is[0]];                   \
+                        (void)a, (void)b, (void)y;                                            \
+                        acc += side ? (DB) : (DA);                                            \
+                    }                                                                         \
+                    *d0 += acc;                                                               \
+                } else if (it.is[0] == 1 && it.is[1] <= 1 && it.is[2] <= 1 && sd == 1) {       \
+                    ag_real *restrict dr = d0; /* contiguous run: vectorizes */               \
+                    for (ptrdiff_t j = 0; j < it.inner; j++) {                                \
+                        ag_real g = g0[j], a = a0[j * it.is[1]], b = b0[j * it.is[2]],        \
+                                y = y0[j];                                                    \
+                        (void)a, (void)b, (void)y;                                            \
+                        dr[j] += side ? (DB) : (DA);                                          \
+                    }                                                                         \
+                } else {                                                                      \
+                    for (ptrdiff_t j = 0; j < it.inner; j++) {                                \
+                        ag_real g = g0[j * it.is[0]], a = a0[j * it.is[1]],                   \
+                                b = b0[j * it.is[2]], y = y0[j * it.is[0]];                   \
+                        (void)a, (void)b, (void)y;                                            \
+                        d0[j * sd] += side ? (DB) : (DA);                                     \
+                    }                                                                         \
+                }                                                                             \
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
