@@ -92,6 +92,16 @@ double ag_rng_uniform(ag_rng *r);            /* [0, 1), 53 random bits */
 double ag_rng_normal(ag_rng *r);             /* N(0, 1), Box-Muller */
 uint32_t ag_rng_below(ag_rng *r, uint32_t n); /* uniform integer in [0, n), n > 0, unbiased */
 
+/* ---- Threads ----------------------------------------------------------------------------- */
+
+/* Threads that ops may use (the caller included): 1, the default, is serial. Large products,
+ * batched products and row-wise kernels split their independent outputs between them, so
+ * results do not depend on the number: same inputs, same bits. Returns 0, or -1 (reported) for
+ * n outside [1, 256] or threads that could not be started. Call it at start-up or between
+ * steps, not while another thread runs ops. */
+int ag_set_threads(int n);
+int ag_threads(void);
+
 /* ---- The tape ----------------------------------------------------------------------------- */
 
 /* Returns a new tape (NULL if out of memory); free it with ag_tape_free. Recording is on. */

@@ -188,6 +188,13 @@ static inline float ag__sigmoid1(float x) { return 1.0f / (1.0f + ag__exp1(-x));
 /* y[i] = exp(x[i]) for i < n; x and y must not overlap. */
 void ag__vexp(const ag_real *x, ag_real *y, ptrdiff_t n);
 
+/* ---- threads (threads.c) ----
+ * Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread (the caller
+ * takes the first), when there are at least two threads and n allows min_per_thread elements
+ * each; else fn(ctx, 0, n) in the caller. Use it only over independent outputs. */
+void ag__parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread,
+                      void (*fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end), void *ctx);
+
 /* ---- the one GEMM entry (ops_matmul.c) ----
  * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides
  * (rs = between rows, cs = between columns), so a transposed view costs nothing. Small

@@ -84,6 +84,27 @@ static void small_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptr
     }
 }
 
+typedef struct gemm_args {
+    int n, k;
+    ag_real alpha;
+    const ag_real *a;
+    ptrdiff_t rsa, csa;
+    const ag_real *b;
+    ptrdiff_t rsb, csb;
+    ag_real beta;
+    ag_real *c;
+    ptrdiff_t rsc, csc;
+} gemm_args;
+
+/* Rows [r0, r1) of C through BLIS. */
+static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
+    gemm_args *g = ctx;
+    ag_real alpha = g->alpha, beta = g->beta;
+    BLIS_GEMM(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)(r1 - r0), g->n, g->k, &alpha,
+              (ag_real *)g->a + r0 * g->rsa, g->rsa, g->csa, (ag_real *)g->b, g->rsb, g->csb, &beta,
+              g->c + r0 * g->rsc, g->rsc, g->csc);
+}
+
 void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
               ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
               ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
@@ -105,8 +126,9 @@ void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rs
             csb = 1;
         }
     }
-    BLIS_GEMM(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, (ag_real *)a, rsa, csa,
-              (ag_real *)b, rsb, csb, &beta, c, rsc, csc);
+    gemm_args g = {n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc};
+    /* rows of C are independent: split them between the threads (each range a BLIS call) */
+    ag__parallel_for(m, (double)n * k >= 4096 ? 64 : m, gemm_rows, &g);
 }
 
 /* ---- matmul ----
@@ -159,32 +181,59 @@ static void mm_plan_of(const ag_tensor *a, const ag_tensor *b, mm_plan *p) {
     }
 }
 
-/* Calls f(plan, batch offsets of a, b, y) for every batch index. */
-#define MM_FOR_BATCH(p, oa, ob, oy, BODY)                                                  \
-    do {                                                                                   \
-        int n0_ = (p).nb > 0 ? (p).bshape[0] : 1, n1_ = (p).nb > 1 ? (p).bshape[1] : 1;    \
-        for (int i0_ = 0; i0_ < n0_; i0_++)                                                \
-            for (int i1_ = 0; i1_ < n1_; i1_++) {                                          \
-                ptrdiff_t oa = i0_ * (p).sa[0] + i1_ * (p).sa[1],                          \
-                          ob = i0_ * (p).sb[0] + i1_ * (p).sb[1],                          \
-                          oy = i0_ * (p).sy[0] + i1_ * (p).sy[1];                          \
-                BODY;                                                                      \
-            }                                                                              \
-    } while (0)
+/* Offsets of batch index i (flattened) in a, b and y. */
+static void mm_offsets(const mm_plan *p, ptrdiff_t i, ptrdiff_t *oa, ptrdiff_t *ob, ptrdiff_t *oy) {
+    ptrdiff_t n1 = p->nb > 1 ? p->bshape[1] : 1, i0 = i / n1, i1 = i % n1;
+    *oa = i0 * p->sa[0] + i1 * p->sa[1];
+    *ob = i0 * p->sb[0] + i1 * p->sb[1];
+    *oy = i0 * p->sy[0] + i1 * p->sy[1];
+}
+
+static ptrdiff_t mm_batches(const mm_plan *p) {
+    return (p->nb > 0 ? p->bshape[0] : 1) * (p->nb > 1 ? p->bshape[1] : 1);
+}
+
+typedef struct mm_job {
+    const mm_plan *p;
+    ag_tensor *a, *b, *y;
+    int what; /* 0: forward y; 1: backward da; 2: backward db */
+} mm_job;
+
+static void mm_batch_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
+    const mm_job *j = ctx;
+    const mm_plan *p = j->p;
+    for (ptrdiff_t i = i0; i < i1; i++) {
+        ptrdiff_t oa, ob, oy;
+        mm_offsets(p, i, &oa, &ob, &oy);
+        if (j->what == 0)
+            ag__gemm(p->m, p->n, p->k, 1, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
+                     p->csb, 0, j->y->data + oy, p->n, 1);
+        else if (j->what == 1) /* da_i += dy_i b_i^T */
+            ag__gemm(p->m, p->k, p->n, 1, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
+                     1, j->a->grad + oa, p->rsa, p->csa);
+        else /* db_i += a_i^T dy_i */
+            ag__gemm(p->k, p->n, p->m, 1, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
+                     1, j->b->grad + ob, p->rsb, p->csb);
+    }
+}
+
+/* Runs one kind of product over every batch: in parallel when the batches write to distinct
+ * memory (an operand shared by every batch gathers all their gradients: serial then). */
+static void mm_run(const mm_plan *p, ag_tensor *a, ag_tensor *b, ag_tensor *y, int what) {
+    mm_job j = {p, a, b, y, what};
+    ptrdiff_t nb = mm_batches(p);
+    bool shared = (what == 1 && a->ndim == 2) || (what == 2 && b->ndim == 2);
+    ptrdiff_t per_batch = (ptrdiff_t)p->m * p->n * p->k;
+    if (shared || nb < 2) mm_batch_range(&j, 0, nb);
+    else ag__parallel_for(nb, per_batch >= 32768 ? 1 : 32768 / (per_batch + 1) + 1, mm_batch_range, &j);
+}
 
 static void matmul_backward(ag_node *nd) {
     ag_tensor *a = nd->in[0], *b = nd->in[1], *y = nd->out;
     mm_plan p;
     mm_plan_of(a, b, &p);
-    MM_FOR_BATCH(p, oa, ob, oy, {
-        const ag_real *dy = y->grad + oy;
-        if (a->requires_grad)
-            ag__gemm(p.m, p.k, p.n, 1, dy, p.n, 1, b->data + ob, p.csb, p.rsb, 1, a->grad + oa,
-                     p.rsa, p.csa);
-        if (b->requires_grad)
-            ag__gemm(p.k, p.n, p.m, 1, a->data + oa, p.csa, p.rsa, dy, p.n, 1, 1, b->grad + ob,
-                     p.rsb, p.csb);
-    });
+    if (a->requires_grad) mm_run(&p, a, b, y, 1);
+    if (b->requires_grad) mm_run(&p, a, b, y, 2);
 }
 static const ag_op matmul_op = {"matmul", matmul_backward};
 
@@ -210,8 +259,7 @@ ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b) {
     if (!y) return NULL;
     mm_plan p;
     mm_plan_of(a, b, &p);
-    MM_FOR_BATCH(p, oa, ob, oy, ag__gemm(p.m, p.n, p.k, 1, a->data + oa, p.rsa, p.csa, b->data + ob,
-                                         p.rsb, p.csb, 0, y->data + oy, p.n, 1));
+    mm_run(&p, a, b, y, 0);
     ag__record(t, &matmul_op, y, 2, in, 0);
     return y;
 }

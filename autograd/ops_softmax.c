@@ -69,11 +69,29 @@ typedef struct softmax_saved {
     int32_t *lens;   /* per-row valid length, NULL when unmasked */
 } softmax_saved;
 
-static void softmax_backward(ag_node *nd) {
-    ag_tensor *x = nd->in[0], *y = nd->out;
-    const int32_t *lens = ((const softmax_saved *)nd->saved)->lens;
-    ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
-    for (ptrdiff_t r = 0; r < rows; r++) {
+/* Rows of softmax, its backward, and the cross-entropy are independent: they are split between
+ * the threads (ag__parallel_for) once a thread gets at least ~16K elements. */
+typedef struct row_job {
+    ag_tensor *x, *y;
+    const int32_t *lens;
+    const void *saved;
+} row_job;
+
+static ptrdiff_t rows_per_thread(ptrdiff_t n) { return 16384 / (n ? n : 1) + 1; }
+
+static void softmax_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
+    const row_job *j = ctx;
+    ptrdiff_t n = last_dim(j->x);
+    for (ptrdiff_t r = r0; r < r1; r++)
+        softmax_row(j->x->data + r * n, j->y->data + r * n, n, j->lens ? j->lens[r] : n);
+}
+
+static void softmax_backward_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
+    const row_job *j = ctx;
+    ag_tensor *x = j->x, *y = j->y;
+    const int32_t *lens = j->lens;
+    ptrdiff_t n = last_dim(x);
+    for (ptrdiff_t r = r0; r < r1; r++) {
         const ag_real *yr = y->data + r * n, *gr = y->grad + r * n;
         ag_real *gx = x->grad + r * n;
         ptrdiff_t len = lens ? lens[r] : n;
@@ -81,6 +99,12 @@ static void softmax_backward(ag_node *nd) {
         for (ptrdiff_t k = 0; k < n; k++) dot += gr[k] * yr[k];
         for (ptrdiff_t k = 0; k < len && k < n; k++) gx[k] += yr[k] * (gr[k] - dot);
     }
+}
+
+static void softmax_backward(ag_node *nd) {
+    row_job j = {nd->in[0], nd->out, ((const softmax_saved *)nd->saved)->lens, NULL};
+    ptrdiff_t n = last_dim(j.x), rows = n ? j.x->numel / n : 0;
+    ag__parallel_for(rows, rows_per_thread(n), softmax_backward_rows, &j);
 }
 static const ag_op softmax_op = {"softmax", softmax_backward};
 static const ag_op masked_softmax_op = {"masked_softmax", softmax_backward};
@@ -91,8 +115,8 @@ static ag_tensor *softmax_impl(ag_tape *t, const ag_op *op, ag_tensor *x, int32_
     ag_tensor *y = x ? ag__out(t, x->ndim, x->shape, 1, &x) : NULL;
     if (!y) return NULL;
     ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
-    for (ptrdiff_t r = 0; r < rows; r++)
-        softmax_row(x->data + r * n, y->data + r * n, n, lens ? lens[r] : n);
+    row_job j = {x, y, lens, NULL};
+    ag__parallel_for(rows, rows_per_thread(n), softmax_rows, &j);
     ag_node *nd = ag__record(t, op, y, 1, &x, sizeof(softmax_saved));
     if (nd) ((softmax_saved *)nd->saved)->lens = lens;
     return y;
@@ -169,11 +193,12 @@ typedef struct ce_saved {
     ag_real *lse;     /* log-sum-exp per row */
 } ce_saved;
 
-static void softmax_ce_backward(ag_node *nd) {
-    ag_tensor *x = nd->in[0], *y = nd->out;
-    const ce_saved *s = nd->saved;
-    ptrdiff_t n = last_dim(x), rows = y->numel;
-    for (ptrdiff_t r = 0; r < rows; r++) {
+static void softmax_ce_backward_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
+    const row_job *j = ctx;
+    ag_tensor *x = j->x, *y = j->y;
+    const ce_saved *s = j->saved;
+    ptrdiff_t n = last_dim(x);
+    for (ptrdiff_t r = r0; r < r1; r++) {
         ag_real g = y->grad[r] * (s->weights ? s->weights[r] : 1);
         if (g == 0) continue;
         const ag_real *xr = x->data + r * n;
@@ -186,7 +211,30 @@ static void softmax_ce_backward(ag_node *nd) {
         gx[s->labels[r]] -= g;
     }
 }
+
+static void softmax_ce_backward(ag_node *nd) {
+    row_job j = {nd->in[0], nd->out, NULL, nd->saved};
+    ptrdiff_t n = last_dim(j.x);
+    ag__parallel_for(j.y->numel, rows_per_thread(n), softmax_ce_backward_rows, &j);
+}
 static const ag_op softmax_ce_op = {"softmax_ce", softmax_ce_backward};
+
+typedef struct ce_fwd_job {
+    ag_tensor *x, *y;
+    const int32_t *labels;
+    const ag_real *weights;
+    ag_real *lse;
+} ce_fwd_job;
+
+static void softmax_ce_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
+    const ce_fwd_job *j = ctx;
+    ptrdiff_t n = last_dim(j->x);
+    for (ptrdiff_t r = r0; r < r1; r++) {
+        const ag_real *xr = j->x->data + r * n;
+        j->lse[r] = logsumexp_row(xr, n);
+        j->y->data[r] = (j->weights ? j->weights[r] : 1) * (j->lse[r] - xr[j->labels[r]]);
+    }
+}
 
 ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
                          const ag_real *weights) {
@@ -207,11 +255,8 @@ ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
     ce_saved s = {0};
     s.lse = ag__alloc(t, (size_t)rows * sizeof *s.lse);
     if (!s.lse) return NULL;
-    for (ptrdiff_t r = 0; r < rows; r++) {
-        const ag_real *xr = x->data + r * n;
-        s.lse[r] = logsumexp_row(xr, n);
-        y->data[r] = (weights ? weights[r] : 1) * (s.lse[r] - xr[labels[r]]);
-    }
+    ce_fwd_job fj = {x, y, labels, weights, s.lse};
+    ag__parallel_for(rows, rows_per_thread(n), softmax_ce_rows, &fj);
     if (y->requires_grad) {
         s.labels = ag__alloc(t, (size_t)rows * sizeof *labels);
         if (!s.labels) return NULL;

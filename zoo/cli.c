@@ -55,7 +55,7 @@ static const flag FLAGS[] = {
     {"min-freq", F_I64, A(min_freq), 0, 1e9, "ts", "vocabulary threshold"},
     {"lr", F_DBL, A(lr), 0, 10, "t", "Adam's learning rate"},
     {"seed", F_U64, A(seed), 0, 1.8e19, "t", "initialisation, dropout and shuffling"},
-    {"threads", F_INT, A(threads), 1, 256, "tre", "threads (the engine runs one; see docs/zoo.md)"},
+    {"threads", F_INT, A(threads), 1, 256, "tre", "threads the engine may use (results do not depend on it)"},
     {"valid-frac", F_DBL, A(valid_frac), 0, 0.9, "tes", "held-out validation fraction of the pairs"},
     {"test-frac", F_DBL, A(test_frac), 0, 0.9, "tes", "held-out test fraction of the pairs"},
     {"split-seed", F_U64, A(split_seed), 0, 1.8e19, "tes", "seed of the held-out split"},
@@ -538,7 +538,10 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
                      .threads = 1, .log_every = 10, .beam = 1, .alpha = 0, .hp = kind->hparams};
         int rc = parse(&c, argc - 2, argv + 2);
         if (rc) return rc < 0 ? 0 : rc;
-        return cmds[i].run(&c);
+        if (ag_set_threads(c.a.threads)) return fail(&c, ag_last_error());
+        rc = cmds[i].run(&c);
+        ag_set_threads(1); /* joins the workers */
+        return rc;
     }
     fprintf(stderr, "%s: unknown sub-command '%s' (train, translate, eval, stats, export)\n", kind->program, argv[1]);
     return EXIT_USAGE;

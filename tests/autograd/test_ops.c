@@ -495,6 +495,45 @@ static void test_vexp_against_libm(void) {
     CU_ASSERT_EQUAL(sy[5], 1);
 }
 
+/* Every parallel path at the Transformer's sizes (BLIS rows, 256 batched products, 640 x 201
+ * softmax and cross-entropy rows), forward and backward: two threads give one thread's bits. */
+static void run_parallel_paths(ag_real *out, ag_real *grads) {
+    ag_tape *t = ag_tape_new();
+    ag_rng r;
+    ag_rng_seed(&r, 99);
+    ag_tensor *x = ag_leaf_new(AG_SHAPE(640, 32), true), *w = ag_leaf_new(AG_SHAPE(201, 32), true);
+    ag_tensor *q = ag_leaf_new(AG_SHAPE(256, 10, 8), true), *k = ag_leaf_new(AG_SHAPE(256, 10, 8), true);
+    ag_tensor *leaves[4] = {x, w, q, k};
+    for (int l = 0; l < 4; l++)
+        for (ptrdiff_t i = 0; i < leaves[l]->numel; i++) leaves[l]->data[i] = (ag_real)ag_rng_normal(&r);
+    static int32_t labels[640];
+    for (int i = 0; i < 640; i++) labels[i] = i % 201;
+    ag_tensor *logits = ag_linear(t, x, w, NULL);
+    ag_tensor *ce = ag_sum(t, ag_softmax_ce(t, logits, labels, NULL), AG_ALL, false);
+    ag_tensor *att = ag_softmax(t, ag_matmul(t, q, ag_transpose(t, k, 1, 2)));
+    ag_tensor *loss = ag_add(t, ce, ag_sum(t, ag_mul(t, att, att), AG_ALL, false));
+    CU_ASSERT_EQUAL(ag_backward(t, loss), 0);
+    memcpy(out, logits->data, sizeof(ag_real) * 640 * 201);
+    size_t at = 0;
+    for (int l = 0; l < 4; l++) {
+        memcpy(grads + at, leaves[l]->grad, sizeof(ag_real) * (size_t)leaves[l]->numel);
+        at += (size_t)leaves[l]->numel;
+        ag_leaf_free(leaves[l]);
+    }
+    ag_tape_free(t);
+}
+
+static void test_threads_same_bits(void) {
+    enum { NOUT = 640 * 201, NGRAD = 640 * 32 + 201 * 32 + 2 * 256 * 80 };
+    static ag_real o1[NOUT], o2[NOUT], g1[NGRAD], g2[NGRAD];
+    run_parallel_paths(o1, g1);
+    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+    run_parallel_paths(o2, g2);
+    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    CU_ASSERT_EQUAL(memcmp(o1, o2, sizeof o1), 0);
+    CU_ASSERT_EQUAL(memcmp(g1, g2, sizeof g1), 0);
+}
+
 static void test_rng(void) {
     ag_rng a, b;
     ag_rng_seed(&a, 42);
@@ -535,6 +574,7 @@ static CU_TestInfo tape_tests[] = {
     {"no-grad mode and the NaN tripwire", test_no_grad_and_nan_tripwire},
     {"arena: O(1) reset, no malloc in steady state", test_arena_steady_state},
     {"vectorized exp, tanh, sigmoid against libm", test_vexp_against_libm},
+    {"two threads give one thread's bits", test_threads_same_bits},
     {"rng", test_rng},
     CU_TEST_INFO_NULL,
 };

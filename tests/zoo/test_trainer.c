@@ -120,6 +120,25 @@ static void test_same_seed_same_bits(void) {
     ds_fra_free(d);
 }
 
+/* Ops split independent outputs between threads: the thread count changes no bit. */
+static void test_threads_change_no_bit(void) {
+    ds_fra *d = load();
+    zoo_trainer *one = new_trainer(d, 0.2, 4), *two = new_trainer(d, 0.2, 4);
+    CU_ASSERT_EQUAL(run_epochs(one, d, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+    CU_ASSERT_EQUAL(ag_threads(), 2);
+    CU_ASSERT_EQUAL(run_epochs(two, d, 3), 0);
+    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    size_t n = nn_params_flat_size(one->model->ps);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(one->model->ps), nn_params_values(two->model->ps), n * sizeof(ag_real)), 0);
+    CU_ASSERT_EQUAL(one->hist[2].loss, two->hist[2].loss);
+    CU_ASSERT_EQUAL(ag_set_threads(0), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "set_threads"));
+    zoo_trainer_free(one);
+    zoo_trainer_free(two);
+    ds_fra_free(d);
+}
+
 static void test_resume_is_exact(void) {
     ds_fra *d = load();
     char path[] = "/tmp/tg_resume_XXXXXX";
@@ -208,6 +227,7 @@ static CU_TestInfo tests[] = {
     {"overfits a small corpus; greedy and beam translate it", test_overfits_and_translates},
     {"same seed, same bits", test_same_seed_same_bits},
     {"resume continues bit for bit", test_resume_is_exact},
+    {"two threads, the same bits", test_threads_change_no_bit},
     {"checkpoint of another model; model round trip", test_checkpoint_of_another_model},
     {"hyperparameter errors", test_hparam_errors},
     CU_TEST_INFO_NULL,
