@@ -1,7 +1,9 @@
 /* datasets/error.c -- the thread-local error message and small shared helpers. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "datasets/internal.h"
 
@@ -58,4 +60,14 @@ uint64_t ds_fnv1a(uint64_t h, const void *data, size_t len) {
         h *= 0x100000001b3ULL;
     }
     return h;
+}
+
+int ds_close_written(FILE *f, int bad, const char *path) {
+    bad = bad || ferror(f);
+    int err = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    return bad ? ds_fail(DS_EIO, "%s: write failed: %s", path, strerror(err)) : DS_OK;
 }

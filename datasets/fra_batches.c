@@ -128,14 +128,7 @@ int ds_fra_write_split(const ds_fra *d, const char *path) {
     for (int64_t i = 0; i < d->n_pairs; i++)
         fprintf(f, "%lld\t%lld\t%s\n", (long long)i, (long long)d->line_of_pair[i], names[(int)part[i]]);
     free(part);
-    int bad = ferror(f);
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
-    }
-    if (bad) return ds_fail(DS_EIO, "%s: write failed: %s", path, strerror(err));
-    return DS_OK;
+    return ds_close_written(f, 0, path);
 }
 
 /* ---- prediction helpers --------------------------------------------------------------- */

@@ -3,6 +3,7 @@
 #define DS_INTERNAL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "datasets/common.h"
@@ -19,6 +20,10 @@ int ds_vocab_build_ranked(const struct ds_vocab *types, const int64_t *count, co
                           struct ds_vocab **out);
 
 #endif
+
+/* Closes f, a file written to path; `bad` says a write already failed. Returns DS_OK, or DS_EIO
+ * with "path: write failed: <strerror>" if a write or the close failed. */
+int ds_close_written(FILE *f, int bad, const char *path);
 
 /* Formats the thread-local error message and returns `status` (so `return ds_fail(...)`). */
 int ds_fail(int status, const char *fmt, ...) DS_PRINTF(2, 3);

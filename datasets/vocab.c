@@ -296,13 +296,7 @@ int ds_vocab_save(const ds_vocab *v, const char *path) {
         bad = fwrite(v->ent[id].str, 1, v->ent[id].len, f) != v->ent[id].len;
         bad = bad || fputc('\n', f) == EOF;
     }
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
-    }
-    if (bad) return ds_fail(DS_EIO, "%s: write failed: %s", path, strerror(err));
-    return DS_OK;
+    return ds_close_written(f, bad, path);
 }
 
 int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **out) {

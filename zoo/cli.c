@@ -236,14 +236,40 @@ static int load_data(const cli *c, const ds_fra_options *o, ds_fra **d) {
     return 0;
 }
 
-/* A checkpoint: a tapegrad one (model, vocabularies, config inside) or a plain state_dict. */
-static int load_model(const cli *c, nn_ckpt **ck, zoo_model **m, ds_vocab **sv, ds_vocab **tv) {
-    if (!c->a.checkpoint) return usage_error(c, "--checkpoint is required");
-    if (nn_ckpt_load(ck, c->a.checkpoint)) return fail(c, nn_last_error());
-    int rc = nn_ckpt_meta(*ck, "tapegrad.model")
-                 ? zoo_ckpt_load_model(*ck, c->kind, m, sv, tv)
-                 : zoo_ckpt_import_state_dict(*ck, c->kind, &c->a.hp, c->a.src_vocab, c->a.tgt_vocab, m, sv, tv);
-    return rc ? fail(c, nn_last_error()) : 0;
+/* A model read from --checkpoint, with what it came with, and a tape to run it on. */
+typedef struct loaded {
+    nn_ckpt *ck;
+    zoo_model *m;
+    ds_vocab *sv, *tv;
+    ag_tape *t;
+} loaded;
+
+static void unload(loaded *l) {
+    zoo_model_free(l->m);
+    ds_vocab_free(l->sv);
+    ds_vocab_free(l->tv);
+    nn_ckpt_free(l->ck);
+    ag_tape_free(l->t);
+}
+
+/* A tapegrad checkpoint (model, vocabularies, config inside) or a plain state_dict with
+ * --src-vocab, --tgt-vocab and the model flags. Returns 0, or an exit status (l is unloaded). */
+static int load(const cli *c, loaded *l) {
+    *l = (loaded){0};
+    int rc = 0;
+    if (!c->a.checkpoint) {
+        rc = usage_error(c, "--checkpoint is required");
+    } else if (!(l->t = ag_tape_new())) {
+        rc = fail(c, "out of memory");
+    } else if (nn_ckpt_load(&l->ck, c->a.checkpoint) ||
+               (nn_ckpt_meta(l->ck, "tapegrad.model")
+                    ? zoo_ckpt_load_model(l->ck, c->kind, &l->m, &l->sv, &l->tv)
+                    : zoo_ckpt_import_state_dict(l->ck, c->kind, &c->a.hp, c->a.src_vocab,
+                                                 c->a.tgt_vocab, &l->m, &l->sv, &l->tv))) {
+        rc = fail(c, nn_last_error());
+    }
+    if (rc) unload(l);
+    return rc;
 }
 
 /* num_steps: the flag, else the training run's, else d2l's 10. */
@@ -352,12 +378,10 @@ done:
 /* ---- translate ---- */
 
 static int cmd_translate(cli *c) {
-    nn_ckpt *ck = NULL;
-    zoo_model *m = NULL;
-    ds_vocab *sv = NULL, *tv = NULL;
-    ag_tape *t = ag_tape_new();
-    int rc = t ? load_model(c, &ck, &m, &sv, &tv) : fail(c, "out of memory");
-    int steps = rc ? 0 : steps_of(c, ck);
+    loaded l;
+    int rc = load(c, &l);
+    if (rc) return rc;
+    int steps = steps_of(c, l.ck);
     char *line = NULL;
     size_t cap = 0;
     for (int i = 0; !rc; i++) {
@@ -372,31 +396,26 @@ static int cmd_translate(cli *c) {
             s = line;
         }
         char *out = NULL;
-        if (zoo_translate(m, t, sv, tv, s, steps, c->a.beam, c->a.alpha, &out)) rc = fail(c, nn_last_error());
+        if (zoo_translate(l.m, l.t, l.sv, l.tv, s, steps, c->a.beam, c->a.alpha, &out)) rc = fail(c, nn_last_error());
         else printf("%s\n", out);
         free(out);
         fflush(stdout);
     }
     free(line);
-    zoo_model_free(m);
-    ds_vocab_free(sv);
-    ds_vocab_free(tv);
-    nn_ckpt_free(ck);
-    ag_tape_free(t);
+    unload(&l);
     return rc;
 }
 
 /* ---- eval ---- */
 
 static int cmd_eval(cli *c) {
-    nn_ckpt *ck = NULL;
-    zoo_model *m = NULL;
-    ds_vocab *sv = NULL, *tv = NULL;
+    loaded l;
+    int rc = load(c, &l);
+    if (rc) return rc;
+    nn_ckpt *ck = l.ck;
     ds_fra *d = NULL;
-    ag_tape *t = ag_tape_new();
-    int rc = t ? load_model(c, &ck, &m, &sv, &tv) : fail(c, "out of memory");
     ds_fra_options o = data_options(c);
-    if (!rc && nn_ckpt_meta(ck, "data.num_steps")) {
+    if (nn_ckpt_meta(ck, "data.num_steps")) {
         /* the run's data and split, unless a flag says otherwise */
         int64_t v;
         const char *split = nn_ckpt_meta(ck, "data.split");
@@ -409,8 +428,8 @@ static int cmd_eval(cli *c) {
             if (!given(c, "test-frac")) o.test_frac = tf;
         }
     }
-    o.num_steps = rc ? 10 : steps_of(c, ck);
-    if (!rc) rc = load_data(c, &o, &d);
+    o.num_steps = steps_of(c, ck);
+    rc = load_data(c, &o, &d);
     ds_part part = DS_TEST;
     const char *name = c->a.split;
     if (!rc) {
@@ -426,16 +445,12 @@ static int cmd_eval(cli *c) {
         }
     }
     zoo_eval_result r;
-    if (!rc && zoo_evaluate(m, t, sv, tv, d, part, o.num_steps, &r)) rc = fail(c, nn_last_error());
+    if (!rc && zoo_evaluate(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, &r)) rc = fail(c, nn_last_error());
     if (!rc)
         printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences\n", r.bleu4, r.chrf,
                r.d2l_bleu, (long long)r.sentences, name);
     ds_fra_free(d);
-    zoo_model_free(m);
-    ds_vocab_free(sv);
-    ds_vocab_free(tv);
-    nn_ckpt_free(ck);
-    ag_tape_free(t);
+    unload(&l);
     return rc;
 }
 
@@ -499,22 +514,19 @@ static int cmd_stats(cli *c) {
 /* ---- export ---- */
 
 static int cmd_export(cli *c) {
-    nn_ckpt *ck = NULL, *plain = NULL;
-    zoo_model *m = NULL;
-    ds_vocab *sv = NULL, *tv = NULL;
     if (!c->a.out || !c->a.src_vocab || !c->a.tgt_vocab)
         return usage_error(c, "--out, --src-vocab and --tgt-vocab are required");
-    int rc = load_model(c, &ck, &m, &sv, &tv);
-    if (!rc && (!(plain = nn_ckpt_new()) || nn_ckpt_add_params(plain, m->ps) || nn_ckpt_save(plain, c->a.out)))
+    loaded l;
+    int rc = load(c, &l);
+    if (rc) return rc;
+    nn_ckpt *plain = nn_ckpt_new();
+    if (!plain || nn_ckpt_add_params(plain, l.m->ps) || nn_ckpt_save(plain, c->a.out))
         rc = fail(c, nn_last_error());
-    if (!rc && (ds_vocab_save(sv, c->a.src_vocab) || ds_vocab_save(tv, c->a.tgt_vocab))) rc = fail(c, ds_last_error());
+    if (!rc && (ds_vocab_save(l.sv, c->a.src_vocab) || ds_vocab_save(l.tv, c->a.tgt_vocab))) rc = fail(c, ds_last_error());
     if (!rc) printf("state_dict: %s (%zu tensors); vocabularies: %s, %s\n", c->a.out, nn_ckpt_count(plain),
                     c->a.src_vocab, c->a.tgt_vocab);
     nn_ckpt_free(plain);
-    nn_ckpt_free(ck);
-    zoo_model_free(m);
-    ds_vocab_free(sv);
-    ds_vocab_free(tv);
+    unload(&l);
     return rc;
 }
 

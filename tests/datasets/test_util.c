@@ -10,6 +10,7 @@
 
 #include "datasets/common.h"
 #include "test_util.h"
+#include "tests/tg_test.h"
 
 /* CUnit keeps the condition string pointer; keep a ring of message buffers alive. */
 static char msgs[64][768];
@@ -113,15 +114,6 @@ uint64_t tu_fnv_i32(const int32_t *v, size_t n) {
 }
 
 int tu_main(const char *suite, const CU_TestInfo *tests) {
-    if (CU_initialize_registry() != CUE_SUCCESS) return 2;
     CU_SuiteInfo suites[] = {{suite, NULL, NULL, NULL, NULL, (CU_TestInfo *)tests}, CU_SUITE_INFO_NULL};
-    if (CU_register_suites(suites) != CUE_SUCCESS) {
-        CU_cleanup_registry();
-        return 2;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    return tg_test_run(suites);
 }

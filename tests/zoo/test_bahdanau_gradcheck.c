@@ -3,55 +3,14 @@
  * the step attention with precomputed keys, one decoder step, and the whole teacher-forced
  * model with d2l's masked loss (eval, and training with a reseeded dropout), w.r.t. the data
  * inputs and every parameter. */
-#include "tests/tg_test.h"
+#include "tests/zoo/gc_harness.h"
 #include "zoo/bahdanau.h"
 #include "zoo/seq2seq.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#ifndef TG_DOUBLE
-#error "link zoo64"
-#endif
-
-#define MAX_IN 64
-
 enum { V = 7, E = 3, H = 4, L = 2, B = 2, TS = 4, T = 3 };
-
-/* A module under test: its store, its input leaves, and how to run it. */
-typedef struct harness {
-    nn_params *ps;
-    ag_tensor *in[MAX_IN];
-    int n_data; /* data leaves first, then every parameter */
-    int n;
-} harness;
-
-static void add_data(harness *h, int nd, const int *shape, ag_rng *r) {
-    ag_tensor *x = ag_leaf_new(nd, shape, true);
-    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = ag_rng_normal(r);
-    x->name = "input";
-    h->in[h->n_data++] = x;
-}
-
-static void finish(harness *h) {
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(h->ps, 21), 0);
-    h->n = h->n_data;
-    for (size_t i = 0; i < nn_params_count(h->ps) && h->n < MAX_IN; i++) h->in[h->n++] = nn_params_at(h->ps, i);
-    CU_ASSERT_EQUAL_FATAL((size_t)(h->n - h->n_data), nn_params_count(h->ps));
-}
-
-static void check(harness *h, const char *name, ag_gradcheck_fn fn, void *user) {
-    ag_gradcheck_opts o = {.max_elems = 24};
-    ag_gradcheck_result r = ag_gradcheck(name, fn, h->n, h->in, user, &o);
-    if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-    CU_ASSERT_TRUE(r.ok);
-    CU_ASSERT_TRUE(r.checked > 0);
-    CU_ASSERT_EQUAL(r.skipped, 0);
-    for (int i = 0; i < h->n_data; i++) ag_leaf_free(h->in[i]);
-    nn_params_free(h->ps);
-}
-
-static nn_ctx eval_ctx(ag_tape *t) { return (nn_ctx){.tape = t, .training = false}; }
 
 /* valid lengths 3 and 2 of 4 steps: the second row's third position is masked, the fourth
  * position (padding in both rows) is left out of the attention */
@@ -73,7 +32,7 @@ static void test_encoder(void) {
     zoo_seq2seq_encoder enc;
     CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_encoder_init(&enc, h.ps, "encoder", V, E, H, L, 0.2), 0);
     finish(&h);
-    check(&h, "seq2seq encoder (outputs and state)", run_encoder, &enc);
+    check(&h, "seq2seq encoder (outputs and state)", run_encoder, &enc, false);
 }
 
 /* ---- the decoder fed with encoder outputs and state given as data ---- */
@@ -113,14 +72,14 @@ static void test_attend(void) {
     harness h = {0};
     zoo_seq2seq_attn_decoder d;
     decoder_harness(&h, &d, true);
-    check(&h, "step attention with precomputed keys, masked", run_attend, &d);
+    check(&h, "step attention with precomputed keys, masked", run_attend, &d, false);
 }
 
 static void test_decoder_steps(void) {
     harness h = {0};
     zoo_seq2seq_attn_decoder d;
     decoder_harness(&h, &d, false);
-    check(&h, "two decoder steps from the encoder's outputs and state", run_steps, &d);
+    check(&h, "two decoder steps from the encoder's outputs and state", run_steps, &d, false);
 }
 
 /* ---- the whole model with d2l's loss ---- */
@@ -158,7 +117,7 @@ static void test_model_loss(void) {
         finish(&h);
         check(&h, training ? "whole model with the masked loss, training (dropout)"
                            : "whole model with the masked loss, eval",
-              run_model, &w);
+              run_model, &w, false);
     }
 }
 

@@ -1,50 +1,10 @@
 /* test_zoo_gradcheck.c -- float64 gradient checks through every zoo block at tiny sizes
  * (d = 4, 2 heads, T = 3), masks included, w.r.t. the inputs and every parameter. */
-#include "tests/tg_test.h"
+#include "tests/zoo/gc_harness.h"
 #include "zoo/transformer.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#ifndef TG_DOUBLE
-#error "link zoo64"
-#endif
-
-#define MAX_IN 128
-
-/* A module under test: its store, its input leaves, and how to run it. */
-typedef struct harness {
-    nn_params *ps;
-    ag_tensor *in[MAX_IN];
-    int n_data;  /* data leaves first, then every parameter */
-    int n;
-} harness;
-
-static void add_data(harness *h, int nd, const int *shape, ag_rng *r) {
-    ag_tensor *x = ag_leaf_new(nd, shape, true);
-    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = ag_rng_normal(r);
-    x->name = "input";
-    h->in[h->n_data++] = x;
-}
-
-static void finish(harness *h) {
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(h->ps, 21), 0);
-    h->n = h->n_data;
-    for (size_t i = 0; i < nn_params_count(h->ps) && h->n < MAX_IN; i++) h->in[h->n++] = nn_params_at(h->ps, i);
-}
-
-static void check(harness *h, const char *name, ag_gradcheck_fn fn, void *user, bool kinks) {
-    ag_gradcheck_opts o = {.skip_kinks = kinks, .max_elems = 24};
-    ag_gradcheck_result r = ag_gradcheck(name, fn, h->n, h->in, user, &o);
-    if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-    CU_ASSERT_TRUE(r.ok);
-    CU_ASSERT_TRUE(r.checked > 0);
-    CU_ASSERT_TRUE(r.skipped <= r.checked / 4);
-    for (int i = 0; i < h->n_data; i++) ag_leaf_free(h->in[i]);
-    nn_params_free(h->ps);
-}
-
-static nn_ctx eval_ctx(ag_tape *t) { return (nn_ctx){.tape = t, .training = false}; }
 
 /* ---- attention ---- */
 
