@@ -187,6 +187,8 @@ static inline float ag__sigmoid1(float x) { return 1.0f / (1.0f + ag__exp1(-x));
 #endif
 /* y[i] = exp(x[i]) for i < n; x and y must not overlap. */
 void ag__vexp(const ag_real *x, ag_real *y, ptrdiff_t n);
+/* x[i] = exp(x[i]) for i < n. */
+void ag__vexp_inplace(ag_real *x, ptrdiff_t n);
 
 /* ---- threads (threads.c) ----
  * Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread (the caller

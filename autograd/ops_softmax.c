@@ -22,20 +22,17 @@
 /* Rows are exponentiated through ag__vexp (vectorized) in chunks of this many elements. */
 #define CHUNK 256
 
-/* y = softmax(x) on one row of n, with x[k] treated as MASKED_SCORE for k >= len. */
-static void softmax_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len) {
-    if (n == 0) return;
+/* Row r of y = x[r] - max, with x[r][k] treated as MASKED_SCORE for k >= len. */
+static void shifted_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len) {
     if (len > n) len = n;
     ag_real m = len > 0 ? x[0] : MASKED_SCORE;
     for (ptrdiff_t k = 1; k < len; k++) m = x[k] > m ? x[k] : m;
     if (len < n && MASKED_SCORE > m) m = MASKED_SCORE;
     for (ptrdiff_t k = 0; k < n; k++) y[k] = (k < len ? x[k] : MASKED_SCORE) - m;
-    ag_real tmp[CHUNK];
-    for (ptrdiff_t k0 = 0; k0 < n; k0 += CHUNK) { /* in place, through a copy: vexp's operands may not overlap */
-        ptrdiff_t c = n - k0 < CHUNK ? n - k0 : CHUNK;
-        memcpy(tmp, y + k0, sizeof *tmp * (size_t)c);
-        ag__vexp(tmp, y + k0, c);
-    }
+}
+
+/* Row r of y /= its sum. */
+static void normalize_row(ag_real *y, ptrdiff_t n) {
     ag_real s = 0;
     for (ptrdiff_t k = 0; k < n; k++) s += y[k];
     ag_real inv = 1 / s;
@@ -79,11 +76,15 @@ typedef struct row_job {
 
 static ptrdiff_t rows_per_thread(ptrdiff_t n) { return 16384 / (n ? n : 1) + 1; }
 
+/* Rows [r0, r1): shift every row, exponentiate the whole range in one vector pass (rows of an
+ * attention are ~10 long: one call per row would be all prologue), then normalize. */
 static void softmax_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     const row_job *j = ctx;
     ptrdiff_t n = last_dim(j->x);
     for (ptrdiff_t r = r0; r < r1; r++)
-        softmax_row(j->x->data + r * n, j->y->data + r * n, n, j->lens ? j->lens[r] : n);
+        shifted_row(j->x->data + r * n, j->y->data + r * n, n, j->lens ? j->lens[r] : n);
+    ag__vexp_inplace(j->y->data + r0 * n, (r1 - r0) * n);
+    for (ptrdiff_t r = r0; r < r1; r++) normalize_row(j->y->data + r * n, n);
 }
 
 static void softmax_backward_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {

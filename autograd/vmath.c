@@ -4,3 +4,7 @@
 void ag__vexp(const ag_real *restrict x, ag_real *restrict y, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++) y[i] = ag__exp1(x[i]);
 }
+
+void ag__vexp_inplace(ag_real *x, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) x[i] = ag__exp1(x[i]);
+}
