@@ -303,6 +303,18 @@ static void test_dropout(void) {
     CU_ASSERT_TRUE(zeros > 850 && zeros < 1150); /* 1000 expected, sd 30 */
     ag_tensor *all = ag_dropout(t, x, 1, true, &r1);
     CU_ASSERT_EQUAL(all->data[0], 0);
+    /* p = 0.5 over 10^4 elements: half dropped, neighbours independent (a quarter of the
+     * adjacent pairs both dropped), and two calls draw different masks */
+    ag_tensor *h1 = ag_dropout(t, x, 0.5, true, &r1), *h2 = ag_dropout(t, x, 0.5, true, &r1);
+    int dropped = 0, both = 0, same = 0;
+    for (ptrdiff_t i = 0; i < h1->numel; i++) {
+        dropped += h1->data[i] == 0;
+        if (i + 1 < h1->numel) both += h1->data[i] == 0 && h1->data[i + 1] == 0;
+        same += (h1->data[i] == 0) == (h2->data[i] == 0);
+    }
+    CU_ASSERT_TRUE(dropped > 4800 && dropped < 5200); /* sd 50 */
+    CU_ASSERT_TRUE(both > 2350 && both < 2650);       /* 2500, sd ~43 */
+    CU_ASSERT_TRUE(same > 4800 && same < 5200);       /* independent masks agree half the time */
     ag_tape_free(t);
 }
 
