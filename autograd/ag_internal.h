@@ -201,6 +201,8 @@ void ag__parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread,
  * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides
  * (rs = between rows, cs = between columns), so a transposed view costs nothing. Small
  * products use the engine's own loop; the rest go to BLIS. */
+/* Frees the calling thread's GEMM scratch buffer (thread-pool workers call it as they end). */
+void ag__scratch_free(void);
 void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
               ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
               ag_real *c, ptrdiff_t rsc, ptrdiff_t csc);

@@ -23,17 +23,25 @@
 #define TRANSPOSE_COPY_MAX (64 * 1024)
 
 /* A per-thread scratch buffer of at least n elements, kept between calls (NULL if out of
- * memory). Freed at thread exit by nobody: one buffer of at most TRANSPOSE_COPY_MAX. */
+ * memory); at most TRANSPOSE_COPY_MAX elements. Pool workers free theirs when they end
+ * (ag__scratch_free); the main thread's lives until exit. */
+static _Thread_local ag_real *scratch_buf;
+static _Thread_local size_t scratch_cap;
+
+void ag__scratch_free(void) {
+    free(scratch_buf);
+    scratch_buf = NULL;
+    scratch_cap = 0;
+}
+
 static ag_real *scratch(size_t n) {
-    static _Thread_local ag_real *buf;
-    static _Thread_local size_t cap;
-    if (n > cap) {
-        ag_real *p = realloc(buf, n * sizeof *p);
+    if (n > scratch_cap) {
+        ag_real *p = realloc(scratch_buf, n * sizeof *p);
         if (!p) return NULL;
-        buf = p;
-        cap = n;
+        scratch_buf = p;
+        scratch_cap = n;
     }
-    return buf;
+    return scratch_buf;
 }
 
 /* Packed micro-kernel for small products, C (m x n) = alpha A (m x k) B (k x n) + beta C:

@@ -280,7 +280,7 @@ ag_node *ag__record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor 
 /* ---- reverse pass ---- */
 
 /* root->grad += seed, seed in row-major order, root a strided view. */
-static void ag__seed_strided(ag_tensor *root, const ag_real *seed) {
+static void seed_strided(ag_tensor *root, const ag_real *seed) {
     ptrdiff_t contig[AG_MAX_DIMS];
     ag__contig_strides(root->ndim, root->shape, contig);
     ag_iter it;
@@ -309,7 +309,7 @@ int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
     if (ag_is_contiguous(root)) {
         for (ptrdiff_t i = 0; i < root->numel; i++) root->grad[i] += seed[i];
     } else {
-        ag__seed_strided(root, seed);
+        seed_strided(root, seed);
     }
     t->backward_done = true;
     for (ag_node *nd = t->last; nd; nd = nd->prev) nd->op->backward(nd);

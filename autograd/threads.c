@@ -76,6 +76,7 @@ static void *worker_main(void *p) {
             pthread_mutex_unlock(&pool.mu);
         }
     }
+    ag__scratch_free();
     return NULL;
 }
 

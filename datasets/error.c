@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "datasets/internal.h"
 
@@ -70,4 +71,34 @@ int ds_close_written(FILE *f, int bad, const char *path) {
         err = errno;
     }
     return bad ? ds_fail(DS_EIO, "%s: write failed: %s", path, strerror(err)) : DS_OK;
+}
+
+int ds_read_fd(int fd, const char *path, char **out, size_t *len) {
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int rc = DS_OK;
+    for (;;) {
+        char *nb = ds_regrow(buf, &cap, n + 65536, 1);
+        if (!nb) {
+            rc = DS_ENOMEM;
+            break;
+        }
+        buf = nb;
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            rc = ds_fail(DS_EIO, "%s: read failed: %s", path, strerror(errno));
+            break;
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    if (rc) {
+        free(buf);
+        buf = NULL;
+        n = 0;
+    }
+    *out = buf;
+    *len = n;
+    return rc;
 }

@@ -387,24 +387,8 @@ int ds_fra_load(const char *path, const ds_fra_options *opt, ds_fra **out) {
     }
     /* Pipes, character devices, empty files, or mmap refused: read() it all. */
     char *buf = NULL;
-    size_t n = 0, cap = 0;
-    rc = DS_OK;
-    for (;;) {
-        char *nb = ds_regrow(buf, &cap, n + 65536, 1);
-        if (!nb) {
-            rc = DS_ENOMEM;
-            break;
-        }
-        buf = nb;
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            rc = ds_fail(DS_EIO, "%s: read failed: %s", path, strerror(errno));
-            break;
-        }
-        if (got == 0) break;
-        n += (size_t)got;
-    }
+    size_t n = 0;
+    rc = ds_read_fd(fd, path, &buf, &n);
     close(fd);
     if (!rc) rc = ds_fra_load_mem(buf ? buf : "", n, path, opt, out);
     free(buf);

@@ -1,9 +1,11 @@
 /* datasets/vocab.c -- the token table: arena-backed strings, XXH3 hashes, linear probing. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "datasets/internal.h"
@@ -285,17 +287,41 @@ int ds_vocab_check_reserved(const ds_vocab *v) {
     return DS_OK;
 }
 
-int ds_vocab_save(const ds_vocab *v, const char *path) {
-    for (size_t id = 0; id < v->n; id++)
+int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    size_t total = 1;
+    for (size_t id = 0; id < v->n; id++) {
         if (memchr(v->ent[id].str, '\n', v->ent[id].len) || memchr(v->ent[id].str, '\r', v->ent[id].len))
-            return ds_fail(DS_EARG, "%s: token %zu contains a line break; not representable", path, id);
-    FILE *f = fopen(path, "wb");
-    if (!f) return ds_fail(DS_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
-    int bad = 0;
-    for (size_t id = 0; id < v->n && !bad; id++) {
-        bad = fwrite(v->ent[id].str, 1, v->ent[id].len, f) != v->ent[id].len;
-        bad = bad || fputc('\n', f) == EOF;
+            return ds_fail(DS_EARG, "%s: token %zu contains a line break; not representable", name, id);
+        total += v->ent[id].len + 1;
     }
+    char *s = malloc(total);
+    if (!s) return ds_fail(DS_ENOMEM, "%s: out of memory", name);
+    size_t n = 0;
+    for (size_t id = 0; id < v->n; id++) {
+        memcpy(s + n, v->ent[id].str, v->ent[id].len);
+        n += v->ent[id].len;
+        s[n++] = '\n';
+    }
+    s[n] = '\0';
+    *out = s;
+    *len = n;
+    return DS_OK;
+}
+
+int ds_vocab_save(const ds_vocab *v, const char *path) {
+    char *text;
+    size_t n;
+    int rc = ds_vocab_text(v, path, &text, &n);
+    if (rc) return rc;
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(text);
+        return ds_fail(DS_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+    }
+    int bad = fwrite(text, 1, n, f) != n;
+    free(text);
     return ds_close_written(f, bad, path);
 }
 
@@ -342,27 +368,13 @@ int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **ou
 
 int ds_vocab_load(const char *path, ds_vocab **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ds_fail(DS_EIO, "%s: cannot open vocabulary: %s", path, strerror(errno));
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return ds_fail(DS_EIO, "%s: cannot open vocabulary: %s", path, strerror(errno));
     char *buf = NULL;
-    size_t n = 0, cap = 0;
-    int rc = DS_OK;
-    for (;;) {
-        char *nb = ds_regrow(buf, &cap, n + 65536, 1);
-        if (!nb) {
-            rc = DS_ENOMEM;
-            break;
-        }
-        buf = nb;
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) rc = ds_fail(DS_EIO, "%s: read failed: %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (!rc) rc = ds_vocab_parse(buf, n, path, out);
+    size_t n = 0;
+    int rc = ds_read_fd(fd, path, &buf, &n);
+    close(fd);
+    if (!rc) rc = ds_vocab_parse(buf ? buf : "", n, path, out);
     free(buf);
     return rc;
 }

@@ -77,6 +77,9 @@ int ds_vocab_check_reserved(const ds_vocab *v);
  * ds_vocab_save returns DS_OK, DS_EIO (path and strerror in the message), or DS_EARG if a
  * token contains "\n" or "\r" (not representable). Frequencies are not saved. */
 int ds_vocab_save(const ds_vocab *v, const char *path);
+/* The same text in memory: *out (NUL-terminated, malloc'd, caller frees) and its length *len.
+ * Returns DS_OK, DS_EARG (a token with a line break; `name` is used in the message), DS_ENOMEM. */
+int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len);
 /* Loads the text format into a new vocab (*out, caller frees; frequencies 0). A final line
  * without "\n" is accepted, a "\r" before "\n" is dropped (CRLF files). Errors, each with
  * path:line: DS_EIO (cannot open/read), DS_EFORMAT (empty file, invalid UTF-8, NUL byte, a

@@ -292,7 +292,6 @@ static int cmd_train(cli *c) {
     ds_batches *it = NULL;
     ds_fra_options o = data_options(c);
     int rc = 0;
-    if (!c->a.checkpoint) c->a.checkpoint = c->kind->program;  /* replaced below */
     char ckpath[4096];
     if (!given(c, "checkpoint")) snprintf(ckpath, sizeof ckpath, "%s.safetensors", c->kind->program);
     else snprintf(ckpath, sizeof ckpath, "%s", c->a.checkpoint);

@@ -75,32 +75,20 @@ ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, cons
 
 /* ---- checkpoints ---- */
 
-/* The vocabulary text format as one malloc'd string (NULL with nn_last_error()). */
+/* The vocabulary text format (datasets/vocab.h) as one malloc'd string for the metadata, which
+ * holds strings: a token with a NUL byte is refused. NULL with nn_last_error(). */
 static char *vocab_text(const ds_vocab *v, const char *side) {
-    size_t cap = 1, n = 0;
-    for (int32_t i = 0; i < ds_vocab_size(v); i++) {
-        size_t len;
-        ds_vocab_token(v, i, &len);
-        cap += len + 1;
-    }
-    char *s = malloc(cap);
-    if (!s) {
-        nn_set_error("checkpoint: out of memory for the %s vocabulary", side);
+    char *s;
+    size_t n;
+    if (ds_vocab_text(v, side, &s, &n)) {
+        nn_set_error("checkpoint: %s", ds_last_error());
         return NULL;
     }
-    for (int32_t i = 0; i < ds_vocab_size(v); i++) {
-        size_t len;
-        const char *tok = ds_vocab_token(v, i, &len);
-        if (memchr(tok, '\n', len) || memchr(tok, '\r', len) || memchr(tok, '\0', len)) {
-            free(s);
-            nn_set_error("checkpoint: %s token %d contains a line break or NUL", side, i);
-            return NULL;
-        }
-        memcpy(s + n, tok, len);
-        n += len;
-        s[n++] = '\n';
+    if (strlen(s) != n) {
+        free(s);
+        nn_set_error("checkpoint: a %s token contains a NUL byte", side);
+        return NULL;
     }
-    s[n] = '\0';
     return s;
 }
 
@@ -116,7 +104,7 @@ int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, con
     const ds_vocab *vs[2] = {src, tgt};
     const char *keys[2] = {"vocab.src", "vocab.tgt"};
     for (int i = 0; i < 2; i++) {
-        char *text = vocab_text(vs[i], keys[i] + 6);
+        char *text = vocab_text(vs[i], keys[i]);
         if (!text) return -1;
         int rc = nn_ckpt_set_meta(ck, keys[i], text);
         free(text);
