@@ -102,6 +102,15 @@ uint32_t ag_rng_below(ag_rng *r, uint32_t n); /* uniform integer in [0, n), n > 
 int ag_set_threads(int n);
 int ag_threads(void);
 
+/* Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread, the caller
+ * taking the first, and returns when every range is done. With one thread, or n below
+ * 2 * min_per_thread, or when called from inside another region, it is simply
+ * fn(ctx, 0, n) in the caller. Ops called inside fn run serially in their thread, so a
+ * region may run whole forward and backward passes, each on its own tape (see the trainer's
+ * batch shards). fn must only write state that no other range touches. */
+void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread,
+                     void (*fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end), void *ctx);
+
 /* ---- The tape ----------------------------------------------------------------------------- */
 
 /* Returns a new tape (NULL if out of memory); free it with ag_tape_free. Recording is on. */

@@ -151,3 +151,8 @@ void ag__parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *
     }
     pthread_mutex_unlock(&pool.region);
 }
+
+void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread,
+                     void (*fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end), void *ctx) {
+    ag__parallel_for(n, min_per_thread, fn, ctx);
+}

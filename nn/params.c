@@ -24,6 +24,7 @@ struct nn_params {
     size_t flat;              /* buffer length in elements, padding included */
     ag_real *values, *grads;  /* flat buffers, NULL before finalize */
     bool finalized;
+    bool shares_values;       /* values belong to another store (nn_params_share_values) */
     bool failed;              /* sticky: first registration error, reported by finalize */
     char err[NN_ERR_LEN];
 };
@@ -40,7 +41,7 @@ void nn_params_free(nn_params *ps)
     if (!ps) return;
     for (size_t i = 0; i < ps->n; i++) free(ps->recs[i]);
     free(ps->recs);
-    free(ps->values);
+    if (!ps->shares_values) free(ps->values);
     free(ps->grads);
     free(ps);
 }
@@ -242,8 +243,34 @@ int nn_params_finalize(nn_params *ps, uint64_t seed)
 int nn_params_reinit(nn_params *ps, uint64_t seed)
 {
     if (!ps || !ps->finalized) return nn_set_error("nn_params_reinit: store not finalized");
+    if (ps->shares_values)
+        return nn_set_error("nn_params_reinit: the store's values belong to another store");
     nn_params_zero_grad(ps);
     return run_inits(ps, seed);
+}
+
+int nn_params_share_values(nn_params *replica, nn_params *master)
+{
+    if (!replica || !master || !replica->finalized || !master->finalized)
+        return nn_set_error("nn_params_share_values: both stores must be finalized");
+    if (replica == master || replica->shares_values)
+        return nn_set_error("nn_params_share_values: the replica already shares its values");
+    if (replica->n != master->n || replica->flat != master->flat)
+        return nn_set_error("nn_params_share_values: the stores differ (%zu and %zu parameters)",
+                            replica->n, master->n);
+    for (size_t i = 0; i < master->n; i++) {
+        const param_rec *r = replica->recs[i], *m = master->recs[i];
+        if (strcmp(r->name, m->name) || r->offset != m->offset || r->t.ndim != m->t.ndim ||
+            memcmp(r->t.shape, m->t.shape, sizeof(int) * (size_t)m->t.ndim))
+            return nn_set_error("nn_params_share_values: parameter %zu differs ('%s' and '%s')",
+                                i, r->name, m->name);
+    }
+    for (size_t i = 0; i < replica->n; i++)
+        replica->recs[i]->t.data = master->values + replica->recs[i]->offset;
+    free(replica->values);
+    replica->values = master->values;
+    replica->shares_values = true;
+    return 0;
 }
 
 bool nn_params_finalized(const nn_params *ps) { return ps && ps->finalized; }

@@ -129,6 +129,14 @@ size_t nn_params_offset(const nn_params *ps, size_t i);  /* parameter i's first 
 ag_real *nn_params_values(nn_params *ps);
 ag_real *nn_params_grads(nn_params *ps);
 
+/* Makes replica read master's values: both finalized stores of the same registrations (the
+ * same model built twice). Each replica parameter then views master's value buffer (its own is
+ * freed) and keeps its own gradient buffer, so a forward and backward through the replica
+ * leaves master's gradients alone: that is how the trainer runs shards of a batch in parallel
+ * and sums their gradients. master must outlive replica; nn_params_reinit of the replica is
+ * refused. Returns 0, or -1 (nn_last_error names the first difference). */
+int nn_params_share_values(nn_params *replica, nn_params *master);
+
 /* Sets every gradient to zero (one memset). No-op before finalize. */
 void nn_params_zero_grad(nn_params *ps);
 

@@ -98,6 +98,52 @@ static void test_finalize_views(void)
     nn_params_free(ps);
 }
 
+/* A replica store reads the master's values and keeps its own gradients; stores that differ
+ * are refused, naming the first difference; reinit of a replica is refused. */
+static nn_params *two_linears(int out2)
+{
+    nn_params *ps = nn_params_new();
+    nn_linear a, b;
+    nn_linear_init(&a, ps, "a", 3, 4, true);
+    nn_linear_init(&b, ps, "b", 4, out2, true);
+    return ps;
+}
+
+static void test_share_values(void)
+{
+    nn_params *master = two_linears(2), *rep = two_linears(2), *other = two_linears(3);
+    CU_ASSERT_EQUAL(nn_params_share_values(rep, master), -1); /* not finalized */
+    HAS(nn_last_error(), "finalized");
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(master, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(rep, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(other, 1), 0);
+    CU_ASSERT_EQUAL(nn_params_share_values(other, master), -1);
+    HAS(nn_last_error(), "b.weight");
+    CU_ASSERT_EQUAL_FATAL(nn_params_share_values(rep, master), 0);
+    CU_ASSERT_PTR_EQUAL(nn_params_values(rep), nn_params_values(master));
+    CU_ASSERT_PTR_NOT_EQUAL(nn_params_grads(rep), nn_params_grads(master));
+    for (size_t i = 0; i < nn_params_count(master); i++) {
+        CU_ASSERT_PTR_EQUAL(nn_params_at(rep, i)->data, nn_params_at(master, i)->data);
+        CU_ASSERT_PTR_EQUAL(nn_params_at(rep, i)->grad,
+                            nn_params_grads(rep) + nn_params_offset(rep, i));
+    }
+    /* backward through the replica fills the replica's gradients only */
+    ag_tape *t = ag_tape_new();
+    ag_tensor *w = nn_params_find(rep, "a.weight");
+    CU_ASSERT_EQUAL(ag_backward(t, ag_sum(t, ag_mul(t, w, w), AG_ALL, false)), 0);
+    CU_ASSERT_EQUAL(w->grad[5], 2 * nn_params_find(master, "a.weight")->data[5]);
+    CU_ASSERT_EQUAL(nn_params_find(master, "a.weight")->grad[5], 0);
+    ag_tape_free(t);
+    CU_ASSERT_EQUAL(nn_params_share_values(rep, master), -1); /* already shares */
+    CU_ASSERT_EQUAL(nn_params_reinit(rep, 3), -1);
+    HAS(nn_last_error(), "another store");
+    ag_real before = nn_params_find(master, "b.bias")->data[1];
+    nn_params_free(rep); /* leaves the master's values alone (ASan would see a double free) */
+    CU_ASSERT_EQUAL(nn_params_find(master, "b.bias")->data[1], before);
+    nn_params_free(master);
+    nn_params_free(other);
+}
+
 static void test_errors_are_sticky(void)
 {
     nn_params *ps = nn_params_new();
@@ -320,6 +366,7 @@ static CU_TestInfo tests[] = {
     {"names, order, shapes before finalize", test_names_and_order},
     {"finalize: flat views, alignment, zero-grad", test_finalize_views},
     {"registration errors are sticky", test_errors_are_sticky},
+    {"a replica shares the values, not the gradients", test_share_values},
     {"init determinism: same seed, same bits", test_init_determinism},
     {"initialiser statistics and d2l defaults", test_init_statistics},
     {"GRU parameter names (PyTorch layout)", test_gru_names},
