@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "datasets/common.h"
 #include "datasets/metrics.h"
@@ -28,7 +29,7 @@ typedef enum { F_INT, F_I64, F_U64, F_DBL, F_STR, F_SWITCH } ftype;
 
 typedef struct args {
     const char *data, *checkpoint, *plots, *src_vocab, *tgt_vocab, *split, *out;
-    int epochs, batch_size, num_steps, threads, checkpoint_every, log_every, beam;
+    int epochs, batch_size, num_steps, threads, shards, checkpoint_every, log_every, beam;
     int64_t num_examples, min_freq;
     uint64_t seed, split_seed;
     double lr, valid_frac, test_frac, alpha;
@@ -55,7 +56,8 @@ static const flag FLAGS[] = {
     {"min-freq", F_I64, A(min_freq), 0, 1e9, "ts", "vocabulary threshold"},
     {"lr", F_DBL, A(lr), 0, 10, "t", "Adam's learning rate"},
     {"seed", F_U64, A(seed), 0, 1.8e19, "t", "initialisation, dropout and shuffling"},
-    {"threads", F_INT, A(threads), 1, 256, "tre", "threads the engine may use (results do not depend on it)"},
+    {"threads", F_INT, A(threads), 1, 256, "tre", "threads the engine may use (default: train, one per shard up to the cores; else 1); results do not depend on it"},
+    {"shards", F_INT, A(shards), 1, 64, "t", "parts of each batch that run in parallel, their gradients summed (results depend on it)"},
     {"valid-frac", F_DBL, A(valid_frac), 0, 0.9, "tes", "held-out validation fraction of the pairs"},
     {"test-frac", F_DBL, A(test_frac), 0, 0.9, "tes", "held-out test fraction of the pairs"},
     {"split-seed", F_U64, A(split_seed), 0, 1.8e19, "tes", "seed of the held-out split"},
@@ -286,7 +288,7 @@ static const char *const FRAS[4] = {"va !", "j'ai perdu .", "il est calme .", "j
 
 static int cmd_train(cli *c) {
     static const char *const fixed_on_resume[] = {"num-examples", "batch-size", "num-steps", "min-freq",
-                                                  "lr", "seed", "valid-frac", "test-frac", "split-seed"};
+                                                  "lr", "seed", "valid-frac", "test-frac", "split-seed", "shards"};
     zoo_trainer *tr = NULL;
     ds_fra *d = NULL;
     ds_batches *it = NULL;
@@ -315,7 +317,7 @@ static int cmd_train(cli *c) {
         zoo_model *m = zoo_model_new(c->kind, &c->a.hp, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
                                      ds_vocab_size(ds_fra_vocab(d, DS_TGT)), c->a.seed);
         tr = m ? zoo_trainer_new(m, c->a.lr, 1.0, c->a.seed + 1) : NULL;
-        if (!tr) {
+        if (!tr || zoo_trainer_set_shards(tr, c->a.shards)) {
             rc = fail(c, nn_last_error());
             goto done;
         }
@@ -323,6 +325,13 @@ static int cmd_train(cli *c) {
     if (c->a.plots && mkdir_p(c->a.plots)) {
         rc = fail(c, nn_last_error());
         goto done;
+    }
+    if (!given(c, "threads")) { /* one per shard, up to the cores */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (ag_set_threads(tr->shards < cores ? tr->shards : cores > 1 ? (int)cores : 1)) {
+            rc = fail(c, ag_last_error());
+            goto done;
+        }
     }
     if (ds_batches_new(d, DS_TRAIN, true, &it)) {
         rc = fail(c, ds_last_error());
@@ -546,7 +555,7 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
         ds_fra_options def = ds_fra_defaults();
         c.a = (args){.epochs = kind->epochs, .num_examples = def.num_examples, .batch_size = def.batch_size,
                      .num_steps = def.num_steps, .min_freq = def.min_freq, .lr = kind->lr, .seed = 0,
-                     .threads = 1, .log_every = 10, .beam = 1, .alpha = 0, .hp = kind->hparams};
+                     .threads = 1, .shards = 2, .log_every = 10, .beam = 1, .alpha = 0, .hp = kind->hparams};
         int rc = parse(&c, argc - 2, argv + 2);
         if (rc) return rc < 0 ? 0 : rc;
         if (ag_set_threads(c.a.threads)) return fail(&c, ag_last_error());

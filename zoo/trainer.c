@@ -23,6 +23,17 @@ static optim_cfg adam_cfg(double lr, double clip) {
     return cfg;
 }
 
+/* One row range of every batch: a model (shard 0: the trainer's; others: replicas viewing its
+ * values, with their own gradients), a tape, a dropout stream, and what its last step gave. */
+struct zoo_shard {
+    zoo_model *model;
+    ag_tape *tape;
+    ag_rng rng;
+    double loss;      /* the step's summed per-sequence loss */
+    bool failed;
+    char err[512];    /* why, copied from the worker thread's ag_last_error */
+};
+
 static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
     zoo_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) {
@@ -33,11 +44,14 @@ static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
     tr->model = model;
     tr->opt = optim_new(model->ps, adam_cfg(lr, clip));
     tr->tape = ag_tape_new();
-    if (!tr->opt || !tr->tape) {
-        if (tr->opt && !tr->tape) nn_set_error("trainer: out of memory");
+    tr->shard = calloc(1, sizeof *tr->shard);
+    if (!tr->opt || !tr->tape || !tr->shard) {
+        if (tr->opt) nn_set_error("trainer: out of memory");
         zoo_trainer_free(tr);
         return NULL;
     }
+    tr->shards = 1;
+    tr->shard[0] = (zoo_shard){.model = model, .tape = tr->tape};
     return tr;
 }
 
@@ -47,8 +61,43 @@ zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t 
     return tr;
 }
 
+/* Frees shards [from, n) of sh (never shard 0, which the trainer owns directly). */
+static void free_shards(zoo_shard *sh, int from, int n) {
+    for (int s = from > 0 ? from : 1; s < n; s++) {
+        zoo_model_free(sh[s].model);
+        ag_tape_free(sh[s].tape);
+    }
+}
+
+int zoo_trainer_set_shards(zoo_trainer *tr, int shards) {
+    if (shards < 1 || shards > 64) return nn_set_error("shards: %d (expected 1 to 64)", shards);
+    if (shards == tr->shards) return 0;
+    zoo_shard *sh = calloc((size_t)shards, sizeof *sh);
+    if (!sh) return nn_set_error("trainer: out of memory");
+    zoo_model *m = tr->model;
+    int s = 0;
+    for (; s < shards && s < tr->shards; s++) sh[s] = tr->shard[s];
+    for (; s < shards; s++) {
+        sh[s].tape = ag_tape_new();
+        sh[s].model = zoo_model_new(m->kind, &m->hp, m->src_vocab, m->tgt_vocab, 0);
+        if (!sh[s].tape || !sh[s].model || nn_params_share_values(sh[s].model->ps, m->ps)) {
+            if (!sh[s].tape) nn_set_error("trainer: out of memory");
+            free_shards(sh, tr->shards, s + 1);
+            free(sh);
+            return -1;
+        }
+    }
+    free_shards(tr->shard, shards, tr->shards);
+    free(tr->shard);
+    tr->shard = sh;
+    tr->shards = shards;
+    return 0;
+}
+
 void zoo_trainer_free(zoo_trainer *tr) {
     if (!tr) return;
+    if (tr->shard) free_shards(tr->shard, 1, tr->shards); /* replicas go before the model */
+    free(tr->shard);
     optim_free(tr->opt);
     ag_tape_free(tr->tape);
     zoo_model_free(tr->model);
@@ -68,35 +117,94 @@ static int push_hist(zoo_trainer *tr, zoo_epoch_stats s) {
     return 0;
 }
 
+/* ---- one step ---- */
+
+typedef struct step_job {
+    zoo_trainer *tr;
+    const ds_batch *b;
+    int32_t bos;
+} step_job;
+
+/* Forward and backward of rows [r0, r1) of the batch on shard sh; the loss sum in sh->loss. */
+static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t bos) {
+    int B = r1 - r0, T = b->num_steps;
+    size_t off = (size_t)r0 * T;
+    zoo_model *m = sh->model;
+    ag_tape *t = sh->tape;
+    nn_ctx c = {.tape = t, .training = true, .rng = &sh->rng};
+    int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * T);
+    if (!dec_in) return -1;
+    zoo_teacher_inputs(b->tgt + off, B, T, bos, dec_in);
+    void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T);
+    ag_tensor *l = zoo_masked_ce(t, m->ops->decode(m, &c, state, dec_in, B, T), b->tgt + off,
+                                 b->tgt_valid_len + r0);
+    ag_tensor *loss = ag_sum(t, l, AG_ALL, false);
+    if (!loss || ag_backward(t, loss)) return -1;
+    sh->loss = loss->data[0];
+    return 0;
+}
+
+/* Shards [s0, s1) of the step, in one thread. */
+static void run_shards(void *ctx, ptrdiff_t s0, ptrdiff_t s1) {
+    step_job *j = ctx;
+    int S = j->tr->shards, B = j->b->size;
+    for (ptrdiff_t s = s0; s < s1; s++) {
+        zoo_shard *sh = &j->tr->shard[s];
+        int r0 = (int)((ptrdiff_t)B * s / S), r1 = (int)((ptrdiff_t)B * (s + 1) / S);
+        sh->loss = 0;
+        sh->failed = r0 < r1 && shard_step(sh, j->b, r0, r1, j->bos);
+        if (sh->failed) snprintf(sh->err, sizeof sh->err, "%s", ag_last_error());
+    }
+}
+
+/* Adds every replica's gradients to the model's, in shard order, and zeroes them: elements
+ * [i0, i1) of the flat buffers. */
+static void reduce_grads(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
+    zoo_trainer *tr = ctx;
+    ag_real *restrict g = nn_params_grads(tr->model->ps);
+    for (int s = 1; s < tr->shards; s++) {
+        ag_real *restrict gs = nn_params_grads(tr->shard[s].model->ps);
+        for (ptrdiff_t i = i0; i < i1; i++) g[i] += gs[i];
+        memset(gs + i0, 0, sizeof *gs * (size_t)(i1 - i0));
+    }
+}
+
+/* One update from batch b; its loss sum in *loss. */
+static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *loss) {
+    for (int s = 0; s < tr->shards; s++) ag_rng_seed(&tr->shard[s].rng, ag_rng_next(&tr->rng));
+    step_job job = {tr, b, bos};
+    ag_parallel_for(tr->shards, 1, run_shards, &job);
+    int rc = 0;
+    *loss = 0;
+    for (int s = 0; s < tr->shards; s++) {
+        zoo_shard *sh = &tr->shard[s];
+        if (sh->failed && !rc) rc = nn_set_error("training step failed: %s", sh->err);
+        *loss += sh->loss;
+        ag_tape_reset(sh->tape);
+    }
+    if (rc) {
+        for (int s = 0; s < tr->shards; s++) nn_params_zero_grad(tr->shard[s].model->ps);
+        return rc;
+    }
+    if (tr->shards > 1)
+        ag_parallel_for((ptrdiff_t)nn_params_flat_size(tr->model->ps), 4096, reduce_grads, tr);
+    if (optim_step(tr->opt))
+        return nn_set_error("training diverged: the gradient norm is %g at epoch %d",
+                            optim_last_grad_norm(tr->opt), tr->epochs_done + 1);
+    return 0;
+}
+
 /* ---- one epoch ---- */
 
 int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out) {
-    zoo_model *m = tr->model;
-    ag_tape *t = tr->tape;
     double loss_sum = 0, tokens = 0, t0 = now();
     ds_batches_epoch(it, tr->epochs_done);
     ds_batch b;
     while (ds_batches_next(it, &b)) {
-        int B = b.size, T = b.num_steps;
-        nn_ctx c = {.tape = t, .training = true, .rng = &tr->rng};
-        int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * T);
-        if (!dec_in) return -1;
-        zoo_teacher_inputs(b.tgt, B, T, bos, dec_in);
-        void *state = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T);
-        ag_tensor *l = zoo_masked_ce(t, m->ops->decode(m, &c, state, dec_in, B, T), b.tgt, b.tgt_valid_len);
-        ag_tensor *loss = ag_sum(t, l, AG_ALL, false);
-        if (!loss || ag_backward(t, loss)) {
-            ag_tape_reset(t);
-            return nn_set_error("training step failed: %s", ag_last_error());
-        }
-        if (optim_step(tr->opt)) {
-            ag_tape_reset(t);
-            return nn_set_error("training diverged: the gradient norm is %g at epoch %d",
-                                optim_last_grad_norm(tr->opt), tr->epochs_done + 1);
-        }
-        loss_sum += loss->data[0];
-        for (int i = 0; i < B; i++) tokens += b.tgt_valid_len[i];
-        ag_tape_reset(t);
+        double loss;
+        if (train_step(tr, &b, bos, &loss)) return -1;
+        loss_sum += loss;
+        for (int i = 0; i < b.size; i++) tokens += b.tgt_valid_len[i];
     }
     *out = (zoo_epoch_stats){.loss = tokens ? loss_sum / tokens : 0, .tokens = tokens,
                              .seconds = now() - t0};
@@ -188,6 +296,7 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
     } else if (!zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC), ds_fra_vocab(data, DS_TGT)) &&
                !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
                !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
+               !nn_ckpt_set_meta_int(ck, "train.shards", tr->shards) &&
                !nn_ckpt_set_meta(ck, "train.history", hist) && !set_data_meta(ck, ds_fra_opts(data)) &&
                !set_meta_double(ck, "train.lr", optim_config(tr->opt)->lr) &&
                !set_meta_double(ck, "train.clip", optim_config(tr->opt)->clip_norm)) {
@@ -253,6 +362,13 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
         nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))
         goto fail;
     tr->epochs_done = (int)epochs;
+    int64_t shards;
+    if (nn_ckpt_meta_int(ck, "train.shards", &shards)) goto fail;
+    if (shards < 1 || shards > 64) {
+        nn_set_error("%s: metadata train.shards = %lld, expected 1 to 64", path, (long long)shards);
+        goto fail;
+    }
+    if (zoo_trainer_set_shards(tr, (int)shards)) goto fail;
     const char *hist = nn_ckpt_meta(ck, "train.history");
     if (!hist) {
         nn_set_error("%s: not a training checkpoint (no train.history)", path);

@@ -26,11 +26,15 @@ typedef struct zoo_epoch_stats {
     double seconds;
 } zoo_epoch_stats;
 
+typedef struct zoo_shard zoo_shard; /* one row range of every batch (trainer.c) */
+
 typedef struct zoo_trainer {
     zoo_model *model;     /* owned */
     optim *opt;           /* owned */
-    ag_tape *tape;        /* owned */
-    ag_rng rng;           /* dropout */
+    ag_tape *tape;        /* owned; shard 0's tape */
+    ag_rng rng;           /* seeds each shard's dropout stream, once per step */
+    int shards;           /* see zoo_trainer_set_shards */
+    zoo_shard *shard;     /* owned, `shards` entries */
     int epochs_done;
     int n_hist, cap_hist;
     zoo_epoch_stats *hist; /* one per epoch done */
@@ -51,6 +55,16 @@ typedef struct zoo_train_opts {
 zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed);
 void zoo_trainer_free(zoo_trainer *tr);
 
+/* Cuts every batch into `shards` row ranges (as even as can be; a batch smaller than that
+ * leaves some empty) that run as independent forward and backward passes, in parallel on the
+ * threads of ag_set_threads. Each shard runs its own replica of the model: the same values, its
+ * own gradient buffer, tape and dropout stream. Their gradients are summed in shard order before
+ * clipping and the update, so the objective is the same as one pass over the batch; the bits
+ * depend on the number of shards (sums in another order, other dropout draws), never on the
+ * number of threads. A new trainer has 1 shard; a checkpoint keeps the number. Returns 0, or -1
+ * (nn_last_error) for shards outside [1, 64] or out of memory (the trainer is then unchanged). */
+int zoo_trainer_set_shards(zoo_trainer *tr, int shards);
+
 /* One epoch over `it` (positioned by this function at epoch tr->epochs_done). Returns 0 or -1
  * (an op failed: its message went to ag's error handler and is in ag_last_error(); or the
  * gradient norm was not finite). */
@@ -62,7 +76,7 @@ int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stat
 int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *opts);
 
 /* Writes the whole run to path (atomically): model, vocabularies, config, optimizer state and
- * settings (lr, clip), RNG, epochs done, history, data options. Returns 0 or -1. */
+ * settings (lr, clip, shards), RNG, epochs done, history, data options. Returns 0 or -1. */
 int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path);
 
 /* Restores a run saved by zoo_trainer_save into a new trainer, its optimizer configured with

@@ -120,22 +120,62 @@ static void test_same_seed_same_bits(void) {
     ds_fra_free(d);
 }
 
-/* Ops split independent outputs between threads: the thread count changes no bit. */
+/* Ops split independent outputs between threads, and batch shards run on them in parallel:
+ * the thread count changes no bit, with one shard or with uneven ones (a batch of 4 in 3). */
 static void test_threads_change_no_bit(void) {
     ds_fra *d = load();
-    zoo_trainer *one = new_trainer(d, 0.2, 4), *two = new_trainer(d, 0.2, 4);
-    CU_ASSERT_EQUAL(run_epochs(one, d, 3), 0);
-    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
-    CU_ASSERT_EQUAL(ag_threads(), 2);
-    CU_ASSERT_EQUAL(run_epochs(two, d, 3), 0);
-    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
-    size_t n = nn_params_flat_size(one->model->ps);
-    CU_ASSERT_EQUAL(memcmp(nn_params_values(one->model->ps), nn_params_values(two->model->ps), n * sizeof(ag_real)), 0);
-    CU_ASSERT_EQUAL(one->hist[2].loss, two->hist[2].loss);
+    for (int shards = 1; shards <= 3; shards += 2) {
+        zoo_trainer *one = new_trainer(d, 0.2, 4), *two = new_trainer(d, 0.2, 4);
+        CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(one, shards), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(two, shards), 0);
+        CU_ASSERT_EQUAL(run_epochs(one, d, 3), 0);
+        CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+        CU_ASSERT_EQUAL(ag_threads(), 2);
+        CU_ASSERT_EQUAL(run_epochs(two, d, 3), 0);
+        CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+        size_t n = nn_params_flat_size(one->model->ps);
+        CU_ASSERT_EQUAL(memcmp(nn_params_values(one->model->ps), nn_params_values(two->model->ps),
+                               n * sizeof(ag_real)), 0);
+        CU_ASSERT_EQUAL(one->hist[2].loss, two->hist[2].loss);
+        zoo_trainer_free(one);
+        zoo_trainer_free(two);
+    }
     CU_ASSERT_EQUAL(ag_set_threads(0), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "set_threads"));
-    zoo_trainer_free(one);
-    zoo_trainer_free(two);
+    ds_fra_free(d);
+}
+
+/* Shards change the summation order, not the objective: with no dropout and lr = 0 (the
+ * parameters stay put), every epoch's loss and the last gradient norm match one shard's to
+ * float rounding, and the gradient really is the sum over all shards (its norm would differ
+ * otherwise). Bad shard counts are refused. */
+static void test_shards_same_objective(void) {
+    ds_fra *d = load();
+    zoo_hparams h = tiny(0);
+    zoo_trainer *tr[2];
+    for (int i = 0; i < 2; i++) {
+        zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
+                                     ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 6);
+        tr[i] = m ? zoo_trainer_new(m, 0, 1.0, 7) : NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(tr[i]);
+    }
+    CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(tr[1], 2), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(tr[1], 3), 0); /* grows */
+    CU_ASSERT_EQUAL(tr[1]->shards, 3);
+    for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(run_epochs(tr[i], d, 2), 0);
+    for (int e = 0; e < 2; e++)
+        CU_ASSERT_DOUBLE_EQUAL(tr[1]->hist[e].loss, tr[0]->hist[e].loss, 1e-6 * tr[0]->hist[e].loss);
+    double g0 = optim_last_grad_norm(tr[0]->opt), g1 = optim_last_grad_norm(tr[1]->opt);
+    CU_ASSERT(g0 > 0);
+    CU_ASSERT_DOUBLE_EQUAL(g1, g0, 1e-5 * g0);
+    CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 0), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "shards: 0"));
+    CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 65), -1);
+    CU_ASSERT_EQUAL(tr[1]->shards, 3);
+    CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 1), 0); /* shrinks */
+    CU_ASSERT_EQUAL(run_epochs(tr[1], d, 3), 0);
+    CU_ASSERT_DOUBLE_EQUAL(tr[1]->hist[2].loss, tr[0]->hist[1].loss, 1e-6 * tr[0]->hist[1].loss);
+    for (int i = 0; i < 2; i++) zoo_trainer_free(tr[i]);
     ds_fra_free(d);
 }
 
@@ -146,6 +186,8 @@ static void test_resume_is_exact(void) {
     CU_ASSERT_FATAL(fd >= 0);
     close(fd);
     zoo_trainer *straight = new_trainer(d, 0.2, 5), *first = new_trainer(d, 0.2, 5);
+    CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(straight, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(first, 2), 0);
     CU_ASSERT_EQUAL(run_epochs(straight, d, 6), 0);
     CU_ASSERT_EQUAL(run_epochs(first, d, 3), 0);
     CU_ASSERT_EQUAL_FATAL(zoo_trainer_save(first, d, path), 0);
@@ -155,6 +197,7 @@ static void test_resume_is_exact(void) {
     if (!resumed) fprintf(stderr, "\n  %s\n", nn_last_error());
     CU_ASSERT_PTR_NOT_NULL_FATAL(resumed);
     CU_ASSERT_EQUAL(resumed->epochs_done, 3);
+    CU_ASSERT_EQUAL(resumed->shards, 2);
     CU_ASSERT_EQUAL(o.batch_size, 4);
     CU_ASSERT_EQUAL(o.min_freq, 1);
     CU_ASSERT_EQUAL(zoo_trainer_check_data(resumed, d), 0);
@@ -228,6 +271,7 @@ static CU_TestInfo tests[] = {
     {"same seed, same bits", test_same_seed_same_bits},
     {"resume continues bit for bit", test_resume_is_exact},
     {"two threads, the same bits", test_threads_change_no_bit},
+    {"batch shards: the same objective", test_shards_same_objective},
     {"checkpoint of another model; model round trip", test_checkpoint_of_another_model},
     {"hyperparameter errors", test_hparam_errors},
     CU_TEST_INFO_NULL,
