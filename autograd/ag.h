@@ -242,6 +242,22 @@ ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *g
  * by 1 / (1 - p), drawing from rng; in eval (training false) or with p = 0 it returns x. */
 ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng *rng);
 
+/* Fused multi-head scaled dot-product attention (the core of d2l's MultiHeadAttention: its
+ * transpose_qkv, DotProductAttention with dropout and transpose_output, in one op):
+ *   q (B, Tq, H), k (B, Tk, H), v (B, Tk, Hv); heads divides H and Hv, and head h reads
+ *   features [h H/heads, (h+1) H/heads) of q and k, [h Hv/heads, (h+1) Hv/heads) of v.
+ *   weights[b heads + h] = masked_softmax(q_h k_h^T / sqrt(H / heads)) with valid_lens as
+ *     ag_masked_softmax's, given per batch row b ((B,) or (B, Tq)): every head of b uses them.
+ *   out[b, :, head h's features] = dropout(weights[b heads + h]) v_h       -> (B, Tq, Hv)
+ * The dropout is ag_dropout's on the (B heads, Tq, Tk) weights: the same rng state drops the
+ * same elements. heads = 1 is d2l's DotProductAttention on 3-D tensors. If weights is not NULL,
+ * *weights receives the attention weights (B heads, Tq, Tk), before dropout, on the tape with
+ * no gradient (for plots). Returns the output, or NULL (reported) on bad shapes, heads, p or
+ * vl_ndim (0, 1 or 2), or training with p > 0 and no rng. */
+ag_tensor *ag_attention(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, int heads,
+                        const int32_t *valid_lens, int vl_ndim, double p, bool training,
+                        ag_rng *rng, ag_tensor **weights);
+
 /* Fused softmax cross-entropy: logits (..., V), labels (...) in [0, V), weights (...) or NULL
  * for ones -> per-position loss (...) = weight * (logsumexp(logits) - logits[label]).
  * labels and weights are copied. d2l's MaskedSoftmaxCELoss = ag_mean over T of this with the

@@ -190,6 +190,46 @@ void ag__vexp(const ag_real *x, ag_real *y, ptrdiff_t n);
 /* x[i] = exp(x[i]) for i < n. */
 void ag__vexp_inplace(ag_real *x, ptrdiff_t n);
 
+/* ---- dropout masks (ag_dropout, ag_attention) ----
+ * Counter-based draws: one 64-bit value from the stream keys a call, and element i's uniform
+ * 32-bit number is a bijective hash of (key, i) (two rounds of Chris Wellons' "lowbias32"
+ * integer hash). No sequential state between elements, so loops vectorize and a backward can
+ * recompute a mask instead of storing it; an element is dropped when its number is below
+ * p 2^32 (probability p to within 2^-32). */
+typedef struct ag__dropmask {
+    uint32_t k0, k1;
+    uint64_t threshold;
+    ag_real keep;          /* 1 / (1 - p), the factor of a kept element (0 when p = 1) */
+} ag__dropmask;
+
+static inline uint32_t ag__hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+static inline ag__dropmask ag__dropmask_new(double p, uint64_t key) {
+    ag__dropmask m = {(uint32_t)key, (uint32_t)(key >> 32),
+                      p >= 1 ? UINT64_C(1) << 32 : (uint64_t)(p * 4294967296.0),
+                      p < 1 ? (ag_real)(1 / (1 - p)) : 0};
+    return m;
+}
+
+/* The mask value of element i: 0 (dropped) or keep. */
+static inline ag_real ag__dropmask_at(const ag__dropmask *m, uint32_t i) {
+    return (uint64_t)ag__hash32(ag__hash32(i + m->k0) ^ m->k1) < m->threshold ? 0 : m->keep;
+}
+
+/* ---- softmax rows (ops_softmax.c) ----
+ * y = x - max(x) for one row of n, x[k] read as -1e6 for k >= len (d2l's masked softmax);
+ * then ag__vexp and ag__normalize_row give the softmax. */
+void ag__shifted_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len);
+/* y /= sum(y), one row of n. */
+void ag__normalize_row(ag_real *y, ptrdiff_t n);
+
 /* ---- threads (threads.c) ----
  * Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread (the caller
  * takes the first), when there are at least two threads and n allows min_per_thread elements

@@ -99,16 +99,6 @@ ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *g
     return y;
 }
 
-/* Chris Wellons' "lowbias32" integer hash: a bijection of 32-bit words with strong avalanche. */
-static inline uint32_t hash32(uint32_t x) {
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
 /* ---- dropout: y = x * mask, mask = 0 with probability p, else 1 / (1 - p); dx += g * mask ---- */
 
 static void dropout_backward(ag_node *nd) {
@@ -128,19 +118,9 @@ ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng 
     ag_tensor *y = x ? ag__out(t, x->ndim, x->shape, 1, &x) : NULL;
     ag_real *mask = y ? ag__alloc(t, (size_t)x->numel * sizeof *mask) : NULL;
     if (!mask) return NULL;
-    /* Counter-based draws: one 64-bit value from the stream keys the call, and element i's
-     * uniform 32-bit number is a bijective hash of (key, i) (two rounds of the "lowbias32"
-     * integer hash). No sequential state between elements, so the loop vectorizes; an element
-     * is dropped when its number is below p 2^32 (probability p to within 2^-32). */
-    ag_real keep = p < 1 ? (ag_real)(1 / (1 - p)) : 0;
-    uint64_t threshold = p >= 1 ? UINT64_C(1) << 32 : (uint64_t)(p * 4294967296.0);
-    uint64_t key = ag_rng_next(rng);
-    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    ag__dropmask dm = ag__dropmask_new(p, ag_rng_next(rng));
     ag_real *restrict ms_out = mask;
-    for (ptrdiff_t i = 0; i < x->numel; i++) {
-        uint32_t h = hash32(hash32((uint32_t)i + k0) ^ k1);
-        ms_out[i] = (uint64_t)h < threshold ? 0 : keep;
-    }
+    for (ptrdiff_t i = 0; i < x->numel; i++) ms_out[i] = ag__dropmask_at(&dm, (uint32_t)i);
     const ag_real *restrict xs = x->data, *restrict ms = mask;
     ag_real *restrict ys = y->data;
     for (ptrdiff_t i = 0; i < x->numel; i++) ys[i] = xs[i] * ms[i];

@@ -23,7 +23,7 @@
 #define CHUNK 256
 
 /* Row r of y = x[r] - max, with x[r][k] treated as MASKED_SCORE for k >= len. */
-static void shifted_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len) {
+void ag__shifted_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len) {
     if (len > n) len = n;
     ag_real m = len > 0 ? x[0] : MASKED_SCORE;
     for (ptrdiff_t k = 1; k < len; k++) m = x[k] > m ? x[k] : m;
@@ -32,7 +32,7 @@ static void shifted_row(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len
 }
 
 /* Row r of y /= its sum. */
-static void normalize_row(ag_real *y, ptrdiff_t n) {
+void ag__normalize_row(ag_real *y, ptrdiff_t n) {
     ag_real s = 0;
     for (ptrdiff_t k = 0; k < n; k++) s += y[k];
     ag_real inv = 1 / s;
@@ -82,9 +82,9 @@ static void softmax_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     const row_job *j = ctx;
     ptrdiff_t n = last_dim(j->x);
     for (ptrdiff_t r = r0; r < r1; r++)
-        shifted_row(j->x->data + r * n, j->y->data + r * n, n, j->lens ? j->lens[r] : n);
+        ag__shifted_row(j->x->data + r * n, j->y->data + r * n, n, j->lens ? j->lens[r] : n);
     ag__vexp_inplace(j->y->data + r0 * n, (r1 - r0) * n);
-    for (ptrdiff_t r = r0; r < r1; r++) normalize_row(j->y->data + r * n, n);
+    for (ptrdiff_t r = r0; r < r1; r++) ag__normalize_row(j->y->data + r * n, n);
 }
 
 static void softmax_backward_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {

@@ -23,8 +23,7 @@ typedef struct zoo_dot_attention {
 } zoo_dot_attention;
 
 int zoo_dot_attention_init(zoo_dot_attention *a, double dropout);
-/* q (B, Tq, d), k (B, Tk, d), v (B, Tk, dv) -> (B, Tq, dv). Also 4-D, (B, h, T, d) per head
- * (as multi-head attention calls it), with weights and valid lengths over B * h rows. */
+/* q (B, Tq, d), k (B, Tk, d), v (B, Tk, dv) -> (B, Tq, dv): ag_attention with one head. */
 ag_tensor *zoo_dot_attention_forward(zoo_dot_attention *a, const nn_ctx *c, ag_tensor *q,
                                      ag_tensor *k, ag_tensor *v, const int32_t *valid_lens,
                                      int vl_ndim);
@@ -58,9 +57,9 @@ typedef struct zoo_mha {
 int zoo_mha_init(zoo_mha *m, nn_params *ps, const char *prefix, int key_size, int query_size,
                  int value_size, int hiddens, int heads, double dropout, bool bias);
 /* queries (B, Tq, query_size), keys (B, Tk, key_size), values (B, Tk, value_size)
- * -> (B, Tq, hiddens): project, split into heads ((B, T, H) -> (B, heads, T, H / heads), as
- * views), dot-product attention per head with the valid lengths repeated per head (row
- * b * heads + h), merge (one copy), W_o. */
+ * -> (B, Tq, hiddens): project; split into heads (head h: features [h H/heads, (h+1) H/heads)),
+ * dot-product attention per head with row b's valid lengths for each of its heads, merge (d2l's
+ * transpose_qkv, DotProductAttention, transpose_output: one fused op, ag_attention); W_o. */
 ag_tensor *zoo_mha_forward(zoo_mha *m, const nn_ctx *c, ag_tensor *queries, ag_tensor *keys,
                            ag_tensor *values, const int32_t *valid_lens, int vl_ndim);
 

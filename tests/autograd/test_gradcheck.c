@@ -113,6 +113,20 @@ static ag_tensor *f_attention(ag_tape *t, ag_tensor *const *x, void *u) {
     return ag_matmul(t, w, X2);
 }
 
+/* The fused op: 2 heads, masks per row (one of length 0) or per query, dropout reseeded every
+ * call (the same mask each evaluation), k and v of different widths, a non-contiguous q. */
+static ag_tensor *f_fused_attention(ag_tape *t, ag_tensor *const *x, void *u) {
+    (void)u;
+    return ag_attention(t, X0, X1, X2, 2, (const int32_t[]){3, 0}, 1, 0, false, NULL, NULL);
+}
+static ag_tensor *f_fused_attention_2d(ag_tape *t, ag_tensor *const *x, void *u) {
+    (void)u;
+    ag_rng rng;
+    ag_rng_seed(&rng, 11);
+    ag_tensor *q = ag_transpose(t, X0, 0, 1); /* (3, 2, 4) stored (2, 3, 4): a strided view */
+    return ag_attention(t, q, X1, X2, 2, (const int32_t[]){1, 4, 2, 3, 4, 1}, 2, 0.3, true, &rng, NULL);
+}
+
 #define S1(a) {1, {a}}
 #define S2(a, b) {2, {a, b}}
 #define S3(a, b, c) {3, {a, b, c}}
@@ -187,6 +201,8 @@ static const gc_case cases[] = {
     {"softmax_ce unweighted", f_softmax_ce_plain, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"mlp with loss", f_mlp, 3, {S2(4, 5), S2(6, 5), S2(3, 6)}, NORMAL, DEFAULTS},
     {"attention", f_attention, 3, {S3(2, 2, 3), S3(2, 4, 3), S3(2, 4, 5)}, NORMAL, DEFAULTS},
+    {"fused attention, 2 heads, lens (B,) incl. 0", f_fused_attention, 3, {S3(2, 3, 4), S3(2, 4, 4), S3(2, 4, 6)}, NORMAL, DEFAULTS},
+    {"fused attention, lens (B,Tq), dropout, strided q", f_fused_attention_2d, 3, {S3(2, 3, 4), S3(3, 4, 4), S3(3, 4, 2)}, NORMAL, DEFAULTS},
 };
 
 static void fill(ag_tensor *x, int init, ag_rng *rng) {

@@ -1,0 +1,168 @@
+/* ops_attention.c -- fused multi-head scaled dot-product attention (the core of d2l 11.3 and
+ * 11.5: transpose_qkv, DotProductAttention with its dropout, transpose_output) as one op.
+ *
+ * Heads are packed in the feature axis: head h of batch row b reads Q = q[b, :, h d:(h+1) d]
+ * (Tq x d), K = k[b, :, h d:(h+1) d] (Tk x d) and V = v[b, :, h dv:(h+1) dv] (Tk x dv), with
+ * d = H / heads and dv = Hv / heads; pair index r = b * heads + h.
+ *
+ *   S = (Q K^T) * scale, scale = 1 / sqrt(d)                                 Tq x Tk
+ *   P = masked_softmax(S, len)  (S[i][j] := -1e6 for j >= len_i)      -> weights[r]
+ *   D = P .* M  (M: the dropout mask of ag_dropout on the weights tensor: 0 or 1 / (1 - p))
+ *   O = D V                                                          -> out[b, :, h dv:]
+ * Backward, G = dO (Tq x dv):
+ *   dV += D^T G      dD = G V^T      dP = dD .* M
+ *   dS[i][j] = [j < len_i] P[i][j] (dP[i][j] - sum_j' dP[i][j'] P[i][j'])
+ *   dQ += scale dS K      dK += scale dS^T Q
+ *
+ * The products go through ag__gemm with strides that read every head in place; the softmax,
+ * mask and dropout run on the pair's Tq x Tk block while it is in cache. The dropout mask is
+ * recomputed from its counter hash in the backward, not stored. Pairs are independent: they are
+ * split between the threads.
+ */
+#include "autograd/ag_internal.h"
+
+typedef struct attn_saved {
+    ag_tensor *w;         /* P, (B * heads, Tq, Tk) */
+    ag_real *d;           /* D = P .* M, or NULL without dropout (D = P) */
+    ag_real *scratch;     /* dP / dS of every pair, for the backward */
+    const int32_t *lens;  /* copied; NULL: no mask */
+    int vl_ndim, heads;
+    ag_real scale;
+    ag__dropmask dm;
+} attn_saved;
+
+typedef struct attn_job {
+    const ag_tensor *q, *k, *v, *y;
+    const attn_saved *s;
+} attn_job;
+
+static ptrdiff_t valid_len(const attn_saved *s, int b, int i, int Tq, int Tk) {
+    if (!s->lens) return Tk;
+    return s->vl_ndim == 2 ? s->lens[(ptrdiff_t)b * Tq + i] : s->lens[b];
+}
+
+/* y[e] = x[e] * M[base + e] for e < n (y may be x): the dropout mask of elements base.. */
+static void apply_mask(ag_real *y, const ag_real *x, ptrdiff_t n, ag__dropmask dm, uint32_t base) {
+    for (ptrdiff_t e = 0; e < n; e++) y[e] = x[e] * ag__dropmask_at(&dm, base + (uint32_t)e);
+}
+
+/* Forward of pairs [r0, r1). */
+static void attn_forward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
+    const attn_job *j = ctx;
+    const attn_saved *s = j->s;
+    int Tq = j->q->shape[1], Tk = j->k->shape[1], H = j->q->shape[2], Hv = j->v->shape[2];
+    int heads = s->heads, d = H / heads, dv = Hv / heads;
+    ptrdiff_t block = (ptrdiff_t)Tq * Tk;
+    for (ptrdiff_t r = r0; r < r1; r++) {
+        int b = (int)(r / heads), h = (int)(r % heads);
+        const ag_real *Q = j->q->data + (ptrdiff_t)b * Tq * H + h * d;
+        const ag_real *K = j->k->data + (ptrdiff_t)b * Tk * H + h * d;
+        const ag_real *V = j->v->data + (ptrdiff_t)b * Tk * Hv + h * dv;
+        ag_real *P = s->w->data + r * block;
+        ag__gemm(Tq, Tk, d, s->scale, Q, H, 1, K, 1, H, 0, P, Tk, 1);
+        for (int i = 0; i < Tq; i++)
+            ag__shifted_row(P + (ptrdiff_t)i * Tk, P + (ptrdiff_t)i * Tk, Tk, valid_len(s, b, i, Tq, Tk));
+        ag__vexp_inplace(P, block);
+        for (int i = 0; i < Tq; i++) ag__normalize_row(P + (ptrdiff_t)i * Tk, Tk);
+        const ag_real *D = P;
+        if (s->d) {
+            apply_mask(s->d + r * block, P, block, s->dm, (uint32_t)(r * block));
+            D = s->d + r * block;
+        }
+        ag__gemm(Tq, dv, Tk, 1, D, Tk, 1, V, Hv, 1, 0, j->y->data + (ptrdiff_t)b * Tq * Hv + h * dv, Hv, 1);
+    }
+}
+
+/* Backward of pairs [r0, r1). */
+static void attn_backward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
+    const attn_job *j = ctx;
+    const attn_saved *s = j->s;
+    const ag_tensor *q = j->q, *k = j->k, *v = j->v;
+    int Tq = q->shape[1], Tk = k->shape[1], H = q->shape[2], Hv = v->shape[2];
+    int heads = s->heads, d = H / heads, dv = Hv / heads;
+    ptrdiff_t block = (ptrdiff_t)Tq * Tk;
+    for (ptrdiff_t r = r0; r < r1; r++) {
+        int b = (int)(r / heads), h = (int)(r % heads);
+        ptrdiff_t oq = (ptrdiff_t)b * Tq * H + h * d, ok = (ptrdiff_t)b * Tk * H + h * d;
+        ptrdiff_t ov = (ptrdiff_t)b * Tk * Hv + h * dv;
+        const ag_real *G = j->y->grad + (ptrdiff_t)b * Tq * Hv + h * dv;
+        const ag_real *P = s->w->data + r * block, *D = s->d ? s->d + r * block : P;
+        if (v->grad) ag__gemm(Tk, dv, Tq, 1, D, 1, Tk, G, Hv, 1, 1, v->grad + ov, Hv, 1);
+        if (!q->grad && !k->grad) continue;
+        ag_real *dS = s->scratch + r * block;
+        ag__gemm(Tq, Tk, dv, 1, G, Hv, 1, v->data + ov, 1, Hv, 0, dS, Tk, 1);
+        if (s->d) apply_mask(dS, dS, block, s->dm, (uint32_t)(r * block));
+        for (int i = 0; i < Tq; i++) {
+            const ag_real *Pi = P + (ptrdiff_t)i * Tk;
+            ag_real *dSi = dS + (ptrdiff_t)i * Tk, dot = 0;
+            ptrdiff_t len = valid_len(s, b, i, Tq, Tk);
+            for (int c = 0; c < Tk; c++) dot += dSi[c] * Pi[c];
+            for (int c = 0; c < Tk; c++) dSi[c] = c < len ? Pi[c] * (dSi[c] - dot) : 0;
+        }
+        if (q->grad) ag__gemm(Tq, d, Tk, s->scale, dS, Tk, 1, k->data + ok, H, 1, 1, q->grad + oq, H, 1);
+        if (k->grad) ag__gemm(Tk, d, Tq, s->scale, dS, 1, Tk, q->data + oq, H, 1, 1, k->grad + ok, H, 1);
+    }
+}
+
+/* Pairs per thread: at least ~32K multiply-adds each. */
+static ptrdiff_t pairs_per_thread(const ag_tensor *q, const ag_tensor *k, const ag_tensor *v, int heads) {
+    double macs = (double)q->shape[1] * k->shape[1] * (q->shape[2] + v->shape[2]) / heads;
+    return (ptrdiff_t)(32768 / (macs + 1)) + 1;
+}
+
+static void attention_backward(ag_node *nd) {
+    attn_job j = {nd->in[0], nd->in[1], nd->in[2], nd->out, nd->saved};
+    ag__parallel_for((ptrdiff_t)j.q->shape[0] * j.s->heads, pairs_per_thread(j.q, j.k, j.v, j.s->heads),
+                     attn_backward_pairs, &j);
+}
+static const ag_op attention_op = {"attention", attention_backward};
+
+ag_tensor *ag_attention(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, int heads,
+                        const int32_t *valid_lens, int vl_ndim, double p, bool training,
+                        ag_rng *rng, ag_tensor **weights) {
+    if (weights) *weights = NULL;
+    ag_tensor *in[3] = {q, k, v};
+    if (!ag__check(t, "attention", 3, in)) return NULL;
+    char sq[64], sk[64], sv[64];
+    ag_shape_str(q, sq, sizeof sq);
+    ag_shape_str(k, sk, sizeof sk);
+    ag_shape_str(v, sv, sizeof sv);
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] ||
+        v->shape[0] != q->shape[0] || v->shape[1] != k->shape[1] || k->shape[2] != q->shape[2])
+        return ag__fail(t, "attention: queries %s, keys %s, values %s; expected (B, Tq, H), "
+                           "(B, Tk, H), (B, Tk, Hv)", sq, sk, sv);
+    if (heads < 1 || q->shape[2] % heads || v->shape[2] % heads)
+        return ag__fail(t, "attention: %d heads do not divide the features of queries %s and "
+                           "values %s", heads, sq, sv);
+    if (vl_ndim < 0 || vl_ndim > 2)
+        return ag__fail(t, "attention: valid lengths of %d dimensions (expected 0, 1 or 2)", vl_ndim);
+    if (!(p >= 0 && p <= 1)) return ag__fail(t, "attention: dropout probability %g is outside [0, 1]", p);
+    bool drop = training && p > 0;
+    if (drop && !rng) return ag__fail(t, "attention: training with dropout %g needs an RNG", p);
+    int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1];
+    for (int i = 0; i < 3; i++)
+        if (!(in[i] = ag__contig(t, in[i]))) return NULL;
+    ag_tensor *y = ag__out(t, AG_SHAPE(B, Tq, v->shape[2]), 3, in);
+    attn_saved s = {.heads = heads, .vl_ndim = vl_ndim, .scale = (ag_real)(1 / sqrt((double)(q->shape[2] / heads)))};
+    s.w = y ? ag__new(t, AG_SHAPE(B * heads, Tq, Tk), false) : NULL;
+    if (!s.w) return NULL;
+    ptrdiff_t n_lens = vl_ndim == 2 ? (ptrdiff_t)B * Tq : B, n_w = s.w->numel;
+    if (valid_lens && vl_ndim > 0) {
+        int32_t *lens = ag__alloc(t, sizeof *lens * (size_t)n_lens);
+        if (!lens) return NULL;
+        memcpy(lens, valid_lens, sizeof *lens * (size_t)n_lens);
+        s.lens = lens;
+    }
+    if (drop) {
+        s.dm = ag__dropmask_new(p, ag_rng_next(rng));
+        if (!(s.d = ag__alloc(t, sizeof *s.d * (size_t)n_w))) return NULL;
+    }
+    if (y->requires_grad && !(s.scratch = ag__alloc(t, sizeof *s.scratch * (size_t)n_w))) return NULL;
+    attn_job j = {in[0], in[1], in[2], y, &s};
+    ag__parallel_for((ptrdiff_t)B * heads, pairs_per_thread(in[0], in[1], in[2], heads),
+                     attn_forward_pairs, &j);
+    ag_node *nd = ag__record(t, &attention_op, y, 3, in, sizeof s);
+    if (nd) *(attn_saved *)nd->saved = s;
+    if (weights) *weights = s.w;
+    return y;
+}
