@@ -44,53 +44,63 @@ static ag_real *scratch(size_t n) {
     return scratch_buf;
 }
 
-/* Packed micro-kernel for small products, C (m x n) = alpha A (m x k) B (k x n) + beta C:
- * B is copied, 16 columns at a time, into a zero-padded k x 16 panel; each row of C is then
- * accumulated in a fixed 16-wide array (two or four vector registers: the compiler vectorizes
- * the constant-length loop fully) and written once. Whatever the operands' strides, the inner
- * loop runs over contiguous memory. C is not read when beta = 0. Needs k <= SMALL_K. */
-#define PANEL 16
+/* Micro-kernel for small products, C (m x n) = alpha A (m x k) B (k x n) + beta C, in column
+ * blocks of W = 8 or 16 (8 when n <= 8: attention heads are often 8 wide). A block of B is
+ * read in place when its rows are contiguous and W wide; otherwise it is first copied into a
+ * zero-padded k x W panel. Each row of C is then accumulated in a fixed W-wide array (one or two
+ * vector registers: the compiler vectorizes the constant-length loop fully) and written once.
+ * Whatever the operands' strides, the inner loop runs over contiguous memory. C is not read
+ * when beta = 0. Needs k <= SMALL_K. */
 #define SMALL_K 64
 
-static void small_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
-                       ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb,
-                       ag_real beta, ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
-    ag_real panel[SMALL_K * PANEL], arow[SMALL_K];
-    for (int j0 = 0; j0 < n; j0 += PANEL) {
-        int nb = n - j0 < PANEL ? n - j0 : PANEL;
-        for (int p = 0; p < k; p++) {
-            const ag_real *bp = b + p * rsb + j0 * csb;
-            ag_real *dst = panel + p * PANEL;
-            if (csb == 1) {
-                memcpy(dst, bp, sizeof *dst * (size_t)nb);
-            } else {
-                for (int j = 0; j < nb; j++) dst[j] = bp[j * csb];
-            }
-            for (int j = nb; j < PANEL; j++) dst[j] = 0;
-        }
-        for (int i = 0; i < m; i++) {
-            const ag_real *ai = a + i * rsa;
-            if (csa != 1) {
-                for (int p = 0; p < k; p++) arow[p] = ai[p * csa];
-                ai = arow;
-            }
-            ag_real acc[PANEL] = {0};
-            for (int p = 0; p < k; p++) {
-                const ag_real x = ai[p], *bp = panel + p * PANEL;
-                for (int j = 0; j < PANEL; j++) acc[j] += x * bp[j];
-            }
-            ag_real *ci = c + i * rsc + j0 * csc;
-            if (csc == 1 && beta == 1) {
-                for (int j = 0; j < nb; j++) ci[j] += alpha * acc[j];
-            } else if (csc == 1 && beta == 0) {
-                for (int j = 0; j < nb; j++) ci[j] = alpha * acc[j];
-            } else {
-                for (int j = 0; j < nb; j++)
-                    ci[j * csc] = alpha * acc[j] + (beta == 0 ? 0 : beta * ci[j * csc]);
-            }
-        }
+#define DEFINE_SMALL_GEMM(W)                                                                     \
+    static void small_gemm_##W(int m, int n, int k, ag_real alpha, const ag_real *a,            \
+                               ptrdiff_t rsa, ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb,   \
+                               ptrdiff_t csb, ag_real beta, ag_real *c, ptrdiff_t rsc,          \
+                               ptrdiff_t csc) {                                                 \
+        ag_real panel[SMALL_K * W], arow[SMALL_K];                                              \
+        for (int j0 = 0; j0 < n; j0 += W) {                                                     \
+            int nb = n - j0 < W ? n - j0 : W;                                                   \
+            const ag_real *bw = b + j0 * csb;                                                   \
+            ptrdiff_t rsw = rsb;                                                                \
+            if (csb != 1 || nb != W) {                                                          \
+                for (int p = 0; p < k; p++) {                                                   \
+                    const ag_real *bp = bw + p * rsb;                                           \
+                    ag_real *dst = panel + p * W;                                               \
+                    for (int j = 0; j < nb; j++) dst[j] = bp[j * csb];                          \
+                    for (int j = nb; j < W; j++) dst[j] = 0;                                    \
+                }                                                                               \
+                bw = panel;                                                                     \
+                rsw = W;                                                                        \
+            }                                                                                   \
+            for (int i = 0; i < m; i++) {                                                       \
+                const ag_real *ai = a + i * rsa;                                                \
+                if (csa != 1) {                                                                 \
+                    for (int p = 0; p < k; p++) arow[p] = ai[p * csa];                          \
+                    ai = arow;                                                                  \
+                }                                                                               \
+                ag_real acc[W] = {0};                                                           \
+                for (int p = 0; p < k; p++) {                                                   \
+                    const ag_real x = ai[p], *bp = bw + p * rsw;                                \
+                    for (int j = 0; j < W; j++) acc[j] += x * bp[j];                            \
+                }                                                                               \
+                ag_real *ci = c + i * rsc + j0 * csc;                                           \
+                if (csc == 1 && nb == W) {                                                      \
+                    if (beta == 1)                                                              \
+                        for (int j = 0; j < W; j++) ci[j] += alpha * acc[j];                    \
+                    else if (beta == 0)                                                         \
+                        for (int j = 0; j < W; j++) ci[j] = alpha * acc[j];                     \
+                    else                                                                        \
+                        for (int j = 0; j < W; j++) ci[j] = alpha * acc[j] + beta * ci[j];      \
+                } else {                                                                        \
+                    for (int j = 0; j < nb; j++)                                                \
+                        ci[j * csc] = alpha * acc[j] + (beta == 0 ? 0 : beta * ci[j * csc]);    \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
     }
-}
+DEFINE_SMALL_GEMM(8)
+DEFINE_SMALL_GEMM(16)
 
 typedef struct gemm_args {
     int n, k;
@@ -118,7 +128,8 @@ void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rs
               ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
     if (m == 0 || n == 0) return;
     if (k <= SMALL_K && (double)m * n * k <= SMALL_GEMM_MACS) {
-        small_gemm(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+        (n <= 8 ? small_gemm_8 : small_gemm_16)(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c,
+                                                 rsc, csc);
         return;
     }
     /* BLIS packs a column-major B (a transposed view, rsb = 1) at about half the speed of a

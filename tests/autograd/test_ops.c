@@ -71,8 +71,10 @@ static void check_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b, const char *wha
 static void test_matmul_vs_naive(void) {
     ag_tape *t = ag_tape_new();
     ag_rng_seed(&rng, 11);
-    /* small (engine loop) and large (BLIS) products, odd non-square shapes */
-    int sizes[][3] = {{7, 13, 5}, {1, 9, 1}, {33, 47, 29}, {65, 31, 3}};
+    /* small (engine loop: column blocks of 8 and 16, exact and ragged, read in place or
+     * packed) and large (BLIS) products, odd non-square shapes */
+    int sizes[][3] = {{7, 13, 5}, {1, 9, 1}, {6, 10, 8}, {4, 9, 12}, {5, 7, 16}, {3, 5, 20},
+                      {2, 64, 8}, {33, 47, 29}, {65, 31, 3}};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];
         ag_tensor *a = randn(t, AG_SHAPE(M, K)), *b = randn(t, AG_SHAPE(K, N));
