@@ -258,6 +258,12 @@ ag_tensor *ag_attention(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, in
                         const int32_t *valid_lens, int vl_ndim, double p, bool training,
                         ag_rng *rng, ag_tensor **weights);
 
+/* Fused GRU cell (PyTorch's gate equations): gi (B, 3H) = x W_ih^T + b_ih and
+ * gh (B, 3H) = h W_hh^T + b_hh, gates r, z, n in that order along axis 1, h (B, H):
+ *   r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r gh_n)
+ *   returns h' = n + z (h - n), (B, H). NULL (reported) on other shapes. */
+ag_tensor *ag_gru_cell(ag_tape *t, ag_tensor *gi, ag_tensor *gh, ag_tensor *h);
+
 /* Fused softmax cross-entropy: logits (..., V), labels (...) in [0, V), weights (...) or NULL
  * for ones -> per-position loss (...) = weight * (logsumexp(logits) - logits[label]).
  * labels and weights are copied. d2l's MaskedSoftmaxCELoss = ag_mean over T of this with the

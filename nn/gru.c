@@ -47,16 +47,11 @@ int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, in
  *   h  (B, H)  the layer's previous state
  *   gh (B, 3H) = h W_hh^T + b_hh
  *   r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r * gh_n)
- *   h' = n + z * (h - n)  ( = (1 - z) * n + z * h )
+ *   h' = n + z * (h - n)  ( = (1 - z) * n + z * h ): the fused ag_gru_cell
  * Returns h' (B, H), or NULL when an op failed. */
-static ag_tensor *gru_cell(ag_tape *t, const nn_gru_layer *L, int H, ag_tensor *gi, ag_tensor *h)
+static ag_tensor *gru_cell(ag_tape *t, const nn_gru_layer *L, ag_tensor *gi, ag_tensor *h)
 {
-    ag_tensor *gh = ag_linear(t, h, L->weight_hh, L->bias_hh);
-    ag_tensor *r = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, 0, H), ag_narrow(t, gh, 1, 0, H)));
-    ag_tensor *z = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, H, H), ag_narrow(t, gh, 1, H, H)));
-    ag_tensor *n = ag_tanh(t, ag_add(t, ag_narrow(t, gi, 1, 2 * H, H),
-                                     ag_mul(t, r, ag_narrow(t, gh, 1, 2 * H, H))));
-    return ag_add(t, n, ag_mul(t, z, ag_sub(t, h, n)));
+    return ag_gru_cell(t, gi, ag_linear(t, h, L->weight_hh, L->bias_hh), h);
 }
 
 /* Dropout between layers: training only; needs an rng when p > 0. */
@@ -108,7 +103,7 @@ ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_ten
                           : ag_tensor_new(t, AG_SHAPE(B, H));
         for (int s = 0; s < T && h; s++) {
             ag_tensor *gi = ag_reshape(t, ag_narrow(t, gi_all, 0, s, 1), AG_SHAPE(B, 3 * H));
-            h = gru_cell(t, L, H, gi, h);
+            h = gru_cell(t, L, gi, h);
             outs[s] = ag_reshape(t, h, AG_SHAPE(1, B, H));
             if (!outs[s]) h = NULL;
         }
@@ -146,7 +141,7 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
         const nn_gru_layer *L = &g->layer[k];
         if (k > 0) in = between_layers(g, c, in, "nn_gru_step");
         ag_tensor *gi = ag_linear(c->tape, in, L->weight_ih, L->bias_ih);  /* (B, 3H) */
-        nh[k] = gru_cell(c->tape, L, H, gi, h[k]);
+        nh[k] = gru_cell(c->tape, L, gi, h[k]);
         if (!nh[k]) return NULL;
         in = nh[k];
     }

@@ -373,6 +373,55 @@ static void test_attention_vs_composite(void) {
     ag_set_error_handler(NULL, NULL);
 }
 
+/* ---- the fused GRU cell against its composite ---- */
+
+static void gru_once(bool fused, ag_real *out, ag_real *grads) {
+    enum { B = 5, H = 7 };
+    ag_tape *t = ag_tape_new();
+    ag_rng r;
+    ag_rng_seed(&r, 77);
+    ag_tensor *gi = ag_leaf_new(AG_SHAPE(B, 3 * H), true), *gh = ag_leaf_new(AG_SHAPE(B, 3 * H), true);
+    ag_tensor *h = ag_leaf_new(AG_SHAPE(B, H), true), *proj = ag_tensor_new(t, AG_SHAPE(B, H));
+    ag_tensor *xs[4] = {gi, gh, h, proj};
+    for (int l = 0; l < 4; l++)
+        for (ptrdiff_t i = 0; i < xs[l]->numel; i++) xs[l]->data[i] = (ag_real)(2 * ag_rng_normal(&r));
+    ag_tensor *y;
+    if (fused) {
+        y = ag_gru_cell(t, gi, gh, h);
+    } else {
+        ag_tensor *rg = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, 0, H), ag_narrow(t, gh, 1, 0, H)));
+        ag_tensor *z = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, H, H), ag_narrow(t, gh, 1, H, H)));
+        ag_tensor *n = ag_tanh(t, ag_add(t, ag_narrow(t, gi, 1, 2 * H, H),
+                                         ag_mul(t, rg, ag_narrow(t, gh, 1, 2 * H, H))));
+        y = ag_add(t, n, ag_mul(t, z, ag_sub(t, h, n)));
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(ag_backward(t, ag_sum(t, ag_mul(t, y, proj), AG_ALL, false)), 0);
+    memcpy(out, y->data, sizeof *out * B * H);
+    for (int l = 0; l < 3; l++) {
+        memcpy(grads, xs[l]->grad, sizeof *grads * (size_t)xs[l]->numel);
+        grads += xs[l]->numel;
+        ag_leaf_free(xs[l]);
+    }
+    ag_tape_free(t);
+}
+
+static void test_gru_cell_vs_composite(void) {
+    enum { NY = 5 * 7, NG = 2 * 5 * 21 + 5 * 7 };
+    ag_real yf[NY], yc[NY], gf[NG], gc[NG];
+    gru_once(true, yf, gf);
+    gru_once(false, yc, gc);
+    CU_ASSERT_TRUE(arr_diff(yf, yc, NY) < 1e-6);
+    CU_ASSERT_TRUE(arr_diff(gf, gc, NG) < 1e-5);
+    ag_set_error_handler(capture, NULL);
+    ag_tape *t = ag_tape_new();
+    ag_tensor *gi = ag_tensor_new(t, AG_SHAPE(2, 12)), *h = ag_tensor_new(t, AG_SHAPE(2, 3));
+    CU_ASSERT_PTR_NULL(ag_gru_cell(t, gi, gi, h));
+    expect_error("gru_cell", "[2, 12]", "[2, 3]");
+    ag_tape_free(t);
+    ag_set_error_handler(NULL, NULL);
+}
+
 /* ---- layer norm ---- */
 
 static void test_layer_norm(void) {
@@ -699,6 +748,7 @@ static CU_TestInfo op_tests[] = {
     {"layer norm: literal and composite", test_layer_norm},
     {"dropout", test_dropout},
     {"fused attention against the composite", test_attention_vs_composite},
+    {"fused GRU cell against the composite", test_gru_cell_vs_composite},
     CU_TEST_INFO_NULL,
 };
 static CU_TestInfo tape_tests[] = {
