@@ -258,6 +258,12 @@ ag_tensor *ag_attention(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, in
                         const int32_t *valid_lens, int vl_ndim, double p, bool training,
                         ag_rng *rng, ag_tensor **weights);
 
+/* Additive (Bahdanau) attention scores, fused: q (B, Tq, H), k (B, Tk, H), w (H) ->
+ * s (B, Tq, Tk), s[b][i][j] = sum_h w[h] tanh(q[b][i][h] + k[b][j][h]) (d2l's
+ * w_v(tanh(W_q q + W_k k)) after the projections, without forming the broadcast sum as a
+ * tensor). NULL (reported) on other shapes. */
+ag_tensor *ag_additive_scores(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *w);
+
 /* Fused GRU cell (PyTorch's gate equations): gi (B, 3H) = x W_ih^T + b_ih and
  * gh (B, 3H) = h W_hh^T + b_hh, gates r, z, n in that order along axis 1, h (B, H):
  *   r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r gh_n)

@@ -166,3 +166,75 @@ ag_tensor *ag_attention(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, in
     if (weights) *weights = s.w;
     return y;
 }
+
+/* ---- additive attention scores (Bahdanau; d2l 11.3.2) ----
+ *   s[b][i][j] = sum_h w[h] f[b][i][j][h],  f = tanh(q[b][i] + k[b][j])   q (B, Tq, H), k (B, Tk, H)
+ * Backward, g = ds: a = g w (1 - f^2); dq[b][i] += sum_j a; dk[b][j] += sum_i a;
+ * dw += sum_{b,i,j} g f. The features f are kept for the backward (B Tq Tk H values). */
+
+typedef struct additive_saved {
+    ag_real *f;
+} additive_saved;
+
+static void additive_scores_backward(ag_node *nd) {
+    ag_tensor *q = nd->in[0], *k = nd->in[1], *w = nd->in[2], *y = nd->out;
+    const ag_real *restrict f = ((const additive_saved *)nd->saved)->f, *restrict wv = w->data;
+    const int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], H = q->shape[2];
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < Tk; j++) {
+                ptrdiff_t e = ((ptrdiff_t)b * Tq + i) * Tk + j;
+                const ag_real g = y->grad[e], *restrict fe = f + e * H;
+                if (w->grad)
+                    for (int h = 0; h < H; h++) w->grad[h] += g * fe[h];
+                /* q and k may be one tensor: no restrict on their gradients */
+                ag_real *dq = q->grad ? q->grad + ((ptrdiff_t)b * Tq + i) * H : NULL;
+                ag_real *dk = k->grad ? k->grad + ((ptrdiff_t)b * Tk + j) * H : NULL;
+                if (dq && dk) {
+                    for (int h = 0; h < H; h++) {
+                        ag_real a = g * wv[h] * (1 - fe[h] * fe[h]);
+                        dq[h] += a;
+                        dk[h] += a;
+                    }
+                } else if (dq || dk) {
+                    ag_real *d = dq ? dq : dk;
+                    for (int h = 0; h < H; h++) d[h] += g * wv[h] * (1 - fe[h] * fe[h]);
+                }
+            }
+}
+static const ag_op additive_scores_op = {"additive_scores", additive_scores_backward};
+
+ag_tensor *ag_additive_scores(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *w) {
+    ag_tensor *in[3] = {q, k, w};
+    if (!ag__check(t, "additive_scores", 3, in)) return NULL;
+    if (q->ndim != 3 || k->ndim != 3 || w->ndim != 1 || k->shape[0] != q->shape[0] ||
+        k->shape[2] != q->shape[2] || w->shape[0] != q->shape[2] || q->shape[2] < 1) {
+        char sq[64], sk[64], sw[64];
+        return ag__fail(t, "additive_scores: queries %s, keys %s, weight %s; expected (B, Tq, H), "
+                           "(B, Tk, H), (H)", ag_shape_str(q, sq, sizeof sq),
+                        ag_shape_str(k, sk, sizeof sk), ag_shape_str(w, sw, sizeof sw));
+    }
+    for (int i = 0; i < 3; i++)
+        if (!(in[i] = ag__contig(t, in[i]))) return NULL;
+    q = in[0], k = in[1], w = in[2];
+    const int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], H = q->shape[2];
+    ag_tensor *y = ag__out(t, AG_SHAPE(B, Tq, Tk), 3, in);
+    additive_saved s = {y ? ag__alloc(t, sizeof *s.f * (size_t)y->numel * H) : NULL};
+    if (!s.f) return NULL;
+    const ag_real *restrict wv = w->data;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++) {
+            const ag_real *restrict qi = q->data + ((ptrdiff_t)b * Tq + i) * H;
+            for (int j = 0; j < Tk; j++) {
+                ptrdiff_t e = ((ptrdiff_t)b * Tq + i) * Tk + j;
+                const ag_real *restrict kj = k->data + ((ptrdiff_t)b * Tk + j) * H;
+                ag_real *restrict fe = s.f + e * H, acc = 0;
+                for (int h = 0; h < H; h++) fe[h] = ag__tanh1(qi[h] + kj[h]);
+                for (int h = 0; h < H; h++) acc += wv[h] * fe[h];
+                y->data[e] = acc;
+            }
+        }
+    ag_node *nd = ag__record(t, &additive_scores_op, y, 3, in, sizeof s);
+    if (nd) *(additive_saved *)nd->saved = s;
+    return y;
+}

@@ -37,12 +37,10 @@ ag_tensor *zoo_additive_attention_forward(zoo_additive_attention *a, const nn_ct
     ag_tape *t = c->tape;
     ag_tensor *qp = nn_linear_forward(&a->W_q, c, q), *kp = nn_linear_forward(&a->W_k, c, k);
     if (!qp || !kp) return NULL;
-    int B = qp->shape[0], Tq = qp->shape[1], Tk = kp->shape[1], H = qp->shape[2];
-    /* (B, Tq, 1, H) + (B, 1, Tk, H) -> (B, Tq, Tk, H) */
-    ag_tensor *f = ag_tanh(t, ag_add(t, ag_reshape(t, qp, AG_SHAPE(B, Tq, 1, H)),
-                                     ag_reshape(t, kp, AG_SHAPE(B, 1, Tk, H))));
-    ag_tensor *scores = ag_reshape(t, nn_linear_forward(&a->w_v, c, f), AG_SHAPE(B, Tq, Tk));
-    return attend(&a->base, c, scores, v, valid_lens, vl_ndim);
+    /* w_v tanh(qp[b, i] + kp[b, j]) for every (i, j), fused (the (B, Tq, Tk, H) features are
+     * never a tensor) */
+    ag_tensor *w = ag_reshape(t, a->w_v.weight, AG_SHAPE(qp->shape[2]));
+    return attend(&a->base, c, ag_additive_scores(t, qp, kp, w), v, valid_lens, vl_ndim);
 }
 
 int zoo_mha_init(zoo_mha *m, nn_params *ps, const char *prefix, int key_size, int query_size,

@@ -38,8 +38,8 @@ typedef struct zoo_additive_attention {
 /* Registers prefix.W_k.weight, prefix.W_q.weight, prefix.w_v.weight (d2l's order). */
 int zoo_additive_attention_init(zoo_additive_attention *a, nn_params *ps, const char *prefix,
                                 int key_size, int query_size, int hiddens, double dropout);
-/* q (B, Tq, query_size), k (B, Tk, key_size), v (B, Tk, dv) -> (B, Tq, dv). The features
- * tanh(W_q q[b,i] + W_k k[b,j]) are formed for every (i, j) by broadcasting, (B, Tq, Tk, H). */
+/* q (B, Tq, query_size), k (B, Tk, key_size), v (B, Tk, dv) -> (B, Tq, dv). The scores
+ * w_v tanh(W_q q[b,i] + W_k k[b,j]) for every (i, j) are one fused op, ag_additive_scores. */
 ag_tensor *zoo_additive_attention_forward(zoo_additive_attention *a, const nn_ctx *c,
                                           ag_tensor *q, ag_tensor *k, ag_tensor *v,
                                           const int32_t *valid_lens, int vl_ndim);

@@ -120,17 +120,15 @@ ag_tensor *zoo_seq2seq_attn_decoder_attend(zoo_seq2seq_attn_decoder *d, const nn
     if (weights_out) *weights_out = NULL;
     if (!d || !c || !s || !query) return NULL;
     ag_tape *t = c->tape;
-    const int B = s->B, Tk = s->Tk, H = d->hiddens;
+    const int B = s->B, H = d->hiddens;
     if (query->ndim != 2 || query->shape[0] != B || query->shape[1] != H) {
         char sq[64];
         return nn_forward_error(c, "attention decoder: query %s, expected (B = %d, H = %d)",
                                 ag_shape_str(query, sq, sizeof sq), B, H);
     }
-    /* features (B, Tk, H) = tanh(W_q q [B, 1, H] + keys [B, Tk, H]) */
+    /* scores (B, 1, Tk) = w_v tanh(W_q q [B, 1, H] + keys [B, Tk, H]): one query per row */
     ag_tensor *qp = ag_reshape(t, nn_linear_forward(&d->attention.W_q, c, query), AG_SHAPE(B, 1, H));
-    ag_tensor *f = ag_tanh(t, ag_add(t, qp, s->keys));
-    /* scores (B, Tk, 1) = w_v f, read as (B, 1, Tk): one query per row */
-    ag_tensor *scores = ag_reshape(t, nn_linear_forward(&d->attention.w_v, c, f), AG_SHAPE(B, 1, Tk));
+    ag_tensor *scores = ag_additive_scores(t, qp, s->keys, ag_reshape(t, d->attention.w_v.weight, AG_SHAPE(H)));
     ag_tensor *w = ag_masked_softmax(t, scores, s->enc_valid, 1);
     d->attention.base.weights = w;
     /* context (B, 1, H) = dropout(w) enc_out */

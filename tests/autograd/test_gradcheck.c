@@ -127,6 +127,9 @@ static ag_tensor *f_fused_attention_2d(ag_tape *t, ag_tensor *const *x, void *u)
     return ag_attention(t, q, X1, X2, 2, (const int32_t[]){1, 4, 2, 3, 4, 1}, 2, 0.3, true, &rng, NULL);
 }
 
+FN(f_additive_scores, ag_additive_scores(t, X0, X1, X2))
+/* queries and keys one tensor (self-attention), the weight a view of a (1, H) row */
+FN(f_additive_self, ag_additive_scores(t, X0, X0, ag_reshape(t, X1, AG_SHAPE(4))))
 FN(f_gru_cell, ag_gru_cell(t, X0, X1, X2))
 /* gi and gh one tensor (its gradient gathers both), h a strided view */
 FN(f_gru_cell_shared, ag_gru_cell(t, X0, X0, ag_transpose(t, X1, 0, 1)))
@@ -205,6 +208,8 @@ static const gc_case cases[] = {
     {"softmax_ce unweighted", f_softmax_ce_plain, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"mlp with loss", f_mlp, 3, {S2(4, 5), S2(6, 5), S2(3, 6)}, NORMAL, DEFAULTS},
     {"attention", f_attention, 3, {S3(2, 2, 3), S3(2, 4, 3), S3(2, 4, 5)}, NORMAL, DEFAULTS},
+    {"additive_scores", f_additive_scores, 3, {S3(2, 3, 5), S3(2, 4, 5), S1(5)}, NORMAL, DEFAULTS},
+    {"additive_scores, q = k", f_additive_self, 2, {S3(2, 3, 4), S2(1, 4)}, NORMAL, DEFAULTS},
     {"gru_cell", f_gru_cell, 3, {S2(3, 12), S2(3, 12), S2(3, 4)}, NORMAL, DEFAULTS},
     {"gru_cell, gi = gh, strided h", f_gru_cell_shared, 2, {S2(2, 9), S2(3, 2)}, NORMAL, DEFAULTS},
     {"fused attention, 2 heads, lens (B,) incl. 0", f_fused_attention, 3, {S3(2, 3, 4), S3(2, 4, 4), S3(2, 4, 6)}, NORMAL, DEFAULTS},

@@ -406,6 +406,49 @@ static void gru_once(bool fused, ag_real *out, ag_real *grads) {
     ag_tape_free(t);
 }
 
+/* The fused additive scores against add (broadcast) + tanh + linear, values and gradients. */
+static void test_additive_scores_vs_composite(void) {
+    enum { B = 3, Tq = 2, Tk = 5, H = 6 };
+    ag_real ys[2][B * Tq * Tk], gs[2][B * Tq * H + B * Tk * H + H];
+    for (int fused = 0; fused < 2; fused++) {
+        ag_tape *t = ag_tape_new();
+        ag_rng r;
+        ag_rng_seed(&r, 8);
+        ag_tensor *q = ag_leaf_new(AG_SHAPE(B, Tq, H), true), *k = ag_leaf_new(AG_SHAPE(B, Tk, H), true);
+        ag_tensor *w = ag_leaf_new(AG_SHAPE(H), true), *proj = ag_tensor_new(t, AG_SHAPE(B, Tq, Tk));
+        ag_tensor *xs[4] = {q, k, w, proj};
+        for (int l = 0; l < 4; l++)
+            for (ptrdiff_t i = 0; i < xs[l]->numel; i++) xs[l]->data[i] = (ag_real)ag_rng_normal(&r);
+        ag_tensor *y;
+        if (fused) {
+            y = ag_additive_scores(t, q, k, w);
+        } else {
+            ag_tensor *f = ag_tanh(t, ag_add(t, ag_reshape(t, q, AG_SHAPE(B, Tq, 1, H)),
+                                             ag_reshape(t, k, AG_SHAPE(B, 1, Tk, H))));
+            y = ag_reshape(t, ag_linear(t, f, ag_reshape(t, w, AG_SHAPE(1, H)), NULL), AG_SHAPE(B, Tq, Tk));
+        }
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_EQUAL(ag_backward(t, ag_sum(t, ag_mul(t, y, proj), AG_ALL, false)), 0);
+        memcpy(ys[fused], y->data, sizeof ys[fused]);
+        ag_real *g = gs[fused];
+        for (int l = 0; l < 3; l++) {
+            memcpy(g, xs[l]->grad, sizeof *g * (size_t)xs[l]->numel);
+            g += xs[l]->numel;
+            ag_leaf_free(xs[l]);
+        }
+        ag_tape_free(t);
+    }
+    CU_ASSERT_TRUE(arr_diff(ys[0], ys[1], B * Tq * Tk) < 1e-5);
+    CU_ASSERT_TRUE(arr_diff(gs[0], gs[1], sizeof gs[0] / sizeof gs[0][0]) < 1e-5);
+    ag_set_error_handler(capture, NULL);
+    ag_tape *t = ag_tape_new();
+    ag_tensor *q = ag_tensor_new(t, AG_SHAPE(2, 1, 4)), *k = ag_tensor_new(t, AG_SHAPE(2, 3, 4));
+    CU_ASSERT_PTR_NULL(ag_additive_scores(t, q, k, ag_tensor_new(t, AG_SHAPE(5))));
+    expect_error("additive_scores", "[2, 1, 4]", "[5]");
+    ag_tape_free(t);
+    ag_set_error_handler(NULL, NULL);
+}
+
 static void test_gru_cell_vs_composite(void) {
     enum { NY = 5 * 7, NG = 2 * 5 * 21 + 5 * 7 };
     ag_real yf[NY], yc[NY], gf[NG], gc[NG];
@@ -749,6 +792,7 @@ static CU_TestInfo op_tests[] = {
     {"dropout", test_dropout},
     {"fused attention against the composite", test_attention_vs_composite},
     {"fused GRU cell against the composite", test_gru_cell_vs_composite},
+    {"fused additive scores against the composite", test_additive_scores_vs_composite},
     CU_TEST_INFO_NULL,
 };
 static CU_TestInfo tape_tests[] = {
