@@ -113,22 +113,40 @@ void optim_free(optim *o)
     free(o);
 }
 
+#ifdef TG_DOUBLE
+#define SQRT sqrt
+#else
+#define SQRT sqrtf
+#endif
+
+/* One update of elements [i0, i1) of the flat buffers: the gradient is read as grad * gscale
+ * (the clipping factor) and then zeroed, so clipping, the update and zero_grad are one pass.
+ * Elements are independent: ranges run in parallel on the engine's threads, same bits. */
+typedef struct update_job {
+    optim *o;
+    double lr;
+    ag_real gscale;
+} update_job;
+
 /* SGD with momentum mu, dampening d, weight decay wd (PyTorch's torch.optim.SGD):
  *   g = grad + wd p;  b = (t == 1) ? g : mu b + (1 - d) g;  g = nesterov ? g + mu b : b;
  *   p -= lr g. */
-static void sgd_update(optim *o, double lr)
+static void sgd_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
 {
+    const update_job *j = ctx;
+    optim *o = j->o;
     const optim_cfg *c = &o->cfg;
-    ag_real *p = nn_params_values(o->ps);
-    const ag_real *gr = nn_params_grads(o->ps);
-    const ag_real wd = (ag_real)c->weight_decay, mu = (ag_real)c->momentum;
-    const ag_real damp = (ag_real)(1 - c->dampening), a = (ag_real)lr;
+    ag_real *restrict p = nn_params_values(o->ps), *restrict gr = nn_params_grads(o->ps);
+    ag_real *restrict buf = o->buf;
+    const ag_real wd = (ag_real)c->weight_decay, mu = (ag_real)c->momentum, gs = j->gscale;
+    const ag_real damp = (ag_real)(1 - c->dampening), a = (ag_real)j->lr;
     const bool first = o->t == 0;
-    for (size_t i = 0; i < o->flat; i++) {
-        ag_real g = gr[i] + wd * p[i];
-        if (o->buf) {
-            o->buf[i] = first ? g : mu * o->buf[i] + damp * g;
-            g = c->nesterov ? g + mu * o->buf[i] : o->buf[i];
+    for (ptrdiff_t i = i0; i < i1; i++) {
+        ag_real g = gr[i] * gs + wd * p[i];
+        gr[i] = 0;
+        if (buf) {
+            buf[i] = first ? g : mu * buf[i] + damp * g;
+            g = c->nesterov ? g + mu * buf[i] : buf[i];
         }
         p[i] -= a * g;
     }
@@ -138,27 +156,30 @@ static void sgd_update(optim *o, double lr)
  *   AdamW: p *= 1 - lr wd           Adam: g = grad + wd p
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
-static void adam_update(optim *o, double lr)
+static void adam_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
 {
+    const update_job *j = ctx;
+    optim *o = j->o;
     const optim_cfg *c = &o->cfg;
     const int64_t t = o->t + 1;
-    ag_real *p = nn_params_values(o->ps);
-    const ag_real *gr = nn_params_grads(o->ps);
+    const double lr = j->lr;
+    ag_real *restrict p = nn_params_values(o->ps), *restrict gr = nn_params_grads(o->ps);
+    ag_real *restrict m = o->m, *restrict v = o->v;
     const bool decoupled = c->kind == OPTIM_ADAMW;
-    const ag_real l2 = (ag_real)(decoupled ? 0 : c->weight_decay);
+    const ag_real l2 = (ag_real)(decoupled ? 0 : c->weight_decay), gs = j->gscale;
     const ag_real keep = (ag_real)(decoupled ? 1 - lr * c->weight_decay : 1);
     const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2;
     const ag_real nb1 = (ag_real)(1 - c->beta1), nb2 = (ag_real)(1 - c->beta2);
     const ag_real step_size = (ag_real)(lr / (1 - pow(c->beta1, (double)t)));
     const ag_real bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, (double)t));
     const ag_real eps = (ag_real)c->eps;
-    ag_real *m = o->m, *v = o->v;
-    for (size_t i = 0; i < o->flat; i++) {
-        ag_real g = gr[i] + l2 * p[i];
-        if (decoupled) p[i] *= keep;
+    for (ptrdiff_t i = i0; i < i1; i++) {
+        ag_real g = gr[i] * gs + l2 * p[i];
+        gr[i] = 0;
+        p[i] *= keep; /* 1 for Adam: exact */
         m[i] = b1 * m[i] + nb1 * g;
         v[i] = b2 * v[i] + nb2 * g * g;
-        ag_real denom = (ag_real)sqrt(v[i]) / bc2_sqrt + eps;
+        ag_real denom = SQRT(v[i]) / bc2_sqrt + eps;
         p[i] -= step_size * (m[i] / denom);
     }
 }
@@ -166,8 +187,7 @@ static void adam_update(optim *o, double lr)
 int optim_step(optim *o)
 {
     if (!o) return nn_set_error("optim_step: optimizer is NULL");
-    double norm = o->cfg.clip_norm > 0 ? optim_clip_grad_norm(o->ps, o->cfg.clip_norm)
-                                       : optim_grad_norm(o->ps);
+    double norm = optim_grad_norm(o->ps), clip = o->cfg.clip_norm;
     o->last_norm = norm;
     if (!isfinite(norm)) {
         nn_params_zero_grad(o->ps);
@@ -175,10 +195,9 @@ int optim_step(optim *o)
                             "skipped, gradients zeroed (check the loss for NaN/inf, e.g. with "
                             "ag_tape_set_nan_check)", norm, (long long)(o->t + 1));
     }
-    double lr = optim_lr(o);
-    if (o->cfg.kind == OPTIM_SGD) sgd_update(o, lr);
-    else adam_update(o, lr);
-    nn_params_zero_grad(o->ps);
+    /* d2l's grad_clipping, as optim_clip_grad_norm, folded into the update */
+    update_job j = {o, optim_lr(o), clip > 0 && norm > clip ? (ag_real)(clip / norm) : 1};
+    ag_parallel_for((ptrdiff_t)o->flat, 8192, o->cfg.kind == OPTIM_SGD ? sgd_range : adam_range, &j);
     o->t++;
     return 0;
 }

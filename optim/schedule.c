@@ -1,5 +1,6 @@
 /* schedule.c -- learning-rate schedules and gradient-norm utilities. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "optim/optim.h"
 
@@ -20,13 +21,54 @@ double optim_schedule_lr(optim_schedule s, double lr, int64_t t)
     return NAN;
 }
 
-/* sqrt(sum_i g_i^2) over the flat gradient buffer (padding is zero), in double. */
+/* sqrt(sum_i g_i^2) over the flat gradient buffer (padding is zero), in double. The sum has
+ * one fixed order whatever the threads: the buffer is cut into chunks of NORM_CHUNK elements,
+ * each summed in NORM_LANES interleaved lanes (lane j takes elements j, j + LANES, ...; a
+ * vector of independent sums, not one latency-bound chain), the lanes added in order, and the
+ * chunks added in order; chunks run in parallel on the engine's threads. */
+#define NORM_CHUNK 4096
+#define NORM_LANES 8
+
+static double chunk_sumsq(const ag_real *g, size_t n)
+{
+    double lane[NORM_LANES] = {0}, s = 0;
+    size_t i = 0;
+    for (; i + NORM_LANES <= n; i += NORM_LANES)
+        for (int j = 0; j < NORM_LANES; j++) lane[j] += (double)g[i + j] * (double)g[i + j];
+    for (int j = 0; j < NORM_LANES; j++) s += lane[j];
+    for (; i < n; i++) s += (double)g[i] * (double)g[i];
+    return s;
+}
+
+typedef struct norm_job {
+    const ag_real *g;
+    size_t n;
+    double *part;
+} norm_job;
+
+static void norm_chunks(void *ctx, ptrdiff_t c0, ptrdiff_t c1)
+{
+    const norm_job *j = ctx;
+    for (ptrdiff_t c = c0; c < c1; c++) {
+        size_t b = (size_t)c * NORM_CHUNK, e = b + NORM_CHUNK < j->n ? b + NORM_CHUNK : j->n;
+        j->part[c] = chunk_sumsq(j->g + b, e - b);
+    }
+}
+
 double optim_grad_norm(nn_params *ps)
 {
     const ag_real *g = nn_params_grads(ps);
-    size_t n = nn_params_flat_size(ps);
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];
+    size_t n = nn_params_flat_size(ps), chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
+    double stack[256], *part = chunks <= 256 ? stack : malloc(chunks * sizeof *part), s = 0;
+    if (part) {
+        norm_job j = {g, n, part};
+        ag_parallel_for((ptrdiff_t)chunks, 2, norm_chunks, &j);
+        for (size_t c = 0; c < chunks; c++) s += part[c];
+        if (part != stack) free(part);
+    } else { /* the same chunks in the same order, one at a time */
+        for (size_t b = 0; b < n; b += NORM_CHUNK)
+            s += chunk_sumsq(g + b, b + NORM_CHUNK < n ? NORM_CHUNK : n - b);
+    }
     return sqrt(s);
 }
 
