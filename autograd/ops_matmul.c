@@ -92,6 +92,10 @@ static ag_real *scratch(size_t n) {
                         for (int j = 0; j < W; j++) ci[j] = alpha * acc[j];                     \
                     else                                                                        \
                         for (int j = 0; j < W; j++) ci[j] = alpha * acc[j] + beta * ci[j];      \
+                } else if (csc == 1 && beta == 1) {                                             \
+                    for (int j = 0; j < nb; j++) ci[j] += alpha * acc[j];                       \
+                } else if (csc == 1 && beta == 0) {                                             \
+                    for (int j = 0; j < nb; j++) ci[j] = alpha * acc[j];                        \
                 } else {                                                                        \
                     for (int j = 0; j < nb; j++)                                                \
                         ci[j * csc] = alpha * acc[j] + (beta == 0 ? 0 : beta * ci[j * csc]);    \
