@@ -238,6 +238,13 @@ ag_tensor *ag_masked_softmax(ag_tape *t, ag_tensor *x, const int32_t *valid_lens
 ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *gamma,
                          ag_tensor *beta, double eps);
 
+/* d2l's AddNorm in one op: LayerNorm(x + dropout(y)) as ag_layer_norm, where the dropout of y
+ * is ag_dropout's (p, training, rng: the same rng state drops the same elements). x and y have
+ * one shape. NULL (reported) on the errors of both. */
+ag_tensor *ag_add_layer_norm(ag_tape *t, ag_tensor *x, ag_tensor *y, double p, bool training,
+                             ag_rng *rng, int n_norm_dims, ag_tensor *gamma, ag_tensor *beta,
+                             double eps);
+
 /* Inverted dropout: in training, each element is zeroed with probability p and the rest scaled
  * by 1 / (1 - p), drawing from rng; in eval (training false) or with p = 0 it returns x. */
 ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng *rng);

@@ -73,8 +73,10 @@ int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim
                               NN_LAYER_NORM_EPS);
 }
 
+/* LayerNorm(dropout(y) + x): one fused op, ag_add_layer_norm. */
 ag_tensor *zoo_addnorm_forward(const zoo_addnorm *a, const nn_ctx *c, ag_tensor *x, ag_tensor *y) {
-    return nn_layer_norm_forward(&a->ln, c, ag_add(c->tape, nn_dropout_forward(&a->dropout, c, y), x));
+    return ag_add_layer_norm(c->tape, x, y, a->dropout.p, c->training, c->rng, a->ln.ndim,
+                             a->ln.weight, a->ln.bias, a->ln.eps);
 }
 
 /* ---- blocks ---- */

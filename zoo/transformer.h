@@ -59,7 +59,8 @@ int zoo_ffn_init(zoo_ffn *f, nn_params *ps, const char *prefix, int in, int hidd
 ag_tensor *zoo_ffn_forward(const zoo_ffn *f, const nn_ctx *c, ag_tensor *x);
 
 typedef struct zoo_addnorm { nn_dropout dropout; nn_layer_norm ln; } zoo_addnorm;
-/* ln(dropout(y) + x); normalized over the trailing `ndim` dims of the given shape. */
+/* ln(dropout(y) + x), one fused op (ag_add_layer_norm); normalized over the trailing `ndim`
+ * dims of the given shape. */
 int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim,
                      const int *shape, double dropout);
 ag_tensor *zoo_addnorm_forward(const zoo_addnorm *a, const nn_ctx *c, ag_tensor *x, ag_tensor *y);

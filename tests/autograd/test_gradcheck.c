@@ -127,6 +127,13 @@ static ag_tensor *f_fused_attention_2d(ag_tape *t, ag_tensor *const *x, void *u)
     return ag_attention(t, q, X1, X2, 2, (const int32_t[]){1, 4, 2, 3, 4, 1}, 2, 0.3, true, &rng, NULL);
 }
 
+FN(f_add_layer_norm, ag_add_layer_norm(t, X0, X1, 0, false, NULL, 1, X2, NULL, 1e-5))
+static ag_tensor *f_add_layer_norm_drop(ag_tape *t, ag_tensor *const *x, void *u) {
+    (void)u;
+    ag_rng rng;
+    ag_rng_seed(&rng, 13); /* reseeded every call: the same mask each evaluation */
+    return ag_add_layer_norm(t, X0, X1, 0.4, true, &rng, 2, NULL, NULL, 1e-5);
+}
 FN(f_additive_scores, ag_additive_scores(t, X0, X1, X2))
 /* queries and keys one tensor (self-attention), the weight a view of a (1, H) row */
 FN(f_additive_self, ag_additive_scores(t, X0, X0, ag_reshape(t, X1, AG_SHAPE(4))))
@@ -208,6 +215,8 @@ static const gc_case cases[] = {
     {"softmax_ce unweighted", f_softmax_ce_plain, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"mlp with loss", f_mlp, 3, {S2(4, 5), S2(6, 5), S2(3, 6)}, NORMAL, DEFAULTS},
     {"attention", f_attention, 3, {S3(2, 2, 3), S3(2, 4, 3), S3(2, 4, 5)}, NORMAL, DEFAULTS},
+    {"add_layer_norm (gamma, no beta)", f_add_layer_norm, 3, {S3(2, 3, 5), S3(2, 3, 5), S1(5)}, NORMAL, DEFAULTS},
+    {"add_layer_norm, dropout, two axes, no affine", f_add_layer_norm_drop, 2, {S3(2, 3, 4), S3(2, 3, 4)}, NORMAL, DEFAULTS},
     {"additive_scores", f_additive_scores, 3, {S3(2, 3, 5), S3(2, 4, 5), S1(5)}, NORMAL, DEFAULTS},
     {"additive_scores, q = k", f_additive_self, 2, {S3(2, 3, 4), S2(1, 4)}, NORMAL, DEFAULTS},
     {"gru_cell", f_gru_cell, 3, {S2(3, 12), S2(3, 12), S2(3, 4)}, NORMAL, DEFAULTS},

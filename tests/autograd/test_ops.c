@@ -449,6 +449,51 @@ static void test_additive_scores_vs_composite(void) {
     ag_set_error_handler(NULL, NULL);
 }
 
+/* AddNorm fused against ag_layer_norm(ag_add(ag_dropout(y), x)): the same dropout draws, the
+ * same values and gradients (x, y, gamma, beta), with and without dropout. */
+static void test_add_layer_norm_vs_composite(void) {
+    enum { N = 4 * 3 * 6, D = 6 };
+    for (int drop = 0; drop < 2; drop++) {
+        ag_real ys[2][N], gs[2][2 * N + 2 * D];
+        for (int fused = 0; fused < 2; fused++) {
+            ag_tape *t = ag_tape_new();
+            ag_rng r, dr;
+            ag_rng_seed(&r, 21);
+            ag_rng_seed(&dr, 4);
+            ag_tensor *x = ag_leaf_new(AG_SHAPE(4, 3, D), true), *y = ag_leaf_new(AG_SHAPE(4, 3, D), true);
+            ag_tensor *gm = ag_leaf_new(AG_SHAPE(D), true), *bt = ag_leaf_new(AG_SHAPE(D), true);
+            ag_tensor *proj = ag_tensor_new(t, AG_SHAPE(4, 3, D));
+            ag_tensor *xs[5] = {x, y, gm, bt, proj};
+            for (int l = 0; l < 5; l++)
+                for (ptrdiff_t i = 0; i < xs[l]->numel; i++) xs[l]->data[i] = (ag_real)ag_rng_normal(&r);
+            double p = drop ? 0.3 : 0;
+            ag_tensor *out = fused ? ag_add_layer_norm(t, x, y, p, true, &dr, 1, gm, bt, 1e-5)
+                                   : ag_layer_norm(t, ag_add(t, ag_dropout(t, y, p, true, &dr), x), 1, gm, bt, 1e-5);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+            CU_ASSERT_EQUAL(ag_backward(t, ag_sum(t, ag_mul(t, out, proj), AG_ALL, false)), 0);
+            memcpy(ys[fused], out->data, sizeof ys[fused]);
+            ag_real *g = gs[fused];
+            for (int l = 0; l < 4; l++) {
+                memcpy(g, xs[l]->grad, sizeof *g * (size_t)xs[l]->numel);
+                g += xs[l]->numel;
+                ag_leaf_free(xs[l]);
+            }
+            ag_tape_free(t);
+        }
+        CU_ASSERT_TRUE(arr_diff(ys[0], ys[1], N) < 1e-5);
+        CU_ASSERT_TRUE(arr_diff(gs[0], gs[1], sizeof gs[0] / sizeof gs[0][0]) < 1e-4);
+    }
+    ag_set_error_handler(capture, NULL);
+    ag_tape *t = ag_tape_new();
+    ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 3)), *y = ag_tensor_new(t, AG_SHAPE(3, 2));
+    CU_ASSERT_PTR_NULL(ag_add_layer_norm(t, x, y, 0, false, NULL, 1, NULL, NULL, 1e-5));
+    expect_error("add_layer_norm", "[2, 3]", "[3, 2]");
+    CU_ASSERT_PTR_NULL(ag_add_layer_norm(t, x, x, 0.5, true, NULL, 1, NULL, NULL, 1e-5));
+    expect_error("add_layer_norm", "RNG", NULL);
+    ag_tape_free(t);
+    ag_set_error_handler(NULL, NULL);
+}
+
 static void test_gru_cell_vs_composite(void) {
     enum { NY = 5 * 7, NG = 2 * 5 * 21 + 5 * 7 };
     ag_real yf[NY], yc[NY], gf[NG], gc[NG];
@@ -792,6 +837,7 @@ static CU_TestInfo op_tests[] = {
     {"dropout", test_dropout},
     {"fused attention against the composite", test_attention_vs_composite},
     {"fused GRU cell against the composite", test_gru_cell_vs_composite},
+    {"fused AddNorm against the composite", test_add_layer_norm_vs_composite},
     {"fused additive scores against the composite", test_additive_scores_vs_composite},
     CU_TEST_INFO_NULL,
 };
