@@ -302,10 +302,11 @@ static void linear_backward(ag_node *nd) {
     if (w->requires_grad)
         ag__gemm(out, in, rows, 1, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
                  w->stride[1]);
-    if (bias && bias->requires_grad) {
+    if (bias && bias->requires_grad) { /* bias is contiguous (ag_linear) */
         for (int r = 0; r < rows; r++) {
-            const ag_real *g = y->grad + (ptrdiff_t)r * out;
-            for (int o = 0; o < out; o++) bias->grad[o * bias->stride[0]] += g[o];
+            const ag_real *restrict g = y->grad + (ptrdiff_t)r * out;
+            ag_real *restrict db = bias->grad;
+            for (int o = 0; o < out; o++) db[o] += g[o];
         }
     }
 }
@@ -325,7 +326,8 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
         return ag__fail(t, "linear: bias %s does not fit weight %s (expected [%d])",
                         ag_shape_str(bias, sbias, sizeof sbias), sw, w->shape[0]);
     in[0] = x = ag__contig(t, x);
-    if (!x) return NULL;
+    if (bias) in[2] = bias = ag__contig(t, bias);
+    if (!x || (n_in > 2 && !bias)) return NULL;
     int out = w->shape[0], inf = w->shape[1];
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
@@ -334,8 +336,11 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     if (!y) return NULL;
     int rows = out ? (int)(y->numel / out) : 0;
     if (bias) {
-        for (int r = 0; r < rows; r++)
-            for (int o = 0; o < out; o++) y->data[(ptrdiff_t)r * out + o] = bias->data[o * bias->stride[0]];
+        for (int r = 0; r < rows; r++) {
+            ag_real *restrict yr = y->data + (ptrdiff_t)r * out;
+            const ag_real *restrict bd = bias->data;
+            for (int o = 0; o < out; o++) yr[o] = bd[o];
+        }
     }
     ag__gemm(rows, out, inf, 1, x->data, inf, 1, w->data, w->stride[1], w->stride[0],
              bias ? 1 : 0, y->data, out, 1);
