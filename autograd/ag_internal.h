@@ -193,8 +193,8 @@ void ag__vexp_inplace(ag_real *x, ptrdiff_t n);
 /* ---- dropout masks (ag_dropout, ag_attention) ----
  * Counter-based draws: one 64-bit value from the stream keys a call, and element i's uniform
  * 32-bit number is a bijective hash of (key, i) (two rounds of Chris Wellons' "lowbias32"
- * integer hash). No sequential state between elements, so loops vectorize and a backward can
- * recompute a mask instead of storing it; an element is dropped when its number is below
+ * integer hash). No sequential state between elements, so loops vectorize and every backward
+ * recomputes its mask instead of storing it; an element is dropped when its number is below
  * p 2^32 (probability p to within 2^-32). */
 typedef struct ag__dropmask {
     uint32_t k0, k1;
@@ -221,6 +221,18 @@ static inline ag__dropmask ag__dropmask_new(double p, uint64_t key) {
 /* The mask value of element i: 0 (dropped) or keep. */
 static inline ag_real ag__dropmask_at(const ag__dropmask *m, uint32_t i) {
     return (uint64_t)ag__hash32(ag__hash32(i + m->k0) ^ m->k1) < m->threshold ? 0 : m->keep;
+}
+
+/* y[e] = x[e] * M[base + e] for e < n (y may be x): the mask of elements base.. applied. */
+static inline void ag__dropmask_apply(ag_real *y, const ag_real *x, ptrdiff_t n, ag__dropmask dm,
+                                      uint32_t base) {
+    for (ptrdiff_t e = 0; e < n; e++) y[e] = x[e] * ag__dropmask_at(&dm, base + (uint32_t)e);
+}
+
+/* d[e] += g[e] * M[e] for e < n: a masked gradient added (d and g distinct). */
+static inline void ag__dropmask_accumulate(ag_real *restrict d, const ag_real *restrict g,
+                                           ptrdiff_t n, ag__dropmask dm) {
+    for (ptrdiff_t e = 0; e < n; e++) d[e] += g[e] * ag__dropmask_at(&dm, (uint32_t)e);
 }
 
 /* ---- softmax rows (ops_softmax.c) ----

@@ -41,11 +41,6 @@ static ptrdiff_t valid_len(const attn_saved *s, int b, int i, int Tq, int Tk) {
     return s->vl_ndim == 2 ? s->lens[(ptrdiff_t)b * Tq + i] : s->lens[b];
 }
 
-/* y[e] = x[e] * M[base + e] for e < n (y may be x): the dropout mask of elements base.. */
-static void apply_mask(ag_real *y, const ag_real *x, ptrdiff_t n, ag__dropmask dm, uint32_t base) {
-    for (ptrdiff_t e = 0; e < n; e++) y[e] = x[e] * ag__dropmask_at(&dm, base + (uint32_t)e);
-}
-
 /* Forward of pairs [r0, r1). */
 static void attn_forward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     const attn_job *j = ctx;
@@ -66,7 +61,7 @@ static void attn_forward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
         for (int i = 0; i < Tq; i++) ag__normalize_row(P + (ptrdiff_t)i * Tk, Tk);
         const ag_real *D = P;
         if (s->d) {
-            apply_mask(s->d + r * block, P, block, s->dm, (uint32_t)(r * block));
+            ag__dropmask_apply(s->d + r * block, P, block, s->dm, (uint32_t)(r * block));
             D = s->d + r * block;
         }
         ag__gemm(Tq, dv, Tk, 1, D, Tk, 1, V, Hv, 1, 0, j->y->data + (ptrdiff_t)b * Tq * Hv + h * dv, Hv, 1);
@@ -91,7 +86,7 @@ static void attn_backward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
         if (!q->grad && !k->grad) continue;
         ag_real *dS = s->scratch + r * block;
         ag__gemm(Tq, Tk, dv, 1, G, Hv, 1, v->data + ov, 1, Hv, 0, dS, Tk, 1);
-        if (s->d) apply_mask(dS, dS, block, s->dm, (uint32_t)(r * block));
+        if (s->d) ag__dropmask_apply(dS, dS, block, s->dm, (uint32_t)(r * block));
         for (int i = 0; i < Tq; i++) {
             const ag_real *Pi = P + (ptrdiff_t)i * Tk;
             ag_real *dSi = dS + (ptrdiff_t)i * Tk, dot = 0;

@@ -88,9 +88,8 @@ static void add_layer_norm_backward(ag_node *nd) {
     }
     if (y->requires_grad) {
         ag_real *restrict gy = y->grad;
-        const ag__dropmask dm = s->dm;
         if (s->drop)
-            for (ptrdiff_t i = 0; i < y->numel; i++) gy[i] += dz[i] * ag__dropmask_at(&dm, (uint32_t)i);
+            ag__dropmask_accumulate(gy, dz, y->numel, s->dm);
         else
             for (ptrdiff_t i = 0; i < y->numel; i++) gy[i] += dz[i];
     }
@@ -184,13 +183,12 @@ ag_tensor *ag_add_layer_norm(ag_tape *t, ag_tensor *x, ag_tensor *y, double p, b
     return out;
 }
 
-/* ---- dropout: y = x * mask, mask = 0 with probability p, else 1 / (1 - p); dx += g * mask ---- */
+/* ---- dropout: y = x * M, M = 0 with probability p, else 1 / (1 - p); dx += g * M ----
+ * The node keeps only the mask's key: the backward recomputes M from the counter hash. */
 
 static void dropout_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->out;
-    const ag_real *restrict mask = *(ag_real *const *)nd->saved, *restrict g = y->grad;
-    ag_real *restrict gx = x->grad;
-    for (ptrdiff_t i = 0; i < x->numel; i++) gx[i] += g[i] * mask[i];
+    ag__dropmask_accumulate(x->grad, y->grad, x->numel, *(const ag__dropmask *)nd->saved);
 }
 static const ag_op dropout_op = {"dropout", dropout_backward};
 
@@ -201,15 +199,10 @@ ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng 
     if (!rng) return ag__fail(t, "dropout: training with p = %g needs an RNG", p);
     x = ag__contig(t, x);
     ag_tensor *y = x ? ag__out(t, x->ndim, x->shape, 1, &x) : NULL;
-    ag_real *mask = y ? ag__alloc(t, (size_t)x->numel * sizeof *mask) : NULL;
-    if (!mask) return NULL;
+    if (!y) return NULL;
     ag__dropmask dm = ag__dropmask_new(p, ag_rng_next(rng));
-    ag_real *restrict ms_out = mask;
-    for (ptrdiff_t i = 0; i < x->numel; i++) ms_out[i] = ag__dropmask_at(&dm, (uint32_t)i);
-    const ag_real *restrict xs = x->data, *restrict ms = mask;
-    ag_real *restrict ys = y->data;
-    for (ptrdiff_t i = 0; i < x->numel; i++) ys[i] = xs[i] * ms[i];
-    ag_node *nd = ag__record(t, &dropout_op, y, 1, &x, sizeof mask);
-    if (nd) *(ag_real **)nd->saved = mask;
+    ag__dropmask_apply(y->data, x->data, x->numel, dm, 0);
+    ag_node *nd = ag__record(t, &dropout_op, y, 1, &x, sizeof dm);
+    if (nd) *(ag__dropmask *)nd->saved = dm;
     return y;
 }
