@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "autograd/ag_base.h"
+
 #ifdef TG_DOUBLE
 typedef double ag_real;
 #else
@@ -66,31 +68,14 @@ typedef struct ag_tensor {
     uint32_t magic;
 } ag_tensor;
 
-/* ---- Errors ------------------------------------------------------------------------------ */
-
-/* Receives every usage error message (one line, no newline). The default prints it to stderr
- * prefixed with "tapegrad: ". Pass NULL to restore the default. Process-wide. */
-typedef void (*ag_error_fn)(const char *msg, void *user);
-void ag_set_error_handler(ag_error_fn fn, void *user);
-/* The last message reported on this thread ("" if none). Owned by the library. */
-const char *ag_last_error(void);
-/* Reports a usage error the way an op does, for code built on the engine (layers, models):
- * formats the message, marks t failed (t may be NULL), calls the handler. Returns NULL, so a
- * forward function can `return ag_report(t, "...", ...);`. */
+/* Reports a usage error of a forward pass the way an op does, for code built on the engine
+ * (layers, models): records the message, marks t failed (t may be NULL), calls the handler.
+ * Returns NULL, so a forward function can `return ag_report(t, "...", ...);`. */
 void *ag_report(ag_tape *t, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-
-/* ---- Random numbers (xoshiro256**; same seed, same stream on every machine) --------------- */
-
-typedef struct ag_rng { uint64_t s[4]; } ag_rng;
-void ag_rng_seed(ag_rng *r, uint64_t seed);
-uint64_t ag_rng_next(ag_rng *r);
-double ag_rng_uniform(ag_rng *r);            /* [0, 1), 53 random bits */
-double ag_rng_normal(ag_rng *r);             /* N(0, 1), Box-Muller */
-uint32_t ag_rng_below(ag_rng *r, uint32_t n); /* uniform integer in [0, n), n > 0, unbiased */
 
 /* ---- Threads ----------------------------------------------------------------------------- */
 

@@ -1,34 +1,16 @@
-/* tensor.c -- tensor creation, leaves, shape helpers, error reporting and the RNG. */
+/* tensor.c -- tensor creation, leaves, shape helpers, strided iteration, error reporting. */
 #include "autograd/ag_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* ---- errors ---- */
-
-static void default_handler(const char *msg, void *user) {
-    (void)user;
-    fprintf(stderr, "tapegrad: %s\n", msg);
-}
-
-static ag_error_fn handler = default_handler;
-static void *handler_user;
-static _Thread_local char last_error[512];
-
-void ag_set_error_handler(ag_error_fn fn, void *user) {
-    handler = fn ? fn : default_handler;
-    handler_user = fn ? user : NULL;
-}
-
-const char *ag_last_error(void) { return last_error; }
+/* ---- errors (the channel itself is in base.c) ---- */
 
 static void *vfail(ag_tape *t, const char *fmt, va_list ap) {
-    char msg[sizeof last_error];
-    vsnprintf(msg, sizeof msg, fmt, ap); /* fmt's arguments may point into last_error */
-    memcpy(last_error, msg, sizeof msg);
+    ag_verror(fmt, ap);
     ag__mark_failed(t);
-    handler(last_error, handler_user);
+    ag_error_raise();
     return NULL;
 }
 
@@ -181,39 +163,6 @@ ag_tensor *ag_leaf_new(int ndim, const int *shape, bool requires_grad) {
 void ag_leaf_free(ag_tensor *x) {
     if (x) x->magic = 0;
     free(x);
-}
-
-/* ---- RNG: xoshiro256** seeded through splitmix64 ---- */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-void ag_rng_seed(ag_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
-}
-
-uint64_t ag_rng_next(ag_rng *r) { return ag__rng_next(r); }
-
-double ag_rng_uniform(ag_rng *r) { return (double)(ag_rng_next(r) >> 11) * 0x1.0p-53; }
-
-double ag_rng_normal(ag_rng *r) {
-    double u1 = 1.0 - ag_rng_uniform(r); /* (0, 1]: log is finite */
-    double u2 = ag_rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-uint32_t ag_rng_below(ag_rng *r, uint32_t n) {
-    /* Lemire's multiply-shift with rejection: unbiased. */
-    uint64_t m = (ag_rng_next(r) >> 32) * n;
-    if ((uint32_t)m < n) {
-        uint32_t floor = (uint32_t)(-n) % n;
-        while ((uint32_t)m < floor) m = (ag_rng_next(r) >> 32) * n;
-    }
-    return (uint32_t)(m >> 32);
 }
 
 /* ---- strided iteration ---- */

@@ -2,7 +2,7 @@
  *
  * Every fallible ds_ function returns an int status: DS_OK (0) on success, one of the
  * nonzero ds_status codes below on failure. On failure it also leaves a one-line message
- * in a thread-local buffer, read with ds_last_error(). Messages name what was wrong and
+ * in the thread-local error channel, read with ag_last_error(). Messages name what was wrong and
  * where: "path:LINE:COL: invalid UTF-8 byte 0xC3 ..." for data errors, the path and
  * strerror() for I/O errors, the argument and its value for bad arguments.
  *
@@ -18,10 +18,9 @@ typedef enum {
     DS_ENOMEM = 4,  /* environment: allocation failed or a size limit was exceeded */
 } ds_status;
 
-/* The message of the last failed ds_ call in the calling thread ("" if none yet).
- * The pointer stays valid for the thread's lifetime; the text is overwritten by the
- * next failure in the same thread. Successful calls do not clear it. */
-const char *ds_last_error(void);
+/* The message of a failed ds_ call is read with ag_last_error() (autograd/ag_base.h): the one
+ * error channel of every tapegrad library. */
+#include "autograd/ag_base.h"
 
 /* Short name of a status code ("ok", "bad argument", "I/O error", "bad data",
  * "out of memory"); "unknown status" for anything else. Static string. */

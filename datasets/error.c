@@ -1,4 +1,4 @@
-/* datasets/error.c -- the thread-local error message and small shared helpers. */
+/* datasets/error.c -- status names, ds_fail on the shared error channel, small helpers. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,10 +7,6 @@
 #include <unistd.h>
 
 #include "datasets/internal.h"
-
-static _Thread_local char ds_err_buf[1024];
-
-const char *ds_last_error(void) { return ds_err_buf; }
 
 const char *ds_status_name(int status) {
     switch (status) {
@@ -26,7 +22,7 @@ const char *ds_status_name(int status) {
 int ds_fail(int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ds_err_buf, sizeof ds_err_buf, fmt, ap);
+    ag_verror(fmt, ap);
     va_end(ap);
     return status;
 }

@@ -9,7 +9,7 @@
 
 #include "datasets/fra_internal.h"
 #include "datasets/internal.h"
-#include "datasets/rng.h"
+#include "autograd/ag_base.h"
 #include "datasets/unicode.h"
 
 /* ---- batches -------------------------------------------------------------------------- */
@@ -77,7 +77,7 @@ int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t ba
 
 void ds_batches_epoch(ds_batches *it, int64_t epoch) {
     if (it->shuffle) {
-        ds_rng_permutation(it->perm, it->n, it->d->opt.seed, (uint64_t)epoch);
+        ag_rng_permutation(it->perm, it->n, it->d->opt.seed, (uint64_t)epoch);
         for (int64_t i = 0; i < it->n; i++) it->order[i] = it->rows[it->perm[i]];
     } else {
         memcpy(it->order, it->rows, (size_t)it->n * sizeof *it->order);

@@ -12,7 +12,7 @@
 
 #include "datasets/fra_internal.h"
 #include "datasets/internal.h"
-#include "datasets/rng.h"
+#include "autograd/ag_base.h"
 #include "datasets/unicode.h"
 
 ds_fra_options ds_fra_defaults(void) {
@@ -246,7 +246,7 @@ static int make_parts(ds_fra *d) {
                        (long long)n_valid, (long long)n_test);
     int64_t *perm = malloc((size_t)n * sizeof *perm);
     if (!perm) return ds_fail(DS_ENOMEM, "out of memory for the split");
-    ds_rng_permutation(perm, n, d->opt.split_seed, DS_RNG_SPLIT_STREAM);
+    ag_rng_permutation(perm, n, d->opt.split_seed, DS_SPLIT_STREAM);
     /* permutation[0 .. n_test) = test, next n_valid = validation, rest = train. */
     int64_t cnt[3] = {n - n_test - n_valid, n_valid, n_test};
     const int64_t *src[3] = {perm + n_test + n_valid, perm + n_test, perm};

@@ -3,7 +3,7 @@
  *
  *     ds_fra_options o = ds_fra_defaults();          // d2l: 600 examples, 10 steps, ...
  *     ds_fra *d;
- *     if (ds_fra_load("fra.txt", &o, &d)) { fprintf(stderr, "%s\n", ds_last_error()); ... }
+ *     if (ds_fra_load("fra.txt", &o, &d)) { fprintf(stderr, "%s\n", ag_last_error()); ... }
  *     ds_batches *it;
  *     ds_batches_new(d, DS_TRAIN, true, &it);      // shuffled, opts.batch_size rows
  *     for (int64_t epoch = 0; epoch < 300; epoch++) {
@@ -59,6 +59,9 @@ typedef enum { DS_SRC = 0, DS_TGT = 1 } ds_side;
 /* DS_TRAIN is every pair when there is no split (valid_frac = test_frac = 0). */
 typedef enum { DS_TRAIN = 0, DS_VALID = 1, DS_TEST = 2, DS_ALL = 3 } ds_part;
 
+/* The RNG stream of the train/valid/test split (ag_rng_permutation(n, split_seed, this)). */
+#define DS_SPLIT_STREAM 0x53504C4954ULL /* "SPLIT" */
+
 typedef struct {
     int64_t num_examples; /* read lines 0..num_examples inclusive; 0 = every line (600)    */
     int32_t num_steps;    /* sequence length T of the arrays, >= 1                  (10)    */
@@ -67,7 +70,7 @@ typedef struct {
     uint64_t seed;        /* batch shuffling: epoch e uses permutation(n, seed, e)   (0)    */
     double valid_frac;    /* held-out split: floor(valid_frac * pairs) validation    (0)    */
     double test_frac;     /*   and floor(test_frac * pairs) test pairs               (0)    */
-    uint64_t split_seed;  /* split permutation(pairs, split_seed, DS_RNG_SPLIT_STREAM) (0)  */
+    uint64_t split_seed;  /* split permutation(pairs, split_seed, DS_SPLIT_STREAM) (0)  */
 } ds_fra_options;
 
 /* d2l's defaults (values in parentheses above). */
@@ -143,7 +146,7 @@ typedef struct ds_batches ds_batches;
 
 /* Iterator over the pairs of `part` in batches of opts.batch_size rows, positioned at the
  * start of epoch 0. With shuffle, epoch e visits the part in the order
- * permutation(size, opts.seed, e) (datasets/rng.h), so the same seed gives the same
+ * permutation(size, opts.seed, e) (ag_rng_permutation, autograd/ag_base.h), so the same seed gives the same
  * batches, and an epoch can be replayed alone; without shuffle, ascending order. Returns
  * DS_OK, DS_EARG (empty part), DS_ENOMEM. Free with ds_batches_free(). */
 int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out);

@@ -25,7 +25,7 @@ enum { DS_UNK = 0, DS_PAD = 1, DS_BOS = 2, DS_EOS = 3 };
 typedef struct ds_vocab ds_vocab;
 
 /* New empty vocab (no tokens at all, not even <unk>). Returns NULL when out of memory
- * (ds_last_error set). Free with ds_vocab_free(). */
+ * (ag_last_error set). Free with ds_vocab_free(). */
 ds_vocab *ds_vocab_new(void);
 /* Frees v and every string it owns. NULL is a no-op. */
 void ds_vocab_free(ds_vocab *v);

@@ -40,7 +40,7 @@ const char *ck_dtype_list(void)
 nn_ckpt *nn_ckpt_new(void)
 {
     nn_ckpt *ck = calloc(1, sizeof *ck);
-    if (!ck) nn_set_error("nn_ckpt_new: out of memory");
+    if (!ck) ag_error("nn_ckpt_new: out of memory");
     else ck->store = NN_F32;
     return ck;
 }
@@ -116,9 +116,9 @@ const void *nn_ckpt_data(const nn_ckpt *ck, const nn_ckpt_tensor *t)
 
 int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d)
 {
-    if (!ck) return nn_set_error("nn_ckpt_set_store_dtype: checkpoint is NULL");
+    if (!ck) return ag_error("nn_ckpt_set_store_dtype: checkpoint is NULL");
     if (d != NN_F32 && d != NN_F64)
-        return nn_set_error("nn_ckpt_set_store_dtype: dtype %s, expected F32 or F64",
+        return ag_error("nn_ckpt_set_store_dtype: dtype %s, expected F32 or F64",
                             nn_dtype_name(d));
     ck->store = d;
     return 0;
@@ -152,34 +152,34 @@ static double half_to_double(uint16_t h)
 int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src)
 {
     char s[96];
-    if (!ck || !name || (!shape && ndim > 0)) return nn_set_error("nn_ckpt_add: NULL argument");
+    if (!ck || !name || (!shape && ndim > 0)) return ag_error("nn_ckpt_add: NULL argument");
     if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
-        return nn_set_error("nn_ckpt_add: invalid tensor name '%s' (empty, reserved or not "
+        return ag_error("nn_ckpt_add: invalid tensor name '%s' (empty, reserved or not "
                             "UTF-8)", name);
     if (nn_ckpt_find(ck, name))
-        return nn_set_error("nn_ckpt_add: duplicate tensor '%s'", name);
+        return ag_error("nn_ckpt_add: duplicate tensor '%s'", name);
     if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
-        return nn_set_error("nn_ckpt_add: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
+        return ag_error("nn_ckpt_add: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
                             NN_CKPT_MAX_DIMS);
     int64_t sh[NN_CKPT_MAX_DIMS];
     uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return nn_set_error("nn_ckpt_add: tensor '%s': bad shape %s", name,
+            return ag_error("nn_ckpt_add: tensor '%s': bad shape %s", name,
                                 nn_shape_fmt(s, sizeof s, ndim, shape));
         sh[i] = shape[i];
         if (shape[i] && numel > SIZE_MAX / 8 / (uint64_t)shape[i])
-            return nn_set_error("nn_ckpt_add: tensor '%s': shape %s too large", name,
+            return ag_error("nn_ckpt_add: tensor '%s': shape %s too large", name,
                                 nn_shape_fmt(s, sizeof s, ndim, shape));
         numel *= (uint64_t)shape[i];
     }
-    if (numel > 0 && !src) return nn_set_error("nn_ckpt_add: tensor '%s': data is NULL", name);
+    if (numel > 0 && !src) return ag_error("nn_ckpt_add: tensor '%s': data is NULL", name);
     size_t es = nn_dtype_size(ck->store), bytes = (size_t)numel * es;
     if (ck->len + bytes > ck->data_cap) {
         size_t cap = ck->data_cap ? ck->data_cap : 4096;
         while (cap < ck->len + bytes) cap *= 2;
         unsigned char *d = realloc(ck->data, cap);
-        if (!d) return nn_set_error("nn_ckpt_add: out of memory adding '%s'", name);
+        if (!d) return ag_error("nn_ckpt_add: out of memory adding '%s'", name);
         ck->data = d;
         ck->data_cap = cap;
     }
@@ -198,7 +198,7 @@ int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const
         }
     }
     if (ck_push_tensor(ck, name, ck->store, ndim, sh, numel, ck->len, ck->len + bytes))
-        return nn_set_error("nn_ckpt_add: out of memory adding '%s'", name);
+        return ag_error("nn_ckpt_add: out of memory adding '%s'", name);
     ck->len += bytes;
     return 0;
 }
@@ -210,10 +210,10 @@ static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tenso
     char want[128], got[160];
     nn_shape_fmt(want, sizeof want, ndim, shape);
     if (!t)
-        return nn_set_error("%s: tensor '%s' is missing (expected shape %s)",
+        return ag_error("%s: tensor '%s' is missing (expected shape %s)",
                             nn_ckpt_source(ck), name, want);
     if (t->dtype != NN_F32 && t->dtype != NN_F64 && t->dtype != NN_F16 && t->dtype != NN_BF16)
-        return nn_set_error("%s: tensor '%s' has dtype %s, expected a float dtype (F32, F64, "
+        return ag_error("%s: tensor '%s' has dtype %s, expected a float dtype (F32, F64, "
                             "F16 or BF16)", nn_ckpt_source(ck), name, nn_dtype_name(t->dtype));
     bool same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
@@ -223,7 +223,7 @@ static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tenso
             u += (size_t)snprintf(got + u, sizeof got - u, i ? ", %lld" : "%lld",
                                   (long long)t->shape[i]);
         if (u < sizeof got) snprintf(got + u, sizeof got - u, "]");
-        return nn_set_error("%s: tensor '%s' has shape %s, expected %s", nn_ckpt_source(ck),
+        return ag_error("%s: tensor '%s' has shape %s, expected %s", nn_ckpt_source(ck),
                             name, got, want);
     }
     return 0;
@@ -259,7 +259,7 @@ void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst)
 int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape, ag_real *dst)
 {
     if (!ck || !name || (!shape && ndim > 0) || !dst)
-        return nn_set_error("nn_ckpt_read: NULL argument");
+        return ag_error("nn_ckpt_read: NULL argument");
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
     if (check_tensor(ck, name, t, ndim, shape)) return -1;
     ck_decode(ck, t, dst);
@@ -309,15 +309,15 @@ int ck_meta_put(nn_ckpt *ck, const char *key, const char *value)
 
 int nn_ckpt_set_meta(nn_ckpt *ck, const char *key, const char *value)
 {
-    if (!ck || !key || !value) return nn_set_error("nn_ckpt_set_meta: NULL argument");
+    if (!ck || !key || !value) return ag_error("nn_ckpt_set_meta: NULL argument");
     if (strcmp(key, NN_CKPT_CHECKSUM_KEY) == 0)
-        return nn_set_error("nn_ckpt_set_meta: key '%s' is reserved (nn_ckpt_save writes it)",
+        return ag_error("nn_ckpt_set_meta: key '%s' is reserved (nn_ckpt_save writes it)",
                             key);
     if (!js_utf8_valid(key) || !js_utf8_valid(value))
-        return nn_set_error("nn_ckpt_set_meta: key '%.60s': key and value must be UTF-8 text "
+        return ag_error("nn_ckpt_set_meta: key '%.60s': key and value must be UTF-8 text "
                             "(safetensors metadata is JSON)", key);
     if (ck_meta_put(ck, key, value))
-        return nn_set_error("nn_ckpt_set_meta: out of memory setting '%s'", key);
+        return ag_error("nn_ckpt_set_meta: out of memory setting '%s'", key);
     return 0;
 }
 
@@ -334,7 +334,7 @@ size_t nn_ckpt_meta_count(const nn_ckpt *ck) { return ck ? ck->nmeta : 0; }
 int nn_ckpt_meta_at(const nn_ckpt *ck, size_t i, const char **key, const char **value)
 {
     if (!ck || i >= ck->nmeta)
-        return nn_set_error("nn_ckpt_meta_at: index %zu out of range (%zu pairs)", i,
+        return ag_error("nn_ckpt_meta_at: index %zu out of range (%zu pairs)", i,
                             ck ? ck->nmeta : 0);
     if (key) *key = ck->mkeys[i];
     if (value) *value = ck->mvals[i];

@@ -35,13 +35,13 @@
  *     nn_ckpt_add_params(ck, ps);                       // model
  *     optim_save_state(opt, ck);                        // Adam moments, step
  *     nn_ckpt_set_meta(ck, "config", "{\"hidden\": 32}");
- *     int rc = nn_ckpt_save(ck, "model.safetensors");  // 0 or -1, message in nn_last_error()
+ *     int rc = nn_ckpt_save(ck, "model.safetensors");  // 0 or -1, message in ag_last_error()
  *     nn_ckpt_free(ck);
  *
  *     nn_ckpt *in;
  *     if (nn_ckpt_load(&in, "model.safetensors") || nn_ckpt_load_params(in, ps, 0) ||
  *         optim_load_state(opt, in))
- *         fprintf(stderr, "%s\n", nn_last_error());
+ *         fprintf(stderr, "%s\n", ag_last_error());
  *     nn_ckpt_free(in);
  */
 #ifndef TG_NN_CHECKPOINT_H

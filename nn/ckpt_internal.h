@@ -37,7 +37,7 @@ int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape);
 void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst);
 /* Fills ck's tensor table and metadata from the parsed header `root` after checking every
  * rule of nn/checkpoint.h against ck->data (the data section, ck->len bytes). src names the
- * file in messages. Returns 0 or -1 (nn_last_error). In safetensors_check.c. */
+ * file in messages. Returns 0 or -1 (ag_last_error). In safetensors_check.c. */
 struct js_val;
 int ck_validate(nn_ckpt *ck, const struct js_val *root, const char *src);
 /* XXH3-64 of the data section, as 16 lowercase hex digits (buf of >= 17 bytes). */

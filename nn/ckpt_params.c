@@ -9,9 +9,9 @@
 
 int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps)
 {
-    if (!ck || !ps) return nn_set_error("nn_ckpt_add_params: NULL argument");
+    if (!ck || !ps) return ag_error("nn_ckpt_add_params: NULL argument");
     if (!nn_params_finalized(ps))
-        return nn_set_error("nn_ckpt_add_params: the parameter store is not finalized");
+        return ag_error("nn_ckpt_add_params: the parameter store is not finalized");
     for (size_t i = 0; i < nn_params_count(ps); i++) {
         const ag_tensor *p = nn_params_at(ps, i);
         if (nn_ckpt_add(ck, p->name, p->ndim, p->shape, p->data)) return -1;
@@ -26,11 +26,11 @@ static bool has_prefix(const char *s, const char *prefix)
 
 int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags)
 {
-    if (!ck || !ps) return nn_set_error("nn_ckpt_load_params: NULL argument");
+    if (!ck || !ps) return ag_error("nn_ckpt_load_params: NULL argument");
     if (!nn_params_finalized(ps))
-        return nn_set_error("nn_ckpt_load_params: the parameter store is not finalized");
+        return ag_error("nn_ckpt_load_params: the parameter store is not finalized");
     if (flags & ~NN_CKPT_ALLOW_EXTRA)
-        return nn_set_error("nn_ckpt_load_params: unknown flags 0x%x", flags);
+        return ag_error("nn_ckpt_load_params: unknown flags 0x%x", flags);
     /* Every check first, so that a failure leaves the store untouched. */
     for (size_t i = 0; i < nn_params_count(ps); i++) {
         const ag_tensor *p = nn_params_at(ps, i);
@@ -40,7 +40,7 @@ int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags)
         for (size_t i = 0; i < nn_ckpt_count(ck); i++) {
             const char *name = nn_ckpt_at(ck, i)->name;
             if (!has_prefix(name, NN_CKPT_OPTIM_PREFIX) && !nn_params_find(ps, name))
-                return nn_set_error("%s: unexpected tensor '%s': not a parameter of the model "
+                return ag_error("%s: unexpected tensor '%s': not a parameter of the model "
                                     "(%zu parameters expected; pass NN_CKPT_ALLOW_EXTRA to "
                                     "load a part of a larger model)", nn_ckpt_source(ck), name,
                                     nn_params_count(ps));
@@ -85,13 +85,13 @@ int nn_ckpt_meta_int(const nn_ckpt *ck, const char *key, int64_t *v)
 {
     const char *s = nn_ckpt_meta(ck, key);
     if (!s)
-        return nn_set_error("%s: metadata key '%s' is missing (expected an integer)",
+        return ag_error("%s: metadata key '%s' is missing (expected an integer)",
                             nn_ckpt_source(ck), key ? key : "(null)");
     char *end;
     errno = 0;
     long long x = strtoll(s, &end, 10);
     if (!s[0] || *end || errno)
-        return nn_set_error("%s: metadata '%s' = \"%.60s\", expected a decimal integer",
+        return ag_error("%s: metadata '%s' = \"%.60s\", expected a decimal integer",
                             nn_ckpt_source(ck), key, s);
     *v = x;
     return 0;
@@ -101,7 +101,7 @@ int nn_ckpt_meta_int(const nn_ckpt *ck, const char *key, int64_t *v)
 int nn_ckpt_set_meta_rng(nn_ckpt *ck, const char *key, const ag_rng *r)
 {
     char buf[72];
-    if (!r) return nn_set_error("nn_ckpt_set_meta_rng: rng is NULL");
+    if (!r) return ag_error("nn_ckpt_set_meta_rng: rng is NULL");
     snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, r->s[0],
              r->s[1], r->s[2], r->s[3]);
     return nn_ckpt_set_meta(ck, key, buf);
@@ -111,7 +111,7 @@ int nn_ckpt_meta_rng(const nn_ckpt *ck, const char *key, ag_rng *r)
 {
     const char *s = nn_ckpt_meta(ck, key);
     if (!s)
-        return nn_set_error("%s: metadata key '%s' is missing (expected an rng state)",
+        return ag_error("%s: metadata key '%s' is missing (expected an rng state)",
                             nn_ckpt_source(ck), key ? key : "(null)");
     ag_rng x;
     bool ok = strlen(s) == 64;
@@ -125,7 +125,7 @@ int nn_ckpt_meta_rng(const nn_ckpt *ck, const char *key, ag_rng *r)
         }
     }
     if (!ok || !r)
-        return nn_set_error("%s: metadata '%s' = \"%.70s\", expected 64 lowercase hex digits "
+        return ag_error("%s: metadata '%s' = \"%.70s\", expected 64 lowercase hex digits "
                             "(an rng state)", nn_ckpt_source(ck), key, s);
     *r = x;
     return 0;

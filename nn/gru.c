@@ -59,7 +59,7 @@ static ag_tensor *between_layers(const nn_gru *g, const nn_ctx *c, ag_tensor *x,
 {
     if (!x || !c->training || g->dropout == 0) return x;
     if (!c->rng)
-        return nn_forward_error(c, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)", fn,
+        return ag_report(c->tape, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)", fn,
                                 g->dropout);
     return ag_dropout(c->tape, x, g->dropout, true, c->rng);
 }
@@ -71,7 +71,7 @@ static int check_shape3(const nn_ctx *c, const ag_tensor *x, int d0, int d1, int
     if (x->ndim == 3 && (d0 < 0 || x->shape[0] == d0) && (d1 < 0 || x->shape[1] == d1) &&
         x->shape[2] == d2 && x->shape[0] > 0 && x->shape[1] > 0)
         return 0;
-    nn_forward_error(c, "%s has shape %s, expected %s", what,
+    ag_report(c->tape, "%s has shape %s, expected %s", what,
                      nn_shape_fmt(s, sizeof s, x->ndim, x->shape), expect);
     return -1;
 }
@@ -124,14 +124,14 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
     char s[96];
     if (!g || !c || !x || !h) return NULL;
     if (x->ndim != 2 || x->shape[1] != g->input_size) {
-        return nn_forward_error(c, "nn_gru_step: x has shape %s, expected (B, input_size = %d)",
+        return ag_report(c->tape, "nn_gru_step: x has shape %s, expected (B, input_size = %d)",
                                 nn_shape_fmt(s, sizeof s, x->ndim, x->shape), g->input_size);
     }
     const int B = x->shape[0], H = g->hidden;
     for (int k = 0; k < g->num_layers; k++) {
         if (!h[k]) return NULL;
         if (h[k]->ndim != 2 || h[k]->shape[0] != B || h[k]->shape[1] != H) {
-            return nn_forward_error(c, "nn_gru_step: h[%d] has shape %s, expected (B = %d, hidden = %d)",
+            return ag_report(c->tape, "nn_gru_step: h[%d] has shape %s, expected (B = %d, hidden = %d)",
                                     k, nn_shape_fmt(s, sizeof s, h[k]->ndim, h[k]->shape), B, H);
         }
     }
@@ -152,14 +152,14 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
 int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_tensor **h)
 {
     char ex[96];
-    if (!g || !c || !state || !h) return nn_set_error("nn_gru_state_split: NULL argument");
+    if (!g || !c || !state || !h) return ag_error("nn_gru_state_split: NULL argument");
     snprintf(ex, sizeof ex, "(num_layers = %d, B, hidden = %d)", g->num_layers, g->hidden);
     if (check_shape3(c, state, g->num_layers, -1, g->hidden, "nn_gru_state_split: state", ex))
         return -1;
     const int B = state->shape[1];
     for (int k = 0; k < g->num_layers; k++) {
         h[k] = ag_reshape(c->tape, ag_narrow(c->tape, state, 0, k, 1), AG_SHAPE(B, g->hidden));
-        if (!h[k]) return nn_set_error("nn_gru_state_split: op failed: %s", ag_last_error());
+        if (!h[k]) return ag_error_context("nn_gru_state_split: op failed");
     }
     return 0;
 }
@@ -172,7 +172,7 @@ ag_tensor *nn_gru_state_join(const nn_gru *g, const nn_ctx *c, ag_tensor *const 
         if (!h[k]) return NULL;
         if (h[k]->ndim != 2 || h[k]->shape[1] != g->hidden) {
             char s[96];
-            return nn_forward_error(c, "nn_gru_state_join: h[%d] has shape %s, expected (B, hidden = %d)",
+            return ag_report(c->tape, "nn_gru_state_join: h[%d] has shape %s, expected (B, hidden = %d)",
                                     k, nn_shape_fmt(s, sizeof s, h[k]->ndim, h[k]->shape), g->hidden);
         }
         parts[k] = ag_reshape(c->tape, h[k], AG_SHAPE(1, h[k]->shape[0], g->hidden));

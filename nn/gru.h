@@ -40,14 +40,14 @@ typedef struct nn_gru {
 
 /* Registers prefix.weight_ih_l{k}, prefix.weight_hh_l{k}, prefix.bias_ih_l{k},
  * prefix.bias_hh_l{k} for k = 0 .. num_layers-1 (PyTorch's order). input_size, hidden > 0,
- * 1 <= num_layers <= NN_GRU_MAX_LAYERS, 0 <= dropout < 1. Returns 0 or -1 (nn_last_error). */
+ * 1 <= num_layers <= NN_GRU_MAX_LAYERS, 0 <= dropout < 1. Returns 0 or -1 (ag_last_error). */
 int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
                 int num_layers, double dropout);
 
 /* The whole sequence: x (T, B, input_size); h0 (num_layers, B, H) or NULL for zeros.
  * Returns the last layer's outputs (T, B, H), and in *state_out (when not NULL) the final
  * state (num_layers, B, H). All results are owned by the tape. Returns NULL (and *state_out
- * NULL) if an input is NULL, an op failed, or x / h0 have the wrong shape (nn_last_error).
+ * NULL) if an input is NULL, an op failed, or x / h0 have the wrong shape (ag_last_error).
  * The input projections of all T steps are one ag_linear per layer. */
 ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
                           ag_tensor **state_out);
@@ -60,7 +60,7 @@ ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_ten
 ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor **h);
 
 /* Splits a state (num_layers, B, H) into h[k] (B, H) views for nn_gru_step. Returns 0, or -1
- * on a NULL input, a failed op or a wrong shape (nn_last_error). */
+ * on a NULL input, a failed op or a wrong shape (ag_last_error). */
 int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_tensor **h);
 /* Stacks h[0 .. num_layers-1] (B, H) back into (num_layers, B, H); NULL on error. */
 ag_tensor *nn_gru_state_join(const nn_gru *g, const nn_ctx *c, ag_tensor *const *h);

@@ -66,9 +66,9 @@ int nn_init_check(nn_init init, const char *pname, int ndim, const int *shape, c
 int nn_init_fill(nn_init init, ag_real *x, int ndim, const int *shape, ag_rng *rng)
 {
     char msg[256];
-    if (!x || !shape || !rng) return nn_set_error("nn_init_fill: NULL argument");
+    if (!x || !shape || !rng) return ag_error("nn_init_fill: NULL argument");
     if (nn_init_check(init, "(nn_init_fill)", ndim, shape, msg, sizeof msg))
-        return nn_set_error("%s", msg);
+        return ag_error("%s", msg);
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
     double lo = init.a, hi = init.b;
@@ -90,5 +90,5 @@ int nn_init_fill(nn_init init, ag_real *x, int ndim, const int *shape, ag_rng *r
         for (size_t i = 0; i < n; i++) x[i] = (ag_real)(init.a + init.b * ag_rng_normal(rng));
         return 0;
     }
-    return nn_set_error("nn_init_fill: unknown initialiser kind %d", (int)init.kind);
+    return ag_error("nn_init_fill: unknown initialiser kind %d", (int)init.kind);
 }

@@ -85,10 +85,10 @@ ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_te
 
 int nn_dropout_init(nn_dropout *d, double p)
 {
-    if (!d) return nn_set_error("nn_dropout_init: layer is NULL");
+    if (!d) return ag_error("nn_dropout_init: layer is NULL");
     d->p = 0;
     if (!(p >= 0 && p < 1))
-        return nn_set_error("nn_dropout_init: p = %g, expected 0 <= p < 1", p);
+        return ag_error("nn_dropout_init: p = %g, expected 0 <= p < 1", p);
     d->p = p;
     return 0;
 }
@@ -98,7 +98,7 @@ ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x
     if (!d || !c || !x) return NULL;
     if (!c->training || d->p == 0) return x;
     if (!c->rng)
-        return nn_forward_error(c, "nn_dropout_forward: training with p = %g needs nn_ctx.rng (it is NULL)",
+        return ag_report(c->tape, "nn_dropout_forward: training with p = %g needs nn_ctx.rng (it is NULL)",
                                 d->p);
     return ag_dropout(c->tape, x, d->p, true, c->rng);
 }

@@ -7,7 +7,7 @@
  *     nn_linear fc1, fc2;
  *     nn_linear_init(&fc1, ps, "fc1", 2, 32, true);     // registers fc1.weight, fc1.bias
  *     nn_linear_init(&fc2, ps, "fc2", 32, 3, true);
- *     if (nn_params_finalize(ps, 42)) die(nn_last_error());  // one allocation, init from seed
+ *     if (nn_params_finalize(ps, 42)) die(ag_last_error());  // one allocation, init from seed
  *     nn_ctx c = { .tape = t, .training = true, .rng = &rng };
  *     ag_tensor *logits = nn_linear_forward(&fc2, &c, nn_relu(&c, nn_linear_forward(&fc1, &c, x)));
  *
@@ -22,12 +22,12 @@
  * handler, ag_last_error()) and the forward returns NULL; every forward given a NULL input
  * returns NULL, so a whole model is checked once, on its output. The few checks a layer makes
  * itself (e.g. a GRU input that is not 3-D) are reported the same way (nn_forward_error: ag's
- * handler and ag_last_error(), and also nn_last_error()).
+ * handler and ag_last_error(), and also ag_last_error()).
  * Everything else that can fail (registration, finalize, I/O, checkpoint loading, optimizer
  * configuration) follows one rule, in nn/ and optim/ alike:
  *     a function returning int returns 0 on success and -1 on failure;
  *     a function returning a pointer returns NULL on failure;
- *     either way nn_last_error() then holds one line naming the file, tensor or field and
+ *     either way ag_last_error() then holds one line naming the file, tensor or field and
  *     what was expected.
  * Nothing in nn/ or optim/ prints, exits or aborts.
  */

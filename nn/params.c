@@ -32,7 +32,7 @@ struct nn_params {
 nn_params *nn_params_new(void)
 {
     nn_params *ps = calloc(1, sizeof *ps);
-    if (!ps) nn_set_error("nn_params_new: out of memory");
+    if (!ps) ag_error("nn_params_new: out of memory");
     return ps;
 }
 
@@ -46,14 +46,14 @@ void nn_params_free(nn_params *ps)
     free(ps);
 }
 
-/* Records msg as the store's sticky error (the first one wins) and as nn_last_error. */
+/* Records msg as the store's sticky error (the first one wins) and as ag_last_error. */
 static int store_fail_msg(nn_params *ps, const char *msg)
 {
     if (!ps->failed) {
         ps->failed = true;
         snprintf(ps->err, sizeof ps->err, "%s", msg);
     }
-    return nn_set_error("%s", msg);
+    return ag_error("%s", msg);
 }
 
 int nn_params_fail(nn_params *ps, const char *fmt, ...)
@@ -63,7 +63,7 @@ int nn_params_fail(nn_params *ps, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!ps) return nn_set_error("%s", msg);
+    if (!ps) return ag_error("%s", msg);
     return store_fail_msg(ps, msg);
 }
 
@@ -79,7 +79,7 @@ ag_tensor *nn_params_add(nn_params *ps, const char *prefix, const char *name, in
 {
     char full[NN_NAME_MAX], msg[NN_ERR_LEN], s[96];
     if (!ps) {
-        nn_set_error("nn_params_add: store is NULL");
+        ag_error("nn_params_add: store is NULL");
         return NULL;
     }
     if (!name || !name[0]) {
@@ -162,7 +162,7 @@ ag_tensor *nn_params_add(nn_params *ps, const char *prefix, const char *name, in
 int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init)
 {
     char msg[NN_ERR_LEN];
-    if (!ps || !p) return nn_set_error("nn_params_set_init: NULL argument");
+    if (!ps || !p) return ag_error("nn_params_set_init: NULL argument");
     param_rec *rec = NULL;
     for (size_t i = 0; i < ps->n && !rec; i++)
         if (&ps->recs[i]->t == p) rec = ps->recs[i];
@@ -187,9 +187,9 @@ static int run_inits(nn_params *ps, uint64_t seed)
     for (size_t i = 0; i < ps->n; i++) {
         param_rec *r = ps->recs[i];
         if (nn_init_fill(r->init, ps->values + r->offset, r->t.ndim, r->t.shape, &rng)) {
-            char msg[NN_ERR_LEN];  /* copied: nn_last_error's buffer is rewritten below */
-            snprintf(msg, sizeof msg, "%s", nn_last_error());
-            return nn_set_error("parameter '%s': %s", r->name, msg);
+            char msg[NN_ERR_LEN];  /* copied: ag_last_error's buffer is rewritten below */
+            snprintf(msg, sizeof msg, "%s", ag_last_error());
+            return ag_error("parameter '%s': %s", r->name, msg);
         }
     }
     return 0;
@@ -205,9 +205,9 @@ static ag_real *alloc_flat(size_t n)
 
 int nn_params_finalize(nn_params *ps, uint64_t seed)
 {
-    if (!ps) return nn_set_error("nn_params_finalize: store is NULL");
-    if (ps->failed) return nn_set_error("%s", ps->err);
-    if (ps->finalized) return nn_set_error("nn_params_finalize: store already finalized");
+    if (!ps) return ag_error("nn_params_finalize: store is NULL");
+    if (ps->failed) return ag_error("%s", ps->err);
+    if (ps->finalized) return ag_error("nn_params_finalize: store already finalized");
     size_t off = 0;
     for (size_t i = 0; i < ps->n; i++) {
         ps->recs[i]->offset = off;
@@ -222,7 +222,7 @@ int nn_params_finalize(nn_params *ps, uint64_t seed)
             free(ps->values);
             free(ps->grads);
             ps->values = ps->grads = NULL;
-            return nn_set_error("nn_params_finalize: out of memory for %zu parameters "
+            return ag_error("nn_params_finalize: out of memory for %zu parameters "
                                 "(%zu bytes, twice)", ps->numel, off * sizeof(ag_real));
         }
     }
@@ -231,7 +231,7 @@ int nn_params_finalize(nn_params *ps, uint64_t seed)
         int ndim = r->t.ndim, shape[AG_MAX_DIMS];  /* copied: ag_leaf_init rewrites r->t */
         memcpy(shape, r->t.shape, sizeof shape);
         if (ag_leaf_init(&r->t, ps->values + r->offset, ps->grads + r->offset, ndim, shape) != 0)
-            return nn_set_error("nn_params_finalize: ag_leaf_init refused parameter '%s'",
+            return ag_error("nn_params_finalize: ag_leaf_init refused parameter '%s'",
                                 r->name);
         r->t.name = r->name;
         r->t.requires_grad = true;
@@ -242,9 +242,9 @@ int nn_params_finalize(nn_params *ps, uint64_t seed)
 
 int nn_params_reinit(nn_params *ps, uint64_t seed)
 {
-    if (!ps || !ps->finalized) return nn_set_error("nn_params_reinit: store not finalized");
+    if (!ps || !ps->finalized) return ag_error("nn_params_reinit: store not finalized");
     if (ps->shares_values)
-        return nn_set_error("nn_params_reinit: the store's values belong to another store");
+        return ag_error("nn_params_reinit: the store's values belong to another store");
     nn_params_zero_grad(ps);
     return run_inits(ps, seed);
 }
@@ -252,17 +252,17 @@ int nn_params_reinit(nn_params *ps, uint64_t seed)
 int nn_params_share_values(nn_params *replica, nn_params *master)
 {
     if (!replica || !master || !replica->finalized || !master->finalized)
-        return nn_set_error("nn_params_share_values: both stores must be finalized");
+        return ag_error("nn_params_share_values: both stores must be finalized");
     if (replica == master || replica->shares_values)
-        return nn_set_error("nn_params_share_values: the replica already shares its values");
+        return ag_error("nn_params_share_values: the replica already shares its values");
     if (replica->n != master->n || replica->flat != master->flat)
-        return nn_set_error("nn_params_share_values: the stores differ (%zu and %zu parameters)",
+        return ag_error("nn_params_share_values: the stores differ (%zu and %zu parameters)",
                             replica->n, master->n);
     for (size_t i = 0; i < master->n; i++) {
         const param_rec *r = replica->recs[i], *m = master->recs[i];
         if (strcmp(r->name, m->name) || r->offset != m->offset || r->t.ndim != m->t.ndim ||
             memcmp(r->t.shape, m->t.shape, sizeof(int) * (size_t)m->t.ndim))
-            return nn_set_error("nn_params_share_values: parameter %zu differs ('%s' and '%s')",
+            return ag_error("nn_params_share_values: parameter %zu differs ('%s' and '%s')",
                                 i, r->name, m->name);
     }
     for (size_t i = 0; i < replica->n; i++)
@@ -306,7 +306,7 @@ char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
 {
     char suffix[NN_NAME_MAX];
     if (!buf || len == 0 || !prefix || !fmt) {
-        nn_set_error("nn_join: NULL argument");
+        ag_error("nn_join: NULL argument");
         return NULL;
     }
     va_list ap;
@@ -314,13 +314,13 @@ char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
     int n = vsnprintf(suffix, sizeof suffix, fmt, ap);
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof suffix) {
-        nn_set_error("nn_join: name suffix longer than %d characters", NN_NAME_MAX - 1);
+        ag_error("nn_join: name suffix longer than %d characters", NN_NAME_MAX - 1);
         return NULL;
     }
     int m = prefix[0] ? snprintf(buf, len, "%s.%s", prefix, suffix)
                       : snprintf(buf, len, "%s", suffix);
     if (m < 0 || (size_t)m >= len) {
-        nn_set_error("nn_join: '%s.%s' does not fit in %zu bytes", prefix, suffix, len);
+        ag_error("nn_join: '%s.%s' does not fit in %zu bytes", prefix, suffix, len);
         buf[0] = '\0';
         return NULL;
     }

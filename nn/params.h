@@ -69,7 +69,7 @@ static inline nn_init nn_init_xavier_uniform(void)
 }
 
 /* Fills x (numel values, row-major, shape (ndim, shape) for Xavier's fans) from rng.
- * Returns 0, or -1 (message in nn_last_error) for an invalid initialiser: uniform with
+ * Returns 0, or -1 (message in ag_last_error) for an invalid initialiser: uniform with
  * a > b, normal with std < 0, Xavier on fewer than 2 dimensions or a zero fan. */
 int nn_init_fill(nn_init init, ag_real *x, int ndim, const int *shape, ag_rng *rng);
 
@@ -96,7 +96,7 @@ ag_tensor *nn_params_add(nn_params *ps, const char *prefix, const char *name, in
 int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init);
 
 /* Records a registration error of a caller-written layer (printf-style message): makes
- * finalize fail with it, sets nn_last_error, returns -1. */
+ * finalize fail with it, sets ag_last_error, returns -1. */
 int nn_params_fail(nn_params *ps, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -134,7 +134,7 @@ ag_real *nn_params_grads(nn_params *ps);
  * freed) and keeps its own gradient buffer, so a forward and backward through the replica
  * leaves master's gradients alone: that is how the trainer runs shards of a batch in parallel
  * and sums their gradients. master must outlive replica; nn_params_reinit of the replica is
- * refused. Returns 0, or -1 (nn_last_error names the first difference). */
+ * refused. Returns 0, or -1 (ag_last_error names the first difference). */
 int nn_params_share_values(nn_params *replica, nn_params *master);
 
 /* Sets every gradient to zero (one memset). No-op before finalize. */
@@ -143,7 +143,7 @@ void nn_params_zero_grad(nn_params *ps);
 /* Writes prefix + "." + the printf-formatted suffix into buf ("" prefix: just the suffix) and
  * returns buf, for building the prefixes of sub-layers:
  *     nn_linear_init(&b->dense1, ps, nn_join(p, sizeof p, prefix, "ffn.dense%d", 1), ...);
- * Returns NULL (and sets nn_last_error) when the result does not fit; a NULL prefix then makes
+ * Returns NULL (and sets ag_last_error) when the result does not fit; a NULL prefix then makes
  * the registration that receives it fail, so the error is not lost. */
 char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -118,17 +118,17 @@ static void sync_dir(const char *path)
 
 int nn_ckpt_save(const nn_ckpt *ck, const char *path)
 {
-    if (!ck || !path || !path[0]) return nn_set_error("nn_ckpt_save: NULL argument");
+    if (!ck || !path || !path[0]) return ag_error("nn_ckpt_save: NULL argument");
     sbuf hdr = {0};
     if (build_header(ck, &hdr)) {
         free(hdr.s);
-        return nn_set_error("%s: out of memory building the header", path);
+        return ag_error("%s: out of memory building the header", path);
     }
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {
         free(hdr.s);
-        return nn_set_error("%s: out of memory", path);
+        return ag_error("%s: out of memory", path);
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp.XXXXXX", 12);
@@ -137,7 +137,7 @@ int nn_ckpt_save(const nn_ckpt *ck, const char *path)
         int e = errno;
         free(hdr.s);
         free(tmp);
-        return nn_set_error("%s: cannot create a temporary file beside it: %s", path,
+        return ag_error("%s: cannot create a temporary file beside it: %s", path,
                             strerror(e));
     }
     fchmod(fd, 0644);
@@ -160,14 +160,14 @@ int nn_ckpt_save(const nn_ckpt *ck, const char *path)
     if (!ok) {
         unlink(tmp);
         free(tmp);
-        return nn_set_error("%s: writing the temporary file failed: %s (previous file kept)",
+        return ag_error("%s: writing the temporary file failed: %s (previous file kept)",
                             path, strerror(e));
     }
     if (rename(tmp, path) != 0) {
         e = errno;
         unlink(tmp);
         free(tmp);
-        return nn_set_error("%s: rename from the temporary file failed: %s (previous file kept)",
+        return ag_error("%s: rename from the temporary file failed: %s (previous file kept)",
                             path, strerror(e));
     }
     free(tmp);
@@ -184,25 +184,25 @@ static int parse_owned(nn_ckpt **out, unsigned char *buf, size_t len, const char
     *out = NULL;
     if (len < 8) {
         free(buf);
-        return nn_set_error("%s: file is %zu bytes, shorter than the 8-byte header length "
+        return ag_error("%s: file is %zu bytes, shorter than the 8-byte header length "
                             "(truncated, or not a safetensors file)", src, len);
     }
     uint64_t n = 0;
     for (int i = 0; i < 8; i++) n |= (uint64_t)buf[i] << (8 * i);
     if (n > len - 8 || n > MAX_HEADER || n == 0) {
         free(buf);
-        if (n == 0) return nn_set_error("%s: header length is 0, expected a JSON object", src);
+        if (n == 0) return ag_error("%s: header length is 0, expected a JSON object", src);
         if (n > MAX_HEADER && n <= len - 8)
-            return nn_set_error("%s: header length %llu exceeds the limit of %llu bytes", src,
+            return ag_error("%s: header length %llu exceeds the limit of %llu bytes", src,
                                 (unsigned long long)n, (unsigned long long)MAX_HEADER);
-        return nn_set_error("%s: header length %llu exceeds the file (%zu bytes after the "
+        return ag_error("%s: header length %llu exceeds the file (%zu bytes after the "
                             "length field): truncated, or not a safetensors file", src,
                             (unsigned long long)n, len - 8);
     }
     js_val root;
     if (js_parse((const char *)buf + 8, (size_t)n, &root, err, sizeof err)) {
         free(buf);
-        return nn_set_error("%s: header is not valid JSON: %s", src, err);
+        return ag_error("%s: header is not valid JSON: %s", src, err);
     }
     nn_ckpt *ck = nn_ckpt_new();
     char *s = ck ? malloc(strlen(src) + 1) : NULL;
@@ -210,7 +210,7 @@ static int parse_owned(nn_ckpt **out, unsigned char *buf, size_t len, const char
         nn_ckpt_free(ck);
         js_free(&root);
         free(buf);
-        return nn_set_error("%s: out of memory", src);
+        return ag_error("%s: out of memory", src);
     }
     strcpy(s, src);
     ck->source = s;
@@ -233,39 +233,39 @@ static int parse_owned(nn_ckpt **out, unsigned char *buf, size_t len, const char
 
 int nn_ckpt_parse(nn_ckpt **out, const void *bytes, size_t len, const char *name)
 {
-    if (!out) return nn_set_error("nn_ckpt_parse: out is NULL");
+    if (!out) return ag_error("nn_ckpt_parse: out is NULL");
     *out = NULL;
-    if (!bytes && len) return nn_set_error("nn_ckpt_parse: bytes is NULL");
+    if (!bytes && len) return ag_error("nn_ckpt_parse: bytes is NULL");
     unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) return nn_set_error("%s: out of memory (%zu bytes)", name ? name : "(buffer)", len);
+    if (!buf) return ag_error("%s: out of memory (%zu bytes)", name ? name : "(buffer)", len);
     if (len) memcpy(buf, bytes, len);
     return parse_owned(out, buf, len, name ? name : "(buffer)");
 }
 
 int nn_ckpt_load(nn_ckpt **out, const char *path)
 {
-    if (!out) return nn_set_error("nn_ckpt_load: out is NULL");
+    if (!out) return ag_error("nn_ckpt_load: out is NULL");
     *out = NULL;
-    if (!path) return nn_set_error("nn_ckpt_load: path is NULL");
+    if (!path) return ag_error("nn_ckpt_load: path is NULL");
     FILE *f = fopen(path, "rb");
-    if (!f) return nn_set_error("%s: cannot open: %s", path, strerror(errno));
+    if (!f) return ag_error("%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return nn_set_error("%s: not a regular file", path);
+        return ag_error("%s: not a regular file", path);
     }
     size_t len = (size_t)st.st_size;
     unsigned char *buf = malloc(len ? len : 1);
     if (!buf) {
         fclose(f);
-        return nn_set_error("%s: out of memory (%zu bytes)", path, len);
+        return ag_error("%s: out of memory (%zu bytes)", path, len);
     }
     size_t got = len ? fread(buf, 1, len, f) : 0;
     int e = ferror(f) ? errno : 0;
     fclose(f);
     if (got != len) {
         free(buf);
-        return nn_set_error("%s: read %zu of %zu bytes: %s", path, got, len,
+        return ag_error("%s: read %zu of %zu bytes: %s", path, got, len,
                             e ? strerror(e) : "file shrank while reading");
     }
     return parse_owned(out, buf, len, path);

@@ -20,43 +20,43 @@ static int check_cfg(const optim_cfg *c)
 {
     const char *k = optim_kind_name(c->kind);
     if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAM && c->kind != OPTIM_ADAMW)
-        return nn_set_error("optim_new: unknown kind %d", (int)c->kind);
+        return ag_error("optim_new: unknown kind %d", (int)c->kind);
     if (!(c->lr >= 0) || !isfinite(c->lr))
-        return nn_set_error("optim_new (%s): lr = %g, expected a finite value >= 0", k, c->lr);
+        return ag_error("optim_new (%s): lr = %g, expected a finite value >= 0", k, c->lr);
     if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
-        return nn_set_error("optim_new (%s): weight_decay = %g, expected >= 0", k,
+        return ag_error("optim_new (%s): weight_decay = %g, expected >= 0", k,
                             c->weight_decay);
     if (!(c->clip_norm >= 0) || !isfinite(c->clip_norm))
-        return nn_set_error("optim_new (%s): clip_norm = %g, expected > 0 (or 0: no clipping)",
+        return ag_error("optim_new (%s): clip_norm = %g, expected > 0 (or 0: no clipping)",
                             k, c->clip_norm);
     if (c->kind == OPTIM_SGD) {
         if (!(c->momentum >= 0) || !isfinite(c->momentum))
-            return nn_set_error("optim_new (sgd): momentum = %g, expected >= 0", c->momentum);
+            return ag_error("optim_new (sgd): momentum = %g, expected >= 0", c->momentum);
         if (!(c->dampening >= 0 && c->dampening <= 1))
-            return nn_set_error("optim_new (sgd): dampening = %g, expected 0 to 1",
+            return ag_error("optim_new (sgd): dampening = %g, expected 0 to 1",
                                 c->dampening);
         if (c->nesterov && (c->momentum <= 0 || c->dampening != 0))
-            return nn_set_error("optim_new (sgd): nesterov needs momentum > 0 and dampening "
+            return ag_error("optim_new (sgd): nesterov needs momentum > 0 and dampening "
                                 "0 (got %g, %g)", c->momentum, c->dampening);
     } else {
         if (!(c->beta1 >= 0 && c->beta1 < 1))
-            return nn_set_error("optim_new (%s): beta1 = %g, expected 0 <= beta1 < 1", k,
+            return ag_error("optim_new (%s): beta1 = %g, expected 0 <= beta1 < 1", k,
                                 c->beta1);
         if (!(c->beta2 >= 0 && c->beta2 < 1))
-            return nn_set_error("optim_new (%s): beta2 = %g, expected 0 <= beta2 < 1", k,
+            return ag_error("optim_new (%s): beta2 = %g, expected 0 <= beta2 < 1", k,
                                 c->beta2);
         if (!(c->eps >= 0) || !isfinite(c->eps))
-            return nn_set_error("optim_new (%s): eps = %g, expected >= 0", k, c->eps);
+            return ag_error("optim_new (%s): eps = %g, expected >= 0", k, c->eps);
     }
     const optim_schedule *s = &c->schedule;
     if (s->kind == OPTIM_LR_STEP && (s->step_size <= 0 || !(s->gamma > 0)))
-        return nn_set_error("optim_new (%s): step schedule with step_size = %d, gamma = %g, "
+        return ag_error("optim_new (%s): step schedule with step_size = %d, gamma = %g, "
                             "expected step_size > 0 and gamma > 0", k, s->step_size, s->gamma);
     if (s->kind == OPTIM_LR_NOAM && (s->d_model <= 0 || s->warmup <= 0))
-        return nn_set_error("optim_new (%s): Noam schedule with d_model = %d, warmup = %d, "
+        return ag_error("optim_new (%s): Noam schedule with d_model = %d, warmup = %d, "
                             "expected both > 0", k, s->d_model, s->warmup);
     if (s->kind != OPTIM_LR_CONSTANT && s->kind != OPTIM_LR_STEP && s->kind != OPTIM_LR_NOAM)
-        return nn_set_error("optim_new (%s): unknown schedule kind %d", k, (int)s->kind);
+        return ag_error("optim_new (%s): unknown schedule kind %d", k, (int)s->kind);
     return 0;
 }
 
@@ -69,18 +69,18 @@ static ag_real *alloc_state(size_t n)
 optim *optim_new(nn_params *ps, optim_cfg cfg)
 {
     if (!ps) {
-        nn_set_error("optim_new: parameter store is NULL");
+        ag_error("optim_new: parameter store is NULL");
         return NULL;
     }
     if (!nn_params_finalized(ps)) {
-        nn_set_error("optim_new: the parameter store is not finalized (call "
+        ag_error("optim_new: the parameter store is not finalized (call "
                      "nn_params_finalize first)");
         return NULL;
     }
     if (check_cfg(&cfg)) return NULL;
     optim *o = calloc(1, sizeof *o);
     if (!o) {
-        nn_set_error("optim_new: out of memory");
+        ag_error("optim_new: out of memory");
         return NULL;
     }
     o->cfg = cfg;
@@ -97,7 +97,7 @@ optim *optim_new(nn_params *ps, optim_cfg cfg)
     }
     if (!ok) {
         optim_free(o);
-        nn_set_error("optim_new: out of memory for the state of %zu parameters",
+        ag_error("optim_new: out of memory for the state of %zu parameters",
                      nn_params_numel(ps));
         return NULL;
     }
@@ -186,12 +186,12 @@ static void adam_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
 
 int optim_step(optim *o)
 {
-    if (!o) return nn_set_error("optim_step: optimizer is NULL");
+    if (!o) return ag_error("optim_step: optimizer is NULL");
     double norm = optim_grad_norm(o->ps), clip = o->cfg.clip_norm;
     o->last_norm = norm;
     if (!isfinite(norm)) {
         nn_params_zero_grad(o->ps);
-        return nn_set_error("optim_step: the gradient norm is %g at update %lld; update "
+        return ag_error("optim_step: the gradient norm is %g at update %lld; update "
                             "skipped, gradients zeroed (check the loss for NaN/inf, e.g. with "
                             "ag_tape_set_nan_check)", norm, (long long)(o->t + 1));
     }

@@ -3,7 +3,7 @@
  *
  *     optim_cfg cfg = optim_adam(0.005);     // PyTorch defaults: betas 0.9 / 0.999, eps 1e-8
  *     cfg.clip_norm = 1.0;                   // d2l's grad_clipping(net, 1) before each update
- *     optim *opt = optim_new(ps, cfg);       // NULL on a bad config (nn_last_error says which)
+ *     optim *opt = optim_new(ps, cfg);       // NULL on a bad config (ag_last_error says which)
  *     for (...) {
  *         ... forward, ag_backward ...
  *         optim_step(opt);                   // clip, update, zero the gradients
@@ -22,7 +22,7 @@
  * (nn/params.h), so an update is one loop over all parameters. Every parameter is updated
  * each step, including those whose gradient is zero (they move with their momentum).
  *
- * Errors follow nn's rule (nn/nn.h): 0 / -1 or NULL, message in nn_last_error().
+ * Errors follow nn's rule (nn/nn.h): 0 / -1 or NULL, message in ag_last_error().
  */
 #ifndef TG_OPTIM_H
 #define TG_OPTIM_H

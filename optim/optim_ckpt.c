@@ -34,7 +34,7 @@ int optim_save_state(const optim *o, nn_ckpt *ck)
     char name[NN_NAME_MAX + 64];
     ag_real *bufs[2];
     const char *slots[2];
-    if (!o || !ck) return nn_set_error("optim_save_state: NULL argument");
+    if (!o || !ck) return ag_error("optim_save_state: NULL argument");
     if (nn_ckpt_set_meta(ck, KEY_KIND, optim_kind_name(o->cfg.kind)) ||
         nn_ckpt_set_meta_int(ck, KEY_STEP, o->t))
         return -1;
@@ -70,25 +70,25 @@ int optim_load_state(optim *o, const nn_ckpt *ck)
     char name[NN_NAME_MAX + 64];
     ag_real *bufs[2];
     const char *slots[2];
-    if (!o || !ck) return nn_set_error("optim_load_state: NULL argument");
+    if (!o || !ck) return ag_error("optim_load_state: NULL argument");
     const char *src = nn_ckpt_source(ck);
     const char *kind = nn_ckpt_meta(ck, KEY_KIND);
     if (!kind)
-        return nn_set_error("%s: no optimizer state (metadata '%s' is missing; expected '%s')",
+        return ag_error("%s: no optimizer state (metadata '%s' is missing; expected '%s')",
                             src, KEY_KIND, optim_kind_name(o->cfg.kind));
     if (strcmp(kind, optim_kind_name(o->cfg.kind)) != 0)
-        return nn_set_error("%s: optimizer state of kind '%s', expected '%s'", src, kind,
+        return ag_error("%s: optimizer state of kind '%s', expected '%s'", src, kind,
                             optim_kind_name(o->cfg.kind));
     int64_t t;
     if (nn_ckpt_meta_int(ck, KEY_STEP, &t)) return -1;
     if (t < 0)
-        return nn_set_error("%s: metadata '%s' = %lld, expected >= 0", src, KEY_STEP,
+        return ag_error("%s: metadata '%s' = %lld, expected >= 0", src, KEY_STEP,
                             (long long)t);
     for (size_t i = 0; i < nn_ckpt_count(ck); i++) {
         const char *n = nn_ckpt_at(ck, i)->name;
         if (strncmp(n, NN_CKPT_OPTIM_PREFIX, strlen(NN_CKPT_OPTIM_PREFIX)) == 0 &&
             !expected_name(o, n))
-            return nn_set_error("%s: unexpected optimizer tensor '%s' (not part of the state "
+            return ag_error("%s: unexpected optimizer tensor '%s' (not part of the state "
                                 "of this %s optimizer over this model)", src, n,
                                 optim_kind_name(o->cfg.kind));
     }
@@ -98,7 +98,7 @@ int optim_load_state(optim *o, const nn_ckpt *ck)
     int rc = 0;
     for (int s = 0; s < ns && !rc; s++) {
         tmp[s] = calloc(o->flat ? o->flat : 1, sizeof(ag_real));
-        if (!tmp[s]) rc = nn_set_error("%s: out of memory", src);
+        if (!tmp[s]) rc = ag_error("%s: out of memory", src);
         for (size_t i = 0; i < nn_params_count(o->ps) && !rc; i++) {
             const ag_tensor *p = nn_params_at(o->ps, i);
             state_name(name, sizeof name, o, slots[s], p->name);

@@ -7,7 +7,7 @@
  * Every module keeps the attention weights of its last forward in `weights` (a tensor on that
  * forward's tape: read it before the tape is reset). Dropout applies to the weights in
  * training only. Each init registers parameters (if any) in ps under prefix with PyTorch's
- * names and returns 0, or -1 with nn_last_error(); each forward returns a tensor on c->tape or
+ * names and returns 0, or -1 with ag_last_error(); each forward returns a tensor on c->tape or
  * NULL after an op reported an error.
  */
 #ifndef TG_ZOO_ATTENTION_H

@@ -35,7 +35,7 @@ ag_tensor *zoo_seq2seq_encoder_forward(const zoo_seq2seq_encoder *e, const nn_ct
                                        const int32_t *src, int B, int T, ag_tensor **state) {
     if (state) *state = NULL;
     if (!e || !c || !src) return NULL;
-    if (B < 1 || T < 1) return nn_forward_error(c, "seq2seq encoder: source (B = %d, T = %d), expected >= 1", B, T);
+    if (B < 1 || T < 1) return ag_report(c->tape, "seq2seq encoder: source (B = %d, T = %d), expected >= 1", B, T);
     const int32_t *ids = time_major(c->tape, src, B, T);
     if (!ids) return NULL;
     /* (T, B, E) -> outputs (T, B, H), state (L, B, H); the padded positions go through too */
@@ -73,7 +73,7 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(zoo_seq2seq_attn_decoder
         enc_state->shape[0] != L || enc_state->shape[1] != enc_outputs->shape[1] ||
         enc_state->shape[2] != H) {
         char so[64], ss[64];
-        return nn_forward_error(c, "attention decoder: encoder outputs %s and state %s, expected "
+        return ag_report(c->tape, "attention decoder: encoder outputs %s and state %s, expected "
                                    "(Ts, B, %d) and (%d, B, %d)", ag_shape_str(enc_outputs, so, sizeof so),
                                 ag_shape_str(enc_state, ss, sizeof ss), H, L, H);
     }
@@ -123,7 +123,7 @@ ag_tensor *zoo_seq2seq_attn_decoder_attend(zoo_seq2seq_attn_decoder *d, const nn
     const int B = s->B, H = d->hiddens;
     if (query->ndim != 2 || query->shape[0] != B || query->shape[1] != H) {
         char sq[64];
-        return nn_forward_error(c, "attention decoder: query %s, expected (B = %d, H = %d)",
+        return ag_report(c->tape, "attention decoder: query %s, expected (B = %d, H = %d)",
                                 ag_shape_str(query, sq, sizeof sq), B, H);
     }
     /* scores (B, 1, Tk) = w_v tanh(W_q q [B, 1, H] + keys [B, Tk, H]): one query per row */
@@ -153,7 +153,7 @@ static ag_tensor *one_step(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
 static bool check_batch(const nn_ctx *c, const zoo_bahdanau_state *s, int B, int T,
                         const char *what) {
     if (B == s->B && T >= 1) return true;
-    nn_forward_error(c, "attention decoder %s: batch %d and %d steps, expected the state's "
+    ag_report(c->tape, "attention decoder %s: batch %d and %d steps, expected the state's "
                         "batch %d and >= 1 step", what, B, T, s->B);
     return false;
 }

@@ -69,7 +69,7 @@ typedef struct zoo_seq2seq_encoder {
     nn_gru rnn;              /* prefix.rnn: GRU(E, H, L, dropout) */
 } zoo_seq2seq_encoder;
 
-/* Registers prefix.embedding.weight then prefix.rnn.*. Returns 0 or -1 (nn_last_error). */
+/* Registers prefix.embedding.weight then prefix.rnn.*. Returns 0 or -1 (ag_last_error). */
 int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix,
                              int vocab, int embed, int hiddens, int layers, double dropout);
 /* src (B, T) ids -> outputs (T, B, H) (the last layer's output at every step); *state (when
@@ -104,7 +104,7 @@ typedef struct zoo_seq2seq_attn_decoder {
 } zoo_seq2seq_attn_decoder;
 
 /* Registers prefix.attention.{W_k,W_q,w_v}.weight, prefix.embedding.weight, prefix.rnn.*,
- * prefix.dense.{weight,bias} (PyTorch's order). Returns 0 or -1 (nn_last_error). */
+ * prefix.dense.{weight,bias} (PyTorch's order). Returns 0 or -1 (ag_last_error). */
 int zoo_seq2seq_attn_decoder_init(zoo_seq2seq_attn_decoder *d, nn_params *ps, const char *prefix,
                                   int vocab, int embed, int hiddens, int layers, double dropout);
 
@@ -151,7 +151,7 @@ typedef struct zoo_bahdanau {
     zoo_seq2seq_attn_decoder decoder; /* "decoder" */
 } zoo_bahdanau;
 
-/* Registers every parameter in ps (names above). Returns 0, or -1 with nn_last_error() (bad
+/* Registers every parameter in ps (names above). Returns 0, or -1 with ag_last_error() (bad
  * config: a size < 1, layers > NN_GRU_MAX_LAYERS, dropout outside [0, 1)). */
 int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *cfg);
 

@@ -51,7 +51,7 @@ static zoo_model *bm_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) 
     if (!m || !ps) {
         free(m);
         nn_params_free(ps);
-        nn_set_error("bahdanau: out of memory");
+        ag_error("bahdanau: out of memory");
         return NULL;
     }
     zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(src_vocab, tgt_vocab);

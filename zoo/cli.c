@@ -186,7 +186,7 @@ static int parse(cli *c, int argc, char **argv) {
             if (set_flag(c, f, value)) return EXIT_USAGE;
             c->given[idx] = true;
         } else {
-            if (zoo_hp_set(&c->a.hp, name, value)) return usage_error(c, "%s", nn_last_error());
+            if (zoo_hp_set(&c->a.hp, name, value)) return usage_error(c, "%s", ag_last_error());
             c->given[N_FLAGS + (hp - c->a.hp.p)] = true;
         }
     }
@@ -205,12 +205,12 @@ static bool given(const cli *c, const char *name) {
 
 static int mkdir_p(const char *dir) {
     char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return nn_set_error("%s: path too long", dir);
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ag_error("%s: path too long", dir);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || !*p) {
             char keep = *p;
             *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST) return nn_set_error("%s: cannot create: %s", buf, strerror(errno));
+            if (mkdir(buf, 0777) && errno != EEXIST) return ag_error("%s: cannot create: %s", buf, strerror(errno));
             *p = keep;
             if (!keep) break;
         }
@@ -234,7 +234,7 @@ static ds_fra_options data_options(const cli *c) {
 static int load_data(const cli *c, const ds_fra_options *o, ds_fra **d) {
     char path[4096];
     if (ds_resolve_data_path(c->a.data, TG_SOURCE_DIR, path, sizeof path) || ds_fra_load(path, o, d))
-        return fail(c, ds_last_error());
+        return fail(c, ag_last_error());
     return 0;
 }
 
@@ -268,7 +268,7 @@ static int load(const cli *c, loaded *l) {
                     ? zoo_ckpt_load_model(l->ck, c->kind, &l->m, &l->sv, &l->tv)
                     : zoo_ckpt_import_state_dict(l->ck, c->kind, &c->a.hp, c->a.src_vocab,
                                                  c->a.tgt_vocab, &l->m, &l->sv, &l->tv))) {
-        rc = fail(c, nn_last_error());
+        rc = fail(c, ag_last_error());
     }
     if (rc) unload(l);
     return rc;
@@ -305,10 +305,10 @@ static int cmd_train(cli *c) {
             if (c->given[N_FLAGS + i])
                 return usage_error(c, "--%s cannot change on --resume (the checkpoint fixes it)", c->a.hp.p[i].name);
         tr = zoo_trainer_resume(ckpath, c->kind, &o);
-        if (!tr) return fail(c, nn_last_error());
+        if (!tr) return fail(c, ag_last_error());
         if ((rc = load_data(c, &o, &d))) goto done;
         if (zoo_trainer_check_data(tr, d)) {
-            rc = fail(c, nn_last_error());
+            rc = fail(c, ag_last_error());
             goto done;
         }
         fprintf(stderr, "resuming %s after epoch %d\n", ckpath, tr->epochs_done);
@@ -318,12 +318,12 @@ static int cmd_train(cli *c) {
                                      ds_vocab_size(ds_fra_vocab(d, DS_TGT)), c->a.seed);
         tr = m ? zoo_trainer_new(m, c->a.lr, 1.0, c->a.seed + 1) : NULL;
         if (!tr || zoo_trainer_set_shards(tr, c->a.shards)) {
-            rc = fail(c, nn_last_error());
+            rc = fail(c, ag_last_error());
             goto done;
         }
     }
     if (c->a.plots && mkdir_p(c->a.plots)) {
-        rc = fail(c, nn_last_error());
+        rc = fail(c, ag_last_error());
         goto done;
     }
     if (!given(c, "threads")) { /* one per shard, up to the cores */
@@ -334,7 +334,7 @@ static int cmd_train(cli *c) {
         }
     }
     if (ds_batches_new(d, DS_TRAIN, true, &it)) {
-        rc = fail(c, ds_last_error());
+        rc = fail(c, ag_last_error());
         goto done;
     }
     zoo_train_opts to = {.epochs = c->a.epochs, .clip = 1.0, .checkpoint = ckpath,
@@ -345,7 +345,7 @@ static int cmd_train(cli *c) {
         goto done;
     }
     if (zoo_train(tr, d, it, &to)) {
-        rc = fail(c, nn_last_error());
+        rc = fail(c, ag_last_error());
         goto done;
     }
     const zoo_epoch_stats *last = &tr->hist[tr->n_hist - 1];
@@ -356,7 +356,7 @@ static int cmd_train(cli *c) {
         double bleu = 0;
         if (zoo_translate(tr->model, tr->tape, sv, tv, ENGS[i], o.num_steps, 1, 0, &pred) ||
             ds_bleu_d2l(pred, FRAS[i], 2, &bleu)) {
-            rc = fail(c, nn_last_error());
+            rc = fail(c, ag_last_error());
         } else {
             printf("%s => %s, bleu %.3f\n", ENGS[i], pred, bleu);
         }
@@ -368,7 +368,7 @@ static int cmd_train(cli *c) {
         zoo_attn_record rec;
         if (zoo_translate_attention(tr->model, tr->tape, sv, tv, ENGS[3], o.num_steps, &pred, &rec) ||
             zoo_attn_record_plot(&rec, c->a.plots, "attention")) {
-            rc = fail(c, nn_last_error());
+            rc = fail(c, ag_last_error());
         } else {
             printf("plots: %s/loss.svg, %s/loss.csv, %s/attention_*.svg (\"%s\" => \"%s\")\n", c->a.plots,
                    c->a.plots, c->a.plots, ENGS[3], pred);
@@ -404,7 +404,7 @@ static int cmd_translate(cli *c) {
             s = line;
         }
         char *out = NULL;
-        if (zoo_translate(l.m, l.t, l.sv, l.tv, s, steps, c->a.beam, c->a.alpha, &out)) rc = fail(c, nn_last_error());
+        if (zoo_translate(l.m, l.t, l.sv, l.tv, s, steps, c->a.beam, c->a.alpha, &out)) rc = fail(c, ag_last_error());
         else printf("%s\n", out);
         free(out);
         fflush(stdout);
@@ -453,7 +453,7 @@ static int cmd_eval(cli *c) {
         }
     }
     zoo_eval_result r;
-    if (!rc && zoo_evaluate(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, &r)) rc = fail(c, nn_last_error());
+    if (!rc && zoo_evaluate(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, &r)) rc = fail(c, ag_last_error());
     if (!rc)
         printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences\n", r.bleu4, r.chrf,
                r.d2l_bleu, (long long)r.sentences, name);
@@ -511,7 +511,7 @@ static int cmd_stats(cli *c) {
         if (mkdir_p(c->a.plots) ||
             zoo_svg_histogram(path, "tokens per sentence", "# tokens per sequence", "count", 2, side_name,
                               counts, BINS, bl))
-            rc = fail(c, nn_last_error());
+            rc = fail(c, ag_last_error());
         else
             printf("plot: %s\n", path);
     }
@@ -529,8 +529,8 @@ static int cmd_export(cli *c) {
     if (rc) return rc;
     nn_ckpt *plain = nn_ckpt_new();
     if (!plain || nn_ckpt_add_params(plain, l.m->ps) || nn_ckpt_save(plain, c->a.out))
-        rc = fail(c, nn_last_error());
-    if (!rc && (ds_vocab_save(l.sv, c->a.src_vocab) || ds_vocab_save(l.tv, c->a.tgt_vocab))) rc = fail(c, ds_last_error());
+        rc = fail(c, ag_last_error());
+    if (!rc && (ds_vocab_save(l.sv, c->a.src_vocab) || ds_vocab_save(l.tv, c->a.tgt_vocab))) rc = fail(c, ag_last_error());
     if (!rc) printf("state_dict: %s (%zu tensors); vocabularies: %s, %s\n", c->a.out, nn_ckpt_count(plain),
                     c->a.src_vocab, c->a.tgt_vocab);
     nn_ckpt_free(plain);

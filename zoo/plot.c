@@ -21,9 +21,9 @@ typedef struct svg {
 static int svg_open(svg *s, const char *path, double w, double h) {
     s->path = path;
     if (snprintf(s->tmp, sizeof s->tmp, "%s.tmp", path) >= (int)sizeof s->tmp)
-        return nn_set_error("%s: path too long", path);
+        return ag_error("%s: path too long", path);
     s->f = fopen(s->tmp, "w");
-    if (!s->f) return nn_set_error("%s: cannot write", s->tmp);
+    if (!s->f) return ag_error("%s: cannot write", s->tmp);
     fprintf(s->f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" viewBox=\"0 0 %g %g\" "
             "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
@@ -36,7 +36,7 @@ static int svg_close(svg *s) {
     bool bad = ferror(s->f);
     if (fclose(s->f) || bad || rename(s->tmp, s->path)) {
         remove(s->tmp);
-        return nn_set_error("%s: write failed", s->path);
+        return ag_error("%s: write failed", s->path);
     }
     return 0;
 }
@@ -85,7 +85,7 @@ int zoo_svg_lines(const char *path, const char *title, const char *xlabel, const
             y0 = fmin(y0, log_y ? log10(y) : y);
             y1 = fmax(y1, log_y ? log10(y) : y);
         }
-    if (!(x0 <= x1)) return nn_set_error("%s: nothing to plot", path);
+    if (!(x0 <= x1)) return ag_error("%s: nothing to plot", path);
     if (x1 == x0) x1 = x0 + 1;
     if (log_y) {
         y0 = floor(y0);
@@ -142,7 +142,7 @@ int zoo_svg_heatmaps(const char *path, const char *title, int n_rows, int n_cols
                      const char *const *titles, const float *w, int R, int C,
                      const char *const *row_labels, const char *const *col_labels,
                      const char *xlabel, const char *ylabel) {
-    if (n_rows < 1 || n_cols < 1 || R < 1 || C < 1) return nn_set_error("%s: empty heatmap", path);
+    if (n_rows < 1 || n_cols < 1 || R < 1 || C < 1) return ag_error("%s: empty heatmap", path);
     double cell = fmax(8, fmin(28, 240.0 / fmax(R, C)));
     double mw = cell * C, mh = cell * R, gap = 70, left = 90, top = 60;
     double W = left + n_cols * (mw + gap) + 60, H = top + n_rows * (mh + gap + 20) + 20;
@@ -202,7 +202,7 @@ int zoo_svg_histogram(const char *path, const char *title, const char *xlabel,
     double ymax = 0;
     for (int g = 0; g < n_groups; g++)
         for (int b = 0; b < n_bins; b++) ymax = fmax(ymax, counts[g][b]);
-    if (n_bins < 1 || ymax <= 0) return nn_set_error("%s: nothing to plot", path);
+    if (n_bins < 1 || ymax <= 0) return ag_error("%s: nothing to plot", path);
     double ys = nice_step(0, ymax);
     ymax = ceil(ymax / ys) * ys;
     svg s;

@@ -27,7 +27,7 @@ static int scope_end(eval_scope *s, int rc) {
     return rc;
 }
 static int op_failed(eval_scope *s, const char *what) {
-    return scope_end(s, nn_set_error("%s failed: %s", what, ag_last_error()));
+    return scope_end(s, ag_error_context("%s failed", what));
 }
 
 /* Index of the largest of x[0..n), the first on ties. */
@@ -105,7 +105,7 @@ static void keep_best(hyp *best, int *n, int cap, double score, int32_t row, int
 int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t src_len, int Ts,
                     int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
                     int32_t *out, int *out_len) {
-    if (beam < 1) return nn_set_error("beam search: beam size %d < 1", beam);
+    if (beam < 1) return ag_error("beam search: beam size %d < 1", beam);
     int K = beam, V = m->tgt_vocab, L = max_steps + 1;
     /* tokens[k][0..len): prefix k (without <bos>); next: the step's selections */
     int32_t *tokens = calloc((size_t)K * L, sizeof *tokens), *next = calloc((size_t)K * L, sizeof *next);
@@ -115,7 +115,7 @@ int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t src_le
     double *lp = malloc(sizeof *lp * (size_t)V);
     int rc = -1;
     if (!tokens || !next || !srcs || !lens || !dec_in || !best_tokens || !alive || !cand || !lp) {
-        nn_set_error("beam search: out of memory");
+        ag_error("beam search: out of memory");
         goto done;
     }
     for (int k = 0; k < K; k++) {
@@ -208,12 +208,12 @@ done:
 static int encode_sentence(const ds_vocab *v, const char *sentence, int num_steps, int32_t *ids,
                            int32_t *len) {
     if (ds_encode_sentence(v, sentence, num_steps, ids, len))
-        return nn_set_error("source sentence: %s", ds_last_error());
+        return ag_error_context("source sentence");
     return 0;
 }
 
 static int ids_to_text(const ds_vocab *v, const int32_t *ids, int n, char **out) {
-    if (ds_decode_ids(v, ids, (size_t)n, out)) return nn_set_error("%s", ds_last_error());
+    if (ds_decode_ids(v, ids, (size_t)n, out)) return -1;
     return 0;
 }
 
@@ -221,7 +221,7 @@ int zoo_translate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_
                   const char *sentence, int num_steps, int beam, double alpha, char **out) {
     *out = NULL;
     int32_t *ids = malloc(sizeof *ids * (size_t)num_steps * 2), len;
-    if (!ids) return nn_set_error("translate: out of memory");
+    if (!ids) return ag_error("translate: out of memory");
     int32_t *res = ids + num_steps;
     int n = 0, rc = encode_sentence(src_vocab, sentence, num_steps, ids, &len);
     int32_t bos = ds_vocab_id(tgt_vocab, "<bos>"), eos = ds_vocab_id(tgt_vocab, "<eos>");
@@ -244,7 +244,7 @@ static int map_alloc(zoo_attn_map *mp, int layers, int heads, int rows, int cols
     *mp = (zoo_attn_map){layers, heads, rows, cols, NULL};
     if (!layers) return 0;
     mp->w = calloc((size_t)layers * heads * rows * cols, sizeof *mp->w);
-    return mp->w ? 0 : nn_set_error("attention record: out of memory");
+    return mp->w ? 0 : ag_error("attention record: out of memory");
 }
 
 /* Copies weights (heads rows of B = 1: (heads, Tq, Tk)) into map row `row` (Tq = 1) or rows
@@ -284,7 +284,7 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
     int h_enc = m->ops->attn_heads(m, ZOO_ATTN_ENC_SELF), h_self = m->ops->attn_heads(m, ZOO_ATTN_DEC_SELF);
     int h_cross = m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS);
     int32_t *ids = malloc(sizeof *ids * (size_t)num_steps * 2), len;
-    if (!ids) return nn_set_error("translate: out of memory");
+    if (!ids) return ag_error("translate: out of memory");
     int32_t *res = ids + num_steps;
     int n = 0, rc = encode_sentence(src_vocab, sentence, num_steps, ids, &len);
     if (!rc)
@@ -298,7 +298,7 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
     if (!rc) {
         rec->src_tokens = calloc((size_t)Ts, sizeof *rec->src_tokens);
         rec->tgt_tokens = calloc((size_t)num_steps, sizeof *rec->tgt_tokens);
-        if (!rec->src_tokens || !rec->tgt_tokens) rc = nn_set_error("translate: out of memory");
+        if (!rec->src_tokens || !rec->tgt_tokens) rc = ag_error("translate: out of memory");
     }
     if (!rc) {
         for (int i = 0; i < Ts; i++) rec->src_tokens[i] = ds_vocab_token(src_vocab, ids[i], NULL);
@@ -344,7 +344,7 @@ static int plot_map(const zoo_attn_map *mp, int rows, int cols, const char *dir,
         rc = zoo_svg_heatmaps(path, title, mp->layers, mp->heads, (const char *const *)titles, w, rows,
                               cols, rl, cl, xl, yl);
     } else {
-        nn_set_error("attention plot: out of memory");
+        ag_error("attention plot: out of memory");
     }
     for (size_t k = 0; titles && k < n; k++) free(titles[k]);
     free(titles);
@@ -373,7 +373,7 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
     int T = num_steps, chunk = 256;
     int64_t n = ds_fra_part_size(data, part);
     const int64_t *pairs = ds_fra_part_pairs(data, part);
-    if (n <= 0) return nn_set_error("evaluate: the chosen split is empty");
+    if (n <= 0) return ag_error("evaluate: the chosen split is empty");
     int32_t *src = malloc(sizeof *src * (size_t)chunk * T), *len = malloc(sizeof *len * (size_t)chunk);
     int32_t *out = malloc(sizeof *out * (size_t)chunk * T);
     int *out_len = malloc(sizeof *out_len * (size_t)chunk);
@@ -381,13 +381,13 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
     ds_chrf_stats cs = {0};
     double d2l = 0;
     int rc = 0;
-    if (!src || !len || !out || !out_len) rc = nn_set_error("evaluate: out of memory");
+    if (!src || !len || !out || !out_len) rc = ag_error("evaluate: out of memory");
     int32_t bos = ds_vocab_id(tgt_vocab, "<bos>"), eos = ds_vocab_id(tgt_vocab, "<eos>");
     for (int64_t at = 0; !rc && at < n; at += chunk) {
         int B = (int)(n - at < chunk ? n - at : chunk);
         for (int b = 0; !rc && b < B; b++) {
             char *sentence = NULL;
-            if (ds_fra_sentence(data, DS_SRC, pairs[at + b], &sentence)) rc = nn_set_error("%s", ds_last_error());
+            if (ds_fra_sentence(data, DS_SRC, pairs[at + b], &sentence)) rc = -1;
             if (!rc) rc = encode_sentence(src_vocab, sentence, T, src + (size_t)b * T, &len[b]);
             free(sentence);
         }
@@ -396,11 +396,11 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
             char *hyp = NULL, *ref = NULL;
             double s = 0;
             rc = ids_to_text(tgt_vocab, out + (size_t)b * T, out_len[b], &hyp);
-            if (!rc && ds_fra_sentence(data, DS_TGT, pairs[at + b], &ref)) rc = nn_set_error("%s", ds_last_error());
+            if (!rc && ds_fra_sentence(data, DS_TGT, pairs[at + b], &ref)) rc = -1;
             const char *refs[1] = {ref};
             if (!rc && (ds_bleu_add(&bs, hyp, refs, 1) || ds_chrf_add(&cs, hyp, ref) ||
                         ds_bleu_d2l(hyp, ref, 2, &s)))
-                rc = nn_set_error("evaluate: %s", ds_last_error());
+                rc = ag_error_context("evaluate");
             d2l += s;
             free(hyp);
             free(ref);

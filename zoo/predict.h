@@ -13,7 +13,7 @@
 /* Greedy decoding of B sources at once, as d2l: decoder input <bos>; at each of max_steps steps
  * take the argmax (ties: lowest id), stop a row at <eos>, else feed the token back. src is
  * (B, Ts), src_len (B,). out (B, max_steps) receives each row's tokens (without <eos>), out_len
- * (B,) their counts. Returns 0 or -1 (nn_last_error). */
+ * (B,) their counts. Returns 0 or -1 (ag_last_error). */
 int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
                int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len);
 

@@ -24,14 +24,14 @@ double zoo_hp(const zoo_hparams *h, const char *name) {
 
 int zoo_hp_set(zoo_hparams *h, const char *name, const char *text) {
     zoo_hparam *p = zoo_hp_find(h, name);
-    if (!p) return nn_set_error("--%s: not a hyperparameter of this model", name);
+    if (!p) return ag_error("--%s: not a hyperparameter of this model", name);
     char *end;
     errno = 0;
     double v = strtod(text, &end);
     bool bad = !*text || *end || errno || !isfinite(v) || v < p->min || v > p->max ||
                (p->integer && v != floor(v));
     if (bad)
-        return nn_set_error("--%s: expected %s in [%g, %g], got '%s'", name,
+        return ag_error("--%s: expected %s in [%g, %g], got '%s'", name,
                             p->integer ? "an integer" : "a number", p->min, p->max, text);
     p->value = v;
     return 0;
@@ -76,17 +76,17 @@ ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, cons
 /* ---- checkpoints ---- */
 
 /* The vocabulary text format (datasets/vocab.h) as one malloc'd string for the metadata, which
- * holds strings: a token with a NUL byte is refused. NULL with nn_last_error(). */
+ * holds strings: a token with a NUL byte is refused. NULL with ag_last_error(). */
 static char *vocab_text(const ds_vocab *v, const char *side) {
     char *s;
     size_t n;
     if (ds_vocab_text(v, side, &s, &n)) {
-        nn_set_error("checkpoint: %s", ds_last_error());
+        ag_error_context("checkpoint");
         return NULL;
     }
     if (strlen(s) != n) {
         free(s);
-        nn_set_error("checkpoint: a %s token contains a NUL byte", side);
+        ag_error("checkpoint: a %s token contains a NUL byte", side);
         return NULL;
     }
     return s;
@@ -115,11 +115,10 @@ int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, con
 
 static int vocab_from_meta(const nn_ckpt *ck, const char *key, ds_vocab **out) {
     const char *text = nn_ckpt_meta(ck, key);
-    if (!text) return nn_set_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
+    if (!text) return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
     char name[512];
     snprintf(name, sizeof name, "%s: metadata %s", nn_ckpt_source(ck), key);
     if (ds_vocab_parse(text, strlen(text), name, out) || ds_vocab_check_reserved(*out)) {
-        nn_set_error("%s", ds_last_error());
         ds_vocab_free(*out);
         *out = NULL;
         return -1;
@@ -147,18 +146,18 @@ int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model
     *src = *tgt = NULL;
     const char *file = nn_ckpt_source(ck), *which = nn_ckpt_meta(ck, "tapegrad.model");
     if (!which)
-        return nn_set_error("%s: not a tapegrad checkpoint (no tapegrad.model in its metadata); "
+        return ag_error("%s: not a tapegrad checkpoint (no tapegrad.model in its metadata); "
                             "to import a plain state_dict give --src-vocab and --tgt-vocab", file);
     if (strcmp(which, kind->name))
-        return nn_set_error("%s: holds a %s model, not a %s", file, which, kind->name);
+        return ag_error("%s: holds a %s model, not a %s", file, which, kind->name);
     zoo_hparams h = kind->hparams;
     for (int i = 0; i < h.n; i++) {
         char key[96];
         snprintf(key, sizeof key, "config.%s", h.p[i].name);
         const char *v = nn_ckpt_meta(ck, key);
-        if (!v) return nn_set_error("%s: metadata has no %s", file, key);
+        if (!v) return ag_error("%s: metadata has no %s", file, key);
         if (zoo_hp_set(&h, h.p[i].name, v))
-            return nn_set_error("%s: metadata %s: %s", file, key, nn_last_error());
+            return ag_error_context("%s: metadata %s", file, key);
     }
     if (vocab_from_meta(ck, "vocab.src", src) || vocab_from_meta(ck, "vocab.tgt", tgt)) {
         ds_vocab_free(*src);
@@ -178,10 +177,9 @@ int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
     ds_vocab **vs[2] = {src, tgt};
     for (int i = 0; i < 2; i++) {
         if (!paths[i] || !*paths[i])
-            return nn_set_error("%s: a plain state_dict needs --src-vocab and --tgt-vocab",
+            return ag_error("%s: a plain state_dict needs --src-vocab and --tgt-vocab",
                                 nn_ckpt_source(ck));
         if (ds_vocab_load(paths[i], vs[i]) || ds_vocab_check_reserved(*vs[i])) {
-            nn_set_error("%s", ds_last_error());
             ds_vocab_free(*src);
             ds_vocab_free(*tgt);
             *src = *tgt = NULL;

@@ -38,7 +38,7 @@ typedef struct zoo_hparams {
 
 /* The value of hyperparameter `name` (NAN if absent). */
 double zoo_hp(const zoo_hparams *h, const char *name);
-/* Sets `name` from text. Returns 0, or -1 with nn_last_error() naming the flag, the text and
+/* Sets `name` from text. Returns 0, or -1 with ag_last_error() naming the flag, the text and
  * the expected range ("--heads: expected an integer in [1, 64], got 'x'"). */
 int zoo_hp_set(zoo_hparams *h, const char *name, const char *text);
 /* The entry called name, or NULL. */
@@ -71,7 +71,7 @@ typedef struct zoo_model_kind {
     zoo_hparams hparams;      /* defaults */
     int epochs;               /* trainer defaults (SPEC.md) */
     double lr;
-    /* Builds and registers a model in a new store, not finalized. NULL with nn_last_error(). */
+    /* Builds and registers a model in a new store, not finalized. NULL with ag_last_error(). */
     zoo_model *(*create)(const zoo_hparams *h, int src_vocab, int tgt_vocab);
 } zoo_model_kind;
 
@@ -86,7 +86,7 @@ struct zoo_model {
 extern const zoo_model_kind zoo_transformer_kind;
 extern const zoo_model_kind zoo_bahdanau_kind;
 
-/* Creates a model of `kind` and finalizes its store from seed. NULL with nn_last_error(). */
+/* Creates a model of `kind` and finalizes its store from seed. NULL with ag_last_error(). */
 zoo_model *zoo_model_new(const zoo_model_kind *kind, const zoo_hparams *h, int src_vocab,
                          int tgt_vocab, uint64_t seed);
 void zoo_model_free(zoo_model *m);
@@ -106,11 +106,11 @@ ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
  * (the trainer adds train.* and data.*); tensors: the parameters (SPEC.md section 6 names) and
  * the optimizer state (optim.*). */
 
-/* Adds the model's parameters and metadata to ck. Returns 0 or -1 (nn_last_error). */
+/* Adds the model's parameters and metadata to ck. Returns 0 or -1 (ag_last_error). */
 int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt);
 /* Rebuilds a model from a checkpoint written by zoo_ckpt_add_model, checking that it is of
  * kind `kind` (a checkpoint of another model is an error naming both), and its vocabularies.
- * Returns 0 with *m, *src, *tgt owned by the caller, or -1 with nn_last_error(). */
+ * Returns 0 with *m, *src, *tgt owned by the caller, or -1 with ag_last_error(). */
 int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model **m,
                         ds_vocab **src, ds_vocab **tgt);
 /* A plain state_dict (e.g. safetensors.torch.save_file(net.state_dict(), ...)): builds the

@@ -37,7 +37,7 @@ struct zoo_shard {
 static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
     zoo_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) {
-        nn_set_error("trainer: out of memory");
+        ag_error("trainer: out of memory");
         zoo_model_free(model);
         return NULL;
     }
@@ -46,7 +46,7 @@ static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
     tr->tape = ag_tape_new();
     tr->shard = calloc(1, sizeof *tr->shard);
     if (!tr->opt || !tr->tape || !tr->shard) {
-        if (tr->opt) nn_set_error("trainer: out of memory");
+        if (tr->opt) ag_error("trainer: out of memory");
         zoo_trainer_free(tr);
         return NULL;
     }
@@ -70,10 +70,10 @@ static void free_shards(zoo_shard *sh, int from, int n) {
 }
 
 int zoo_trainer_set_shards(zoo_trainer *tr, int shards) {
-    if (shards < 1 || shards > 64) return nn_set_error("shards: %d (expected 1 to 64)", shards);
+    if (shards < 1 || shards > 64) return ag_error("shards: %d (expected 1 to 64)", shards);
     if (shards == tr->shards) return 0;
     zoo_shard *sh = calloc((size_t)shards, sizeof *sh);
-    if (!sh) return nn_set_error("trainer: out of memory");
+    if (!sh) return ag_error("trainer: out of memory");
     zoo_model *m = tr->model;
     int s = 0;
     for (; s < shards && s < tr->shards; s++) sh[s] = tr->shard[s];
@@ -81,7 +81,7 @@ int zoo_trainer_set_shards(zoo_trainer *tr, int shards) {
         sh[s].tape = ag_tape_new();
         sh[s].model = zoo_model_new(m->kind, &m->hp, m->src_vocab, m->tgt_vocab, 0);
         if (!sh[s].tape || !sh[s].model || nn_params_share_values(sh[s].model->ps, m->ps)) {
-            if (!sh[s].tape) nn_set_error("trainer: out of memory");
+            if (!sh[s].tape) ag_error("trainer: out of memory");
             free_shards(sh, tr->shards, s + 1);
             free(sh);
             return -1;
@@ -109,7 +109,7 @@ static int push_hist(zoo_trainer *tr, zoo_epoch_stats s) {
     if (tr->n_hist == tr->cap_hist) {
         int cap = tr->cap_hist ? 2 * tr->cap_hist : 64;
         zoo_epoch_stats *h = realloc(tr->hist, sizeof *h * (size_t)cap);
-        if (!h) return nn_set_error("trainer: out of memory");
+        if (!h) return ag_error("trainer: out of memory");
         tr->hist = h;
         tr->cap_hist = cap;
     }
@@ -178,7 +178,7 @@ static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *l
     *loss = 0;
     for (int s = 0; s < tr->shards; s++) {
         zoo_shard *sh = &tr->shard[s];
-        if (sh->failed && !rc) rc = nn_set_error("training step failed: %s", sh->err);
+        if (sh->failed && !rc) rc = ag_error("training step failed: %s", sh->err);
         *loss += sh->loss;
         ag_tape_reset(sh->tape);
     }
@@ -189,7 +189,7 @@ static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *l
     if (tr->shards > 1)
         ag_parallel_for((ptrdiff_t)nn_params_flat_size(tr->model->ps), 4096, reduce_grads, tr);
     if (optim_step(tr->opt))
-        return nn_set_error("training diverged: the gradient norm is %g at epoch %d",
+        return ag_error("training diverged: the gradient norm is %g at epoch %d",
                             optim_last_grad_norm(tr->opt), tr->epochs_done + 1);
     return 0;
 }
@@ -271,7 +271,7 @@ static int get_meta_double(const nn_ckpt *ck, const char *key, double *v) {
     char *end = NULL;
     if (text) *v = strtod(text, &end);
     if (!text || end == text || *end)
-        return nn_set_error("%s: metadata %s missing or not a number", nn_ckpt_source(ck), key);
+        return ag_error("%s: metadata %s missing or not a number", nn_ckpt_source(ck), key);
     return 0;
 }
 
@@ -292,7 +292,7 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
     char *hist = history_text(tr);
     int rc = -1;
     if (!ck || !hist) {
-        nn_set_error("%s: out of memory", path);
+        ag_error("%s: out of memory", path);
     } else if (!zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC), ds_fra_vocab(data, DS_TGT)) &&
                !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
                !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
@@ -322,7 +322,7 @@ static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
     o->split_seed = (uint64_t)v[5];
     const char *split = nn_ckpt_meta(ck, "data.split");
     if (!split || sscanf(split, "%lf %lf", &o->valid_frac, &o->test_frac) != 2)
-        return nn_set_error("%s: metadata data.split missing or malformed", nn_ckpt_source(ck));
+        return ag_error("%s: metadata data.split missing or malformed", nn_ckpt_source(ck));
     return 0;
 }
 
@@ -332,13 +332,13 @@ static int parse_history(zoo_trainer *tr, const char *text, const char *file) {
         zoo_epoch_stats s;
         int used = 0;
         if (sscanf(p, "%lf %lf %lf%n", &s.loss, &s.tokens, &s.seconds, &used) != 3)
-            return nn_set_error("%s: metadata train.history: malformed at epoch %d", file, tr->n_hist + 1);
+            return ag_error("%s: metadata train.history: malformed at epoch %d", file, tr->n_hist + 1);
         if (push_hist(tr, s)) return -1;
         p = strchr(p + used, '\n');
         if (p) p++;
     }
     if (tr->n_hist != tr->epochs_done)
-        return nn_set_error("%s: train.history has %d epochs, train.epochs_done says %d", file,
+        return ag_error("%s: train.history has %d epochs, train.epochs_done says %d", file,
                             tr->n_hist, tr->epochs_done);
     return 0;
 }
@@ -365,13 +365,13 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
     int64_t shards;
     if (nn_ckpt_meta_int(ck, "train.shards", &shards)) goto fail;
     if (shards < 1 || shards > 64) {
-        nn_set_error("%s: metadata train.shards = %lld, expected 1 to 64", path, (long long)shards);
+        ag_error("%s: metadata train.shards = %lld, expected 1 to 64", path, (long long)shards);
         goto fail;
     }
     if (zoo_trainer_set_shards(tr, (int)shards)) goto fail;
     const char *hist = nn_ckpt_meta(ck, "train.history");
     if (!hist) {
-        nn_set_error("%s: not a training checkpoint (no train.history)", path);
+        ag_error("%s: not a training checkpoint (no train.history)", path);
         goto fail;
     }
     if (parse_history(tr, hist, path)) goto fail;
@@ -386,7 +386,7 @@ fail:
 int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
     int s = ds_vocab_size(ds_fra_vocab(data, DS_SRC)), t = ds_vocab_size(ds_fra_vocab(data, DS_TGT));
     if (s != tr->model->src_vocab || t != tr->model->tgt_vocab)
-        return nn_set_error("the data gives vocabularies of %d / %d tokens, the checkpoint's "
+        return ag_error("the data gives vocabularies of %d / %d tokens, the checkpoint's "
                             "model has %d / %d", s, t, tr->model->src_vocab, tr->model->tgt_vocab);
     return 0;
 }
@@ -397,17 +397,17 @@ int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/loss.csv", dir);
     FILE *f = fopen(path, "w");
-    if (!f) return nn_set_error("%s: cannot write", path);
+    if (!f) return ag_error("%s: cannot write", path);
     fprintf(f, "epoch,loss,tokens,seconds,tokens_per_sec\n");
     for (int i = 0; i < tr->n_hist; i++)
         fprintf(f, "%d,%.6f,%.0f,%.6f,%.1f\n", i + 1, tr->hist[i].loss, tr->hist[i].tokens,
                 tr->hist[i].seconds, tr->hist[i].tokens / tr->hist[i].seconds);
-    if (fclose(f)) return nn_set_error("%s: write failed", path);
+    if (fclose(f)) return ag_error("%s: write failed", path);
     double *x = malloc(sizeof *x * (size_t)tr->n_hist), *y = malloc(sizeof *y * (size_t)tr->n_hist);
     if (!x || !y) {
         free(x);
         free(y);
-        return nn_set_error("plots: out of memory");
+        return ag_error("plots: out of memory");
     }
     for (int i = 0; i < tr->n_hist; i++) {
         x[i] = i + 1;

@@ -51,7 +51,7 @@ typedef struct zoo_train_opts {
 } zoo_train_opts;
 
 /* A new run: takes ownership of model; Adam (PyTorch defaults) with lr and clipping by clip;
- * dropout RNG seeded from seed. NULL with nn_last_error(). */
+ * dropout RNG seeded from seed. NULL with ag_last_error(). */
 zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed);
 void zoo_trainer_free(zoo_trainer *tr);
 
@@ -62,7 +62,7 @@ void zoo_trainer_free(zoo_trainer *tr);
  * clipping and the update, so the objective is the same as one pass over the batch; the bits
  * depend on the number of shards (sums in another order, other dropout draws), never on the
  * number of threads. A new trainer has 1 shard; a checkpoint keeps the number. Returns 0, or -1
- * (nn_last_error) for shards outside [1, 64] or out of memory (the trainer is then unchanged). */
+ * (ag_last_error) for shards outside [1, 64] or out of memory (the trainer is then unchanged). */
 int zoo_trainer_set_shards(zoo_trainer *tr, int shards);
 
 /* One epoch over `it` (positioned by this function at epoch tr->epochs_done). Returns 0 or -1
@@ -71,7 +71,7 @@ int zoo_trainer_set_shards(zoo_trainer *tr, int shards);
 int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out);
 
 /* Epochs tr->epochs_done .. opts->epochs - 1, with progress, checkpoints and plots. data and
- * its vocabularies go into the checkpoints. Returns 0 or -1 (nn_last_error or ag_last_error
+ * its vocabularies go into the checkpoints. Returns 0 or -1 (ag_last_error or ag_last_error
  * says why; checkpoints already written are intact). */
 int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *opts);
 
@@ -82,7 +82,7 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
 /* Restores a run saved by zoo_trainer_save into a new trainer, its optimizer configured with
  * the run's learning rate and clipping (stored in the checkpoint). The data options stored
  * there are returned in *data_opts so the caller loads the same data (and so the same
- * vocabularies: checked by zoo_trainer_check_data). NULL with nn_last_error(). */
+ * vocabularies: checked by zoo_trainer_check_data). NULL with ag_last_error(). */
 zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
                                 ds_fra_options *data_opts);
 /* 0 if data's vocabularies equal the checkpoint's model sizes, else -1 naming the mismatch. */

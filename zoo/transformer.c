@@ -17,10 +17,10 @@ zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab) {
 int zoo_pos_encoding_init(zoo_pos_encoding *pe, int hiddens, double dropout, int max_len) {
     memset(pe, 0, sizeof *pe);
     if (hiddens < 1 || max_len < 1)
-        return nn_set_error("positional encoding: hiddens %d and max_len %d must be >= 1", hiddens, max_len);
+        return ag_error("positional encoding: hiddens %d and max_len %d must be >= 1", hiddens, max_len);
     if (nn_dropout_init(&pe->dropout, dropout)) return -1;
     pe->P = malloc(sizeof *pe->P * (size_t)max_len * hiddens);
-    if (!pe->P) return nn_set_error("positional encoding: out of memory");
+    if (!pe->P) return ag_error("positional encoding: out of memory");
     pe->hiddens = hiddens;
     pe->max_len = max_len;
     for (int i = 0; i < max_len; i++) {
@@ -43,7 +43,7 @@ ag_tensor *zoo_pos_encoding_forward(const zoo_pos_encoding *pe, const nn_ctx *c,
     if (!x) return NULL;
     int T = x->shape[1], H = x->shape[2];
     if (H != pe->hiddens || offset < 0 || offset + T > pe->max_len) {
-        nn_set_error("positional encoding: positions [%d, %d) of width %d exceed the table "
+        ag_error("positional encoding: positions [%d, %d) of width %d exceed the table "
                      "(%d x %d)", offset, offset + T, H, pe->max_len, pe->hiddens);
         return NULL;
     }
@@ -162,7 +162,7 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
                                   "heads %d, layers %d): sizes must be >= 1 and hiddens a "
                                   "multiple of heads", k->src_vocab, k->tgt_vocab, k->hiddens,
                               k->ffn_hiddens, k->heads, k->layers);
-    if (zoo_pos_encoding_init(&tf->pos, k->hiddens, k->dropout, k->max_len)) return nn_params_fail(ps, "%s", nn_last_error());
+    if (zoo_pos_encoding_init(&tf->pos, k->hiddens, k->dropout, k->max_len)) return nn_params_fail(ps, "%s", ag_last_error());
     tf->enc = calloc((size_t)k->layers, sizeof *tf->enc);
     tf->dec = calloc((size_t)k->layers, sizeof *tf->dec);
     if (!tf->enc || !tf->dec) return nn_params_fail(ps, "transformer: out of memory");

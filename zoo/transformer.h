@@ -46,7 +46,7 @@ typedef struct zoo_pos_encoding {
     int hiddens, max_len;
 } zoo_pos_encoding;
 
-/* Fills the table (malloc'd; zoo_pos_encoding_free). Returns 0 or -1 (nn_last_error). */
+/* Fills the table (malloc'd; zoo_pos_encoding_free). Returns 0 or -1 (ag_last_error). */
 int zoo_pos_encoding_init(zoo_pos_encoding *pe, int hiddens, double dropout, int max_len);
 void zoo_pos_encoding_free(zoo_pos_encoding *pe);
 /* dropout(x + P[offset : offset + T]) for x (B, T, H). */
@@ -112,7 +112,7 @@ typedef struct zoo_transformer {
 } zoo_transformer;
 
 /* Registers every parameter in ps (names as SPEC.md section 6). Returns 0, or -1 with
- * nn_last_error() (bad config: sizes < 1, hiddens not a multiple of heads or odd). Free
+ * ag_last_error() (bad config: sizes < 1, hiddens not a multiple of heads or odd). Free
  * with zoo_transformer_free (the parameters belong to ps). */
 int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transformer_cfg *cfg);
 void zoo_transformer_free(zoo_transformer *tf);

@@ -51,7 +51,7 @@ static zoo_model *tf_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) 
     if (!m || !ps) {
         free(m);
         nn_params_free(ps);
-        nn_set_error("transformer: out of memory");
+        ag_error("transformer: out of memory");
         return NULL;
     }
     zoo_transformer_cfg cfg = zoo_transformer_defaults(src_vocab, tgt_vocab);

@@ -76,14 +76,14 @@ int main(int argc, char **argv)
     /* ---- 3. Parameters: register, then finalize (one allocation, seeded init) ------------- */
     nn_params *ps = nn_params_new();
     mlp model;
-    if (mlp_init(&model, ps, "") || nn_params_finalize(ps, 42)) return fail(nn_last_error());
+    if (mlp_init(&model, ps, "") || nn_params_finalize(ps, 42)) return fail(ag_last_error());
     printf("model: %zu tensors, %zu parameters\n", nn_params_count(ps), nn_params_numel(ps));
 
     /* ---- 4. Optimizer: Adam, clipping by global norm ---------------------------------------- */
     optim_cfg cfg = optim_adam(0.01);
     cfg.clip_norm = 1.0;
     optim *opt = optim_new(ps, cfg);
-    if (!opt) return fail(nn_last_error());
+    if (!opt) return fail(ag_last_error());
 
     /* ---- 5. Train: forward, loss, backward, step, reset --------------------------------------- */
     ag_tape *t = ag_tape_new();
@@ -100,7 +100,7 @@ int main(int argc, char **argv)
         if (step == 0) first = l;
         last = l;
         if (step % 50 == 0 || step == STEPS - 1) printf("step %3d  loss %.4f\n", step, l);
-        if (optim_step(opt)) return fail(nn_last_error());
+        if (optim_step(opt)) return fail(ag_last_error());
         ag_tape_reset(t);  /* every intermediate of the step freed at once */
     }
 
@@ -127,7 +127,7 @@ int main(int argc, char **argv)
     if (!ck || nn_ckpt_add_params(ck, ps) || optim_save_state(opt, ck) ||
         nn_ckpt_set_meta(ck, "model", "mlp 2-32-32-3, relu, dropout 0.1") ||
         nn_ckpt_save(ck, path))
-        return fail(nn_last_error());
+        return fail(ag_last_error());
     nn_ckpt_free(ck);
 
     /* ---- 8. Reload into a fresh model and check that it computes the same outputs --------- */
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     mlp model2;
     if (mlp_init(&model2, ps2, "") || nn_params_finalize(ps2, 999) ||
         nn_load_params(ps2, path))  /* the optim.* tensors are skipped by a model-only load */
-        return fail(nn_last_error());
+        return fail(ag_last_error());
     ag_tape_reset(t);
     ag_tensor *again = mlp_forward(&model2, &c, ag_tensor_from(t, AG_SHAPE(N, IN), xs));
     if (!again) return fail("reloaded forward failed");

@@ -31,13 +31,13 @@ static int run_once(const char *path, int64_t num_examples, double *t_load, doub
     ds_fra *d;
     double t0 = now();
     if (ds_fra_load(path, &o, &d)) {
-        fprintf(stderr, "bench_datasets: %s\n", ds_last_error());
+        fprintf(stderr, "bench_datasets: %s\n", ag_last_error());
         return 1;
     }
     double t1 = now();
     ds_batches *it;
     if (ds_batches_new(d, DS_TRAIN, true, &it)) {
-        fprintf(stderr, "bench_datasets: %s\n", ds_last_error());
+        fprintf(stderr, "bench_datasets: %s\n", ag_last_error());
         ds_fra_free(d);
         return 1;
     }
@@ -84,7 +84,7 @@ static int bench(const char *path, const char *name, int64_t num_examples, int r
 int main(int argc, char **argv) {
     char path[4096];
     if (ds_resolve_data_path(argc > 1 ? argv[1] : NULL, TG_SOURCE_DIR, path, sizeof path)) {
-        fprintf(stderr, "bench_datasets: %s\n", ds_last_error());
+        fprintf(stderr, "bench_datasets: %s\n", ag_last_error());
         return 1;
     }
     int runs = argc > 2 ? atoi(argv[2]) : 0;

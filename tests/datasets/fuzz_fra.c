@@ -38,7 +38,7 @@ static bool valid_utf8(const char *s, size_t n) {
 
 static void check_status(int rc) {
     CHECK(rc >= DS_OK && rc <= DS_ENOMEM);
-    if (rc) CHECK(ds_last_error()[0] != 0);
+    if (rc) CHECK(ag_last_error()[0] != 0);
 }
 
 static void check_dataset(ds_fra *d) {

@@ -36,17 +36,17 @@ bool tu_check_status(int got, int want, const char *expr, int line, const char *
         CU_assertImplementation(CU_TRUE, (unsigned)line, expr, file, "", CU_FALSE);
         return true;
     }
-    tu_fail_msg(line, file, "%s returned %d (%s), expected %d (%s); ds_last_error: %s", expr, got,
-                ds_status_name(got), want, ds_status_name(want), ds_last_error());
+    tu_fail_msg(line, file, "%s returned %d (%s), expected %d (%s); ag_last_error: %s", expr, got,
+                ds_status_name(got), want, ds_status_name(want), ag_last_error());
     return false;
 }
 
 bool tu_error_has(const char *needle, int line, const char *file) {
-    if (strstr(ds_last_error(), needle)) {
+    if (strstr(ag_last_error(), needle)) {
         CU_assertImplementation(CU_TRUE, (unsigned)line, needle, file, "", CU_FALSE);
         return true;
     }
-    tu_fail_msg(line, file, "error message \"%s\" lacks \"%s\"", ds_last_error(), needle);
+    tu_fail_msg(line, file, "error message \"%s\" lacks \"%s\"", ag_last_error(), needle);
     return false;
 }
 

@@ -12,11 +12,11 @@
 #define TU_FAIL(...) tu_fail_msg(__LINE__, __FILE__, __VA_ARGS__)
 void tu_fail_msg(int line, const char *file, const char *fmt, ...);
 
-/* Asserts a ds_ call returned `want`; on mismatch the failure shows ds_last_error(). */
+/* Asserts a ds_ call returned `want`; on mismatch the failure shows ag_last_error(). */
 #define TU_STATUS(call, want) tu_check_status((call), (want), #call, __LINE__, __FILE__)
 bool tu_check_status(int got, int want, const char *expr, int line, const char *file);
 
-/* Asserts that ds_last_error() contains `needle`. */
+/* Asserts that ag_last_error() contains `needle`. */
 #define TU_ERROR_HAS(needle) tu_error_has((needle), __LINE__, __FILE__)
 bool tu_error_has(const char *needle, int line, const char *file);
 

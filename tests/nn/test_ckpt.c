@@ -80,9 +80,9 @@ static void test_roundtrip(void)
     ag_rng_next(&r);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta_rng(ck, "rng", &r), 0);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_CHECKSUM_KEY, "x"), -1);
-    HAS(nn_last_error(), "reserved");
+    HAS(ag_last_error(), "reserved");
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "latin1", "caf\xe9"), -1);  /* not UTF-8 */
-    HAS(nn_last_error(), "must be UTF-8");
+    HAS(ag_last_error(), "must be UTF-8");
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("rt.safetensors")), 0);
     nn_ckpt_free(ck);
 
@@ -101,7 +101,7 @@ static void test_roundtrip(void)
     CU_ASSERT_EQUAL(nn_ckpt_meta_rng(in, "rng", &r2), 0);
     CU_ASSERT_EQUAL(memcmp(&r, &r2, sizeof r), 0);
     CU_ASSERT_EQUAL(nn_ckpt_meta_int(in, "weird", &e), -1);
-    HAS(nn_last_error(), "expected a decimal integer");
+    HAS(ag_last_error(), "expected a decimal integer");
     CU_ASSERT_PTR_NOT_NULL(nn_ckpt_meta(in, NN_CKPT_CHECKSUM_KEY));
     CU_ASSERT_EQUAL(strlen(nn_ckpt_meta(in, NN_CKPT_CHECKSUM_KEY)), 16);
     CU_ASSERT_EQUAL(nn_ckpt_meta_count(in), 5);  /* config, weird, epoch, rng, checksum */
@@ -135,7 +135,7 @@ static void test_roundtrip(void)
     CU_ASSERT_EQUAL(nn_load_params(pb, path_in("short.safetensors")), 0);
     CU_ASSERT_EQUAL(memcmp(a.ln.weight->data, b.ln.weight->data, 2 * sizeof(ag_real)), 0);
     CU_ASSERT_EQUAL(nn_load_params(pb, path_in("nonexistent.safetensors")), -1);
-    HAS(nn_last_error(), "nonexistent.safetensors: cannot open");
+    HAS(ag_last_error(), "nonexistent.safetensors: cannot open");
     nn_params_free(pa);
     nn_params_free(pb);
 }
@@ -148,7 +148,7 @@ static void test_f64_store(void)
     const ag_real v[3] = {1.5f, -2.25f, 1e-3f};
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "x", 1, (const int[]){3}, v), 0);
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "x", 1, (const int[]){3}, v), -1);
-    HAS(nn_last_error(), "duplicate tensor 'x'");
+    HAS(ag_last_error(), "duplicate tensor 'x'");
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "scalar", 0, NULL, v), 0);
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "empty", 2, (const int[]){0, 4}, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("f64.safetensors")), 0);
@@ -211,11 +211,11 @@ static void test_other_writers(void)
     CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "format"), "pt");
     /* Mistyped: an integer tensor where a parameter is expected. */
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "i", 1, (const int[]){1}, v), -1);
-    HAS(nn_last_error(), "torch.safetensors: tensor 'i' has dtype I64, expected a float dtype");
+    HAS(ag_last_error(), "torch.safetensors: tensor 'i' has dtype I64, expected a float dtype");
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "h", 1, (const int[]){4}, v), -1);
-    HAS(nn_last_error(), "tensor 'h' has shape [2, 2], expected [4]");
+    HAS(ag_last_error(), "tensor 'h' has shape [2, 2], expected [4]");
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "zz", 1, (const int[]){4}, v), -1);
-    HAS(nn_last_error(), "tensor 'zz' is missing (expected shape [4])");
+    HAS(ag_last_error(), "tensor 'zz' is missing (expected shape [4])");
     nn_ckpt_free(ck);
 }
 
@@ -284,14 +284,14 @@ static void test_malformed_table(void)
         if (rc == 0) fprintf(stderr, "\n  accepted: %s\n", c->what);
         CU_ASSERT_EQUAL(rc, -1);
         CU_ASSERT_PTR_NULL(ck);
-        HAS(nn_last_error(), c->expect);
-        HAS(nn_last_error(), name);  /* the message names the file */
+        HAS(ag_last_error(), c->expect);
+        HAS(ag_last_error(), name);  /* the message names the file */
     }
     /* Header length 0 on its own. */
     unsigned char z[8] = {0};
     nn_ckpt *ck;
     CU_ASSERT_EQUAL(nn_ckpt_parse(&ck, z, 8, "zero"), -1);
-    HAS(nn_last_error(), "header length is 0");
+    HAS(ag_last_error(), "header length is 0");
 }
 
 /* Checksum: a valid file with one data byte flipped. */
@@ -307,7 +307,7 @@ static void test_checksum_flip(void)
     fputc(c ^ 0x10, f);
     fclose(f);
     CU_ASSERT_EQUAL(nn_load_params(pa, path_in("flip.safetensors")), -1);
-    HAS(nn_last_error(), "checksum mismatch");
+    HAS(ag_last_error(), "checksum mismatch");
     nn_params_free(pa);
 }
 
@@ -326,7 +326,7 @@ static void test_load_rules(void)
     nn_ckpt_add(ck, "net.fc.bias", 1, (const int[]){2}, vals);
     nn_ckpt_add(ck, "net.ln.weight", 1, (const int[]){2}, vals);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
-    HAS(nn_last_error(), "tensor 'net.ln.bias' is missing (expected shape [2])");
+    HAS(ag_last_error(), "tensor 'net.ln.bias' is missing (expected shape [2])");
     CU_ASSERT_EQUAL(memcmp(before, a.fc.weight->data, sizeof before), 0);  /* untouched */
 
     /* Complete, plus optimizer state: accepted (optim.* skipped by a model-only load). */
@@ -337,7 +337,7 @@ static void test_load_rules(void)
     /* Extra: anything else is an error unless allowed. */
     nn_ckpt_add(ck, "net.extra.weight", 1, (const int[]){2}, vals);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
-    HAS(nn_last_error(), "unexpected tensor 'net.extra.weight'");
+    HAS(ag_last_error(), "unexpected tensor 'net.extra.weight'");
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, NN_CKPT_ALLOW_EXTRA), 0);
     nn_ckpt_free(ck);
 
@@ -350,7 +350,7 @@ static void test_load_rules(void)
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("shape.safetensors")), 0);
     nn_ckpt_free(ck);
     CU_ASSERT_EQUAL(nn_load_params(pa, path_in("shape.safetensors")), -1);
-    HAS(nn_last_error(), "shape.safetensors: tensor 'net.fc.weight' has shape [3, 2], expected [2, 3]");
+    HAS(ag_last_error(), "shape.safetensors: tensor 'net.fc.weight' has shape [3, 2], expected [2, 3]");
 
     /* Mistyped: an I32 parameter. */
     const char *hdr = "{\"net.fc.weight\":{\"dtype\":\"I32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
@@ -361,7 +361,7 @@ static void test_load_rules(void)
     size_t n = make_file(buf, hdr, data, sizeof data, 0);
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_parse(&ck, buf, n, "typed.safetensors"), 0);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
-    HAS(nn_last_error(), "typed.safetensors: tensor 'net.fc.weight' has dtype I32, expected a float dtype");
+    HAS(ag_last_error(), "typed.safetensors: tensor 'net.fc.weight' has dtype I32, expected a float dtype");
     nn_ckpt_free(ck);
     nn_params_free(pa);
 }
@@ -397,7 +397,7 @@ static void test_atomic_save(void)
     snprintf(inner, sizeof inner, "%s/keep", blocked);
     fclose(fopen(inner, "w"));
     CU_ASSERT_EQUAL(nn_save_params(pa, blocked), -1);
-    HAS(nn_last_error(), "previous file kept");
+    HAS(ag_last_error(), "previous file kept");
     entries = 0;
     d = opendir(sub);
     while ((e = readdir(d)))
@@ -407,7 +407,7 @@ static void test_atomic_save(void)
     remove(inner);
     /* A directory that does not exist. */
     CU_ASSERT_EQUAL(nn_save_params(pa, "/nonexistent-dir/x.safetensors"), -1);
-    HAS(nn_last_error(), "/nonexistent-dir/x.safetensors: cannot create a temporary file");
+    HAS(ag_last_error(), "/nonexistent-dir/x.safetensors: cannot create a temporary file");
     nn_params_free(pa);
 }
 

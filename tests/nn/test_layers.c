@@ -218,7 +218,7 @@ static void test_dropout_relu(void)
     /* Training without an rng is an error, not a crash. */
     c.rng = NULL;
     CU_ASSERT_PTR_NULL(nn_dropout_forward(&d, &c, in));
-    HAS(nn_last_error(), "needs nn_ctx.rng");
+    HAS(ag_last_error(), "needs nn_ctx.rng");
     CU_ASSERT_PTR_NULL(nn_relu(&c, NULL));
     ag_tape_free(t);
     ag_leaf_free(x);
@@ -367,22 +367,22 @@ static void test_gru_step_matches_forward(void)
     /* Shape errors: NULL and a message, no crash. */
     c.training = false;
     CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, ag_tensor_new(t, AG_SHAPE(4, 5)), NULL, &state));
-    HAS(nn_last_error(), "expected (T, B, input_size = 5)");
+    HAS(ag_last_error(), "expected (T, B, input_size = 5)");
     CU_ASSERT_PTR_NULL(state);
     CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, x, ag_tensor_new(t, AG_SHAPE(2, 3, 6)), NULL));
-    HAS(nn_last_error(), "h0 has shape [2, 3, 6], expected (num_layers = 3, B = 3, hidden = 6)");
+    HAS(ag_last_error(), "h0 has shape [2, 3, 6], expected (num_layers = 3, B = 3, hidden = 6)");
     CU_ASSERT_PTR_NULL(nn_gru_step(&g, &c, ag_tensor_new(t, AG_SHAPE(3, 4)), h));
-    HAS(nn_last_error(), "nn_gru_step: x has shape [3, 4]");
+    HAS(ag_last_error(), "nn_gru_step: x has shape [3, 4]");
     ag_tensor *saved = h[0];
     h[1] = ag_tensor_new(t, AG_SHAPE(2, 6));
     CU_ASSERT_PTR_NULL(nn_gru_step(&g, &c, ag_tensor_new(t, AG_SHAPE(3, 5)), h));
-    HAS(nn_last_error(), "h[1] has shape [2, 6]");
+    HAS(ag_last_error(), "h[1] has shape [2, 6]");
     CU_ASSERT_PTR_EQUAL(h[0], saved);  /* unchanged on error */
     CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, NULL, NULL, NULL));
     c.training = true;
     c.rng = NULL;
     CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, x, NULL, NULL));
-    HAS(nn_last_error(), "needs nn_ctx.rng");
+    HAS(ag_last_error(), "needs nn_ctx.rng");
     ag_tape_free(t);
     ag_leaf_free(x);
     nn_params_free(ps);

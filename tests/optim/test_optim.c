@@ -188,7 +188,7 @@ static void test_clipping(void)
     /* A non-finite gradient: no update, gradients zeroed, step not counted, message. */
     p->grad[0] = NAN;
     CU_ASSERT_EQUAL(optim_step(o), -1);
-    HAS(nn_last_error(), "gradient norm is nan at update 2");
+    HAS(ag_last_error(), "gradient norm is nan at update 2");
     NEAR(p->data[0], -0.6);
     CU_ASSERT_EQUAL(p->grad[0], 0);
     CU_ASSERT_EQUAL(optim_steps(o), 1);
@@ -238,25 +238,25 @@ static void test_config_errors(void)
     optim_cfg c = optim_adam(0.1);
     c.beta1 = 1.0;
     CU_ASSERT_PTR_NULL(optim_new(ps, c));
-    HAS(nn_last_error(), "beta1 = 1, expected 0 <= beta1 < 1");
+    HAS(ag_last_error(), "beta1 = 1, expected 0 <= beta1 < 1");
     c = optim_sgd(-1);
     CU_ASSERT_PTR_NULL(optim_new(ps, c));
-    HAS(nn_last_error(), "lr = -1");
+    HAS(ag_last_error(), "lr = -1");
     c = optim_sgd(0.1);
     c.nesterov = true;
     CU_ASSERT_PTR_NULL(optim_new(ps, c));
-    HAS(nn_last_error(), "nesterov needs momentum > 0");
+    HAS(ag_last_error(), "nesterov needs momentum > 0");
     c = optim_adamw(0.1);
     c.schedule = optim_lr_noam(0, 10);
     CU_ASSERT_PTR_NULL(optim_new(ps, c));
-    HAS(nn_last_error(), "Noam schedule with d_model = 0");
+    HAS(ag_last_error(), "Noam schedule with d_model = 0");
     c = optim_adam(0.1);
     c.clip_norm = -1;
     CU_ASSERT_PTR_NULL(optim_new(ps, c));
-    HAS(nn_last_error(), "clip_norm = -1");
+    HAS(ag_last_error(), "clip_norm = -1");
     nn_params *raw = nn_params_new();
     CU_ASSERT_PTR_NULL(optim_new(raw, optim_adam(0.1)));
-    HAS(nn_last_error(), "not finalized");
+    HAS(ag_last_error(), "not finalized");
     nn_params_free(raw);
     nn_params_free(ps);
 }
@@ -279,7 +279,7 @@ static void test_state_rules(void)
     sc.momentum = 0.9;
     optim *sgd = optim_new(ps, sc);
     CU_ASSERT_EQUAL(optim_load_state(sgd, ck), -1);
-    HAS(nn_last_error(), "optimizer state of kind 'adam', expected 'sgd'");
+    HAS(ag_last_error(), "optimizer state of kind 'adam', expected 'sgd'");
     /* Into a fresh Adam: works, step restored. */
     optim *adam2 = optim_new(ps, optim_adam(0.1));
     CU_ASSERT_EQUAL(optim_load_state(adam2, ck), 0);
@@ -288,7 +288,7 @@ static void test_state_rules(void)
     nn_ckpt_add(ck, "optim.adam.m.q", 1, (const int[]){2}, p->data);
     optim *adam3 = optim_new(ps, optim_adam(0.1));
     CU_ASSERT_EQUAL(optim_load_state(adam3, ck), -1);
-    HAS(nn_last_error(), "unexpected optimizer tensor 'optim.adam.m.q'");
+    HAS(ag_last_error(), "unexpected optimizer tensor 'optim.adam.m.q'");
     CU_ASSERT_EQUAL(optim_steps(adam3), 0);
     nn_ckpt_free(ck);
     /* Missing state tensor; missing metadata. */
@@ -297,16 +297,16 @@ static void test_state_rules(void)
     nn_ckpt_set_meta(ck, "optim.step", "3");
     nn_ckpt_add(ck, "optim.adam.m.p", 1, (const int[]){2}, p->data);
     CU_ASSERT_EQUAL(optim_load_state(adam3, ck), -1);
-    HAS(nn_last_error(), "tensor 'optim.adam.v.p' is missing (expected shape [2])");
+    HAS(ag_last_error(), "tensor 'optim.adam.v.p' is missing (expected shape [2])");
     CU_ASSERT_EQUAL(optim_steps(adam3), 0);
     nn_ckpt_free(ck);
     ck = nn_ckpt_new();
     CU_ASSERT_EQUAL(optim_load_state(adam3, ck), -1);
-    HAS(nn_last_error(), "no optimizer state");
+    HAS(ag_last_error(), "no optimizer state");
     nn_ckpt_set_meta(ck, "optim.kind", "adam");
     nn_ckpt_set_meta(ck, "optim.step", "three");
     CU_ASSERT_EQUAL(optim_load_state(adam3, ck), -1);
-    HAS(nn_last_error(), "'optim.step' = \"three\", expected a decimal integer");
+    HAS(ag_last_error(), "'optim.step' = \"three\", expected a decimal integer");
     nn_ckpt_free(ck);
     optim_free(adam);
     optim_free(adam2);

@@ -103,7 +103,7 @@ static void test_model_kind(void) {
 
     zoo_hparams h = k->hparams;
     CU_ASSERT_EQUAL(zoo_hp_set(&h, "layers", "9"), -1); /* more than NN_GRU_MAX_LAYERS */
-    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "--layers"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--layers"));
     CU_ASSERT_EQUAL(zoo_hp_set(&h, "embed-size", "7"), 0);
     CU_ASSERT_EQUAL(zoo_hp_set(&h, "layers", "1"), 0);
     m = zoo_model_new(k, &h, 5, 6, 3);
@@ -117,7 +117,7 @@ static void test_model_kind(void) {
     zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(5, 0); /* empty target vocabulary */
     CU_ASSERT_EQUAL(zoo_bahdanau_init(&bm, ps, &cfg), -1);
     CU_ASSERT_EQUAL(nn_params_finalize(ps, 1), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "bahdanau: bad config"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "bahdanau: bad config"));
     nn_params_free(ps);
 }
 

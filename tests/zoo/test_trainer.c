@@ -28,7 +28,7 @@ static ds_fra *load(void) {
     o.batch_size = 4;
     o.seed = 3;
     ds_fra *d = NULL;
-    if (ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d)) fprintf(stderr, "%s\n", ds_last_error());
+    if (ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d)) fprintf(stderr, "%s\n", ag_last_error());
     return d;
 }
 
@@ -169,7 +169,7 @@ static void test_shards_same_objective(void) {
     CU_ASSERT(g0 > 0);
     CU_ASSERT_DOUBLE_EQUAL(g1, g0, 1e-5 * g0);
     CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 0), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "shards: 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "shards: 0"));
     CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 65), -1);
     CU_ASSERT_EQUAL(tr[1]->shards, 3);
     CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 1), 0); /* shrinks */
@@ -194,7 +194,7 @@ static void test_resume_is_exact(void) {
     zoo_trainer_free(first);
     ds_fra_options o;
     zoo_trainer *resumed = zoo_trainer_resume(path, &zoo_transformer_kind, &o);
-    if (!resumed) fprintf(stderr, "\n  %s\n", nn_last_error());
+    if (!resumed) fprintf(stderr, "\n  %s\n", ag_last_error());
     CU_ASSERT_PTR_NOT_NULL_FATAL(resumed);
     CU_ASSERT_EQUAL(resumed->epochs_done, 3);
     CU_ASSERT_EQUAL(resumed->shards, 2);
@@ -224,7 +224,7 @@ static void test_checkpoint_of_another_model(void) {
     zoo_model *m = NULL;
     ds_vocab *sv = NULL, *tv = NULL;
     CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &other, &m, &sv, &tv), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "holds a transformer model, not a bahdanau"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "holds a transformer model, not a bahdanau"));
     CU_ASSERT_PTR_NULL(m);
     /* the right kind: same parameters, same vocabularies */
     CU_ASSERT_EQUAL_FATAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), 0);
@@ -238,7 +238,7 @@ static void test_checkpoint_of_another_model(void) {
     zoo_model *m2 = NULL;
     ds_vocab *sv2 = NULL, *tv2 = NULL;
     CU_ASSERT_EQUAL(zoo_ckpt_load_model(bad, &zoo_transformer_kind, &m2, &sv2, &tv2), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "config.hiddens"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "config.hiddens"));
     CU_ASSERT_PTR_NULL(m2);
     CU_ASSERT_PTR_NULL(sv2);
     CU_ASSERT_PTR_NULL(tv2);
@@ -254,7 +254,7 @@ static void test_checkpoint_of_another_model(void) {
 static void test_hparam_errors(void) {
     zoo_hparams h = zoo_transformer_kind.hparams;
     CU_ASSERT_EQUAL(zoo_hp_set(&h, "heads", "3.5"), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "--heads: expected an integer in [1, 256], got '3.5'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--heads: expected an integer in [1, 256], got '3.5'"));
     CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "1.5"), -1);
     CU_ASSERT_EQUAL(zoo_hp_set(&h, "nope", "1"), -1);
     CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "0.25"), 0);
@@ -262,7 +262,7 @@ static void test_hparam_errors(void) {
     /* hiddens not a multiple of heads: a clear error, no model */
     zoo_hp_set(&h, "heads", "3");
     CU_ASSERT_PTR_NULL(zoo_model_new(&zoo_transformer_kind, &h, 10, 10, 0));
-    CU_ASSERT_PTR_NOT_NULL(strstr(nn_last_error(), "multiple of heads"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "multiple of heads"));
 }
 
 static CU_TestInfo tests[] = {
