@@ -14,7 +14,7 @@
  *   dS[i][j] = [j < len_i] P[i][j] (dP[i][j] - sum_j' dP[i][j'] P[i][j'])
  *   dQ += scale dS K      dK += scale dS^T Q
  *
- * The products go through ag__gemm with strides that read every head in place; the softmax,
+ * The products go through ag_gemm with strides that read every head in place; the softmax,
  * mask and dropout run on the pair's Tq x Tk block while it is in cache. The dropout mask is
  * recomputed from its counter hash in the backward, not stored. Pairs are independent: they are
  * split between the threads.
@@ -28,7 +28,7 @@ typedef struct attn_saved {
     const int32_t *lens;  /* copied; NULL: no mask */
     int vl_ndim, heads;
     ag_real scale;
-    ag__dropmask dm;
+    ag_dropmask dm;
 } attn_saved;
 
 typedef struct attn_job {
@@ -54,17 +54,17 @@ static void attn_forward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
         const ag_real *K = j->k->data + (ptrdiff_t)b * Tk * H + h * d;
         const ag_real *V = j->v->data + (ptrdiff_t)b * Tk * Hv + h * dv;
         ag_real *P = s->w->data + r * block;
-        ag__gemm(Tq, Tk, d, s->scale, Q, H, 1, K, 1, H, 0, P, Tk, 1);
+        ag_gemm(Tq, Tk, d, s->scale, Q, H, 1, K, 1, H, 0, P, Tk, 1);
         for (int i = 0; i < Tq; i++)
-            ag__shifted_row(P + (ptrdiff_t)i * Tk, P + (ptrdiff_t)i * Tk, Tk, valid_len(s, b, i, Tq, Tk));
-        ag__vexp_inplace(P, block);
-        for (int i = 0; i < Tq; i++) ag__normalize_row(P + (ptrdiff_t)i * Tk, Tk);
+            ag_row_shift_max(P + (ptrdiff_t)i * Tk, P + (ptrdiff_t)i * Tk, Tk, valid_len(s, b, i, Tq, Tk));
+        ag_vexp_inplace(P, block);
+        for (int i = 0; i < Tq; i++) ag_row_normalize(P + (ptrdiff_t)i * Tk, Tk);
         const ag_real *D = P;
         if (s->d) {
-            ag__dropmask_apply(s->d + r * block, P, block, s->dm, (uint32_t)(r * block));
+            ag_dropmask_apply(s->d + r * block, P, block, s->dm, (uint32_t)(r * block));
             D = s->d + r * block;
         }
-        ag__gemm(Tq, dv, Tk, 1, D, Tk, 1, V, Hv, 1, 0, j->y->data + (ptrdiff_t)b * Tq * Hv + h * dv, Hv, 1);
+        ag_gemm(Tq, dv, Tk, 1, D, Tk, 1, V, Hv, 1, 0, j->y->data + (ptrdiff_t)b * Tq * Hv + h * dv, Hv, 1);
     }
 }
 
@@ -82,11 +82,11 @@ static void attn_backward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
         ptrdiff_t ov = (ptrdiff_t)b * Tk * Hv + h * dv;
         const ag_real *G = j->y->grad + (ptrdiff_t)b * Tq * Hv + h * dv;
         const ag_real *P = s->w->data + r * block, *D = s->d ? s->d + r * block : P;
-        if (v->grad) ag__gemm(Tk, dv, Tq, 1, D, 1, Tk, G, Hv, 1, 1, v->grad + ov, Hv, 1);
+        if (v->grad) ag_gemm(Tk, dv, Tq, 1, D, 1, Tk, G, Hv, 1, 1, v->grad + ov, Hv, 1);
         if (!q->grad && !k->grad) continue;
         ag_real *dS = s->scratch + r * block;
-        ag__gemm(Tq, Tk, dv, 1, G, Hv, 1, v->data + ov, 1, Hv, 0, dS, Tk, 1);
-        if (s->d) ag__dropmask_apply(dS, dS, block, s->dm, (uint32_t)(r * block));
+        ag_gemm(Tq, Tk, dv, 1, G, Hv, 1, v->data + ov, 1, Hv, 0, dS, Tk, 1);
+        if (s->d) ag_dropmask_apply(dS, dS, block, s->dm, (uint32_t)(r * block));
         for (int i = 0; i < Tq; i++) {
             const ag_real *Pi = P + (ptrdiff_t)i * Tk;
             ag_real *dSi = dS + (ptrdiff_t)i * Tk, dot = 0;
@@ -94,8 +94,8 @@ static void attn_backward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
             for (int c = 0; c < Tk; c++) dot += dSi[c] * Pi[c];
             for (int c = 0; c < Tk; c++) dSi[c] = c < len ? Pi[c] * (dSi[c] - dot) : 0;
         }
-        if (q->grad) ag__gemm(Tq, d, Tk, s->scale, dS, Tk, 1, k->data + ok, H, 1, 1, q->grad + oq, H, 1);
-        if (k->grad) ag__gemm(Tk, d, Tq, s->scale, dS, 1, Tk, q->data + oq, H, 1, 1, k->grad + ok, H, 1);
+        if (q->grad) ag_gemm(Tq, d, Tk, s->scale, dS, Tk, 1, k->data + ok, H, 1, 1, q->grad + oq, H, 1);
+        if (k->grad) ag_gemm(Tk, d, Tq, s->scale, dS, 1, Tk, q->data + oq, H, 1, 1, k->grad + ok, H, 1);
     }
 }
 
@@ -107,7 +107,7 @@ static ptrdiff_t pairs_per_thread(const ag_tensor *q, const ag_tensor *k, const 
 
 static void attention_backward(ag_node *nd) {
     attn_job j = {nd->in[0], nd->in[1], nd->in[2], nd->out, nd->saved};
-    ag__parallel_for((ptrdiff_t)j.q->shape[0] * j.s->heads, pairs_per_thread(j.q, j.k, j.v, j.s->heads),
+    ag_parallel_for((ptrdiff_t)j.q->shape[0] * j.s->heads, pairs_per_thread(j.q, j.k, j.v, j.s->heads),
                      attn_backward_pairs, &j);
 }
 static const ag_op attention_op = {"attention", attention_backward};
@@ -117,46 +117,46 @@ ag_tensor *ag_attention(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, in
                         ag_rng *rng, ag_tensor **weights) {
     if (weights) *weights = NULL;
     ag_tensor *in[3] = {q, k, v};
-    if (!ag__check(t, "attention", 3, in)) return NULL;
+    if (!ag_op_check(t, "attention", 3, in)) return NULL;
     char sq[64], sk[64], sv[64];
     ag_shape_str(q, sq, sizeof sq);
     ag_shape_str(k, sk, sizeof sk);
     ag_shape_str(v, sv, sizeof sv);
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] ||
         v->shape[0] != q->shape[0] || v->shape[1] != k->shape[1] || k->shape[2] != q->shape[2])
-        return ag__fail(t, "attention: queries %s, keys %s, values %s; expected (B, Tq, H), "
+        return ag_report(t, "attention: queries %s, keys %s, values %s; expected (B, Tq, H), "
                            "(B, Tk, H), (B, Tk, Hv)", sq, sk, sv);
     if (heads < 1 || q->shape[2] % heads || v->shape[2] % heads)
-        return ag__fail(t, "attention: %d heads do not divide the features of queries %s and "
+        return ag_report(t, "attention: %d heads do not divide the features of queries %s and "
                            "values %s", heads, sq, sv);
     if (vl_ndim < 0 || vl_ndim > 2)
-        return ag__fail(t, "attention: valid lengths of %d dimensions (expected 0, 1 or 2)", vl_ndim);
-    if (!(p >= 0 && p <= 1)) return ag__fail(t, "attention: dropout probability %g is outside [0, 1]", p);
+        return ag_report(t, "attention: valid lengths of %d dimensions (expected 0, 1 or 2)", vl_ndim);
+    if (!(p >= 0 && p <= 1)) return ag_report(t, "attention: dropout probability %g is outside [0, 1]", p);
     bool drop = training && p > 0;
-    if (drop && !rng) return ag__fail(t, "attention: training with dropout %g needs an RNG", p);
+    if (drop && !rng) return ag_report(t, "attention: training with dropout %g needs an RNG", p);
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1];
     for (int i = 0; i < 3; i++)
-        if (!(in[i] = ag__contig(t, in[i]))) return NULL;
-    ag_tensor *y = ag__out(t, AG_SHAPE(B, Tq, v->shape[2]), 3, in);
+        if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
+    ag_tensor *y = ag_op_out(t, AG_SHAPE(B, Tq, v->shape[2]), 3, in);
     attn_saved s = {.heads = heads, .vl_ndim = vl_ndim, .scale = (ag_real)(1 / sqrt((double)(q->shape[2] / heads)))};
-    s.w = y ? ag__new(t, AG_SHAPE(B * heads, Tq, Tk), false) : NULL;
+    s.w = y ? ag_op_new(t, AG_SHAPE(B * heads, Tq, Tk), false) : NULL;
     if (!s.w) return NULL;
     ptrdiff_t n_lens = vl_ndim == 2 ? (ptrdiff_t)B * Tq : B, n_w = s.w->numel;
     if (valid_lens && vl_ndim > 0) {
-        int32_t *lens = ag__alloc(t, sizeof *lens * (size_t)n_lens);
+        int32_t *lens = ag_tape_alloc(t, sizeof *lens * (size_t)n_lens);
         if (!lens) return NULL;
         memcpy(lens, valid_lens, sizeof *lens * (size_t)n_lens);
         s.lens = lens;
     }
     if (drop) {
-        s.dm = ag__dropmask_new(p, ag_rng_next(rng));
-        if (!(s.d = ag__alloc(t, sizeof *s.d * (size_t)n_w))) return NULL;
+        s.dm = ag_dropmask_new(p, ag_rng_next(rng));
+        if (!(s.d = ag_tape_alloc(t, sizeof *s.d * (size_t)n_w))) return NULL;
     }
-    if (y->requires_grad && !(s.scratch = ag__alloc(t, sizeof *s.scratch * (size_t)n_w))) return NULL;
+    if (y->requires_grad && !(s.scratch = ag_tape_alloc(t, sizeof *s.scratch * (size_t)n_w))) return NULL;
     attn_job j = {in[0], in[1], in[2], y, &s};
-    ag__parallel_for((ptrdiff_t)B * heads, pairs_per_thread(in[0], in[1], in[2], heads),
+    ag_parallel_for((ptrdiff_t)B * heads, pairs_per_thread(in[0], in[1], in[2], heads),
                      attn_forward_pairs, &j);
-    ag_node *nd = ag__record(t, &attention_op, y, 3, in, sizeof s);
+    ag_node *nd = ag_op_record(t, &attention_op, y, 3, in, sizeof s);
     if (nd) *(attn_saved *)nd->saved = s;
     if (weights) *weights = s.w;
     return y;
@@ -201,20 +201,20 @@ static const ag_op additive_scores_op = {"additive_scores", additive_scores_back
 
 ag_tensor *ag_additive_scores(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *w) {
     ag_tensor *in[3] = {q, k, w};
-    if (!ag__check(t, "additive_scores", 3, in)) return NULL;
+    if (!ag_op_check(t, "additive_scores", 3, in)) return NULL;
     if (q->ndim != 3 || k->ndim != 3 || w->ndim != 1 || k->shape[0] != q->shape[0] ||
         k->shape[2] != q->shape[2] || w->shape[0] != q->shape[2] || q->shape[2] < 1) {
         char sq[64], sk[64], sw[64];
-        return ag__fail(t, "additive_scores: queries %s, keys %s, weight %s; expected (B, Tq, H), "
+        return ag_report(t, "additive_scores: queries %s, keys %s, weight %s; expected (B, Tq, H), "
                            "(B, Tk, H), (H)", ag_shape_str(q, sq, sizeof sq),
                         ag_shape_str(k, sk, sizeof sk), ag_shape_str(w, sw, sizeof sw));
     }
     for (int i = 0; i < 3; i++)
-        if (!(in[i] = ag__contig(t, in[i]))) return NULL;
+        if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
     q = in[0], k = in[1], w = in[2];
     const int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], H = q->shape[2];
-    ag_tensor *y = ag__out(t, AG_SHAPE(B, Tq, Tk), 3, in);
-    additive_saved s = {y ? ag__alloc(t, sizeof *s.f * (size_t)y->numel * H) : NULL};
+    ag_tensor *y = ag_op_out(t, AG_SHAPE(B, Tq, Tk), 3, in);
+    additive_saved s = {y ? ag_tape_alloc(t, sizeof *s.f * (size_t)y->numel * H) : NULL};
     if (!s.f) return NULL;
     const ag_real *restrict wv = w->data;
     for (int b = 0; b < B; b++)
@@ -224,12 +224,12 @@ ag_tensor *ag_additive_scores(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor 
                 ptrdiff_t e = ((ptrdiff_t)b * Tq + i) * Tk + j;
                 const ag_real *restrict kj = k->data + ((ptrdiff_t)b * Tk + j) * H;
                 ag_real *restrict fe = s.f + e * H, acc = 0;
-                for (int h = 0; h < H; h++) fe[h] = ag__tanh1(qi[h] + kj[h]);
+                for (int h = 0; h < H; h++) fe[h] = ag_tanh1(qi[h] + kj[h]);
                 for (int h = 0; h < H; h++) acc += wv[h] * fe[h];
                 y->data[e] = acc;
             }
         }
-    ag_node *nd = ag__record(t, &additive_scores_op, y, 3, in, sizeof s);
+    ag_node *nd = ag_op_record(t, &additive_scores_op, y, 3, in, sizeof s);
     if (nd) *(additive_saved *)nd->saved = s;
     return y;
 }

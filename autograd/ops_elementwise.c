@@ -25,7 +25,7 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
         int na = da >= 0 ? a->shape[da] : 1, nb = db >= 0 ? b->shape[db] : 1;
         if (na != nb && na != 1 && nb != 1) {
             char sa[64], sb[64];
-            ag__fail(t, "%s: shapes %s and %s do not broadcast (axis %d: %d vs %d)", op,
+            ag_report(t, "%s: shapes %s and %s do not broadcast (axis %d: %d vs %d)", op,
                      ag_shape_str(a, sa, sizeof sa), ag_shape_str(b, sb, sizeof sb), d, na, nb);
             return false;
         }
@@ -34,7 +34,7 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
         bc->sa[d] = na == 1 ? 0 : a->stride[da];
         bc->sb[d] = nb == 1 ? 0 : b->stride[db];
     }
-    ag__contig_strides(bc->nd, bc->shape, bc->sy);
+    ag_contig_strides(bc->nd, bc->shape, bc->sy);
     return true;
 }
 
@@ -44,7 +44,7 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
     static void fname##_backward(ag_node *n) {                                                \
         ag_tensor *ta = n->in[0], *tb = n->in[1], *ty = n->out;                               \
         const ag_real *A = ta->data, *B = tb->data, *Y = ty->data, *G = ty->grad;             \
-        if (ta != tb && ag__same_shape(ta, tb) && ag_is_contiguous(ta) && ag_is_contiguous(tb)) { \
+        if (ta != tb && ag_same_shape(ta, tb) && ag_is_contiguous(ta) && ag_is_contiguous(tb)) { \
             /* same shapes, distinct contiguous operands: flat, vectorisable loops */         \
             for (int side = 0; side < 2; side++) {                                            \
                 ag_tensor *tg = side ? tb : ta;                                               \
@@ -69,8 +69,8 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
             if (!tg->requires_grad) continue;                                                 \
             ag_real *D = tg->grad;                                                            \
             ag_iter it;                                                                       \
-            ag__iter_init(&it, bc.nd, bc.shape, 3, (const ptrdiff_t *[]){bc.sy, bc.sa, bc.sb}); \
-            for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {                    \
+            ag_iter_init(&it, bc.nd, bc.shape, 3, (const ptrdiff_t *[]){bc.sy, bc.sa, bc.sb}); \
+            for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {                    \
                 const ag_real *restrict g0 = G + it.off[0], *restrict y0 = Y + it.off[0];     \
                 const ag_real *restrict a0 = A + it.off[1], *restrict b0 = B + it.off[2];     \
                 ag_real *d0 = D + it.off[1 + side];                                           \
@@ -107,14 +107,14 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
     ag_tensor *ag_##fname(ag_tape *t, ag_tensor *ta, ag_tensor *tb) {                         \
         ag_tensor *in[2] = {ta, tb};                                                          \
         bcast bc;                                                                             \
-        if (!ag__check(t, opname, 2, in) || !broadcast(t, opname, ta, tb, &bc)) return NULL;  \
-        ag_tensor *ty = ag__out(t, bc.nd, bc.shape, 2, in);                                   \
+        if (!ag_op_check(t, opname, 2, in) || !broadcast(t, opname, ta, tb, &bc)) return NULL;  \
+        ag_tensor *ty = ag_op_out(t, bc.nd, bc.shape, 2, in);                                   \
         if (!ty) return NULL;                                                                 \
         const ag_real *A = ta->data, *B = tb->data;                                           \
         ag_real *Y = ty->data;                                                                \
         ag_iter it;                                                                           \
-        ag__iter_init(&it, bc.nd, bc.shape, 3, (const ptrdiff_t *[]){bc.sy, bc.sa, bc.sb});   \
-        for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {                        \
+        ag_iter_init(&it, bc.nd, bc.shape, 3, (const ptrdiff_t *[]){bc.sy, bc.sa, bc.sb});   \
+        for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {                        \
             ag_real *restrict y0 = Y + it.off[0];                                             \
             const ag_real *restrict a0 = A + it.off[1], *restrict b0 = B + it.off[2];         \
             if (it.is[1] == 1 && it.is[2] == 1) { /* the common, vectorisable case */         \
@@ -129,7 +129,7 @@ static bool broadcast(ag_tape *t, const char *op, const ag_tensor *a, const ag_t
                 }                                                                             \
             }                                                                                 \
         }                                                                                     \
-        ag__record(t, &fname##_op, ty, 2, in, 0);                                             \
+        ag_op_record(t, &fname##_op, ty, 2, in, 0);                                             \
         return ty;                                                                            \
     }
 
@@ -162,9 +162,9 @@ typedef struct unary_saved { double c; } unary_saved;
             return;                                                                           \
         }                                                                                     \
         ag_iter it;                                                                           \
-        ag__iter_init(&it, tx->ndim, tx->shape, 2,                                            \
+        ag_iter_init(&it, tx->ndim, tx->shape, 2,                                            \
                       (const ptrdiff_t *[]){tx->stride, ty->stride});                         \
-        for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {                        \
+        for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {                        \
             for (ptrdiff_t j = 0; j < it.inner; j++) {                                        \
                 ptrdiff_t ix = it.off[0] + j * it.is[0], iy = it.off[1] + j;                  \
                 ag_real x = tx->data[ix], y = ty->data[iy], g = ty->grad[iy];                 \
@@ -175,8 +175,8 @@ typedef struct unary_saved { double c; } unary_saved;
     }                                                                                         \
     static const ag_op fname##_op = {opname, fname##_backward};                               \
     static ag_tensor *fname##_impl(ag_tape *t, ag_tensor *tx, double c) {                     \
-        if (!ag__check(t, opname, 1, &tx)) return NULL;                                       \
-        ag_tensor *ty = ag__out(t, tx->ndim, tx->shape, 1, &tx);                              \
+        if (!ag_op_check(t, opname, 1, &tx)) return NULL;                                       \
+        ag_tensor *ty = ag_op_out(t, tx->ndim, tx->shape, 1, &tx);                              \
         if (!ty) return NULL;                                                                 \
         if (ag_is_contiguous(tx)) {                                                           \
             const ag_real *restrict X = tx->data;                                             \
@@ -187,9 +187,9 @@ typedef struct unary_saved { double c; } unary_saved;
             }                                                                                 \
         } else {                                                                              \
         ag_iter it;                                                                           \
-        ag__iter_init(&it, tx->ndim, tx->shape, 2,                                            \
+        ag_iter_init(&it, tx->ndim, tx->shape, 2,                                            \
                       (const ptrdiff_t *[]){tx->stride, ty->stride});                         \
-        for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {                        \
+        for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {                        \
             const ag_real *x0 = tx->data + it.off[0];                                         \
             ag_real *y0 = ty->data + it.off[1];                                               \
             for (ptrdiff_t j = 0; j < it.inner; j++) {                                        \
@@ -198,7 +198,7 @@ typedef struct unary_saved { double c; } unary_saved;
             }                                                                                 \
         }                                                                                     \
         }                                                                                     \
-        ag_node *nd = ag__record(t, &fname##_op, ty, 1, &tx, sizeof(unary_saved));            \
+        ag_node *nd = ag_op_record(t, &fname##_op, ty, 1, &tx, sizeof(unary_saved));            \
         if (nd) ((unary_saved *)nd->saved)->c = c;                                            \
         return ty;                                                                            \
     }
@@ -210,11 +210,11 @@ typedef struct unary_saved { double c; } unary_saved;
 #endif
 
 UNARY_OP(neg, "neg", -x, -1)
-UNARY_OP(exp, "exp", ag__exp1(x), y)
+UNARY_OP(exp, "exp", ag_exp1(x), y)
 UNARY_OP(log, "log", M(log)(x), 1 / x)
 UNARY_OP(sqrt, "sqrt", M(sqrt)(x), (ag_real)0.5 / y)
-UNARY_OP(tanh, "tanh", ag__tanh1(x), 1 - y * y)
-UNARY_OP(sigmoid, "sigmoid", ag__sigmoid1(x), y * (1 - y))
+UNARY_OP(tanh, "tanh", ag_tanh1(x), 1 - y * y)
+UNARY_OP(sigmoid, "sigmoid", ag_sigmoid1(x), y * (1 - y))
 UNARY_OP(relu, "relu", x > 0 ? x : 0, x > 0 ? 1 : 0)
 UNARY_OP(add_scalar, "add_scalar", x + (ag_real)c, 1)
 UNARY_OP(scale, "scale", x * (ag_real)c, (ag_real)c)

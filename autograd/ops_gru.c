@@ -58,23 +58,23 @@ static const ag_op gru_cell_op = {"gru_cell", gru_cell_backward};
 
 ag_tensor *ag_gru_cell(ag_tape *t, ag_tensor *gi, ag_tensor *gh, ag_tensor *h) {
     ag_tensor *in[3] = {gi, gh, h};
-    if (!ag__check(t, "gru_cell", 3, in)) return NULL;
+    if (!ag_op_check(t, "gru_cell", 3, in)) return NULL;
     if (h->ndim != 2 || gi->ndim != 2 || gh->ndim != 2 || gi->shape[0] != h->shape[0] ||
         gh->shape[0] != h->shape[0] || gi->shape[1] != 3 * h->shape[1] ||
         gh->shape[1] != 3 * h->shape[1]) {
         char si[64], sg[64], sh[64];
-        return ag__fail(t, "gru_cell: gates %s and %s with state %s; expected (B, 3H), (B, 3H), (B, H)",
+        return ag_report(t, "gru_cell: gates %s and %s with state %s; expected (B, 3H), (B, 3H), (B, H)",
                         ag_shape_str(gi, si, sizeof si), ag_shape_str(gh, sg, sizeof sg),
                         ag_shape_str(h, sh, sizeof sh));
     }
     for (int i = 0; i < 3; i++)
-        if (!(in[i] = ag__contig(t, in[i]))) return NULL;
+        if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
     gi = in[0], gh = in[1], h = in[2];
     const int B = h->shape[0], H = h->shape[1];
-    ag_tensor *y = ag__out(t, AG_SHAPE(B, H), 3, in);
+    ag_tensor *y = ag_op_out(t, AG_SHAPE(B, H), 3, in);
     gru_saved s = {NULL, NULL};
-    s.rzn = y ? ag__alloc(t, sizeof *s.rzn * (size_t)B * 3 * H) : NULL;
-    if (!s.rzn || (y->requires_grad && !(s.a = ag__alloc(t, sizeof *s.a * (size_t)B * 3 * H))))
+    s.rzn = y ? ag_tape_alloc(t, sizeof *s.rzn * (size_t)B * 3 * H) : NULL;
+    if (!s.rzn || (y->requires_grad && !(s.a = ag_tape_alloc(t, sizeof *s.a * (size_t)B * 3 * H))))
         return NULL;
     for (int b = 0; b < B; b++) {
         const ag_real *restrict xi = gi->data + (ptrdiff_t)b * 3 * H, *restrict xh = gh->data + (ptrdiff_t)b * 3 * H;
@@ -83,12 +83,12 @@ ag_tensor *ag_gru_cell(ag_tape *t, ag_tensor *gi, ag_tensor *gh, ag_tensor *h) {
         ag_real *restrict yb = y->data + (ptrdiff_t)b * H;
         /* one loop per gate: each vectorizes (a single loop with three inlined
          * transcendentals does not) */
-        for (int j = 0; j < H; j++) r[j] = ag__sigmoid1(xi[j] + xh[j]);
-        for (int j = 0; j < H; j++) z[j] = ag__sigmoid1(xi[H + j] + xh[H + j]);
-        for (int j = 0; j < H; j++) n[j] = ag__tanh1(xi[2 * H + j] + r[j] * xh[2 * H + j]);
+        for (int j = 0; j < H; j++) r[j] = ag_sigmoid1(xi[j] + xh[j]);
+        for (int j = 0; j < H; j++) z[j] = ag_sigmoid1(xi[H + j] + xh[H + j]);
+        for (int j = 0; j < H; j++) n[j] = ag_tanh1(xi[2 * H + j] + r[j] * xh[2 * H + j]);
         for (int j = 0; j < H; j++) yb[j] = n[j] + z[j] * (hb[j] - n[j]);
     }
-    ag_node *nd = ag__record(t, &gru_cell_op, y, 3, in, sizeof s);
+    ag_node *nd = ag_op_record(t, &gru_cell_op, y, 3, in, sizeof s);
     if (nd) *(gru_saved *)nd->saved = s;
     return y;
 }

@@ -19,7 +19,7 @@
 #define BLIS_GEMM bli_sgemm
 #endif
 
-/* Largest B (elements) copied to row-major before BLIS; see ag__gemm. */
+/* Largest B (elements) copied to row-major before BLIS; see ag_gemm. */
 #define TRANSPOSE_COPY_MAX (64 * 1024)
 
 /* A per-thread scratch buffer of at least n elements, kept between calls (NULL if out of
@@ -127,7 +127,7 @@ static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
               g->c + r0 * g->rsc, g->rsc, g->csc);
 }
 
-void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
+void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
               ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
               ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
     if (m == 0 || n == 0) return;
@@ -151,7 +151,7 @@ void ag__gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rs
     }
     gemm_args g = {n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc};
     /* rows of C are independent: split them between the threads (each range a BLIS call) */
-    ag__parallel_for(m, (double)n * k >= 4096 ? 64 : m, gemm_rows, &g);
+    ag_parallel_for(m, (double)n * k >= 4096 ? 64 : m, gemm_rows, &g);
 }
 
 /* ---- matmul ----
@@ -229,13 +229,13 @@ static void mm_batch_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
         ptrdiff_t oa, ob, oy;
         mm_offsets(p, i, &oa, &ob, &oy);
         if (j->what == 0)
-            ag__gemm(p->m, p->n, p->k, 1, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
+            ag_gemm(p->m, p->n, p->k, 1, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
                      p->csb, 0, j->y->data + oy, p->n, 1);
         else if (j->what == 1) /* da_i += dy_i b_i^T */
-            ag__gemm(p->m, p->k, p->n, 1, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
+            ag_gemm(p->m, p->k, p->n, 1, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
                      1, j->a->grad + oa, p->rsa, p->csa);
         else /* db_i += a_i^T dy_i */
-            ag__gemm(p->k, p->n, p->m, 1, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
+            ag_gemm(p->k, p->n, p->m, 1, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
                      1, j->b->grad + ob, p->rsb, p->csb);
     }
 }
@@ -248,7 +248,7 @@ static void mm_run(const mm_plan *p, ag_tensor *a, ag_tensor *b, ag_tensor *y, i
     bool shared = (what == 1 && a->ndim == 2) || (what == 2 && b->ndim == 2);
     ptrdiff_t per_batch = (ptrdiff_t)p->m * p->n * p->k;
     if (shared || nb < 2) mm_batch_range(&j, 0, nb);
-    else ag__parallel_for(nb, per_batch >= 32768 ? 1 : 32768 / (per_batch + 1) + 1, mm_batch_range, &j);
+    else ag_parallel_for(nb, per_batch >= 32768 ? 1 : 32768 / (per_batch + 1) + 1, mm_batch_range, &j);
 }
 
 static void matmul_backward(ag_node *nd) {
@@ -262,28 +262,28 @@ static const ag_op matmul_op = {"matmul", matmul_backward};
 
 ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b) {
     ag_tensor *in[2] = {a, b};
-    if (!ag__check(t, "matmul", 2, in)) return NULL;
+    if (!ag_op_check(t, "matmul", 2, in)) return NULL;
     char sa[64], sb[64];
     ag_shape_str(a, sa, sizeof sa);
     ag_shape_str(b, sb, sizeof sb);
     if (a->ndim < 2 || a->ndim > 2 + MM_MAX_BATCH || b->ndim < 2 || b->ndim > 2 + MM_MAX_BATCH)
-        return ag__fail(t, "matmul: operands must be 2-D to 4-D, got %s and %s", sa, sb);
+        return ag_report(t, "matmul: operands must be 2-D to 4-D, got %s and %s", sa, sb);
     if (a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
-        return ag__fail(t, "matmul: inner dimensions differ: %s and %s", sa, sb);
+        return ag_report(t, "matmul: inner dimensions differ: %s and %s", sa, sb);
     if (a->ndim > 2 && b->ndim > 2 &&
         (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int) * (size_t)(a->ndim - 2))))
-        return ag__fail(t, "matmul: batch dimensions differ: %s and %s", sa, sb);
+        return ag_report(t, "matmul: batch dimensions differ: %s and %s", sa, sb);
     const ag_tensor *batched = a->ndim > 2 ? a : b;
     int nd = batched->ndim, shape[2 + MM_MAX_BATCH];
     memcpy(shape, batched->shape, sizeof(int) * (size_t)(nd - 2));
     shape[nd - 2] = a->shape[a->ndim - 2];
     shape[nd - 1] = b->shape[b->ndim - 1];
-    ag_tensor *y = ag__out(t, nd, shape, 2, in);
+    ag_tensor *y = ag_op_out(t, nd, shape, 2, in);
     if (!y) return NULL;
     mm_plan p;
     mm_plan_of(a, b, &p);
     mm_run(&p, a, b, y, 0);
-    ag__record(t, &matmul_op, y, 2, in, 0);
+    ag_op_record(t, &matmul_op, y, 2, in, 0);
     return y;
 }
 
@@ -297,10 +297,10 @@ static void linear_backward(ag_node *nd) {
     int out = w->shape[0], in = w->shape[1];
     int rows = out ? (int)(y->numel / out) : 0;
     if (x->requires_grad)
-        ag__gemm(rows, in, out, 1, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1,
+        ag_gemm(rows, in, out, 1, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1,
                  x->grad, in, 1);
     if (w->requires_grad)
-        ag__gemm(out, in, rows, 1, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
+        ag_gemm(out, in, rows, 1, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
                  w->stride[1]);
     if (bias && bias->requires_grad) { /* bias is contiguous (ag_linear) */
         for (int r = 0; r < rows; r++) {
@@ -315,24 +315,24 @@ static const ag_op linear_op = {"linear", linear_backward};
 ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     ag_tensor *in[3] = {x, w, bias};
     int n_in = bias ? 3 : 2;
-    if (!ag__check(t, "linear", n_in, in)) return NULL;
+    if (!ag_op_check(t, "linear", n_in, in)) return NULL;
     char sx[64], sw[64], sbias[64];
     ag_shape_str(x, sx, sizeof sx);
     ag_shape_str(w, sw, sizeof sw);
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
-        return ag__fail(t, "linear: input %s does not fit weight %s (expected [..., %d])", sx,
+        return ag_report(t, "linear: input %s does not fit weight %s (expected [..., %d])", sx,
                         sw, w->ndim == 2 ? w->shape[1] : -1);
     if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
-        return ag__fail(t, "linear: bias %s does not fit weight %s (expected [%d])",
+        return ag_report(t, "linear: bias %s does not fit weight %s (expected [%d])",
                         ag_shape_str(bias, sbias, sizeof sbias), sw, w->shape[0]);
-    in[0] = x = ag__contig(t, x);
-    if (bias) in[2] = bias = ag__contig(t, bias);
+    in[0] = x = ag_op_contig(t, x);
+    if (bias) in[2] = bias = ag_op_contig(t, bias);
     if (!x || (n_in > 2 && !bias)) return NULL;
     int out = w->shape[0], inf = w->shape[1];
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out;
-    ag_tensor *y = ag__out(t, x->ndim, shape, n_in, in);
+    ag_tensor *y = ag_op_out(t, x->ndim, shape, n_in, in);
     if (!y) return NULL;
     int rows = out ? (int)(y->numel / out) : 0;
     if (bias) {
@@ -342,8 +342,8 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
             for (int o = 0; o < out; o++) yr[o] = bd[o];
         }
     }
-    ag__gemm(rows, out, inf, 1, x->data, inf, 1, w->data, w->stride[1], w->stride[0],
+    ag_gemm(rows, out, inf, 1, x->data, inf, 1, w->data, w->stride[1], w->stride[0],
              bias ? 1 : 0, y->data, out, 1);
-    ag__record(t, &linear_op, y, n_in, in, 0);
+    ag_op_record(t, &linear_op, y, n_in, in, 0);
     return y;
 }

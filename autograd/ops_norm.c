@@ -16,7 +16,7 @@ typedef struct ln_saved {
     ag_real *mean, *rstd;  /* per row */
     const ag_real *z;      /* the rows normalised: x, or add_layer_norm's x + dropout(y) */
     ag_real *dz;           /* add_layer_norm: d loss / dz, scratch for the backward */
-    ag__dropmask dm;       /* add_layer_norm's dropout of y, when drop */
+    ag_dropmask dm;       /* add_layer_norm's dropout of y, when drop */
     bool drop;
 } ln_saved;
 
@@ -89,7 +89,7 @@ static void add_layer_norm_backward(ag_node *nd) {
     if (y->requires_grad) {
         ag_real *restrict gy = y->grad;
         if (s->drop)
-            ag__dropmask_accumulate(gy, dz, y->numel, s->dm);
+            ag_dropmask_accumulate(gy, dz, y->numel, s->dm);
         else
             for (ptrdiff_t i = 0; i < y->numel; i++) gy[i] += dz[i];
     }
@@ -111,30 +111,30 @@ static ag_tensor *ln_setup(ag_tape *t, const char *op, ag_tensor **in, int n_x, 
                            int n_norm_dims, ag_tensor *gamma, ag_tensor *beta, ln_saved *s) {
     if (gamma) in[(*n_in)++] = gamma;
     if (beta) in[(*n_in)++] = beta;
-    if (!ag__check(t, op, *n_in, in)) return NULL;
+    if (!ag_op_check(t, op, *n_in, in)) return NULL;
     ag_tensor *x = in[0];
     char sx[64], sp[64];
     if (n_norm_dims < 1 || n_norm_dims > x->ndim)
-        return ag__fail(t, "%s: cannot normalise the last %d axes of %s", op, n_norm_dims,
+        return ag_report(t, "%s: cannot normalise the last %d axes of %s", op, n_norm_dims,
                         ag_shape_str(x, sx, sizeof sx));
-    if (n_x == 2 && !ag__same_shape(in[0], in[1]))
-        return ag__fail(t, "%s: input %s and residual branch %s differ in shape", op,
+    if (n_x == 2 && !ag_same_shape(in[0], in[1]))
+        return ag_report(t, "%s: input %s and residual branch %s differ in shape", op,
                         ag_shape_str(in[0], sx, sizeof sx), ag_shape_str(in[1], sp, sizeof sp));
     for (int i = n_x; i < *n_in; i++) {
         if (!fits_trailing(in[i], x, n_norm_dims))
-            return ag__fail(t, "%s: %s %s does not match the last %d axes of input %s", op,
+            return ag_report(t, "%s: %s %s does not match the last %d axes of input %s", op,
                             in[i] == gamma ? "weight" : "bias", ag_shape_str(in[i], sp, sizeof sp),
                             n_norm_dims, ag_shape_str(x, sx, sizeof sx));
     }
     for (int i = 0; i < *n_in; i++)
-        if (!(in[i] = ag__contig(t, in[i]))) return NULL;
-    ag_tensor *out = ag__out(t, in[0]->ndim, in[0]->shape, *n_in, in);
+        if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
+    ag_tensor *out = ag_op_out(t, in[0]->ndim, in[0]->shape, *n_in, in);
     if (!out) return NULL;
     *s = (ln_saved){.gamma = gamma ? in[n_x] : NULL, .beta = beta ? in[*n_in - 1] : NULL};
-    s->d = ag__numel(n_norm_dims, in[0]->shape + in[0]->ndim - n_norm_dims);
+    s->d = ag_numel(n_norm_dims, in[0]->shape + in[0]->ndim - n_norm_dims);
     ptrdiff_t rows = s->d ? in[0]->numel / s->d : 0;
-    s->mean = ag__alloc(t, (size_t)rows * sizeof(ag_real));
-    s->rstd = ag__alloc(t, (size_t)rows * sizeof(ag_real));
+    s->mean = ag_tape_alloc(t, (size_t)rows * sizeof(ag_real));
+    s->rstd = ag_tape_alloc(t, (size_t)rows * sizeof(ag_real));
     return s->mean && s->rstd ? out : NULL;
 }
 
@@ -147,7 +147,7 @@ ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *g
     if (!y) return NULL;
     s.z = in[0]->data;
     ln_forward(&s, y->data, s.d ? y->numel / s.d : 0, eps);
-    ag_node *nd = ag__record(t, &layer_norm_op, y, n_in, in, sizeof s);
+    ag_node *nd = ag_op_record(t, &layer_norm_op, y, n_in, in, sizeof s);
     if (nd) *(ln_saved *)nd->saved = s;
     return y;
 }
@@ -156,29 +156,29 @@ ag_tensor *ag_add_layer_norm(ag_tape *t, ag_tensor *x, ag_tensor *y, double p, b
                              ag_rng *rng, int n_norm_dims, ag_tensor *gamma, ag_tensor *beta,
                              double eps) {
     if (!(p >= 0 && p <= 1))
-        return ag__fail(t, "add_layer_norm: dropout probability %g is outside [0, 1]", p);
+        return ag_report(t, "add_layer_norm: dropout probability %g is outside [0, 1]", p);
     bool drop = training && p > 0;
-    if (drop && !rng) return ag__fail(t, "add_layer_norm: training with dropout %g needs an RNG", p);
+    if (drop && !rng) return ag_report(t, "add_layer_norm: training with dropout %g needs an RNG", p);
     ag_tensor *in[4] = {x, y};
     int n_in = 2;
     ln_saved s;
     ag_tensor *out = ln_setup(t, "add_layer_norm", in, 2, &n_in, n_norm_dims, gamma, beta, &s);
-    ag_real *z = out ? ag__alloc(t, sizeof *z * (size_t)out->numel) : NULL;
-    if (!z || (out->requires_grad && !(s.dz = ag__alloc(t, sizeof *s.dz * (size_t)out->numel))))
+    ag_real *z = out ? ag_tape_alloc(t, sizeof *z * (size_t)out->numel) : NULL;
+    if (!z || (out->requires_grad && !(s.dz = ag_tape_alloc(t, sizeof *s.dz * (size_t)out->numel))))
         return NULL;
     const ag_real *restrict xs = in[0]->data, *restrict ys = in[1]->data;
     ag_real *restrict zs = z;
     if (drop) {
         s.drop = true;
-        s.dm = ag__dropmask_new(p, ag_rng_next(rng));
-        const ag__dropmask dm = s.dm;
-        for (ptrdiff_t i = 0; i < out->numel; i++) zs[i] = ys[i] * ag__dropmask_at(&dm, (uint32_t)i) + xs[i];
+        s.dm = ag_dropmask_new(p, ag_rng_next(rng));
+        const ag_dropmask dm = s.dm;
+        for (ptrdiff_t i = 0; i < out->numel; i++) zs[i] = ys[i] * ag_dropmask_at(&dm, (uint32_t)i) + xs[i];
     } else {
         for (ptrdiff_t i = 0; i < out->numel; i++) zs[i] = ys[i] + xs[i];
     }
     s.z = z;
     ln_forward(&s, out->data, s.d ? out->numel / s.d : 0, eps);
-    ag_node *nd = ag__record(t, &add_layer_norm_op, out, n_in, in, sizeof s);
+    ag_node *nd = ag_op_record(t, &add_layer_norm_op, out, n_in, in, sizeof s);
     if (nd) *(ln_saved *)nd->saved = s;
     return out;
 }
@@ -188,21 +188,21 @@ ag_tensor *ag_add_layer_norm(ag_tape *t, ag_tensor *x, ag_tensor *y, double p, b
 
 static void dropout_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->out;
-    ag__dropmask_accumulate(x->grad, y->grad, x->numel, *(const ag__dropmask *)nd->saved);
+    ag_dropmask_accumulate(x->grad, y->grad, x->numel, *(const ag_dropmask *)nd->saved);
 }
 static const ag_op dropout_op = {"dropout", dropout_backward};
 
 ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng *rng) {
-    if (!ag__check(t, "dropout", 1, &x)) return NULL;
-    if (!(p >= 0 && p <= 1)) return ag__fail(t, "dropout: probability %g is outside [0, 1]", p);
+    if (!ag_op_check(t, "dropout", 1, &x)) return NULL;
+    if (!(p >= 0 && p <= 1)) return ag_report(t, "dropout: probability %g is outside [0, 1]", p);
     if (!training || p == 0) return x;
-    if (!rng) return ag__fail(t, "dropout: training with p = %g needs an RNG", p);
-    x = ag__contig(t, x);
-    ag_tensor *y = x ? ag__out(t, x->ndim, x->shape, 1, &x) : NULL;
+    if (!rng) return ag_report(t, "dropout: training with p = %g needs an RNG", p);
+    x = ag_op_contig(t, x);
+    ag_tensor *y = x ? ag_op_out(t, x->ndim, x->shape, 1, &x) : NULL;
     if (!y) return NULL;
-    ag__dropmask dm = ag__dropmask_new(p, ag_rng_next(rng));
-    ag__dropmask_apply(y->data, x->data, x->numel, dm, 0);
-    ag_node *nd = ag__record(t, &dropout_op, y, 1, &x, sizeof dm);
-    if (nd) *(ag__dropmask *)nd->saved = dm;
+    ag_dropmask dm = ag_dropmask_new(p, ag_rng_next(rng));
+    ag_dropmask_apply(y->data, x->data, x->numel, dm, 0);
+    ag_node *nd = ag_op_record(t, &dropout_op, y, 1, &x, sizeof dm);
+    if (nd) *(ag_dropmask *)nd->saved = dm;
     return y;
 }

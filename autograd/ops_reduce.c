@@ -38,7 +38,7 @@ static const ag_op max_op = {"max", reduce_backward};
 
 static ag_tensor *reduce(ag_tape *t, const ag_op *op, reduce_kind kind, ag_tensor *x, int axis,
                          bool keepdim) {
-    if (!ag__check(t, op->name, 1, &x)) return NULL;
+    if (!ag_op_check(t, op->name, 1, &x)) return NULL;
     int shape[AG_MAX_DIMS], nd = 0;
     ptrdiff_t outer, n, inner;
     if (axis == AG_ALL) {
@@ -47,9 +47,9 @@ static ag_tensor *reduce(ag_tape *t, const ag_op *op, reduce_kind kind, ag_tenso
         if (keepdim)
             for (nd = 0; nd < x->ndim; nd++) shape[nd] = 1;
     } else {
-        int a = ag__axis(t, op->name, x, axis, x->ndim);
+        int a = ag_op_axis(t, op->name, x, axis, x->ndim);
         if (a < 0) return NULL;
-        ag__split(x, a, &outer, &n, &inner);
+        ag_op_split(x, a, &outer, &n, &inner);
         for (int d = 0; d < x->ndim; d++) {
             if (d != a) shape[nd++] = x->shape[d];
             else if (keepdim) shape[nd++] = 1;
@@ -57,15 +57,15 @@ static ag_tensor *reduce(ag_tape *t, const ag_op *op, reduce_kind kind, ag_tenso
     }
     if (kind == R_MAX && n == 0) {
         char sx[64];
-        return ag__fail(t, "max: reducing an empty axis of %s", ag_shape_str(x, sx, sizeof sx));
+        return ag_report(t, "max: reducing an empty axis of %s", ag_shape_str(x, sx, sizeof sx));
     }
-    x = ag__contig(t, x);
+    x = ag_op_contig(t, x);
     ag_tensor *in[1] = {x};
-    ag_tensor *y = x ? ag__out(t, nd, shape, 1, in) : NULL;
+    ag_tensor *y = x ? ag_op_out(t, nd, shape, 1, in) : NULL;
     if (!y) return NULL;
     int32_t *arg = NULL;
     if (kind == R_MAX && y->requires_grad) {
-        arg = ag__alloc(t, (size_t)(outer * inner) * sizeof *arg);
+        arg = ag_tape_alloc(t, (size_t)(outer * inner) * sizeof *arg);
         if (!arg) return NULL;
     }
     for (ptrdiff_t o = 0; o < outer; o++) {
@@ -88,7 +88,7 @@ static ag_tensor *reduce(ag_tape *t, const ag_op *op, reduce_kind kind, ag_tenso
             if (arg) arg[o * inner + i] = best;
         }
     }
-    ag_node *node = ag__record(t, op, y, 1, in, sizeof(reduce_saved));
+    ag_node *node = ag_op_record(t, op, y, 1, in, sizeof(reduce_saved));
     if (node) *(reduce_saved *)node->saved = (reduce_saved){kind, outer, n, inner, arg};
     return y;
 }

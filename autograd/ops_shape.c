@@ -10,8 +10,8 @@
 static void copy_strided(int nd, const int *shape, const ag_real *src, const ptrdiff_t *ss,
                          ag_real *dst, const ptrdiff_t *ds, bool accumulate) {
     ag_iter it;
-    ag__iter_init(&it, nd, shape, 2, (const ptrdiff_t *[]){ss, ds});
-    for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {
+    ag_iter_init(&it, nd, shape, 2, (const ptrdiff_t *[]){ss, ds});
+    for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {
         const ag_real *s = src + it.off[0];
         ag_real *d = dst + it.off[1];
         if (accumulate)
@@ -30,22 +30,22 @@ static void contiguous_backward(ag_node *n) {
 static const ag_op contiguous_op = {"contiguous", contiguous_backward};
 
 ag_tensor *ag_contiguous(ag_tape *t, ag_tensor *x) {
-    if (!ag__check(t, "contiguous", 1, &x)) return NULL;
+    if (!ag_op_check(t, "contiguous", 1, &x)) return NULL;
     if (ag_is_contiguous(x)) return x;
-    ag_tensor *y = ag__out(t, x->ndim, x->shape, 1, &x);
+    ag_tensor *y = ag_op_out(t, x->ndim, x->shape, 1, &x);
     if (!y) return NULL;
     copy_strided(x->ndim, x->shape, x->data, x->stride, y->data, y->stride, false);
-    ag__record(t, &contiguous_op, y, 1, &x, 0);
+    ag_op_record(t, &contiguous_op, y, 1, &x, 0);
     return y;
 }
 
 /* ---- views ---- */
 
 ag_tensor *ag_reshape(ag_tape *t, ag_tensor *x, int ndim, const int *shape) {
-    if (!ag__check(t, "reshape", 1, &x)) return NULL;
+    if (!ag_op_check(t, "reshape", 1, &x)) return NULL;
     char sx[64], sn[96];
     if (ndim < 0 || ndim > AG_MAX_DIMS)
-        return ag__fail(t, "reshape: %d dimensions requested (at most %d)", ndim, AG_MAX_DIMS);
+        return ag_report(t, "reshape: %d dimensions requested (at most %d)", ndim, AG_MAX_DIMS);
     int dims[AG_MAX_DIMS], infer = -1;
     ptrdiff_t known = 1;
     for (int d = 0; d < ndim; d++) {
@@ -53,25 +53,25 @@ ag_tensor *ag_reshape(ag_tape *t, ag_tensor *x, int ndim, const int *shape) {
         if (shape[d] == -1 && infer < 0) {
             infer = d;
         } else if (shape[d] < 0) {
-            return ag__fail(t, "reshape: bad target shape %s for %s",
-                            ag__dims_str(ndim, shape, sn, sizeof sn), ag_shape_str(x, sx, sizeof sx));
+            return ag_report(t, "reshape: bad target shape %s for %s",
+                            ag_dims_str(ndim, shape, sn, sizeof sn), ag_shape_str(x, sx, sizeof sx));
         } else {
             known *= shape[d];
         }
     }
     if (infer >= 0 && known > 0 && x->numel % known == 0) dims[infer] = (int)(x->numel / known);
-    if ((infer >= 0 && (known == 0 || x->numel % known)) || ag__numel(ndim, dims) != x->numel)
-        return ag__fail(t, "reshape: cannot view %s (%td elements) as %s", ag_shape_str(x, sx, sizeof sx),
-                        x->numel, ag__dims_str(ndim, shape, sn, sizeof sn));
-    x = ag__contig(t, x);
+    if ((infer >= 0 && (known == 0 || x->numel % known)) || ag_numel(ndim, dims) != x->numel)
+        return ag_report(t, "reshape: cannot view %s (%td elements) as %s", ag_shape_str(x, sx, sizeof sx),
+                        x->numel, ag_dims_str(ndim, shape, sn, sizeof sn));
+    x = ag_op_contig(t, x);
     if (!x) return NULL;
     ptrdiff_t st[AG_MAX_DIMS];
-    ag__contig_strides(ndim, dims, st);
-    return ag__view(t, x, ndim, dims, st, 0);
+    ag_contig_strides(ndim, dims, st);
+    return ag_op_view(t, x, ndim, dims, st, 0);
 }
 
 ag_tensor *ag_permute(ag_tape *t, ag_tensor *x, const int *perm) {
-    if (!ag__check(t, "permute", 1, &x)) return NULL;
+    if (!ag_op_check(t, "permute", 1, &x)) return NULL;
     int shape[AG_MAX_DIMS];
     ptrdiff_t st[AG_MAX_DIMS];
     bool seen[AG_MAX_DIMS] = {false};
@@ -79,20 +79,20 @@ ag_tensor *ag_permute(ag_tape *t, ag_tensor *x, const int *perm) {
         int p = perm[d];
         if (p < 0 || p >= x->ndim || seen[p]) {
             char sx[64], sp[96];
-            return ag__fail(t, "permute: %s is not a permutation of the axes of %s",
-                            ag__dims_str(x->ndim, perm, sp, sizeof sp), ag_shape_str(x, sx, sizeof sx));
+            return ag_report(t, "permute: %s is not a permutation of the axes of %s",
+                            ag_dims_str(x->ndim, perm, sp, sizeof sp), ag_shape_str(x, sx, sizeof sx));
         }
         seen[p] = true;
         shape[d] = x->shape[p];
         st[d] = x->stride[p];
     }
-    return ag__view(t, x, x->ndim, shape, st, 0);
+    return ag_op_view(t, x, x->ndim, shape, st, 0);
 }
 
 ag_tensor *ag_transpose(ag_tape *t, ag_tensor *x, int axis0, int axis1) {
-    if (!ag__check(t, "transpose", 1, &x)) return NULL;
-    int a0 = ag__axis(t, "transpose", x, axis0, x->ndim);
-    int a1 = a0 < 0 ? -1 : ag__axis(t, "transpose", x, axis1, x->ndim);
+    if (!ag_op_check(t, "transpose", 1, &x)) return NULL;
+    int a0 = ag_op_axis(t, "transpose", x, axis0, x->ndim);
+    int a1 = a0 < 0 ? -1 : ag_op_axis(t, "transpose", x, axis1, x->ndim);
     if (a1 < 0) return NULL;
     int perm[AG_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) perm[d] = d;
@@ -102,18 +102,18 @@ ag_tensor *ag_transpose(ag_tape *t, ag_tensor *x, int axis0, int axis1) {
 }
 
 ag_tensor *ag_narrow(ag_tape *t, ag_tensor *x, int axis, int start, int len) {
-    if (!ag__check(t, "narrow", 1, &x)) return NULL;
-    int a = ag__axis(t, "narrow", x, axis, x->ndim);
+    if (!ag_op_check(t, "narrow", 1, &x)) return NULL;
+    int a = ag_op_axis(t, "narrow", x, axis, x->ndim);
     if (a < 0) return NULL;
     if (start < 0 || len < 0 || start > x->shape[a] - len) {
         char sx[64];
-        return ag__fail(t, "narrow: [%d, %d) is outside axis %d of %s", start, start + len, a,
+        return ag_report(t, "narrow: [%d, %d) is outside axis %d of %s", start, start + len, a,
                         ag_shape_str(x, sx, sizeof sx));
     }
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[a] = len;
-    return ag__view(t, x, x->ndim, shape, x->stride, start * x->stride[a]);
+    return ag_op_view(t, x, x->ndim, shape, x->stride, start * x->stride[a]);
 }
 
 /* ---- concat: y = [x_0 | x_1 | ...] along axis; dx_i += the slab of dy it came from ---- */
@@ -133,9 +133,9 @@ static void concat_backward(ag_node *n) {
 static const ag_op concat_op = {"concat", concat_backward};
 
 ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis) {
-    if (n < 1) return ag__fail(t, "concat: no inputs");
-    if (!ag__check(t, "concat", n, xs)) return NULL;
-    int a = ag__axis(t, "concat", xs[0], axis, xs[0]->ndim);
+    if (n < 1) return ag_report(t, "concat: no inputs");
+    if (!ag_op_check(t, "concat", n, xs)) return NULL;
+    int a = ag_op_axis(t, "concat", xs[0], axis, xs[0]->ndim);
     if (a < 0) return NULL;
     int shape[AG_MAX_DIMS];
     memcpy(shape, xs[0]->shape, sizeof shape);
@@ -145,12 +145,12 @@ ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis) {
         for (int d = 0; fits && d < xs[0]->ndim; d++) fits = d == a || xs[i]->shape[d] == shape[d];
         if (!fits) {
             char s0[64], si[64];
-            return ag__fail(t, "concat: input %d has shape %s, input 0 has %s (only axis %d may differ)",
+            return ag_report(t, "concat: input %d has shape %s, input 0 has %s (only axis %d may differ)",
                             i, ag_shape_str(xs[i], si, sizeof si), ag_shape_str(xs[0], s0, sizeof s0), a);
         }
         shape[a] += xs[i]->shape[a];
     }
-    ag_tensor *y = ag__out(t, xs[0]->ndim, shape, n, xs);
+    ag_tensor *y = ag_op_out(t, xs[0]->ndim, shape, n, xs);
     if (!y) return NULL;
     ptrdiff_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -158,7 +158,7 @@ ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis) {
                      y->data + at * y->stride[a], y->stride, false);
         at += xs[i]->shape[a];
     }
-    ag_node *nd = ag__record(t, &concat_op, y, n, xs, sizeof(int));
+    ag_node *nd = ag_op_record(t, &concat_op, y, n, xs, sizeof(int));
     if (nd) *(int *)nd->saved = a;
     return y;
 }
@@ -184,20 +184,20 @@ static void repeat_backward(ag_node *n) {
 static const ag_op repeat_op = {"repeat_interleave", repeat_backward};
 
 ag_tensor *ag_repeat_interleave(ag_tape *t, ag_tensor *x, int repeats, int axis) {
-    if (!ag__check(t, "repeat_interleave", 1, &x)) return NULL;
-    int a = ag__axis(t, "repeat_interleave", x, axis, x->ndim);
+    if (!ag_op_check(t, "repeat_interleave", 1, &x)) return NULL;
+    int a = ag_op_axis(t, "repeat_interleave", x, axis, x->ndim);
     if (a < 0) return NULL;
-    if (repeats < 1) return ag__fail(t, "repeat_interleave: repeats must be >= 1, got %d", repeats);
+    if (repeats < 1) return ag_report(t, "repeat_interleave: repeats must be >= 1, got %d", repeats);
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[a] *= repeats;
-    ag_tensor *y = ag__out(t, x->ndim, shape, 1, &x);
+    ag_tensor *y = ag_op_out(t, x->ndim, shape, 1, &x);
     if (!y) return NULL;
     ptrdiff_t st[AG_MAX_DIMS];
     repeat_strides(y, a, repeats, st);
     for (int r = 0; r < repeats; r++)
         copy_strided(x->ndim, x->shape, x->data, x->stride, y->data + r * y->stride[a], st, false);
-    ag_node *nd = ag__record(t, &repeat_op, y, 1, &x, sizeof(repeat_saved));
+    ag_node *nd = ag_op_record(t, &repeat_op, y, 1, &x, sizeof(repeat_saved));
     if (nd) *(repeat_saved *)nd->saved = (repeat_saved){a, repeats};
     return y;
 }
@@ -220,24 +220,24 @@ static const ag_op gather_op = {"gather_rows", gather_backward};
 
 ag_tensor *ag_gather_rows(ag_tape *t, ag_tensor *table, const int32_t *ids, int ids_ndim,
                           const int *ids_shape) {
-    if (!ag__check(t, "gather_rows", 1, &table)) return NULL;
+    if (!ag_op_check(t, "gather_rows", 1, &table)) return NULL;
     char st[64], si[96];
     if (table->ndim != 2)
-        return ag__fail(t, "gather_rows: the table must be 2-D (rows, dim), got %s",
+        return ag_report(t, "gather_rows: the table must be 2-D (rows, dim), got %s",
                         ag_shape_str(table, st, sizeof st));
     if (ids_ndim < 0 || ids_ndim + 1 > AG_MAX_DIMS)
-        return ag__fail(t, "gather_rows: ids have %d dimensions (at most %d)", ids_ndim, AG_MAX_DIMS - 1);
-    ptrdiff_t n = ag__numel(ids_ndim, ids_shape);
+        return ag_report(t, "gather_rows: ids have %d dimensions (at most %d)", ids_ndim, AG_MAX_DIMS - 1);
+    ptrdiff_t n = ag_numel(ids_ndim, ids_shape);
     for (ptrdiff_t r = 0; r < n; r++) {
         if (ids[r] < 0 || ids[r] >= table->shape[0])
-            return ag__fail(t, "gather_rows: id %d at position %td of ids %s is outside the table %s",
-                            ids[r], r, ag__dims_str(ids_ndim, ids_shape, si, sizeof si),
+            return ag_report(t, "gather_rows: id %d at position %td of ids %s is outside the table %s",
+                            ids[r], r, ag_dims_str(ids_ndim, ids_shape, si, sizeof si),
                             ag_shape_str(table, st, sizeof st));
     }
     int shape[AG_MAX_DIMS];
     memcpy(shape, ids_shape, (size_t)ids_ndim * sizeof *shape);
     shape[ids_ndim] = table->shape[1];
-    ag_tensor *y = ag__out(t, ids_ndim + 1, shape, 1, &table);
+    ag_tensor *y = ag_op_out(t, ids_ndim + 1, shape, 1, &table);
     if (!y) return NULL;
     int dim = table->shape[1];
     for (ptrdiff_t r = 0; r < n; r++) {
@@ -245,7 +245,7 @@ ag_tensor *ag_gather_rows(ag_tape *t, ag_tensor *table, const int32_t *ids, int 
         ag_real *yr = y->data + r * dim;
         for (int j = 0; j < dim; j++) yr[j] = row[j * table->stride[1]];
     }
-    ag_node *nd = ag__record(t, &gather_op, y, 1, &table, sizeof(gather_saved) + (size_t)n * sizeof(int32_t));
+    ag_node *nd = ag_op_record(t, &gather_op, y, 1, &table, sizeof(gather_saved) + (size_t)n * sizeof(int32_t));
     if (nd) {
         gather_saved *s = nd->saved;
         s->n = n;

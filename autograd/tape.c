@@ -93,14 +93,14 @@ void ag_tape_reset(ag_tape *t) {
     t->backward_done = false;
 }
 
-void *ag__alloc(ag_tape *t, size_t bytes) {
+void *ag_tape_alloc(ag_tape *t, size_t bytes) {
     bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (bytes == 0) bytes = ARENA_ALIGN;
     chunk *c = t->head;
     if (c->cap - c->used < bytes) {
         size_t cap = c->cap * 2 > bytes ? c->cap * 2 : bytes;
         chunk *nc = chunk_new(t, cap);
-        if (!nc) return ag__fail(t, "out of memory: the tape's arena could not grow by %zu bytes", cap);
+        if (!nc) return ag_report(t, "out of memory: the tape's arena could not grow by %zu bytes", cap);
         nc->next = c;
         t->bytes_prev += c->used;
         t->head = c = nc;
@@ -110,10 +110,9 @@ void *ag__alloc(ag_tape *t, size_t bytes) {
     return p;
 }
 
-void *ag_tape_alloc(ag_tape *t, size_t bytes) { return ag__alloc(t, bytes); }
 
-void *ag__calloc(ag_tape *t, size_t bytes) {
-    void *p = ag__alloc(t, bytes);
+void *ag_tape_calloc(ag_tape *t, size_t bytes) {
+    void *p = ag_tape_alloc(t, bytes);
     if (p) memset(p, 0, bytes);
     return p;
 }
@@ -161,28 +160,28 @@ static int arena_where(const ag_tape *t, const void *p) {
     return 0;
 }
 
-bool ag__check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
+bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
     for (int i = 0; i < n; i++) {
         if (!in[i]) return false;
     }
     if (!t) {
-        ag__fail(NULL, "%s: no tape given", op);
+        ag_report(NULL, "%s: no tape given", op);
         return false;
     }
     for (int i = 0; i < n; i++) {
         const ag_tensor *x = in[i];
         int where = arena_where(t, x);
         if (where < 0 || (where > 0 && (x->magic != AG_MAGIC || x->gen != t->gen))) {
-            ag__fail(t, "%s: input %d was made before the tape was last reset "
+            ag_report(t, "%s: input %d was made before the tape was last reset "
                         "(a tensor of an earlier step)", op, i);
             return false;
         }
         if (x->magic != AG_MAGIC) {
-            ag__fail(t, "%s: input %d is not a tensor (uninitialised or freed)", op, i);
+            ag_report(t, "%s: input %d is not a tensor (uninitialised or freed)", op, i);
             return false;
         }
         if (x->tape && x->tape != t) {
-            ag__fail(t, "%s: input %d belongs to another tape", op, i);
+            ag_report(t, "%s: input %d belongs to another tape", op, i);
             return false;
         }
     }
@@ -191,7 +190,7 @@ bool ag__check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
 
 /* ---- results ---- */
 
-bool ag__wants_grad(const ag_tape *t, int n, ag_tensor *const *in) {
+bool ag_op_wants_grad(const ag_tape *t, int n, ag_tensor *const *in) {
     if (!t->recording) return false;
     for (int i = 0; i < n; i++) {
         if (in[i]->requires_grad) return true;
@@ -200,38 +199,38 @@ bool ag__wants_grad(const ag_tape *t, int n, ag_tensor *const *in) {
 }
 
 static ag_tensor *tensor_header(ag_tape *t, int ndim, const int *shape) {
-    ag_tensor *y = ag__alloc(t, sizeof *y);
+    ag_tensor *y = ag_tape_alloc(t, sizeof *y);
     if (!y) return NULL;
     memset(y, 0, sizeof *y);
     y->ndim = ndim;
     memcpy(y->shape, shape, (size_t)ndim * sizeof *shape);
-    y->numel = ag__numel(ndim, shape);
+    y->numel = ag_numel(ndim, shape);
     y->tape = t;
     y->gen = t->gen;
     y->magic = AG_MAGIC;
     return y;
 }
 
-ag_tensor *ag__new(ag_tape *t, int ndim, const int *shape, bool rg) {
+ag_tensor *ag_op_new(ag_tape *t, int ndim, const int *shape, bool rg) {
     ag_tensor *y = tensor_header(t, ndim, shape);
     if (!y) return NULL;
-    ag__contig_strides(ndim, shape, y->stride);
+    ag_contig_strides(ndim, shape, y->stride);
     size_t bytes = (size_t)y->numel * sizeof(ag_real);
-    y->data = ag__alloc(t, bytes);
+    y->data = ag_tape_alloc(t, bytes);
     if (!y->data) return NULL;
     if (rg) {
-        y->grad = ag__calloc(t, bytes);
+        y->grad = ag_tape_calloc(t, bytes);
         if (!y->grad) return NULL;
         y->requires_grad = true;
     }
     return y;
 }
 
-ag_tensor *ag__out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *const *in) {
-    return ag__new(t, ndim, shape, ag__wants_grad(t, n, in));
+ag_tensor *ag_op_out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *const *in) {
+    return ag_op_new(t, ndim, shape, ag_op_wants_grad(t, n, in));
 }
 
-ag_tensor *ag__view(ag_tape *t, ag_tensor *x, int ndim, const int *shape,
+ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape,
                     const ptrdiff_t *stride, ptrdiff_t offset) {
     ag_tensor *y = tensor_header(t, ndim, shape);
     if (!y) return NULL;
@@ -255,22 +254,22 @@ static bool all_finite(const ag_tensor *y) {
     return true;
 }
 
-ag_node *ag__record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor *const *in,
+ag_node *ag_op_record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor *const *in,
                     size_t saved_bytes) {
     if (t->nan_check && !all_finite(y)) {
         char s[64];
-        ag__fail(t, "%s: produced a NaN or an infinity (output %s)", op->name,
+        ag_report(t, "%s: produced a NaN or an infinity (output %s)", op->name,
                  ag_shape_str(y, s, sizeof s));
     }
     if (!y->requires_grad) return NULL;
-    ag_node *nd = ag__alloc(t, sizeof *nd + (size_t)n * sizeof(ag_tensor *));
+    ag_node *nd = ag_tape_alloc(t, sizeof *nd + (size_t)n * sizeof(ag_tensor *));
     if (!nd) return NULL;
     nd->op = op;
     nd->out = y;
     nd->in = (ag_tensor **)(nd + 1);
     memcpy(nd->in, in, (size_t)n * sizeof *in);
     nd->n_in = n;
-    nd->saved = saved_bytes ? ag__calloc(t, saved_bytes) : NULL;
+    nd->saved = saved_bytes ? ag_tape_calloc(t, saved_bytes) : NULL;
     nd->prev = t->last;
     t->last = nd;
     t->nodes++;
@@ -282,26 +281,26 @@ ag_node *ag__record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor 
 /* root->grad += seed, seed in row-major order, root a strided view. */
 static void seed_strided(ag_tensor *root, const ag_real *seed) {
     ptrdiff_t contig[AG_MAX_DIMS];
-    ag__contig_strides(root->ndim, root->shape, contig);
+    ag_contig_strides(root->ndim, root->shape, contig);
     ag_iter it;
-    ag__iter_init(&it, root->ndim, root->shape, 2, (const ptrdiff_t *[]){root->stride, contig});
-    for (ptrdiff_t r = 0; r < it.outer; r++, ag__iter_next(&it)) {
+    ag_iter_init(&it, root->ndim, root->shape, 2, (const ptrdiff_t *[]){root->stride, contig});
+    for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {
         for (ptrdiff_t j = 0; j < it.inner; j++)
             root->grad[it.off[0] + j * it.is[0]] += seed[it.off[1] + j * it.is[1]];
     }
 }
 
 int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
-    if (!ag__check(t, "backward", 1, &root)) {
-        if (!root) ag__fail(t, "backward: the root is NULL (an op of the forward pass failed)");
+    if (!ag_op_check(t, "backward", 1, &root)) {
+        if (!root) ag_report(t, "backward: the root is NULL (an op of the forward pass failed)");
         return -1;
     }
     if (t->backward_done) {
-        ag__fail(t, "backward: already run on this tape; reset the tape before the next step");
+        ag_report(t, "backward: already run on this tape; reset the tape before the next step");
         return -1;
     }
     if (!root->requires_grad) {
-        ag__fail(t, "backward: the root does not require a gradient (no input tracked one, or "
+        ag_report(t, "backward: the root does not require a gradient (no input tracked one, or "
                     "it was computed with recording off)");
         return -1;
     }
@@ -319,7 +318,7 @@ int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
 int ag_backward(ag_tape *t, ag_tensor *root) {
     if (root && root->numel != 1) {
         char s[64];
-        ag__fail(t, "backward: the root must be a scalar, got shape %s",
+        ag_report(t, "backward: the root must be a scalar, got shape %s",
                  ag_shape_str(root, s, sizeof s));
         return -1;
     }

@@ -14,14 +14,6 @@ static void *vfail(ag_tape *t, const char *fmt, va_list ap) {
     return NULL;
 }
 
-void *ag__fail(ag_tape *t, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vfail(t, fmt, ap);
-    va_end(ap);
-    return NULL;
-}
-
 void *ag_report(ag_tape *t, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -30,11 +22,12 @@ void *ag_report(ag_tape *t, const char *fmt, ...) {
     return NULL;
 }
 
-int ag__axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndim) {
+
+int ag_op_axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndim) {
     int a = axis < 0 ? axis + ndim : axis;
     if (a < 0 || a >= ndim) {
         char s[64];
-        ag__fail(t, "%s: axis %d out of range for shape %s", op, axis,
+        ag_report(t, "%s: axis %d out of range for shape %s", op, axis,
                  ag_shape_str(x, s, sizeof s));
         return -1;
     }
@@ -43,13 +36,13 @@ int ag__axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndim)
 
 /* ---- shapes ---- */
 
-ptrdiff_t ag__numel(int ndim, const int *shape) {
+ptrdiff_t ag_numel(int ndim, const int *shape) {
     ptrdiff_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
     return n;
 }
 
-void ag__contig_strides(int ndim, const int *shape, ptrdiff_t *stride) {
+void ag_contig_strides(int ndim, const int *shape, ptrdiff_t *stride) {
     ptrdiff_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) {
         stride[d] = s;
@@ -57,7 +50,7 @@ void ag__contig_strides(int ndim, const int *shape, ptrdiff_t *stride) {
     }
 }
 
-char *ag__dims_str(int ndim, const int *shape, char *buf, size_t len) {
+char *ag_dims_str(int ndim, const int *shape, char *buf, size_t len) {
     size_t k = (size_t)snprintf(buf, len, "[");
     for (int d = 0; d < ndim && k < len; d++)
         k += (size_t)snprintf(buf + k, len - k, d ? ", %d" : "%d", shape[d]);
@@ -66,10 +59,10 @@ char *ag__dims_str(int ndim, const int *shape, char *buf, size_t len) {
 }
 
 char *ag_shape_str(const ag_tensor *x, char *buf, size_t len) {
-    return ag__dims_str(x->ndim, x->shape, buf, len);
+    return ag_dims_str(x->ndim, x->shape, buf, len);
 }
 
-bool ag__same_shape(const ag_tensor *a, const ag_tensor *b) {
+bool ag_same_shape(const ag_tensor *a, const ag_tensor *b) {
     if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim; d++) {
         if (a->shape[d] != b->shape[d]) return false;
@@ -77,10 +70,10 @@ bool ag__same_shape(const ag_tensor *a, const ag_tensor *b) {
     return true;
 }
 
-void ag__split(const ag_tensor *x, int axis, ptrdiff_t *outer, ptrdiff_t *n, ptrdiff_t *inner) {
-    *outer = ag__numel(axis, x->shape);
+void ag_op_split(const ag_tensor *x, int axis, ptrdiff_t *outer, ptrdiff_t *n, ptrdiff_t *inner) {
+    *outer = ag_numel(axis, x->shape);
     *n = x->shape[axis];
-    *inner = ag__numel(x->ndim - axis - 1, x->shape + axis + 1);
+    *inner = ag_numel(x->ndim - axis - 1, x->shape + axis + 1);
 }
 
 bool ag_is_contiguous(const ag_tensor *x) {
@@ -103,13 +96,13 @@ ag_real ag_get(const ag_tensor *x, ptrdiff_t i) {
 
 static bool valid_shape(ag_tape *t, const char *op, int ndim, const int *shape) {
     if (ndim < 0 || ndim > AG_MAX_DIMS) {
-        ag__fail(t, "%s: %d dimensions (at most %d)", op, ndim, AG_MAX_DIMS);
+        ag_report(t, "%s: %d dimensions (at most %d)", op, ndim, AG_MAX_DIMS);
         return false;
     }
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) {
             char s[96];
-            ag__fail(t, "%s: negative dimension in shape %s", op, ag__dims_str(ndim, shape, s, sizeof s));
+            ag_report(t, "%s: negative dimension in shape %s", op, ag_dims_str(ndim, shape, s, sizeof s));
             return false;
         }
     }
@@ -119,17 +112,17 @@ static bool valid_shape(ag_tape *t, const char *op, int ndim, const int *shape) 
 /* ---- tensors ---- */
 
 ag_tensor *ag_tensor_new(ag_tape *t, int ndim, const int *shape) {
-    if (!t) return ag__fail(NULL, "tensor_new: no tape given");
+    if (!t) return ag_report(NULL, "tensor_new: no tape given");
     if (!valid_shape(t, "tensor_new", ndim, shape)) return NULL;
-    ag_tensor *y = ag__new(t, ndim, shape, false);
+    ag_tensor *y = ag_op_new(t, ndim, shape, false);
     if (y) memset(y->data, 0, (size_t)y->numel * sizeof(ag_real));
     return y;
 }
 
 ag_tensor *ag_tensor_from(ag_tape *t, int ndim, const int *shape, const ag_real *src) {
-    if (!t) return ag__fail(NULL, "tensor_from: no tape given");
+    if (!t) return ag_report(NULL, "tensor_from: no tape given");
     if (!valid_shape(t, "tensor_from", ndim, shape)) return NULL;
-    ag_tensor *y = ag__new(t, ndim, shape, false);
+    ag_tensor *y = ag_op_new(t, ndim, shape, false);
     if (y) memcpy(y->data, src, (size_t)y->numel * sizeof(ag_real));
     return y;
 }
@@ -142,8 +135,8 @@ int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int
     y.requires_grad = grad != NULL;
     y.ndim = ndim;
     memcpy(y.shape, shape, (size_t)ndim * sizeof *shape);
-    ag__contig_strides(ndim, y.shape, y.stride);
-    y.numel = ag__numel(ndim, y.shape);
+    ag_contig_strides(ndim, y.shape, y.stride);
+    y.numel = ag_numel(ndim, y.shape);
     y.magic = AG_MAGIC;
     *x = y;
     return 0;
@@ -151,10 +144,10 @@ int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int
 
 ag_tensor *ag_leaf_new(int ndim, const int *shape, bool requires_grad) {
     if (!valid_shape(NULL, "leaf_new", ndim, shape)) return NULL;
-    ptrdiff_t n = ag__numel(ndim, shape);
+    ptrdiff_t n = ag_numel(ndim, shape);
     size_t head = (sizeof(ag_tensor) + 63) & ~(size_t)63;
     unsigned char *m = calloc(1, head + (size_t)n * sizeof(ag_real) * (requires_grad ? 2 : 1));
-    if (!m) return ag__fail(NULL, "leaf_new: out of memory");
+    if (!m) return ag_report(NULL, "leaf_new: out of memory");
     ag_real *data = (ag_real *)(m + head);
     ag_leaf_init((ag_tensor *)m, data, requires_grad ? data + n : NULL, ndim, shape);
     return (ag_tensor *)m;
@@ -167,7 +160,7 @@ void ag_leaf_free(ag_tensor *x) {
 
 /* ---- strided iteration ---- */
 
-void ag__iter_init(ag_iter *it, int nd, const int *shape, int k, const ptrdiff_t *const *st) {
+void ag_iter_init(ag_iter *it, int nd, const int *shape, int k, const ptrdiff_t *const *st) {
     memset(it, 0, sizeof *it);
     it->k = k;
     /* Drop size-1 dimensions, then merge d into d+1 where every stride set is contiguous. */
@@ -188,7 +181,7 @@ void ag__iter_init(ag_iter *it, int nd, const int *shape, int k, const ptrdiff_t
         for (int s = 0; s < k; s++) it->st[s][m] = st[s][d];
         m++;
     }
-    it->outer = ag__numel(nd, shape) ? 1 : 0;
+    it->outer = ag_numel(nd, shape) ? 1 : 0;
     if (m == 0) {
         it->inner = 1;
         it->nd = 0;

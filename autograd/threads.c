@@ -1,6 +1,6 @@
 /* threads.c -- a fixed pool of worker threads for the data-parallel loops inside ops.
  *
- * ag__parallel_for(n, grain, fn, ctx) cuts [0, n) into one contiguous range per thread (the
+ * ag_parallel_for(n, grain, fn, ctx) cuts [0, n) into one contiguous range per thread (the
  * caller runs the first) and returns when all are done. Ops use it only over independent
  * outputs (rows of C, batches, rows of a softmax), so results do not depend on the number of
  * threads: same inputs, same bits. A region started while another runs (another application
@@ -95,7 +95,7 @@ static void stop_workers(void) {
 
 int ag_set_threads(int n) {
     if (n < 1 || n > 256) {
-        ag__fail(NULL, "set_threads: %d threads (expected 1 to 256)", n);
+        ag_report(NULL, "set_threads: %d threads (expected 1 to 256)", n);
         return -1;
     }
     pthread_mutex_lock(&pool.region);
@@ -116,7 +116,7 @@ int ag_set_threads(int n) {
         }
         pool.nthreads = started + 1;
         if (started < n - 1) {
-            ag__fail(NULL, "set_threads: could only start %d of %d threads", started + 1, n);
+            ag_report(NULL, "set_threads: could only start %d of %d threads", started + 1, n);
             rc = -1;
         }
     }
@@ -126,7 +126,7 @@ int ag_set_threads(int n) {
 
 int ag_threads(void) { return pool.nthreads; }
 
-void ag__parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *ctx) {
+void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *ctx) {
     int shares = pool.nthreads;
     if (min_per_thread < 1) min_per_thread = 1;
     if (shares < 2 || n / min_per_thread < 2 || in_worker || pthread_mutex_trylock(&pool.region)) {
@@ -152,7 +152,3 @@ void ag__parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *
     pthread_mutex_unlock(&pool.region);
 }
 
-void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread,
-                     void (*fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end), void *ctx) {
-    ag__parallel_for(n, min_per_thread, fn, ctx);
-}

@@ -5,7 +5,7 @@
  * inputs used twice. A second suite checks the checker: a softmax with a wrong backward that a
  * plain sum would pass is caught through the random projection, and the message names it.
  */
-#include "autograd/ag_internal.h"
+#include "autograd/ag_op.h"
 #include "tests/tg_test.h"
 
 #include <stdio.h>
@@ -261,9 +261,9 @@ static const ag_op silent_softmax_op = {"silent_softmax", silent_backward};
 static ag_tensor *f_silent_softmax(ag_tape *t, ag_tensor *const *x, void *u) {
     (void)u;
     ag_tensor *y = ag_softmax(t, ag_scale(t, x[0], 1.0)); /* a correct forward ... */
-    ag_tensor *z = ag__out(t, y->ndim, y->shape, 1, &x[0]);
+    ag_tensor *z = ag_op_out(t, y->ndim, y->shape, 1, &x[0]);
     memcpy(z->data, y->data, (size_t)y->numel * sizeof(ag_real));
-    ag__record(t, &silent_softmax_op, z, 1, &x[0], 0); /* ... recorded with no gradient */
+    ag_op_record(t, &silent_softmax_op, z, 1, &x[0], 0); /* ... recorded with no gradient */
     return z;
 }
 

@@ -1,0 +1,250 @@
+/* ag_op.h -- the public op-authoring API: everything an op needs, in the library or outside it.
+ *
+ * An op is one section of one file: a constructor (validate, shape rule, forward, record) and
+ * a backward function, tied by a constant descriptor. A whole op, written outside the library:
+ *
+ *     #include <autograd/ag_op.h>
+ *
+ *     // y = x^2 elementwise; dy/dx = 2x.
+ *     static void square_backward(ag_node *n) {       // ADDS into the input's gradient
+ *         ag_tensor *x = n->in[0], *y = n->out;
+ *         if (!x->requires_grad) return;
+ *         for (ptrdiff_t i = 0; i < y->numel; i++) x->grad[i] += 2 * x->data[i] * y->grad[i];
+ *     }
+ *     static const ag_op SQUARE = {"square", square_backward};
+ *
+ *     ag_tensor *my_square(ag_tape *t, ag_tensor *x) {
+ *         if (!ag_op_check(t, "square", 1, &x)) return NULL;  // NULL in: NULL out, no message
+ *         x = ag_op_contig(t, x);                             // a recorded copy of a view
+ *         ag_tensor *y = ag_op_out(t, x->ndim, x->shape, 1, &x);
+ *         if (!y) return NULL;
+ *         for (ptrdiff_t i = 0; i < y->numel; i++) y->data[i] = x->data[i] * x->data[i];
+ *         ag_op_record(t, &SQUARE, y, 1, &x, 0);             // only when a gradient is wanted
+ *         return y;
+ *     }
+ *
+ * Compile the same file with -DTG_DOUBLE and link the float64 twin (ag64) to gradient-check it
+ * in double precision with ag_gradcheck (docs/adding-an-op.md shows the whole outside project).
+ * Rules: the backward accumulates (+=; BLIS beta = 1), never assigns; an op reports a usage
+ * error with ag_report (op name and shapes) and returns NULL; what the backward needs beyond
+ * the inputs and the output goes in the node's `saved` block (ag_op_record's saved_bytes), or
+ * is recomputed (see the dropout masks below).
+ */
+#ifndef TG_AG_OP_H
+#define TG_AG_OP_H
+
+#include <math.h>
+#include <string.h>
+
+#include "autograd/ag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ag_node ag_node;
+
+/* The constant descriptor of an op: its name (for messages) and its backward. */
+typedef struct ag_op {
+    const char *name;
+    /* Adds d loss / d in[i] into in[i]->grad for every input that requires a gradient, from
+     * out->grad. Must accumulate (+=), never assign. */
+    void (*backward)(ag_node *n);
+} ag_op;
+
+struct ag_node {
+    const ag_op *op;
+    ag_tensor *out;
+    ag_tensor **in;   /* n_in inputs, arena copy */
+    int n_in;
+    void *saved;      /* op-specific state in the arena (NULL when none asked) */
+    ag_node *prev;    /* the tape is a list from the newest node back */
+};
+
+/* ---- memory and validation ----
+ * ag_tape_alloc (ag.h) gives an op its scratch and saved memory on the tape; ag_tape_calloc
+ * the same, zeroed. */
+void *ag_tape_calloc(ag_tape *t, size_t bytes);
+
+/* True when every input is usable on t: not NULL (NULL returns false silently), a live tensor
+ * of t or a leaf, not from an earlier step, not from another tape. Reports otherwise. */
+bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in);
+/* Normalises axis (negative from the end) against ndim; returns -1 after reporting. */
+int ag_op_axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndim);
+
+/* ---- making results ---- */
+/* True when recording and some input requires a gradient. */
+bool ag_op_wants_grad(const ag_tape *t, int n, ag_tensor *const *in);
+/* A new contiguous tensor on t with uninitialised data; a zeroed grad when rg. */
+ag_tensor *ag_op_new(ag_tape *t, int ndim, const int *shape, bool rg);
+/* ag_op_new with rg = ag_op_wants_grad(t, n, in). */
+ag_tensor *ag_op_out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *const *in);
+/* A view of x's data and grad: new shape and strides, element offset. */
+ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape,
+                    const ptrdiff_t *stride, ptrdiff_t offset);
+/* Records a node when y requires a gradient (else records nothing and returns NULL); saved
+ * gets saved_bytes of zeroed arena memory. Runs the NaN tripwire when it is on. */
+ag_node *ag_op_record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor *const *in,
+                    size_t saved_bytes);
+/* The same input, contiguous (a recorded copy when x is a view). */
+static inline ag_tensor *ag_op_contig(ag_tape *t, ag_tensor *x) {
+    return x && !ag_is_contiguous(x) ? ag_contiguous(t, x) : x;
+}
+
+/* ---- shape helpers ---- */
+ptrdiff_t ag_numel(int ndim, const int *shape);
+void ag_contig_strides(int ndim, const int *shape, ptrdiff_t *stride);
+/* "[2, 3]" from a raw shape. */
+char *ag_dims_str(int ndim, const int *shape, char *buf, size_t len);
+bool ag_same_shape(const ag_tensor *a, const ag_tensor *b);
+/* Splits a contiguous shape around axis: outer = prod(shape[:axis]), n = shape[axis],
+ * inner = prod(shape[axis+1:]). */
+void ag_op_split(const ag_tensor *x, int axis, ptrdiff_t *outer, ptrdiff_t *n, ptrdiff_t *inner);
+
+/* ---- strided iteration ----
+ * Walks a shape with up to three stride sets (e.g. output, a, b), merging dimensions that are
+ * contiguous for every set, as runs of `inner` elements:
+ *
+ *     ag_iter it; ag_iter_init(&it, nd, shape, 2, (const ptrdiff_t *[]){sx, sy});
+ *     for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it))
+ *         for (ptrdiff_t j = 0; j < it.inner; j++)
+ *             y[it.off[1] + j * it.is[1]] = f(x[it.off[0] + j * it.is[0]]);
+ *
+ * A stride of 0 broadcasts (or, when writing with +=, reduces). */
+typedef struct ag_iter {
+    int nd, k;
+    int shape[AG_MAX_DIMS];
+    ptrdiff_t st[3][AG_MAX_DIMS];
+    int idx[AG_MAX_DIMS];
+    ptrdiff_t off[3];   /* offsets of the current run, per stride set */
+    ptrdiff_t inner;    /* length of a run */
+    ptrdiff_t is[3];    /* strides within a run */
+    ptrdiff_t outer;    /* number of runs */
+} ag_iter;
+void ag_iter_init(ag_iter *it, int nd, const int *shape, int k, const ptrdiff_t *const *st);
+static inline void ag_iter_next(ag_iter *it) {
+    for (int d = it->nd - 1; d >= 0; d--) {
+        for (int s = 0; s < it->k; s++) it->off[s] += it->st[s][d];
+        if (++it->idx[d] < it->shape[d]) return;
+        for (int s = 0; s < it->k; s++) it->off[s] -= it->st[s][d] * it->shape[d];
+        it->idx[d] = 0;
+    }
+}
+
+/* ---- vector math ----
+ * exp, tanh and sigmoid of one element, written branch-free so that a loop calling them
+ * vectorizes (float); libm in double (the gradient checks). Accuracy against libm (tests/
+ * autograd/test_ops.c): exp within 2 ulp over the normal range (0 below -87.34), tanh and
+ * sigmoid within 4 ulp; NaN and infinities behave as in libm.
+ *
+ * exp: 2^n e^r, n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts,
+ * Cody-Waite); e^r by its degree-7 Taylor polynomial (truncation < 6e-9 relative); 2^n as
+ * 2^s 2^(n-s), s = [n > 0], from exponent bits (both factors normal for n in [-126, 128]);
+ * rounding by the 1.5 * 2^23 trick, as GCC will not vectorize floorf under IEEE traps.
+ * tanh: |x| < 0.625: Cephes' odd polynomial x + x^3 P(x^2); else 1 - 2 / (e^(2|x|) + 1), sign
+ * restored (no cancellation there). sigmoid: 1 / (1 + e^-x). */
+#ifdef TG_DOUBLE
+static inline ag_real ag_exp1(ag_real x) { return exp(x); }
+static inline ag_real ag_tanh1(ag_real x) { return tanh(x); }
+static inline ag_real ag_sigmoid1(ag_real x) { return 1 / (1 + exp(-x)); }
+#else
+static inline float ag_exp1(float v) {
+    const float log2e = 1.44269504088896341f, ln2_hi = 0.693145751953125f,
+                ln2_lo = 1.428606765330187e-06f, hi = 88.7228394f, lo = -87.3365479f,
+                round = 12582912.0f;
+    float c = v > hi ? hi : v;
+    c = c < lo ? lo : c;
+    c = c != c ? 0.0f : c;
+    float k = (c * log2e + round) - round;
+    float r = (c - k * ln2_hi) - k * ln2_lo;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
+                                     r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    float s = k > 0 ? 1.0f : 0.0f;
+    int32_t bits = ((int32_t)(k - s) + 127) << 23;
+    float two_ks;
+    memcpy(&two_ks, &bits, sizeof two_ks);
+    float e = (p * (1.0f + s)) * two_ks;
+    e = v < lo ? 0.0f : e;
+    e = v > hi ? INFINITY : e;
+    return v != v ? v : e;
+}
+static inline float ag_tanh1(float x) {
+    float a = x < 0 ? -x : x, z = x * x;
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float big = 1.0f - 2.0f / (ag_exp1(2.0f * a) + 1.0f);
+    big = x < 0 ? -big : big;
+    return a < 0.625f ? small : big; /* NaN: big, which is NaN */
+}
+static inline float ag_sigmoid1(float x) { return 1.0f / (1.0f + ag_exp1(-x)); }
+#endif
+/* y[i] = exp(x[i]) for i < n; x and y must not overlap. */
+void ag_vexp(const ag_real *x, ag_real *y, ptrdiff_t n);
+/* x[i] = exp(x[i]) for i < n. */
+void ag_vexp_inplace(ag_real *x, ptrdiff_t n);
+
+/* ---- dropout masks (ag_dropout, ag_attention) ----
+ * Counter-based draws: one 64-bit value from the stream keys a call, and element i's uniform
+ * 32-bit number is a bijective hash of (key, i) (two rounds of Chris Wellons' "lowbias32"
+ * integer hash). No sequential state between elements, so loops vectorize and every backward
+ * recomputes its mask instead of storing it; an element is dropped when its number is below
+ * p 2^32 (probability p to within 2^-32). */
+typedef struct ag_dropmask {
+    uint32_t k0, k1;
+    uint64_t threshold;
+    ag_real keep;          /* 1 / (1 - p), the factor of a kept element (0 when p = 1) */
+} ag_dropmask;
+
+static inline uint32_t ag_hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+static inline ag_dropmask ag_dropmask_new(double p, uint64_t key) {
+    ag_dropmask m = {(uint32_t)key, (uint32_t)(key >> 32),
+                      p >= 1 ? UINT64_C(1) << 32 : (uint64_t)(p * 4294967296.0),
+                      p < 1 ? (ag_real)(1 / (1 - p)) : 0};
+    return m;
+}
+
+/* The mask value of element i: 0 (dropped) or keep. */
+static inline ag_real ag_dropmask_at(const ag_dropmask *m, uint32_t i) {
+    return (uint64_t)ag_hash32(ag_hash32(i + m->k0) ^ m->k1) < m->threshold ? 0 : m->keep;
+}
+
+/* y[e] = x[e] * M[base + e] for e < n (y may be x): the mask of elements base.. applied. */
+static inline void ag_dropmask_apply(ag_real *y, const ag_real *x, ptrdiff_t n, ag_dropmask dm,
+                                      uint32_t base) {
+    for (ptrdiff_t e = 0; e < n; e++) y[e] = x[e] * ag_dropmask_at(&dm, base + (uint32_t)e);
+}
+
+/* d[e] += g[e] * M[e] for e < n: a masked gradient added (d and g distinct). */
+static inline void ag_dropmask_accumulate(ag_real *restrict d, const ag_real *restrict g,
+                                           ptrdiff_t n, ag_dropmask dm) {
+    for (ptrdiff_t e = 0; e < n; e++) d[e] += g[e] * ag_dropmask_at(&dm, (uint32_t)e);
+}
+
+/* ---- softmax rows (ops_softmax.c) ----
+ * y = x - max(x) for one row of n, x[k] read as -1e6 for k >= len (d2l's masked softmax);
+ * then ag_vexp and ag_row_normalize give the softmax. */
+void ag_row_shift_max(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len);
+/* y /= sum(y), one row of n. */
+void ag_row_normalize(ag_real *y, ptrdiff_t n);
+
+/* ---- the one GEMM entry (ops_matmul.c) ----
+ * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides
+ * (rs = between rows, cs = between columns), so a transposed view costs nothing. Small
+ * products use the engine's own loop; the rest go to BLIS. */
+void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
+              ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
+              ag_real *c, ptrdiff_t rsc, ptrdiff_t csc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
