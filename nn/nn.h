@@ -38,6 +38,6 @@
 #include "nn/params.h"
 #include "nn/layers.h"
 #include "nn/gru.h"
-#include "nn/checkpoint.h"
+#include "nn/io/checkpoint.h"
 
 #endif

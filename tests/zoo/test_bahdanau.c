@@ -3,9 +3,9 @@
  * AdditiveAttention, step decoding against the teacher-forced pass, determinism, overfitting a
  * few pairs, greedy against beam 1, and the attention record of the heatmaps. */
 #include "tests/tg_test.h"
-#include "zoo/bahdanau.h"
-#include "zoo/predict.h"
-#include "zoo/seq2seq.h"
+#include "zoo/models/bahdanau.h"
+#include "zoo/app/decode.h"
+#include "zoo/app/trainer.h"
 
 #include <math.h>
 #include <stdio.h>

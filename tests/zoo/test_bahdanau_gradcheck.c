@@ -4,8 +4,8 @@
  * model with d2l's masked loss (eval, and training with a reseeded dropout), w.r.t. the data
  * inputs and every parameter. */
 #include "tests/zoo/gc_harness.h"
-#include "zoo/bahdanau.h"
-#include "zoo/seq2seq.h"
+#include "zoo/models/bahdanau.h"
+#include "zoo/app/trainer.h"
 
 #include <stdio.h>
 #include <string.h>

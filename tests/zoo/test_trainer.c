@@ -9,8 +9,8 @@
 
 #include "datasets/common.h"
 #include "tests/tg_test.h"
-#include "zoo/predict.h"
-#include "zoo/trainer.h"
+#include "zoo/app/decode.h"
+#include "zoo/app/trainer.h"
 
 static const char CORPUS[] =
     "go .\tva !\n"

@@ -1,7 +1,7 @@
 /* test_zoo_gradcheck.c -- float64 gradient checks through every zoo block at tiny sizes
  * (d = 4, 2 heads, T = 3), masks included, w.r.t. the inputs and every parameter. */
 #include "tests/zoo/gc_harness.h"
-#include "zoo/transformer.h"
+#include "zoo/models/transformer.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* test_zoo_modules.c -- SPEC.md's examples for the attention modules and the Transformer,
  * masks, causality, and incremental decoding against the full causal pass (float32). */
 #include "tests/tg_test.h"
-#include "zoo/transformer.h"
+#include "zoo/models/transformer.h"
 
 #include <math.h>
 #include <stdio.h>

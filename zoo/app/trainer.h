@@ -18,7 +18,17 @@
 #include <stdio.h>
 
 #include "datasets/fra_eng.h"
-#include "zoo/seq2seq.h"
+#include "optim/optim.h"
+#include "zoo/app/model_io.h"
+
+/* ---- the loss of d2l's train_seq2seq ---- */
+
+/* Teacher forcing: dec_in[b] = <bos> followed by tgt[b, :-1]. */
+void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in);
+/* MaskedSoftmaxCELoss: per-sequence loss (B,) = sum over t < tgt_len[b] of the cross-entropy
+ * of logits (B, T, V) against tgt, divided by T (padded positions count in the divisor). */
+ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
+                         const int32_t *tgt_len);
 
 typedef struct zoo_epoch_stats {
     double loss;          /* sum of per-sequence losses / valid target tokens */

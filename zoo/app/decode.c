@@ -1,5 +1,5 @@
 /* predict.c -- greedy and beam-search decoding, attention recording, evaluation. */
-#include "zoo/predict.h"
+#include "zoo/app/decode.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "datasets/metrics.h"
-#include "zoo/plot.h"
+#include "zoo/app/plot.h"
 
 /* Runs in eval mode with recording off; restores recording and resets the tape. */
 typedef struct eval_scope {

@@ -1,77 +1,11 @@
-/* seq2seq.c -- hyperparameter tables, model construction, d2l's masked loss, model checkpoints. */
-#include "zoo/seq2seq.h"
+/* model_io.c -- model checkpoints: parameters, vocabularies and config in one file. */
+#include "zoo/app/model_io.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "datasets/common.h"
-
-/* ---- hyperparameters ---- */
-
-zoo_hparam *zoo_hp_find(zoo_hparams *h, const char *name) {
-    for (int i = 0; i < h->n; i++)
-        if (!strcmp(h->p[i].name, name)) return &h->p[i];
-    return NULL;
-}
-
-double zoo_hp(const zoo_hparams *h, const char *name) {
-    zoo_hparam *p = zoo_hp_find((zoo_hparams *)h, name);
-    return p ? p->value : NAN;
-}
-
-int zoo_hp_set(zoo_hparams *h, const char *name, const char *text) {
-    zoo_hparam *p = zoo_hp_find(h, name);
-    if (!p) return ag_error("--%s: not a hyperparameter of this model", name);
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    bool bad = !*text || *end || errno || !isfinite(v) || v < p->min || v > p->max ||
-               (p->integer && v != floor(v));
-    if (bad)
-        return ag_error("--%s: expected %s in [%g, %g], got '%s'", name,
-                            p->integer ? "an integer" : "a number", p->min, p->max, text);
-    p->value = v;
-    return 0;
-}
-
-/* ---- models ---- */
-
-zoo_model *zoo_model_new(const zoo_model_kind *kind, const zoo_hparams *h, int src_vocab,
-                         int tgt_vocab, uint64_t seed) {
-    zoo_model *m = kind->create(h, src_vocab, tgt_vocab);
-    if (!m) return NULL;
-    if (nn_params_finalize(m->ps, seed)) {
-        zoo_model_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-void zoo_model_free(zoo_model *m) {
-    if (m) m->ops->free(m);
-}
-
-/* ---- loss ---- */
-
-void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in) {
-    for (int b = 0; b < B; b++) {
-        dec_in[(size_t)b * T] = bos;
-        memcpy(dec_in + (size_t)b * T + 1, tgt + (size_t)b * T, sizeof *dec_in * (size_t)(T - 1));
-    }
-}
-
-ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, const int32_t *tgt_len) {
-    if (!logits) return NULL;
-    int B = logits->shape[0], T = logits->shape[1];
-    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T);
-    if (!mask) return NULL;
-    for (int b = 0; b < B; b++)
-        for (int s = 0; s < T; s++) mask[(size_t)b * T + s] = s < tgt_len[b] ? 1 : 0;
-    return ag_mean(t, ag_softmax_ce(t, logits, tgt, mask), 1, false);
-}
 
 /* ---- checkpoints ---- */
 

@@ -1,5 +1,5 @@
 /* json.c -- strict recursive-descent JSON parser (see json.h). */
-#include "nn/json.h"
+#include "nn/io/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

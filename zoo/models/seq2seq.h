@@ -15,9 +15,7 @@
 #ifndef TG_ZOO_SEQ2SEQ_H
 #define TG_ZOO_SEQ2SEQ_H
 
-#include "datasets/vocab.h"
 #include "nn/nn.h"
-#include "optim/optim.h"
 
 /* ---- hyperparameters ---- */
 
@@ -90,34 +88,5 @@ extern const zoo_model_kind zoo_bahdanau_kind;
 zoo_model *zoo_model_new(const zoo_model_kind *kind, const zoo_hparams *h, int src_vocab,
                          int tgt_vocab, uint64_t seed);
 void zoo_model_free(zoo_model *m);
-
-/* ---- the loss of d2l's train_seq2seq ---- */
-
-/* Teacher forcing: dec_in[b] = <bos> followed by tgt[b, :-1]. */
-void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in);
-/* MaskedSoftmaxCELoss: per-sequence loss (B,) = sum over t < tgt_len[b] of the cross-entropy
- * of logits (B, T, V) against tgt, divided by T (padded positions count in the divisor). */
-ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
-                         const int32_t *tgt_len);
-
-/* ---- checkpoints: a model, its vocabularies, its config, and optionally the training state ----
- * Metadata keys: tapegrad.model (kind name), config.<hparam>, vocab.src / vocab.tgt (the
- * vocabulary text format of datasets/vocab.h: one token per line), plus what the caller adds
- * (the trainer adds train.* and data.*); tensors: the parameters (SPEC.md section 6 names) and
- * the optimizer state (optim.*). */
-
-/* Adds the model's parameters and metadata to ck. Returns 0 or -1 (ag_last_error). */
-int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt);
-/* Rebuilds a model from a checkpoint written by zoo_ckpt_add_model, checking that it is of
- * kind `kind` (a checkpoint of another model is an error naming both), and its vocabularies.
- * Returns 0 with *m, *src, *tgt owned by the caller, or -1 with ag_last_error(). */
-int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model **m,
-                        ds_vocab **src, ds_vocab **tgt);
-/* A plain state_dict (e.g. safetensors.torch.save_file(net.state_dict(), ...)): builds the
- * model from the given hyperparameters and vocabulary files and loads the tensors. */
-int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
-                               const zoo_hparams *h, const char *src_vocab_path,
-                               const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
-                               ds_vocab **tgt);
 
 #endif

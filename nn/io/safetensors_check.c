@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/ckpt_internal.h"
-#include "nn/json.h"
+#include "nn/io/ckpt_internal.h"
+#include "nn/io/json.h"
 
 /* Reads one tensor entry {"dtype": .., "shape": [..], "data_offsets": [b, e]}. */
 static int parse_entry(const char *src, const char *name, const js_val *e, nn_dtype *dtype,

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nn/ckpt_internal.h"
-#include "nn/json.h"
+#include "nn/io/ckpt_internal.h"
+#include "nn/io/json.h"
 
 #define MAX_HEADER ((uint64_t)100 << 20)  /* as the reference implementation: 100 MB */
 

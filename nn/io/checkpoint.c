@@ -7,8 +7,8 @@
 
 #include <xxhash.h>
 
-#include "nn/ckpt_internal.h"
-#include "nn/json.h"
+#include "nn/io/ckpt_internal.h"
+#include "nn/io/json.h"
 
 static const struct { const char *name; size_t size; } dtypes[] = {
     [NN_BOOL] = {"BOOL", 1}, [NN_U8] = {"U8", 1},     [NN_I8] = {"I8", 1},

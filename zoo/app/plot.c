@@ -1,6 +1,6 @@
 /* plot.c -- standalone SVG line charts, heatmap grids and grouped histograms. */
 #define _POSIX_C_SOURCE 200809L
-#include "zoo/plot.h"
+#include "zoo/app/plot.h"
 
 #include <math.h>
 #include <stdarg.h>

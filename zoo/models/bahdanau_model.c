@@ -7,8 +7,8 @@
  * attention at layer 0 is the last decoder step's weights (B, 1, Ts), and layer > 0 is NULL. */
 #include <stdlib.h>
 
-#include "zoo/bahdanau.h"
-#include "zoo/seq2seq.h"
+#include "zoo/models/bahdanau.h"
+#include "zoo/models/seq2seq.h"
 
 typedef struct bahdanau_model {
     zoo_model base; /* first: a zoo_model * is a bahdanau_model * */

@@ -1,5 +1,5 @@
 /* attention.c -- DotProductAttention, AdditiveAttention, MultiHeadAttention (d2l 11.3, 11.5). */
-#include "zoo/attention.h"
+#include "zoo/models/attention.h"
 
 
 int zoo_dot_attention_init(zoo_dot_attention *a, double dropout) {

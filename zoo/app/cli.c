@@ -1,6 +1,6 @@
 /* cli.c -- train / translate / eval / stats for any zoo model kind. */
 #define _POSIX_C_SOURCE 200809L
-#include "zoo/cli.h"
+#include "zoo/app/cli.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -13,9 +13,9 @@
 
 #include "datasets/common.h"
 #include "datasets/metrics.h"
-#include "zoo/plot.h"
-#include "zoo/predict.h"
-#include "zoo/trainer.h"
+#include "zoo/app/plot.h"
+#include "zoo/app/decode.h"
+#include "zoo/app/trainer.h"
 
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR NULL

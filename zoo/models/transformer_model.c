@@ -2,8 +2,8 @@
  * config) and the encoder-decoder interface over zoo/transformer.h. */
 #include <stdlib.h>
 
-#include "zoo/seq2seq.h"
-#include "zoo/transformer.h"
+#include "zoo/models/seq2seq.h"
+#include "zoo/models/transformer.h"
 
 typedef struct tf_model {
     zoo_model base; /* first: a zoo_model * is a tf_model * */

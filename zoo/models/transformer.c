@@ -1,6 +1,6 @@
 /* transformer.c -- PositionalEncoding, PositionWiseFFN, AddNorm, the blocks, the encoder-decoder
  * (d2l 11.6 and 11.7). */
-#include "zoo/transformer.h"
+#include "zoo/models/transformer.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -49,7 +49,7 @@
 #ifndef TG_ZOO_BAHDANAU_H
 #define TG_ZOO_BAHDANAU_H
 
-#include "zoo/attention.h"
+#include "zoo/models/attention.h"
 
 typedef struct zoo_bahdanau_cfg {
     int src_vocab, tgt_vocab;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/ckpt_internal.h"
+#include "nn/io/ckpt_internal.h"
 
 int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps)
 {

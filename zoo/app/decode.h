@@ -8,7 +8,7 @@
 #define TG_ZOO_PREDICT_H
 
 #include "datasets/fra_eng.h"
-#include "zoo/seq2seq.h"
+#include "zoo/models/seq2seq.h"
 
 /* Greedy decoding of B sources at once, as d2l: decoder input <bos>; at each of max_steps steps
  * take the argmax (ties: lowest id), stop a row at <eos>, else feed the token back. src is

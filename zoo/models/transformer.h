@@ -22,7 +22,7 @@
 #ifndef TG_ZOO_TRANSFORMER_H
 #define TG_ZOO_TRANSFORMER_H
 
-#include "zoo/attention.h"
+#include "zoo/models/attention.h"
 
 typedef struct zoo_transformer_cfg {
     int src_vocab, tgt_vocab;

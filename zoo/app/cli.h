@@ -15,7 +15,7 @@
 #ifndef TG_ZOO_CLI_H
 #define TG_ZOO_CLI_H
 
-#include "zoo/seq2seq.h"
+#include "zoo/models/seq2seq.h"
 
 int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv);
 

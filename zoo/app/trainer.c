@@ -1,6 +1,6 @@
 /* trainer.c -- d2l's train_seq2seq for any zoo_model, with progress, checkpoints and resume. */
 #define _POSIX_C_SOURCE 200809L
-#include "zoo/trainer.h"
+#include "zoo/app/trainer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "datasets/common.h"
-#include "zoo/plot.h"
+#include "zoo/app/plot.h"
 
 static double now(void) {
     struct timespec ts;
@@ -21,6 +21,26 @@ static optim_cfg adam_cfg(double lr, double clip) {
     optim_cfg cfg = optim_adam(lr);
     cfg.clip_norm = clip;
     return cfg;
+}
+
+
+/* ---- loss ---- */
+
+void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in) {
+    for (int b = 0; b < B; b++) {
+        dec_in[(size_t)b * T] = bos;
+        memcpy(dec_in + (size_t)b * T + 1, tgt + (size_t)b * T, sizeof *dec_in * (size_t)(T - 1));
+    }
+}
+
+ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, const int32_t *tgt_len) {
+    if (!logits) return NULL;
+    int B = logits->shape[0], T = logits->shape[1];
+    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T);
+    if (!mask) return NULL;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++) mask[(size_t)b * T + s] = s < tgt_len[b] ? 1 : 0;
+    return ag_mean(t, ag_softmax_ce(t, logits, tgt, mask), 1, false);
 }
 
 /* One row range of every batch: a model (shard 0: the trainer's; others: replicas viewing its

@@ -1,0 +1,30 @@
+/* zoo/app/model_io.h -- a zoo model in a checkpoint: its parameters, its vocabularies and its
+ * config (the trainer adds the training state), and the import of a plain PyTorch state_dict. */
+#ifndef TG_ZOO_MODEL_IO_H
+#define TG_ZOO_MODEL_IO_H
+
+#include "datasets/vocab.h"
+#include "nn/io/checkpoint.h"
+#include "zoo/models/seq2seq.h"
+
+/* ---- checkpoints: a model, its vocabularies, its config, and optionally the training state ----
+ * Metadata keys: tapegrad.model (kind name), config.<hparam>, vocab.src / vocab.tgt (the
+ * vocabulary text format of datasets/vocab.h: one token per line), plus what the caller adds
+ * (the trainer adds train.* and data.*); tensors: the parameters (SPEC.md section 6 names) and
+ * the optimizer state (optim.*). */
+
+/* Adds the model's parameters and metadata to ck. Returns 0 or -1 (ag_last_error). */
+int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt);
+/* Rebuilds a model from a checkpoint written by zoo_ckpt_add_model, checking that it is of
+ * kind `kind` (a checkpoint of another model is an error naming both), and its vocabularies.
+ * Returns 0 with *m, *src, *tgt owned by the caller, or -1 with ag_last_error(). */
+int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model **m,
+                        ds_vocab **src, ds_vocab **tgt);
+/* A plain state_dict (e.g. safetensors.torch.save_file(net.state_dict(), ...)): builds the
+ * model from the given hyperparameters and vocabulary files and loads the tensors. */
+int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
+                               const zoo_hparams *h, const char *src_vocab_path,
+                               const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
+                               ds_vocab **tgt);
+
+#endif
