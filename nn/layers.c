@@ -110,3 +110,9 @@ ag_tensor *nn_relu(const nn_ctx *c, ag_tensor *x)
     if (!c || !x) return NULL;
     return ag_relu(c->tape, x);
 }
+
+ag_tensor *nn_layer_norm_add_forward(const nn_layer_norm *ln, const nn_dropout *drop,
+                                     const nn_ctx *c, ag_tensor *x, ag_tensor *y) {
+    return ag_add_layer_norm(c->tape, x, y, drop->p, c->training, c->rng, ln->ndim, ln->weight,
+                             ln->bias, ln->eps);
+}

@@ -77,6 +77,14 @@ int nn_dropout_init(nn_dropout *d, double p);
  * c->rng; eval (c->training false) or p = 0: returns x itself. Same shape as x. */
 ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x);
 
+/* ---- LayerNorm of a residual sum (AddNorm) ------------------------------------------------ */
+
+/* LayerNorm(x + dropout(y)): the residual connection, its dropout and the normalisation in one
+ * fused op (d2l's AddNorm). x and y have one shape; the dropout is drop's (training only; the
+ * same rng state drops the same elements as nn_dropout_forward). */
+ag_tensor *nn_layer_norm_add_forward(const nn_layer_norm *ln, const nn_dropout *drop,
+                                     const nn_ctx *c, ag_tensor *x, ag_tensor *y);
+
 /* ---- ReLU ------------------------------------------------------------------------------- */
 
 /* max(x, 0) elementwise; no parameters, so no struct. */

@@ -15,7 +15,8 @@
  *   nn/params.h      the parameter store: named leaves over flat value/gradient buffers
  *   nn/layers.h      Linear, Embedding, LayerNorm, Dropout, ReLU
  *   nn/gru.h         multi-layer GRU (PyTorch layout) and its one-step function
- *   nn/checkpoint.h  safetensors checkpoints with metadata and a checksum
+ *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
+ *   nn/io/checkpoint.h  safetensors checkpoints with metadata and a checksum
  * The optimizers live in optim/optim.h.
  *
  * Errors. Usage errors inside a forward pass are reported by the autograd ops (ag's error
@@ -38,6 +39,7 @@
 #include "nn/params.h"
 #include "nn/layers.h"
 #include "nn/gru.h"
+#include "nn/attention.h"
 #include "nn/io/checkpoint.h"
 
 #endif

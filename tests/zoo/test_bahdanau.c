@@ -93,7 +93,6 @@ static void test_model_kind(void) {
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS), 1);
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_ENC_SELF), 0);
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_SELF), 0);
-    CU_ASSERT_PTR_NULL(m->ops->attention(m, ZOO_ATTN_DEC_CROSS, 0)); /* nothing decoded yet */
     ag_tensor *w = nn_params_find(m->ps, "decoder.rnn.weight_ih_l0");
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     CU_ASSERT_EQUAL(w->shape[1], 64); /* embed + hiddens */
@@ -161,20 +160,21 @@ static void test_d2l_shapes(void) {
     CU_ASSERT_EQUAL(s->enc_out->data[(1 * 7 + 3) * 16 + 5], out->data[(3 * 4 + 1) * 16 + 5]); /* permuted */
     CU_ASSERT_EQUAL(s->h0[1]->shape[0], 4);
     CU_ASSERT_EQUAL(s->h0[1]->shape[1], 16);
-    ag_tensor *y = zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 4, 7);
+    ag_tensor *weights[7] = {0};
+    ag_tensor *y = zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 4, 7, weights);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     CU_ASSERT_EQUAL(y->ndim, 3);
     CU_ASSERT_EQUAL(y->shape[0], 4);
     CU_ASSERT_EQUAL(y->shape[1], 7);
     CU_ASSERT_EQUAL(y->shape[2], 10);
-    CU_ASSERT_EQUAL(dec.n_weights, 7);
-    CU_ASSERT_EQUAL(dec.weights[6]->shape[0], 4);
-    CU_ASSERT_EQUAL(dec.weights[6]->shape[1], 1);
-    CU_ASSERT_EQUAL(dec.weights[6]->shape[2], 7);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(weights[6]);
+    CU_ASSERT_EQUAL(weights[6]->shape[0], 4);
+    CU_ASSERT_EQUAL(weights[6]->shape[1], 1);
+    CU_ASSERT_EQUAL(weights[6]->shape[2], 7);
 
     /* usage errors: NULL and a message, no crash */
     ag_set_error_handler(quiet, NULL);
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 3, 7)); /* batch 3 != 4 */
+    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 3, 7, NULL)); /* batch 3 != 4 */
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected the state's batch 4"));
     ag_tensor *bad = ag_tensor_new(t, AG_SHAPE(7, 4, 15));
     CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&dec, &c, bad, state, NULL));
@@ -214,14 +214,15 @@ static void test_attend_equals_additive_attention(void) {
     memcpy(w_fast, w->data, sizeof w_fast);
     memcpy(c_fast, ctx->data, sizeof c_fast);
     zoo_additive_attention *a = &m.bm.decoder.attention;
+    ag_tensor *ref_w;
     ag_tensor *ref = zoo_additive_attention_forward(a, &c, ag_reshape(t, q, AG_SHAPE(2, 1, 8)), all, all,
-                                                    SRC_LEN, 1);
+                                                    SRC_LEN, 1, &ref_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     double err = 0;
     for (int i = 0; i < 16; i++) err = fmax(err, fabs(ref->data[i] - c_fast[i]));
     for (int b = 0; b < 2; b++) {
-        for (int k = 0; k < 4; k++) err = fmax(err, fabs(a->base.weights->data[b * 5 + k] - w_fast[b * 4 + k]));
-        CU_ASSERT_EQUAL(a->base.weights->data[b * 5 + 4], 0);
+        for (int k = 0; k < 4; k++) err = fmax(err, fabs(ref_w->data[b * 5 + k] - w_fast[b * 4 + k]));
+        CU_ASSERT_EQUAL(ref_w->data[b * 5 + 4], 0);
     }
     CU_ASSERT_TRUE(err < 1e-6);
 
@@ -242,10 +243,11 @@ static void test_attention_masks(void) {
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
     zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_bahdanau_decode(&m.bm, &c, s, DEC_IN, 2, 4));
-    CU_ASSERT_EQUAL_FATAL(m.bm.decoder.n_weights, 4);
+    ag_tensor *weights[4] = {0};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, weights));
     for (int i = 0; i < 4; i++) {
-        const ag_tensor *w = m.bm.decoder.weights[i];
+        const ag_tensor *w = weights[i];
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
         const int Tk = w->shape[2];
         CU_ASSERT_EQUAL(Tk, 4); /* the positions >= 4 are padding in every row: left out */
         for (int b = 0; b < 2; b++) {
@@ -264,7 +266,7 @@ static void test_attention_masks(void) {
     }
     /* the weights differ between steps: the query (the decoder state) moves */
     bool differs = false;
-    for (int k = 0; k < 8; k++) differs |= m.bm.decoder.weights[0]->data[k] != m.bm.decoder.weights[3]->data[k];
+    for (int k = 0; k < 8; k++) differs |= weights[0]->data[k] != weights[3]->data[k];
     CU_ASSERT_TRUE(differs);
     ag_tape_free(t);
     nn_params_free(m.ps);
@@ -281,16 +283,17 @@ static void test_steps_equal_decode(void) {
     zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     zoo_bahdanau_state before = *s;
-    ag_tensor *full = zoo_bahdanau_decode(&m.bm, &c, s, DEC_IN, 2, 4);
+    ag_tensor *full_w[4] = {0};
+    ag_tensor *full = zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, full_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0); /* decode changed nothing */
-    ag_tensor *full_w[4];
-    memcpy(full_w, m.bm.decoder.weights, sizeof full_w);
     const int V = 11;
     double err = 0, werr = 0;
     for (int step = 0; step < 4; step++) {
         int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
-        ag_tensor *y = zoo_bahdanau_step(&m.bm, &c, s, tok, 2);
+        ag_tensor *w = NULL;
+        zoo_attn_trace tr = {.dec_cross = &w};
+        ag_tensor *y = zoo_bahdanau_step(&m.bm, &c, s, tok, 2, &tr);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->ndim, 3);
         CU_ASSERT_EQUAL(y->shape[0], 2);
@@ -299,8 +302,7 @@ static void test_steps_equal_decode(void) {
         for (int b = 0; b < 2; b++)
             for (int v = 0; v < V; v++)
                 err = fmax(err, fabs(y->data[b * V + v] - full->data[(b * 4 + step) * V + v]));
-        ag_tensor *w = m.bm.decoder.weights[0];
-        CU_ASSERT_EQUAL(m.bm.decoder.n_weights, 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
         CU_ASSERT_EQUAL_FATAL(w->numel, full_w[step]->numel);
         for (ptrdiff_t k = 0; k < w->numel; k++) werr = fmax(werr, fabs(w->data[k] - full_w[step]->data[k]));
     }
@@ -372,7 +374,7 @@ static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
     int32_t dec_in[NP * TT];
     zoo_teacher_inputs(P_TGT, NP, TT, DS_BOS, dec_in);
     nn_ctx c = {.tape = t, .training = true, .rng = r};
-    void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS);
+    void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS, NULL);
     ag_tensor *l = ag_sum(t, zoo_masked_ce(t, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN), AG_ALL, false);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
     double loss = l->data[0] * TT / (3 + 4 + 2 + 3);

@@ -52,8 +52,8 @@ static ag_tensor *run_attend(ag_tape *t, ag_tensor *const *x, void *u) {
 static ag_tensor *run_steps(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
     zoo_bahdanau_state *s = state_from(u, &c, x);
-    ag_tensor *y0 = zoo_seq2seq_attn_decoder_step(u, &c, s, (const int32_t[]){2, 2}, B);
-    ag_tensor *y1 = zoo_seq2seq_attn_decoder_step(u, &c, s, (const int32_t[]){5, 6}, B);
+    ag_tensor *y0 = zoo_seq2seq_attn_decoder_step(u, &c, s, (const int32_t[]){2, 2}, B, NULL);
+    ag_tensor *y1 = zoo_seq2seq_attn_decoder_step(u, &c, s, (const int32_t[]){5, 6}, B, NULL);
     return ag_concat(t, 2, (ag_tensor *[]){y0, y1}, 1); /* (B, 2, V) */
 }
 

@@ -10,7 +10,7 @@
 
 static ag_tensor *run_additive(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
-    return zoo_additive_attention_forward(u, &c, x[0], x[1], x[2], (const int32_t[]){2, 4, 1, 3}, 2);
+    return zoo_additive_attention_forward(u, &c, x[0], x[1], x[2], (const int32_t[]){2, 4, 1, 3}, 2, NULL);
 }
 
 static void test_additive(void) {
@@ -28,7 +28,7 @@ static void test_additive(void) {
 
 static ag_tensor *run_mha(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
-    return zoo_mha_forward(u, &c, x[0], x[1], x[1], (const int32_t[]){3, 1}, 1);
+    return zoo_mha_forward(u, &c, x[0], x[1], x[1], (const int32_t[]){3, 1}, 1, NULL);
 }
 
 static void test_mha(void) {
@@ -47,7 +47,7 @@ static void test_mha(void) {
 
 static ag_tensor *run_encoder_block(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
-    return zoo_encoder_block_forward(u, &c, x[0], (const int32_t[]){2, 3});
+    return zoo_encoder_block_forward(u, &c, x[0], (const int32_t[]){2, 3}, NULL);
 }
 
 static void test_encoder_block(void) {
@@ -63,13 +63,13 @@ static void test_encoder_block(void) {
 
 static ag_tensor *run_decoder_block(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
-    return zoo_decoder_block_forward(u, &c, x[0], NULL, x[1], (const int32_t[]){1, 2});
+    return zoo_decoder_block_forward(u, &c, x[0], NULL, x[1], (const int32_t[]){1, 2}, NULL, NULL);
 }
 
 static ag_tensor *run_decoder_block_cached(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
     return zoo_decoder_block_forward(u, &c, x[0], ag_concat(t, 2, (ag_tensor *[]){x[2], x[0]}, 1), x[1],
-                                     (const int32_t[]){1, 2});
+                                     (const int32_t[]){1, 2}, NULL, NULL);
 }
 
 static void test_decoder_block(void) {
@@ -96,7 +96,7 @@ static ag_tensor *run_transformer(ag_tape *t, ag_tensor *const *x, void *u) {
     static const int32_t src[2 * 3] = {4, 5, 3, 6, 3, 1}, src_len[2] = {3, 2};
     static const int32_t dec_in[2 * 3] = {2, 7, 8, 2, 5, 3}, labels[2 * 3] = {7, 8, 3, 5, 3, 1};
     static const ag_real mask[2 * 3] = {1, 1, 1, 1, 1, 0};
-    ag_tensor *logits = zoo_transformer_decode(u, &c, zoo_transformer_encode(u, &c, src, src_len, 2, 3), dec_in, 2, 3);
+    ag_tensor *logits = zoo_transformer_decode(u, &c, zoo_transformer_encode(u, &c, src, src_len, 2, 3, NULL), dec_in, 2, 3);
     ag_tensor *l = ag_mean(t, ag_softmax_ce(t, logits, labels, mask), 1, false); /* d2l: mean over T */
     return ag_sum(t, l, AG_ALL, false);
 }

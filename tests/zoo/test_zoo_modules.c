@@ -37,15 +37,16 @@ static void test_dot_attention_example(void) {
     nn_ctx c = {.tape = t, .training = false};
     zoo_dot_attention a;
     CU_ASSERT_EQUAL(zoo_dot_attention_init(&a, 0.5), 0);
+    ag_tensor *w;
     ag_tensor *y = zoo_dot_attention_forward(&a, &c, randn(t, AG_SHAPE(2, 1, 2)), filled(t, AG_SHAPE(2, 10, 2), 1),
-                                             d2l_values(t), (const int32_t[]){2, 6}, 1);
+                                             d2l_values(t), (const int32_t[]){2, 6}, 1, &w);
     CU_ASSERT_EQUAL(y->shape[0], 2);
     CU_ASSERT_EQUAL(y->shape[1], 1);
     CU_ASSERT_EQUAL(y->shape[2], 4);
     expect_d2l_output(y);
-    CU_ASSERT_DOUBLE_EQUAL(a.weights->data[1], 0.5, 1e-6); /* uniform over 2 valid keys */
-    CU_ASSERT_EQUAL(a.weights->data[2], 0);                /* padded keys get weight 0 */
-    CU_ASSERT_EQUAL(a.weights->data[10 + 6], 0);
+    CU_ASSERT_DOUBLE_EQUAL(w->data[1], 0.5, 1e-6); /* uniform over 2 valid keys */
+    CU_ASSERT_EQUAL(w->data[2], 0);                /* padded keys get weight 0 */
+    CU_ASSERT_EQUAL(w->data[10 + 6], 0);
     ag_tape_free(t);
 }
 
@@ -62,7 +63,7 @@ static void test_additive_attention_example(void) {
     nn_ctx c = {.tape = t, .training = false};
     ag_tensor *y = zoo_additive_attention_forward(&a, &c, randn(t, AG_SHAPE(2, 1, 20)),
                                                   filled(t, AG_SHAPE(2, 10, 2), 1), d2l_values(t),
-                                                  (const int32_t[]){2, 6}, 1);
+                                                  (const int32_t[]){2, 6}, 1, NULL);
     expect_d2l_output(y);
     ag_tape_free(t);
     nn_params_free(ps);
@@ -76,16 +77,16 @@ static void test_mha_shape(void) {
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 7), 0);
     CU_ASSERT_EQUAL(nn_params_count(ps), 4);
     nn_ctx c = {.tape = t, .training = false};
+    ag_tensor *w;
     ag_tensor *y = zoo_mha_forward(&m, &c, filled(t, AG_SHAPE(2, 4, 100), 1),
                                    filled(t, AG_SHAPE(2, 6, 100), 1), filled(t, AG_SHAPE(2, 6, 100), 1),
-                                   (const int32_t[]){3, 2}, 1);
+                                   (const int32_t[]){3, 2}, 1, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     CU_ASSERT_EQUAL(y->ndim, 3);
     CU_ASSERT_EQUAL(y->shape[0], 2);
     CU_ASSERT_EQUAL(y->shape[1], 4);
     CU_ASSERT_EQUAL(y->shape[2], 100);
     /* per head: rows b*5+h; batch 1 heads see 2 keys */
-    ag_tensor *w = m.attention.weights;
     CU_ASSERT_EQUAL(w->shape[0], 10);
     CU_ASSERT_DOUBLE_EQUAL(w->data[(size_t)7 * 4 * 6 + 1], 0.5, 1e-6);
     CU_ASSERT_EQUAL(w->data[(size_t)7 * 4 * 6 + 2], 0);
@@ -111,12 +112,12 @@ static void test_ffn_and_blocks_shapes(void) {
     for (int i = 0; i < 48; i++) CU_ASSERT_EQUAL(y->data[i], y->data[i % 8]); /* positions equal */
     ag_tensor *x = filled(t, AG_SHAPE(2, 100, 24), 1);
     const int32_t vl[2] = {3, 2};
-    ag_tensor *e = zoo_encoder_block_forward(&eb, &c, x, vl);
+    ag_tensor *e = zoo_encoder_block_forward(&eb, &c, x, vl, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     CU_ASSERT_EQUAL(e->shape[0], 2);
     CU_ASSERT_EQUAL(e->shape[1], 100);
     CU_ASSERT_EQUAL(e->shape[2], 24);
-    ag_tensor *d = zoo_decoder_block_forward(&db, &c, x, NULL, e, vl);
+    ag_tensor *d = zoo_decoder_block_forward(&db, &c, x, NULL, e, vl, NULL, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     CU_ASSERT_EQUAL(d->shape[1], 100);
     CU_ASSERT_EQUAL(d->shape[2], 24);
@@ -186,7 +187,7 @@ static void test_decoder_is_causal(void) {
     tiny_init(&m, 2, 0);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5);
+    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
     ag_tensor *a = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
     int32_t changed[8];
     memcpy(changed, DEC_IN, sizeof changed);
@@ -211,14 +212,18 @@ static void test_incremental_equals_full(void) {
     tiny_init(&m, 2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5);
+    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
     ag_tensor *full = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     int V = 11;
     double err = 0;
+    ag_tensor *w = NULL; /* the last step's cross-attention weights of block 1 */
     for (int step = 0; step < 4; step++) {
         int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
-        ag_tensor *y = zoo_transformer_step(&m.tf, &c, s, tok, 2);
+        ag_tensor *cross[2] = {0};
+        zoo_attn_trace tr = {.dec_cross = cross};
+        ag_tensor *y = zoo_transformer_step(&m.tf, &c, s, tok, 2, &tr);
+        w = cross[1]; /* (2*2, 1, 5) */
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->shape[1], 1);
         for (int b = 0; b < 2; b++)
@@ -229,7 +234,7 @@ static void test_incremental_equals_full(void) {
     CU_ASSERT_EQUAL(s->steps, 4);
     CU_ASSERT_EQUAL(s->cache[1]->shape[1], 4);
     /* the cross-attention never looks at padded source positions */
-    ag_tensor *w = m.tf.dec[1].attention2.attention.weights; /* (2*2, 1, 5) */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     for (int h = 0; h < 2; h++) {
         for (int k = 4; k < 5; k++) CU_ASSERT_EQUAL(w->data[(0 * 2 + h) * 5 + k], 0);
         for (int k = 2; k < 5; k++) CU_ASSERT_EQUAL(w->data[(1 * 2 + h) * 5 + k], 0);
@@ -248,7 +253,7 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng r;
         ag_rng_seed(&r, 5);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
-        ag_tensor *y = zoo_transformer_decode(&m.tf, &c, zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5),
+        ag_tensor *y = zoo_transformer_decode(&m.tf, &c, zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL),
                                               DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         if (run == 0) memcpy(first, y->data, sizeof first);

@@ -40,17 +40,28 @@ static int32_t argmax(const ag_real *x, int n) {
 
 /* ---- greedy ---- */
 
-typedef void (*step_hook)(zoo_model *m, int step, void *user);
+/* Called after the encoder (step -1) and after each decoding step with the trace that received
+ * their attention weights. */
+typedef void (*step_hook)(zoo_model *m, int step, const zoo_attn_trace *trace, void *user);
 
 static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
                   int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len,
                   step_hook hook, void *user) {
     eval_scope sc = scope_begin(t);
-    void *state = m->ops->encode(m, &sc.c, src, src_len, B, Ts);
+    zoo_attn_trace trace = {0}, *tr = NULL;
+    if (hook) {
+        size_t n = (size_t)(m->layers > 0 ? m->layers : 1);
+        ag_tensor **w = ag_tape_alloc(t, sizeof *w * 3 * n);
+        if (!w) return op_failed(&sc, "encoding");
+        memset(w, 0, sizeof *w * 3 * n);
+        trace = (zoo_attn_trace){w, w + n, w + 2 * n};
+        tr = &trace;
+    }
+    void *state = m->ops->encode(m, &sc.c, src, src_len, B, Ts, tr);
     int32_t *tok = ag_tape_alloc(t, sizeof *tok * (size_t)B);
     bool *done = ag_tape_alloc(t, sizeof *done * (size_t)B);
     if (!state || !tok || !done) return op_failed(&sc, "encoding");
-    if (hook) hook(m, -1, user);
+    if (hook) hook(m, -1, tr, user);
     for (int b = 0; b < B; b++) {
         tok[b] = bos;
         done[b] = false;
@@ -58,9 +69,9 @@ static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *s
     }
     int V = m->tgt_vocab, alive = B;
     for (int s = 0; s < max_steps && alive; s++) {
-        ag_tensor *y = m->ops->step(m, &sc.c, state, tok, B);
+        ag_tensor *y = m->ops->step(m, &sc.c, state, tok, B, tr);
         if (!y) return op_failed(&sc, "decoding");
-        if (hook) hook(m, s, user);
+        if (hook) hook(m, s, tr, user);
         for (int b = 0; b < B; b++) {
             tok[b] = argmax(y->data + (size_t)b * V, V);
             if (done[b]) continue;
@@ -123,7 +134,7 @@ int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t src_le
         lens[k] = src_len;
     }
     eval_scope sc = scope_begin(t);
-    void *state = m->ops->encode(m, &sc.c, srcs, lens, K, Ts);
+    void *state = m->ops->encode(m, &sc.c, srcs, lens, K, Ts, NULL);
     if (!state) {
         op_failed(&sc, "encoding");
         goto done;
@@ -262,15 +273,15 @@ static void copy_weights(zoo_attn_map *mp, int layer, const ag_tensor *w, int ro
             }
 }
 
-static void record_hook(zoo_model *m, int step, void *user) {
+static void record_hook(zoo_model *m, int step, const zoo_attn_trace *tr, void *user) {
     zoo_attn_record *rec = user;
     for (int l = 0; l < m->layers; l++) {
         if (step < 0) {
-            if (rec->enc_self.w) copy_weights(&rec->enc_self, l, m->ops->attention(m, ZOO_ATTN_ENC_SELF, l), -1);
+            if (rec->enc_self.w) copy_weights(&rec->enc_self, l, tr->enc_self[l], -1);
             continue;
         }
-        if (rec->dec_self.w) copy_weights(&rec->dec_self, l, m->ops->attention(m, ZOO_ATTN_DEC_SELF, l), step);
-        if (rec->dec_cross.w) copy_weights(&rec->dec_cross, l, m->ops->attention(m, ZOO_ATTN_DEC_CROSS, l), step);
+        if (rec->dec_self.w) copy_weights(&rec->dec_self, l, tr->dec_self[l], step);
+        if (rec->dec_cross.w) copy_weights(&rec->dec_cross, l, tr->dec_cross[l], step);
     }
     if (step >= 0) rec->steps = step + 1;
 }

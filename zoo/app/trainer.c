@@ -155,7 +155,7 @@ static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t 
     int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * T);
     if (!dec_in) return -1;
     zoo_teacher_inputs(b->tgt + off, B, T, bos, dec_in);
-    void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T);
+    void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T, NULL);
     ag_tensor *l = zoo_masked_ce(t, m->ops->decode(m, &c, state, dec_in, B, T), b->tgt + off,
                                  b->tgt_valid_len + r0);
     ag_tensor *loss = ag_sum(t, l, AG_ALL, false);

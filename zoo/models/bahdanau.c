@@ -62,7 +62,7 @@ int zoo_seq2seq_attn_decoder_init(zoo_seq2seq_attn_decoder *d, nn_params *ps, co
     return nn_linear_init(&d->dense, ps, nn_join(p, sizeof p, prefix, "dense"), hiddens, vocab, true);
 }
 
-zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(zoo_seq2seq_attn_decoder *d,
+zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(const zoo_seq2seq_attn_decoder *d,
                                                         const nn_ctx *c, ag_tensor *enc_outputs,
                                                         ag_tensor *enc_state,
                                                         const int32_t *enc_valid) {
@@ -97,13 +97,11 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(zoo_seq2seq_attn_decoder
     if (!s || (enc_valid && !lens)) return NULL;
     memset(s, 0, sizeof *s);
     if (enc_valid) memcpy(lens, enc_valid, sizeof *lens * (size_t)B);
-    d->weights = NULL; /* a new sequence: no step taken yet */
-    d->n_weights = 0;
     /* d2l: outputs.permute(1, 0, 2) -> (B, Ts, H), here its first Tk positions (B, Tk, H): the
      * keys and values of every step's attention */
     s->enc_out = ag_contiguous(t, ag_transpose(t, ag_narrow(t, enc_outputs, 0, 0, Tk), 0, 1));
     /* W_k enc_out (B, Tk, H): the key half of AdditiveAttention's features, step-independent */
-    s->keys = nn_linear_forward(&d->attention.W_k, c, s->enc_out);
+    s->keys = zoo_additive_attention_keys(&d->attention, c, s->enc_out);
     if (!s->keys || nn_gru_state_split(&d->rnn, c, enc_state, s->h0)) return NULL;
     memcpy(s->h, s->h0, sizeof s->h);
     s->enc_valid = lens;
@@ -114,7 +112,7 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(zoo_seq2seq_attn_decoder
     return s;
 }
 
-ag_tensor *zoo_seq2seq_attn_decoder_attend(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+ag_tensor *zoo_seq2seq_attn_decoder_attend(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                            const zoo_bahdanau_state *s, ag_tensor *query,
                                            ag_tensor **weights_out) {
     if (weights_out) *weights_out = NULL;
@@ -126,22 +124,17 @@ ag_tensor *zoo_seq2seq_attn_decoder_attend(zoo_seq2seq_attn_decoder *d, const nn
         return ag_report(c->tape, "attention decoder: query %s, expected (B = %d, H = %d)",
                                 ag_shape_str(query, sq, sizeof sq), B, H);
     }
-    /* scores (B, 1, Tk) = w_v tanh(W_q q [B, 1, H] + keys [B, Tk, H]): one query per row */
-    ag_tensor *qp = ag_reshape(t, nn_linear_forward(&d->attention.W_q, c, query), AG_SHAPE(B, 1, H));
-    ag_tensor *scores = ag_additive_scores(t, qp, s->keys, ag_reshape(t, d->attention.w_v.weight, AG_SHAPE(H)));
-    ag_tensor *w = ag_masked_softmax(t, scores, s->enc_valid, 1);
-    d->attention.base.weights = w;
-    /* context (B, 1, H) = dropout(w) enc_out */
-    ag_tensor *ctx = ag_matmul(t, nn_dropout_forward(&d->attention.base.dropout, c, w), s->enc_out);
-    ctx = ag_reshape(t, ctx, AG_SHAPE(B, H));
-    if (ctx && weights_out) *weights_out = w;
-    return ctx;
+    /* context (B, 1, H) = dropout(masked_softmax(w_v tanh(W_q q + keys))) enc_out, one query
+     * (B, 1, H) per row against the precomputed keys (B, Tk, H) */
+    ag_tensor *ctx = zoo_additive_attention_attend(&d->attention, c, ag_reshape(t, query, AG_SHAPE(B, 1, H)),
+                                                   s->keys, s->enc_out, s->enc_valid, 1, weights_out);
+    return ag_reshape(t, ctx, AG_SHAPE(B, H));
 }
 
 /* One decoder step from h (L pointers (B, H), replaced by the new state) with the embedded
  * input token e (B, E): context = attention(h[L-1]); x = concat(context, e) (B, H + E); GRU
  * step. Returns the new h[L-1] (B, H), or NULL (h unchanged). *w gets the attention weights. */
-static ag_tensor *one_step(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+static ag_tensor *one_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                            const zoo_bahdanau_state *s, ag_tensor **h, ag_tensor *e,
                            ag_tensor **w) {
     ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(d, c, s, h[d->layers - 1], w);
@@ -158,17 +151,16 @@ static bool check_batch(const nn_ctx *c, const zoo_bahdanau_state *s, int B, int
     return false;
 }
 
-ag_tensor *zoo_seq2seq_attn_decoder_forward(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                             const zoo_bahdanau_state *s, const int32_t *dec_in,
-                                            int B, int T) {
+                                            int B, int T, ag_tensor **weights) {
     if (!d || !c || !s || !dec_in) return NULL;
     if (!check_batch(c, s, B, T, "forward")) return NULL;
     ag_tape *t = c->tape;
     const int E = d->embed, H = d->hiddens;
     const int32_t *ids = time_major(t, dec_in, B, T);
     ag_tensor **outs = ag_tape_alloc(t, sizeof *outs * (size_t)T);
-    ag_tensor **weights = ag_tape_alloc(t, sizeof *weights * (size_t)T);
-    if (!ids || !outs || !weights) return NULL;
+    if (!ids || !outs) return NULL;
     /* all T embeddings at once: (T, B, E); step `i` reads the contiguous slice (B, E) */
     ag_tensor *emb = nn_embedding_forward(&d->embedding, c, ids, AG_SHAPE(T, B));
     if (!emb) return NULL;
@@ -176,33 +168,28 @@ ag_tensor *zoo_seq2seq_attn_decoder_forward(zoo_seq2seq_attn_decoder *d, const n
     memcpy(h, s->h0, sizeof h); /* from the encoder's state; s itself is not touched */
     for (int i = 0; i < T; i++) {
         ag_tensor *e = ag_reshape(t, ag_narrow(t, emb, 0, i, 1), AG_SHAPE(B, E));
-        ag_tensor *out = one_step(d, c, s, h, e, &weights[i]);
+        ag_tensor *out = one_step(d, c, s, h, e, weights ? &weights[i] : NULL);
         outs[i] = ag_reshape(t, out, AG_SHAPE(B, 1, H));
         if (!outs[i]) return NULL;
     }
-    d->weights = weights;
-    d->n_weights = T;
     /* dense on all outputs at once: (B, T, H) -> (B, T, V) */
     return nn_linear_forward(&d->dense, c, ag_concat(t, T, outs, 1));
 }
 
-ag_tensor *zoo_seq2seq_attn_decoder_step(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
-                                         zoo_bahdanau_state *s, const int32_t *tokens, int B) {
+ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                         zoo_bahdanau_state *s, const int32_t *tokens, int B,
+                                         ag_tensor **weights) {
     if (!d || !c || !s || !tokens) return NULL;
     if (!check_batch(c, s, B, 1, "step")) return NULL;
     ag_tape *t = c->tape;
-    ag_tensor **weights = ag_tape_alloc(t, sizeof *weights);
-    if (!weights) return NULL;
     ag_tensor *h[NN_GRU_MAX_LAYERS];
     memcpy(h, s->h, sizeof h);
     ag_tensor *e = nn_embedding_forward(&d->embedding, c, tokens, AG_SHAPE(B)); /* (B, E) */
-    ag_tensor *out = one_step(d, c, s, h, e, &weights[0]);
+    ag_tensor *out = one_step(d, c, s, h, e, weights);
     ag_tensor *logits = nn_linear_forward(&d->dense, c, ag_reshape(t, out, AG_SHAPE(B, 1, d->hiddens)));
     if (!logits) return NULL;
     memcpy(s->h, h, sizeof s->h);
     s->steps++;
-    d->weights = weights;
-    d->n_weights = 1;
     return logits;
 }
 
@@ -225,7 +212,7 @@ int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *c
                                          k->hiddens, k->layers, k->dropout);
 }
 
-zoo_bahdanau_state *zoo_bahdanau_encode(zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
+zoo_bahdanau_state *zoo_bahdanau_encode(const zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
                                         const int32_t *src_len, int B, int Ts) {
     if (!bm || !c || !src || !src_len) return NULL;
     ag_tensor *state;
@@ -233,12 +220,14 @@ zoo_bahdanau_state *zoo_bahdanau_encode(zoo_bahdanau *bm, const nn_ctx *c, const
     return zoo_seq2seq_attn_decoder_init_state(&bm->decoder, c, out, state, src_len);
 }
 
-ag_tensor *zoo_bahdanau_decode(zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,
+ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,
                                const int32_t *dec_in, int B, int T) {
-    return bm ? zoo_seq2seq_attn_decoder_forward(&bm->decoder, c, s, dec_in, B, T) : NULL;
+    return bm ? zoo_seq2seq_attn_decoder_forward(&bm->decoder, c, s, dec_in, B, T, NULL) : NULL;
 }
 
-ag_tensor *zoo_bahdanau_step(zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
-                             const int32_t *tokens, int B) {
-    return bm ? zoo_seq2seq_attn_decoder_step(&bm->decoder, c, s, tokens, B) : NULL;
+ag_tensor *zoo_bahdanau_step(const zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
+                             const int32_t *tokens, int B, const zoo_attn_trace *trace) {
+    return bm ? zoo_seq2seq_attn_decoder_step(&bm->decoder, c, s, tokens, B,
+                                              trace && trace->dec_cross ? &trace->dec_cross[0] : NULL)
+              : NULL;
 }

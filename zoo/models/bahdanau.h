@@ -97,10 +97,6 @@ typedef struct zoo_seq2seq_attn_decoder {
     nn_gru rnn;                        /* prefix.rnn: GRU(E + H, H, L, dropout) */
     nn_linear dense;                   /* prefix.dense: H -> vocab, with bias */
     int vocab, embed, hiddens, layers;
-    /* The attention weights of the last forward or step, one (B, 1, Tk) tensor per decoder
-     * step (d2l's _attention_weights): weights[0 .. n_weights-1], on that call's tape. */
-    ag_tensor **weights;
-    int n_weights;
 } zoo_seq2seq_attn_decoder;
 
 /* Registers prefix.attention.{W_k,W_q,w_v}.weight, prefix.embedding.weight, prefix.rnn.*,
@@ -118,30 +114,32 @@ int zoo_seq2seq_attn_decoder_init(zoo_seq2seq_attn_decoder *d, nn_params *ps, co
  * skipping them saves the features, the tanh and the scores of the padding (the d2l batches
  * pad sources of about 4 valid tokens to 10). The weights kept are then (B, 1, Tk); the
  * positions Tk..Ts-1 have weight 0. */
-zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(zoo_seq2seq_attn_decoder *d,
+zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(const zoo_seq2seq_attn_decoder *d,
                                                         const nn_ctx *c, ag_tensor *enc_outputs,
                                                         ag_tensor *enc_state,
                                                         const int32_t *enc_valid);
 
 /* The attention of one step with the state's precomputed keys: query (B, H) -> context (B, H)
  * = dropout(a) enc_out with a = masked_softmax(w_v tanh(W_q query + keys)) (B, 1, Tk), which
- * is also stored in d->attention.base.weights and, when weights_out is not NULL, *weights_out.
+ * goes to *weights_out when weights_out is not NULL.
  * Equals zoo_additive_attention_forward(&d->attention, c, query as (B, 1, H), E, E, enc_valid,
  * 1) reshaped to (B, H), E the encoder outputs as (B, Ts, H) (its weights: a, then zeros). */
-ag_tensor *zoo_seq2seq_attn_decoder_attend(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+ag_tensor *zoo_seq2seq_attn_decoder_attend(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                            const zoo_bahdanau_state *s, ag_tensor *query,
                                            ag_tensor **weights_out);
 
 /* Teacher-forced pass: dec_in (B, T) -> logits (B, T, vocab), starting from the encoder's
- * state s->h0 whatever steps were taken; leaves s unchanged. Keeps T attention weights. */
-ag_tensor *zoo_seq2seq_attn_decoder_forward(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+ * state s->h0 whatever steps were taken; leaves s unchanged. weights: NULL, or an array of T
+ * that receives each step's attention weights (B, 1, Tk) (d2l's _attention_weights). */
+ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                             const zoo_bahdanau_state *s, const int32_t *dec_in,
-                                            int B, int T);
+                                            int B, int T, ag_tensor **weights);
 
 /* One step: tokens (B,) -> logits (B, 1, vocab); advances s->h and s->steps (s->h unchanged on
- * error). Keeps that step's attention weights (n_weights 1). */
-ag_tensor *zoo_seq2seq_attn_decoder_step(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
-                                         zoo_bahdanau_state *s, const int32_t *tokens, int B);
+ * error). weights: NULL, or receives the step's attention weights (B, 1, Tk). */
+ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                         zoo_bahdanau_state *s, const int32_t *tokens, int B,
+                                         ag_tensor **weights);
 
 /* ---- the model ---- */
 
@@ -157,13 +155,14 @@ int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *c
 
 /* src (B, Ts) ids, src_len (B,) valid lengths (used by the attention only). Returns the
  * decoder's initial state on c->tape, or NULL after an error. */
-zoo_bahdanau_state *zoo_bahdanau_encode(zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
+zoo_bahdanau_state *zoo_bahdanau_encode(const zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
                                         const int32_t *src_len, int B, int Ts);
 /* zoo_seq2seq_attn_decoder_forward on the model's decoder. */
-ag_tensor *zoo_bahdanau_decode(zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,
+ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,
                                const int32_t *dec_in, int B, int T);
-/* zoo_seq2seq_attn_decoder_step on the model's decoder. */
-ag_tensor *zoo_bahdanau_step(zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
-                             const int32_t *tokens, int B);
+/* zoo_seq2seq_attn_decoder_step on the model's decoder; trace (or NULL) receives its
+ * attention weights in dec_cross[0]. */
+ag_tensor *zoo_bahdanau_step(const zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
+                             const int32_t *tokens, int B, const zoo_attn_trace *trace);
 
 #endif

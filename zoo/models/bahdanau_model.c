@@ -3,8 +3,7 @@
  *
  * Attention for the heatmaps: the model has one attention, the decoder's cross-attention over
  * the encoder outputs, with one head. So zoo_model.layers is 1 here (attention layers, which
- * is what the predictor loops over), not the GRU's layers (hyperparameter "layers"); the
- * attention at layer 0 is the last decoder step's weights (B, 1, Ts), and layer > 0 is NULL. */
+ * is what the decoder's trace holds), not the GRU's layers (hyperparameter "layers"). */
 #include <stdlib.h>
 
 #include "zoo/models/bahdanau.h"
@@ -15,35 +14,31 @@ typedef struct bahdanau_model {
     zoo_bahdanau bm;
 } bahdanau_model;
 
-static zoo_bahdanau *bm_of(zoo_model *m) { return &((bahdanau_model *)m)->bm; }
+static const zoo_bahdanau *bm_of(const zoo_model *m) { return &((const bahdanau_model *)m)->bm; }
 
-static void *bm_encode(zoo_model *m, const nn_ctx *c, const int32_t *src, const int32_t *src_len,
-                       int B, int Ts) {
+static void *bm_encode(const zoo_model *m, const nn_ctx *c, const int32_t *src,
+                       const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace) {
+    (void)trace; /* no encoder attention */
     return zoo_bahdanau_encode(bm_of(m), c, src, src_len, B, Ts);
 }
-static ag_tensor *bm_decode(zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in, int B,
+static ag_tensor *bm_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in, int B,
                             int T) {
     return zoo_bahdanau_decode(bm_of(m), c, s, dec_in, B, T);
 }
-static ag_tensor *bm_step(zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens, int B) {
-    return zoo_bahdanau_step(bm_of(m), c, s, tokens, B);
+static ag_tensor *bm_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens, int B,
+                          const zoo_attn_trace *trace) {
+    return zoo_bahdanau_step(bm_of(m), c, s, tokens, B, trace);
 }
 static int bm_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
     (void)m;
     return kind == ZOO_ATTN_DEC_CROSS ? 1 : 0; /* no self-attention anywhere */
-}
-static ag_tensor *bm_attention(zoo_model *m, zoo_attn_kind kind, int layer) {
-    const zoo_seq2seq_attn_decoder *d = &bm_of(m)->decoder;
-    if (kind != ZOO_ATTN_DEC_CROSS || layer != 0 || !d->weights || d->n_weights < 1) return NULL;
-    return d->weights[d->n_weights - 1];
 }
 static void bm_free(zoo_model *m) {
     nn_params_free(m->ps); /* zoo_bahdanau owns no memory of its own */
     free(m);
 }
 
-static const zoo_model_ops bm_ops = {bm_encode, bm_decode, bm_step, bm_attn_heads, bm_attention,
-                                      bm_free};
+static const zoo_model_ops bm_ops = {bm_encode, bm_decode, bm_step, bm_attn_heads, bm_free};
 
 static zoo_model *bm_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) {
     bahdanau_model *m = calloc(1, sizeof *m);

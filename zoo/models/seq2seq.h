@@ -6,16 +6,17 @@
  * table), its trainer defaults, and a constructor. A model (zoo_model) is an instance: its
  * parameter store and a table of functions (zoo_model_ops):
  *
- *     state  = ops->encode(m, &c, src, src_len, B, Ts)      (on the tape)
- *     logits = ops->decode(m, &c, state, dec_in, B, T)      teacher-forced, (B, T, V)
- *     logits = ops->step(m, &c, state, tokens, B)           one token, (B, 1, V), advances state
+ *     state  = ops->encode(m, &c, src, src_len, B, Ts, trace)   (on the tape)
+ *     logits = ops->decode(m, &c, state, dec_in, B, T)          teacher-forced, (B, T, V)
+ *     logits = ops->step(m, &c, state, tokens, B, trace)        one token, (B, 1, V), advances state
  *
- * decode never changes the state; step gives decode's outputs for the same prefix.
+ * decode never changes the state; step gives decode's outputs for the same prefix. A model is
+ * never changed by a forward: trace (or NULL) is where the attention weights go.
  */
 #ifndef TG_ZOO_SEQ2SEQ_H
 #define TG_ZOO_SEQ2SEQ_H
 
-#include "nn/nn.h"
+#include "zoo/models/attention.h"
 
 /* ---- hyperparameters ---- */
 
@@ -49,17 +50,14 @@ typedef struct zoo_model zoo_model;
 typedef enum zoo_attn_kind { ZOO_ATTN_ENC_SELF, ZOO_ATTN_DEC_SELF, ZOO_ATTN_DEC_CROSS } zoo_attn_kind;
 
 typedef struct zoo_model_ops {
-    void *(*encode)(zoo_model *m, const nn_ctx *c, const int32_t *src, const int32_t *src_len,
-                    int B, int Ts);
-    ag_tensor *(*decode)(zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in, int B,
-                         int T);
-    ag_tensor *(*step)(zoo_model *m, const nn_ctx *c, void *state, const int32_t *tokens, int B);
+    void *(*encode)(const zoo_model *m, const nn_ctx *c, const int32_t *src,
+                    const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace);
+    ag_tensor *(*decode)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
+                         int B, int T);
+    ag_tensor *(*step)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *tokens,
+                       int B, const zoo_attn_trace *trace);
     /* Heads of the attention of this kind (0: the model has none). */
     int (*attn_heads)(const zoo_model *m, zoo_attn_kind kind);
-    /* Attention weights of the last encode (ENC_SELF) or step (DEC_*) at layer `layer`
-     * (0 <= layer < m->layers), rows b * heads + h: (B * heads, Tq, Tk); valid until the tape
-     * is reset; NULL when the model has no such attention. */
-    ag_tensor *(*attention)(zoo_model *m, zoo_attn_kind kind, int layer);
     void (*free)(zoo_model *m);
 } zoo_model_ops;
 

@@ -73,10 +73,9 @@ int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim
                               NN_LAYER_NORM_EPS);
 }
 
-/* LayerNorm(dropout(y) + x): one fused op, ag_add_layer_norm. */
+/* LayerNorm(dropout(y) + x): one fused op, nn_layer_norm_add_forward. */
 ag_tensor *zoo_addnorm_forward(const zoo_addnorm *a, const nn_ctx *c, ag_tensor *x, ag_tensor *y) {
-    return ag_add_layer_norm(c->tape, x, y, a->dropout.p, c->training, c->rng, a->ln.ndim,
-                             a->ln.weight, a->ln.bias, a->ln.eps);
+    return nn_layer_norm_add_forward(&a->ln, &a->dropout, c, x, y);
 }
 
 /* ---- blocks ---- */
@@ -97,10 +96,10 @@ int zoo_encoder_block_init(zoo_encoder_block *b, nn_params *ps, const char *pref
                : 0;
 }
 
-ag_tensor *zoo_encoder_block_forward(zoo_encoder_block *b, const nn_ctx *c, ag_tensor *x,
-                                     const int32_t *valid_lens) {
+ag_tensor *zoo_encoder_block_forward(const zoo_encoder_block *b, const nn_ctx *c, ag_tensor *x,
+                                     const int32_t *valid_lens, ag_tensor **weights) {
     ag_tensor *y = zoo_addnorm_forward(&b->addnorm1, c, x,
-                                       zoo_mha_forward(&b->attention, c, x, x, x, valid_lens, 1));
+                                       zoo_mha_forward(&b->attention, c, x, x, x, valid_lens, 1, weights));
     return zoo_addnorm_forward(&b->addnorm2, c, y, zoo_ffn_forward(&b->ffn, c, y));
 }
 
@@ -133,9 +132,10 @@ static const int32_t *causal_lens(ag_tape *t, int B, int T) {
     return v;
 }
 
-ag_tensor *zoo_decoder_block_forward(zoo_decoder_block *b, const nn_ctx *c, ag_tensor *x,
+ag_tensor *zoo_decoder_block_forward(const zoo_decoder_block *b, const nn_ctx *c, ag_tensor *x,
                                      ag_tensor *keys, ag_tensor *enc_out,
-                                     const int32_t *enc_valid) {
+                                     const int32_t *enc_valid, ag_tensor **self_weights,
+                                     ag_tensor **cross_weights) {
     if (!x) return NULL;
     const int32_t *self_lens = NULL;
     if (!keys) {
@@ -144,9 +144,10 @@ ag_tensor *zoo_decoder_block_forward(zoo_decoder_block *b, const nn_ctx *c, ag_t
         if (!self_lens) return NULL;
     }
     ag_tensor *y = zoo_addnorm_forward(
-        &b->addnorm1, c, x, zoo_mha_forward(&b->attention1, c, x, keys, keys, self_lens, self_lens ? 2 : 0));
+        &b->addnorm1, c, x, zoo_mha_forward(&b->attention1, c, x, keys, keys, self_lens, self_lens ? 2 : 0,
+                                          self_weights));
     ag_tensor *z = zoo_addnorm_forward(
-        &b->addnorm2, c, y, zoo_mha_forward(&b->attention2, c, y, enc_out, enc_out, enc_valid, 1));
+        &b->addnorm2, c, y, zoo_mha_forward(&b->attention2, c, y, enc_out, enc_out, enc_valid, 1, cross_weights));
     return zoo_addnorm_forward(&b->addnorm3, c, z, zoo_ffn_forward(&b->ffn, c, z));
 }
 
@@ -196,8 +197,9 @@ static ag_tensor *embed(const zoo_transformer *tf, const nn_embedding *e, const 
     return zoo_pos_encoding_forward(&tf->pos, c, ag_scale(c->tape, x, sqrt((double)tf->cfg.hiddens)), offset);
 }
 
-zoo_tf_state *zoo_transformer_encode(zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
-                                     const int32_t *src_len, int B, int Ts) {
+zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
+                                     const int32_t *src_len, int B, int Ts,
+                                     const zoo_attn_trace *trace) {
     zoo_tf_state *s = ag_tape_alloc(c->tape, sizeof *s);
     int32_t *lens = ag_tape_alloc(c->tape, sizeof *lens * (size_t)B);
     ag_tensor **cache = ag_tape_alloc(c->tape, sizeof *cache * (size_t)tf->cfg.layers);
@@ -205,30 +207,34 @@ zoo_tf_state *zoo_transformer_encode(zoo_transformer *tf, const nn_ctx *c, const
     memcpy(lens, src_len, sizeof *lens * (size_t)B);
     memset(cache, 0, sizeof *cache * (size_t)tf->cfg.layers);
     ag_tensor *x = embed(tf, &tf->enc_embedding, c, src, B, Ts, 0);
-    for (int i = 0; i < tf->cfg.layers; i++) x = zoo_encoder_block_forward(&tf->enc[i], c, x, lens);
+    for (int i = 0; i < tf->cfg.layers; i++)
+        x = zoo_encoder_block_forward(&tf->enc[i], c, x, lens,
+                                      trace && trace->enc_self ? &trace->enc_self[i] : NULL);
     if (!x) return NULL;
     *s = (zoo_tf_state){.enc_out = x, .enc_valid = lens, .cache = cache, .steps = 0};
     return s;
 }
 
-ag_tensor *zoo_transformer_decode(zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T) {
     if (!s) return NULL;
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, dec_in, B, T, 0);
     for (int i = 0; i < tf->cfg.layers; i++)
-        x = zoo_decoder_block_forward(&tf->dec[i], c, x, NULL, s->enc_out, s->enc_valid);
+        x = zoo_decoder_block_forward(&tf->dec[i], c, x, NULL, s->enc_out, s->enc_valid, NULL, NULL);
     return nn_linear_forward(&tf->dense, c, x);
 }
 
-ag_tensor *zoo_transformer_step(zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                                const int32_t *tokens, int B) {
+ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                                const int32_t *tokens, int B, const zoo_attn_trace *trace) {
     if (!s) return NULL;
     int pos = tf->cfg.d2l_step_positions ? 0 : s->steps;
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, tokens, B, 1, pos);
     for (int i = 0; i < tf->cfg.layers && x; i++) {
         ag_tensor *keys = s->cache[i] ? ag_concat(c->tape, 2, (ag_tensor *[]){s->cache[i], x}, 1) : x;
         s->cache[i] = keys;
-        x = zoo_decoder_block_forward(&tf->dec[i], c, x, keys, s->enc_out, s->enc_valid);
+        x = zoo_decoder_block_forward(&tf->dec[i], c, x, keys, s->enc_out, s->enc_valid,
+                                      trace && trace->dec_self ? &trace->dec_self[i] : NULL,
+                                      trace && trace->dec_cross ? &trace->dec_cross[i] : NULL);
     }
     s->steps++;
     return nn_linear_forward(&tf->dense, c, x);

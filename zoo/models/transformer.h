@@ -77,9 +77,10 @@ typedef struct zoo_encoder_block {
 int zoo_encoder_block_init(zoo_encoder_block *b, nn_params *ps, const char *prefix, int hiddens,
                            int norm_ndim, const int *norm_shape, int ffn_hiddens, int heads,
                            double dropout);
-/* x (B, T, H), valid_lens (B,) or NULL -> (B, T, H). */
-ag_tensor *zoo_encoder_block_forward(zoo_encoder_block *b, const nn_ctx *c, ag_tensor *x,
-                                     const int32_t *valid_lens);
+/* x (B, T, H), valid_lens (B,) or NULL -> (B, T, H). weights: NULL, or receives the
+ * self-attention weights (B heads, T, T). */
+ag_tensor *zoo_encoder_block_forward(const zoo_encoder_block *b, const nn_ctx *c, ag_tensor *x,
+                                     const int32_t *valid_lens, ag_tensor **weights);
 
 typedef struct zoo_decoder_block {
     zoo_mha attention1;  /* self-attention */
@@ -95,10 +96,12 @@ int zoo_decoder_block_init(zoo_decoder_block *b, nn_params *ps, const char *pref
                            double dropout);
 /* x (B, T, H). keys NULL: self-attention over x with the causal mask (the full pass); else
  * self-attention over keys (B, Tk, H) without a mask (the cached step). enc_out (B, Ts, H) with
- * enc_valid (B,). -> (B, T, H). */
-ag_tensor *zoo_decoder_block_forward(zoo_decoder_block *b, const nn_ctx *c, ag_tensor *x,
+ * enc_valid (B,). -> (B, T, H). self_weights and cross_weights: NULL, or receive the weights
+ * of the two attentions. */
+ag_tensor *zoo_decoder_block_forward(const zoo_decoder_block *b, const nn_ctx *c, ag_tensor *x,
                                      ag_tensor *keys, ag_tensor *enc_out,
-                                     const int32_t *enc_valid);
+                                     const int32_t *enc_valid, ag_tensor **self_weights,
+                                     ag_tensor **cross_weights);
 
 /* ---- the model ---- */
 
@@ -125,14 +128,16 @@ typedef struct zoo_tf_state {
     int steps;                /* tokens decoded by zoo_transformer_step */
 } zoo_tf_state;
 
-/* src (B, Ts) ids, src_len (B,). Returns the state on c->tape, or NULL after an error. */
-zoo_tf_state *zoo_transformer_encode(zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
-                                     const int32_t *src_len, int B, int Ts);
+/* src (B, Ts) ids, src_len (B,). Returns the state on c->tape, or NULL after an error. trace
+ * (or NULL) receives the encoder's self-attention weights. */
+zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
+                                     const int32_t *src_len, int B, int Ts,
+                                     const zoo_attn_trace *trace);
 /* Teacher-forced causal pass: dec_in (B, T) -> logits (B, T, tgt_vocab). Leaves s unchanged. */
-ag_tensor *zoo_transformer_decode(zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T);
 /* One step: tokens (B,) -> logits (B, 1, tgt_vocab); extends the caches. */
-ag_tensor *zoo_transformer_step(zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                                const int32_t *tokens, int B);
+ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                                const int32_t *tokens, int B, const zoo_attn_trace *trace);
 
 #endif

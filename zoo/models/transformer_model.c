@@ -10,40 +10,31 @@ typedef struct tf_model {
     zoo_transformer tf;
 } tf_model;
 
-static zoo_transformer *tf_of(zoo_model *m) { return &((tf_model *)m)->tf; }
+static const zoo_transformer *tf_of(const zoo_model *m) { return &((const tf_model *)m)->tf; }
 
-static void *tf_encode(zoo_model *m, const nn_ctx *c, const int32_t *src, const int32_t *src_len,
-                       int B, int Ts) {
-    return zoo_transformer_encode(tf_of(m), c, src, src_len, B, Ts);
+static void *tf_encode(const zoo_model *m, const nn_ctx *c, const int32_t *src,
+                       const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace) {
+    return zoo_transformer_encode(tf_of(m), c, src, src_len, B, Ts, trace);
 }
-static ag_tensor *tf_decode(zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in, int B,
+static ag_tensor *tf_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in, int B,
                             int T) {
     return zoo_transformer_decode(tf_of(m), c, s, dec_in, B, T);
 }
-static ag_tensor *tf_step(zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens, int B) {
-    return zoo_transformer_step(tf_of(m), c, s, tokens, B);
+static ag_tensor *tf_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens, int B,
+                          const zoo_attn_trace *trace) {
+    return zoo_transformer_step(tf_of(m), c, s, tokens, B, trace);
 }
 static int tf_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
     (void)kind; /* all three kinds exist, with cfg.heads heads */
     return ((const tf_model *)m)->tf.cfg.heads;
 }
-static ag_tensor *tf_attention(zoo_model *m, zoo_attn_kind kind, int layer) {
-    zoo_transformer *tf = tf_of(m);
-    switch (kind) {
-    case ZOO_ATTN_ENC_SELF: return tf->enc[layer].attention.attention.weights;
-    case ZOO_ATTN_DEC_SELF: return tf->dec[layer].attention1.attention.weights;
-    case ZOO_ATTN_DEC_CROSS: return tf->dec[layer].attention2.attention.weights;
-    }
-    return NULL;
-}
 static void tf_free(zoo_model *m) {
-    zoo_transformer_free(tf_of(m));
+    zoo_transformer_free(&((tf_model *)m)->tf);
     nn_params_free(m->ps);
     free(m);
 }
 
-static const zoo_model_ops tf_ops = {tf_encode, tf_decode, tf_step, tf_attn_heads, tf_attention,
-                                      tf_free};
+static const zoo_model_ops tf_ops = {tf_encode, tf_decode, tf_step, tf_attn_heads, tf_free};
 
 static zoo_model *tf_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) {
     tf_model *m = calloc(1, sizeof *m);
