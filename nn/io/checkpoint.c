@@ -109,11 +109,6 @@ const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name)
     return NULL;
 }
 
-const void *nn_ckpt_data(const nn_ckpt *ck, const nn_ckpt_tensor *t)
-{
-    return ck && t ? ck->data + t->begin : NULL;
-}
-
 int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d)
 {
     if (!ck) return ag_error("nn_ckpt_set_store_dtype: checkpoint is NULL");

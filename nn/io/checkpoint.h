@@ -105,8 +105,6 @@ int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const
 size_t nn_ckpt_count(const nn_ckpt *ck);
 const nn_ckpt_tensor *nn_ckpt_at(const nn_ckpt *ck, size_t i);  /* file order; NULL if out */
 const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name);  /* NULL if absent */
-/* Raw little-endian bytes of t (t->end - t->begin of them); valid until the next add. */
-const void *nn_ckpt_data(const nn_ckpt *ck, const nn_ckpt_tensor *t);
 /* Copies tensor `name` into dst (converted to ag_real) after checking that it exists, has a
  * float dtype (F32, F64, F16, BF16) and exactly the shape (ndim, shape). Returns 0 or -1 with
  * a message naming the file, the tensor and the expected dtype or shape. */
