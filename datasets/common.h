@@ -7,8 +7,8 @@
  * strerror() for I/O errors, the argument and its value for bad arguments.
  *
  * The library never prints, never calls exit() or abort(). */
-#ifndef DS_COMMON_H
-#define DS_COMMON_H
+#ifndef TG_DS_COMMON_H
+#define TG_DS_COMMON_H
 
 typedef enum {
     DS_OK = 0,

@@ -50,15 +50,6 @@ void *ds_regrow(void *buf, size_t *cap, size_t need, size_t elem) {
     return p;
 }
 
-uint64_t ds_fnv1a(uint64_t h, const void *data, size_t len) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 int ds_close_written(FILE *f, int bad, const char *path) {
     bad = bad || ferror(f);
     int err = errno;

@@ -45,8 +45,8 @@
  * Ownership: a ds_fra owns its vocabularies and arrays; every pointer returned by an
  * accessor stays valid until ds_fra_free(). A ds_batches iterator must be freed before the
  * ds_fra it reads. */
-#ifndef DS_FRA_ENG_H
-#define DS_FRA_ENG_H
+#ifndef TG_DS_FRA_ENG_H
+#define TG_DS_FRA_ENG_H
 
 #include <stdbool.h>
 #include <stddef.h>

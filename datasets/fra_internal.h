@@ -1,6 +1,6 @@
 /* datasets/fra_internal.h -- the ds_fra struct, shared by fra_eng.c and fra_batches.c. */
-#ifndef DS_FRA_INTERNAL_H
-#define DS_FRA_INTERNAL_H
+#ifndef TG_DS_FRA_INTERNAL_H
+#define TG_DS_FRA_INTERNAL_H
 
 #include "datasets/fra_eng.h"
 

@@ -1,6 +1,6 @@
 /* datasets/internal.h -- helpers shared by the datasets sources; not a public header. */
-#ifndef DS_INTERNAL_H
-#define DS_INTERNAL_H
+#ifndef TG_DS_INTERNAL_H
+#define TG_DS_INTERNAL_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -37,11 +37,6 @@ int ds_fail(int status, const char *fmt, ...) DS_PRINTF(2, 3);
  * DS_ENOMEM's message set, buf untouched. Use: p = ds_regrow(x, &cap, n, sizeof *x);
  * if (!p) fail; x = p; */
 void *ds_regrow(void *buf, size_t *cap, size_t need, size_t elem);
-
-/* FNV-1a 64 of a byte string, continuing from `h` (start with DS_FNV_INIT). Used for
- * checksums in tests and tools, not for the hash tables (those use XXH3). */
-#define DS_FNV_INIT 0xcbf29ce484222325ULL
-uint64_t ds_fnv1a(uint64_t h, const void *data, size_t len);
 
 /* ds_vocab_build where the frequency and the tie rank of id i of `types` come from count[i]
  * and rank[i] (the fra-eng loader counts over the training pairs only). */

@@ -30,8 +30,8 @@
  * chrF = 100 (1 + beta^2) P R / (beta^2 P + R), 0 when P + R = 0 or no order is effective.
  *
  * Text inputs must be valid UTF-8 without NUL bytes (DS_EFORMAT otherwise). */
-#ifndef DS_METRICS_H
-#define DS_METRICS_H
+#ifndef TG_DS_METRICS_H
+#define TG_DS_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>

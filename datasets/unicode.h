@@ -6,8 +6,8 @@
  * unicodedata by datasets/gen_unicode_tables.py), including the one multi-code-point
  * lowercase (U+0130 -> "i" U+0307) and the Final_Sigma rule (U+03A3 becomes U+03C2 at the
  * end of a word, U+03C3 elsewhere). */
-#ifndef DS_UNICODE_H
-#define DS_UNICODE_H
+#ifndef TG_DS_UNICODE_H
+#define TG_DS_UNICODE_H
 
 #include <stdbool.h>
 #include <stddef.h>

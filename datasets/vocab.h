@@ -11,8 +11,8 @@
  * min_freq by descending frequency, ties in first-seen order. Unknown tokens map to 0.
  *
  * Not thread-safe for concurrent writers; concurrent readers (find/lookup/token) are fine. */
-#ifndef DS_VOCAB_H
-#define DS_VOCAB_H
+#ifndef TG_DS_VOCAB_H
+#define TG_DS_VOCAB_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* tests/datasets/test_util.h -- helpers shared by the datasets CUnit runners. */
-#ifndef DS_TEST_UTIL_H
-#define DS_TEST_UTIL_H
+#ifndef TG_DS_TEST_UTIL_H
+#define TG_DS_TEST_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
