@@ -118,6 +118,30 @@ bool ag_tape_failed(const ag_tape *t);
  * out of memory. */
 void *ag_tape_alloc(ag_tape *t, size_t bytes);
 
+/* A position in the tape's arena (fields private), for freeing part of a step: e.g. a decoder
+ * keeps what it computed once (the encoder's output, its caches) and drops each token's
+ * intermediates. Marks nest like a stack.
+ *
+ *     ag_tape_pos mark = ag_tape_mark(t);     // after what must survive
+ *     for (...) { y = step(...); copy what y holds that is needed; ag_tape_rewind(t, mark); }
+ *
+ * ag_tape_rewind frees everything allocated on the tape after the mark: tensors (their data and
+ * gradients), recorded nodes and ag_tape_alloc scratch; what was allocated before the mark stays
+ * valid. Tensors and pointers made after the mark become invalid: an op given such a tensor
+ * reports it (as long as its memory has not been handed out again). Chunks the arena opened
+ * after the mark are released, the largest kept for reuse, so a loop of steps and rewinds
+ * mallocs nothing once warm. Rewind with recording off, or before ag_backward: a backward after
+ * a rewind runs only the nodes recorded before the mark. The failed flag is kept (only a reset
+ * clears it). A mark is valid until the next reset or a rewind to an earlier mark. Returns 0,
+ * or -1 (reported, nothing changed) for a mark from before the last reset or above the tape's
+ * current position; other invalid marks (rewound below, then passed again) are not detected. */
+typedef struct ag_tape_pos {
+    size_t offset_;
+    uint32_t reset_gen_;
+} ag_tape_pos;
+ag_tape_pos ag_tape_mark(const ag_tape *t);
+int ag_tape_rewind(ag_tape *t, ag_tape_pos mark);
+
 typedef struct ag_tape_stats {
     size_t bytes_used;   /* arena bytes in use now */
     size_t high_water;   /* most arena bytes used by one step since the tape was made */
@@ -182,8 +206,8 @@ ag_tensor *ag_relu(ag_tape *t, ag_tensor *x);                  /* gradient 0 at 
  * a transposed view (ag_transpose) or a permuted one (heads split out of (B, T, h, d)) costs
  * nothing. */
 ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b);
-/* Fused dense layer: x (..., in), w (out, in) as PyTorch, bias (out) or NULL -> (..., out),
- * y = x w^T + bias. */
+/* Fused dense layer: x (..., in), w (out, in) (row o: the weights of output o), bias (out) or
+ * NULL -> (..., out), y = x w^T + bias. */
 ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 
 /* Shape ops. reshape, permute, transpose and narrow return views (sharing data and grad) when
@@ -211,61 +235,30 @@ ag_tensor *ag_max(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
 /* Softmax and log-softmax over the last axis, max-subtracted. */
 ag_tensor *ag_softmax(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_log_softmax(ag_tape *t, ag_tensor *x);
-/* d2l's masked_softmax over the last axis of x (B, Tq, Tk). valid_lens: NULL (plain softmax),
- * shape (B,) with vl_ndim 1 (one length per row b), or (B, Tq) with vl_ndim 2 (per query).
- * Scores at positions >= valid length are replaced by -1e6 before the softmax, so a row of
- * valid length 0 is uniform, as d2l. The lengths are copied. */
+/* Masked softmax over the last axis of x (B, Tq, Tk): scores at key positions >= the valid
+ * length are set to -1e6 before the softmax (so a row of valid length 0 is uniform, not NaN).
+ * valid_lens: NULL (plain softmax), shape (B,) with vl_ndim 1 (one length per row b), or
+ * (B, Tq) with vl_ndim 2 (one per query). The lengths are copied. */
 ag_tensor *ag_masked_softmax(ag_tape *t, ag_tensor *x, const int32_t *valid_lens, int vl_ndim);
 
 /* Fused LayerNorm over the trailing n_norm_dims axes of x: (x - mean) / sqrt(var + eps) with
  * the biased variance, then * gamma + beta. gamma and beta have the shape of those trailing
- * axes; either may be NULL (no affine part). */
+ * axes; either may be NULL (no affine part). Its row kernels are public for ops that
+ * normalise rows they formed themselves (ag_layer_norm_rows, autograd/ag_op.h). */
 ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *gamma,
                          ag_tensor *beta, double eps);
 
-/* d2l's AddNorm in one op: LayerNorm(x + dropout(y)) as ag_layer_norm, where the dropout of y
- * is ag_dropout's (p, training, rng: the same rng state drops the same elements). x and y have
- * one shape. NULL (reported) on the errors of both. */
-ag_tensor *ag_add_layer_norm(ag_tape *t, ag_tensor *x, ag_tensor *y, double p, bool training,
-                             ag_rng *rng, int n_norm_dims, ag_tensor *gamma, ag_tensor *beta,
-                             double eps);
-
-/* Inverted dropout: in training, each element is zeroed with probability p and the rest scaled
- * by 1 / (1 - p), drawing from rng; in eval (training false) or with p = 0 it returns x. */
-ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, bool training, ag_rng *rng);
-
-/* Fused multi-head scaled dot-product attention (the core of d2l's MultiHeadAttention: its
- * transpose_qkv, DotProductAttention with dropout and transpose_output, in one op):
- *   q (B, Tq, H), k (B, Tk, H), v (B, Tk, Hv); heads divides H and Hv, and head h reads
- *   features [h H/heads, (h+1) H/heads) of q and k, [h Hv/heads, (h+1) Hv/heads) of v.
- *   weights[b heads + h] = masked_softmax(q_h k_h^T / sqrt(H / heads)) with valid_lens as
- *     ag_masked_softmax's, given per batch row b ((B,) or (B, Tq)): every head of b uses them.
- *   out[b, :, head h's features] = dropout(weights[b heads + h]) v_h       -> (B, Tq, Hv)
- * The dropout is ag_dropout's on the (B heads, Tq, Tk) weights: the same rng state drops the
- * same elements. heads = 1 is d2l's DotProductAttention on 3-D tensors. If weights is not NULL,
- * *weights receives the attention weights (B heads, Tq, Tk), before dropout, on the tape with
- * no gradient (for plots). Returns the output, or NULL (reported) on bad shapes, heads, p or
- * vl_ndim (0, 1 or 2), or training with p > 0 and no rng. */
-ag_tensor *ag_attention(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, int heads,
-                        const int32_t *valid_lens, int vl_ndim, double p, bool training,
-                        ag_rng *rng, ag_tensor **weights);
-
-/* Additive (Bahdanau) attention scores, fused: q (B, Tq, H), k (B, Tk, H), w (H) ->
- * s (B, Tq, Tk), s[b][i][j] = sum_h w[h] tanh(q[b][i][h] + k[b][j][h]) (d2l's
- * w_v(tanh(W_q q + W_k k)) after the projections, without forming the broadcast sum as a
- * tensor). NULL (reported) on other shapes. */
-ag_tensor *ag_additive_scores(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *w);
-
-/* Fused GRU cell (PyTorch's gate equations): gi (B, 3H) = x W_ih^T + b_ih and
- * gh (B, 3H) = h W_hh^T + b_hh, gates r, z, n in that order along axis 1, h (B, H):
- *   r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r gh_n)
- *   returns h' = n + z (h - n), (B, H). NULL (reported) on other shapes. */
-ag_tensor *ag_gru_cell(ag_tape *t, ag_tensor *gi, ag_tensor *gh, ag_tensor *h);
+/* Inverted dropout, always applied: each element is zeroed with probability p in [0, 1] and
+ * the rest scaled by 1 / (1 - p), drawing one value from rng (the mask is a counter hash keyed
+ * by it, see ag_op.h); p = 0 returns x itself. Whether to drop at all (training or eval) is the
+ * caller's decision (nn_dropout_forward). NULL (reported) for p outside [0, 1], or p > 0 and no
+ * rng. */
+ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, ag_rng *rng);
 
 /* Fused softmax cross-entropy: logits (..., V), labels (...) in [0, V), weights (...) or NULL
  * for ones -> per-position loss (...) = weight * (logsumexp(logits) - logits[label]).
- * labels and weights are copied. d2l's MaskedSoftmaxCELoss = ag_mean over T of this with the
- * valid-position mask as weights. */
+ * labels and weights are copied. A masked sequence loss is ag_mean over the time axis of this,
+ * with the valid-position mask (1 or 0) as weights. */
 ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
                          const ag_real *weights);
 

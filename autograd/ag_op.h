@@ -183,7 +183,7 @@ void ag_vexp(const ag_real *x, ag_real *y, ptrdiff_t n);
 /* x[i] = exp(x[i]) for i < n. */
 void ag_vexp_inplace(ag_real *x, ptrdiff_t n);
 
-/* ---- dropout masks (ag_dropout, ag_attention) ----
+/* ---- dropout masks (ag_dropout, and fused ops that drop inside, e.g. nn/attention.c) ----
  * Counter-based draws: one 64-bit value from the stream keys a call, and element i's uniform
  * 32-bit number is a bijective hash of (key, i) (two rounds of Chris Wellons' "lowbias32"
  * integer hash). No sequential state between elements, so loops vectorize and every backward
@@ -229,11 +229,29 @@ static inline void ag_dropmask_accumulate(ag_real *restrict d, const ag_real *re
 }
 
 /* ---- softmax rows (ops_softmax.c) ----
- * y = x - max(x) for one row of n, x[k] read as -1e6 for k >= len (d2l's masked softmax);
- * then ag_vexp and ag_row_normalize give the softmax. */
+ * y = x - max(x) for one row of n, x[k] read as -1e6 for k >= len (ag_masked_softmax's mask;
+ * len >= n: no mask); then ag_vexp and ag_row_normalize give the (masked) softmax. */
 void ag_row_shift_max(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len);
 /* y /= sum(y), one row of n. */
 void ag_row_normalize(ag_real *y, ptrdiff_t n);
+
+/* ---- layer-norm rows (ops_norm.c) ----
+ * ag_layer_norm's kernels, for ops that normalise rows they formed themselves (e.g. a sum of
+ * two inputs). z holds `rows` contiguous rows of d elements; gamma and beta hold d elements
+ * each, or are NULL (scale 1, shift 0); mean and rstd hold one value per row.
+ *   forward:  mean[r] = mean(z_r), rstd[r] = 1 / sqrt(var(z_r) + eps) (biased variance),
+ *             y_r = (z_r - mean[r]) rstd[r] * gamma + beta
+ *   backward, from g = d loss / dy, with xh = (z - mean) rstd and dxh = g * gamma:
+ *             dgamma += sum_r g xh and dbeta += sum_r g (each skipped when NULL);
+ *             dz = rstd (dxh - mean(dxh) - xh mean(dxh xh)), added into dz when accumulate
+ *             (an input's gradient), assigned when not (a scratch buffer); dz NULL: skipped. */
+void ag_layer_norm_rows(const ag_real *z, ag_real *y, ptrdiff_t rows, ptrdiff_t d,
+                        const ag_real *gamma, const ag_real *beta, double eps, ag_real *mean,
+                        ag_real *rstd);
+void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g, ptrdiff_t rows,
+                                 ptrdiff_t d, const ag_real *gamma, const ag_real *mean,
+                                 const ag_real *rstd, ag_real *dgamma, ag_real *dbeta,
+                                 ag_real *dz, bool accumulate);
 
 /* ---- the one GEMM entry (ops_matmul.c) ----
  * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides

@@ -4,6 +4,17 @@
  * chunk (at least twice the previous capacity) when it is full. Reset keeps the memory: when a
  * step needed several chunks, they are replaced by one chunk of their total size, so from the
  * second step on a step fits one chunk and reset is O(1) with no malloc at all.
+ *
+ * Positions. The arena's bytes are numbered in allocation order: chunk c holds the offsets
+ * [start(c), start(c) + c->used), start(head) = bytes_prev. A mark is such an offset; a rewind
+ * drops every chunk that starts at or past it (the largest is kept as the spare, which the next
+ * chunk to open reuses: a loop of step + rewind mallocs nothing once warm) and cuts the chunk
+ * holding it back to it.
+ *
+ * Stale tensors. Every tensor carries the generation it was made in; reset and rewind start a
+ * new one. A tensor is valid if it was made in the current generation, or, made since the last
+ * reset, lies below the last rewind's position (`floor`): everything made before a mark
+ * survives the rewind to it, everything made after it does not.
  */
 #include "autograd/ag_internal.h"
 
@@ -22,12 +33,15 @@ typedef struct chunk {
 
 struct ag_tape {
     chunk *head;         /* the newest chunk */
+    chunk *spare;        /* a chunk a rewind dropped, kept for reuse, or NULL */
     size_t bytes_prev;   /* bytes used in the older chunks (their `used`) */
+    size_t floor;        /* position of the last rewind since the last reset (0: none) */
     size_t high_water;
     size_t mallocs;
     ag_node *last;
     size_t nodes;
-    uint32_t gen;
+    uint32_t gen;        /* generation of the tensors made now */
+    uint32_t reset_gen;  /* generation started by the last reset */
     bool recording, nan_check, failed, backward_done;
 };
 
@@ -52,33 +66,41 @@ ag_tape *ag_tape_new(void) {
         return NULL;
     }
     t->recording = true;
-    t->gen = 1;
+    t->gen = t->reset_gen = 1;
     return t;
+}
+
+static void chunks_free(chunk *c) {
+    for (chunk *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
 }
 
 void ag_tape_free(ag_tape *t) {
     if (!t) return;
-    for (chunk *c = t->head, *next; c; c = next) {
-        next = c->next;
-        free(c);
-    }
+    chunks_free(t->head);
+    free(t->spare);
     free(t);
 }
 
 static size_t bytes_used(const ag_tape *t) { return t->bytes_prev + t->head->used; }
 
-void ag_tape_reset(ag_tape *t) {
+static void note_high_water(ag_tape *t) {
     size_t used = bytes_used(t);
     if (used > t->high_water) t->high_water = used;
-    if (t->head->next) { /* several chunks: coalesce into one that holds a whole step */
-        size_t total = 0;
+}
+
+void ag_tape_reset(ag_tape *t) {
+    note_high_water(t);
+    if (t->head->next || t->spare) { /* several chunks: coalesce into one that holds a whole step */
+        size_t total = t->spare ? t->spare->cap : 0;
         for (chunk *c = t->head; c; c = c->next) total += c->cap;
         chunk *one = chunk_new(t, total);
         if (one) {
-            for (chunk *c = t->head, *next; c; c = next) {
-                next = c->next;
-                free(c);
-            }
+            chunks_free(t->head);
+            free(t->spare);
+            t->spare = NULL;
             t->head = one;
         } else { /* keep the chunks; still correct, just not coalesced */
             for (chunk *c = t->head; c; c = c->next) c->used = 0;
@@ -86,11 +108,63 @@ void ag_tape_reset(ag_tape *t) {
     }
     t->head->used = 0;
     t->bytes_prev = 0;
+    t->floor = 0;
     t->last = NULL;
     t->nodes = 0;
-    t->gen++;
+    t->reset_gen = ++t->gen;
     t->failed = false;
     t->backward_done = false;
+}
+
+/* Where p stands in t's arena: 1 inside the bytes handed out (*off: its position), -1 inside the
+ * arena (the spare included) but past them (freed by a reset or a rewind), 0 outside the arena.
+ * Reads no tensor memory. */
+static int arena_where(const ag_tape *t, const void *p, size_t *off) {
+    const unsigned char *q = p;
+    size_t start = t->bytes_prev;
+    for (const chunk *c = t->head; c; c = c->next) {
+        if (q >= c->base && q < c->base + c->cap) {
+            *off = start + (size_t)(q - c->base);
+            return q < c->base + c->used ? 1 : -1;
+        }
+        if (c->next) start -= c->next->used;
+    }
+    const chunk *s = t->spare;
+    return s && q >= s->base && q < s->base + s->cap ? -1 : 0;
+}
+
+ag_tape_pos ag_tape_mark(const ag_tape *t) {
+    return (ag_tape_pos){.offset_ = bytes_used(t), .reset_gen_ = t->reset_gen};
+}
+
+int ag_tape_rewind(ag_tape *t, ag_tape_pos mark) {
+    if (mark.reset_gen_ != t->reset_gen || mark.offset_ > bytes_used(t)) {
+        ag_report(t, "ag_tape_rewind: the mark is no longer on the tape (taken before the last "
+                     "reset, or above a position the tape was rewound to since)");
+        return -1;
+    }
+    note_high_water(t);
+    size_t off;
+    while (t->last && arena_where(t, t->last, &off) > 0 && off >= mark.offset_) {
+        t->last = t->last->prev;
+        t->nodes--;
+    }
+    while (t->head->next && t->bytes_prev >= mark.offset_) { /* chunks opened after the mark */
+        chunk *c = t->head;
+        t->head = c->next;
+        t->bytes_prev -= t->head->used;
+        c->next = NULL;
+        if (t->spare && t->spare->cap >= c->cap) {
+            free(c);
+        } else {
+            free(t->spare);
+            t->spare = c;
+        }
+    }
+    t->head->used = mark.offset_ - t->bytes_prev;
+    t->floor = mark.offset_;
+    t->gen++;
+    return 0;
 }
 
 void *ag_tape_alloc(ag_tape *t, size_t bytes) {
@@ -99,8 +173,10 @@ void *ag_tape_alloc(ag_tape *t, size_t bytes) {
     chunk *c = t->head;
     if (c->cap - c->used < bytes) {
         size_t cap = c->cap * 2 > bytes ? c->cap * 2 : bytes;
-        chunk *nc = chunk_new(t, cap);
+        chunk *nc = t->spare && t->spare->cap >= bytes ? t->spare : chunk_new(t, cap);
         if (!nc) return ag_report(t, "out of memory: the tape's arena could not grow by %zu bytes", cap);
+        if (nc == t->spare) t->spare = NULL;
+        nc->used = 0;
         nc->next = c;
         t->bytes_prev += c->used;
         t->head = c = nc;
@@ -139,6 +215,10 @@ ag_tape_stats ag_tape_stats_get(const ag_tape *t) {
         s.capacity += c->cap;
         s.chunks++;
     }
+    if (t->spare) {
+        s.capacity += t->spare->cap;
+        s.chunks++;
+    }
     s.nodes = t->nodes;
     s.mallocs = t->mallocs;
     return s;
@@ -150,14 +230,10 @@ void ag__mark_failed(ag_tape *t) {
     if (t) t->failed = true;
 }
 
-/* Where a pointer stands relative to t's arena: 1 inside bytes handed out this step, -1 inside
- * the arena but past them (freed by a reset), 0 outside the arena. Reads no tensor memory. */
-static int arena_where(const ag_tape *t, const void *p) {
-    const unsigned char *q = p;
-    for (const chunk *c = t->head; c; c = c->next) {
-        if (q >= c->base && q < c->base + c->cap) return q < c->base + c->used ? 1 : -1;
-    }
-    return 0;
+/* A tensor at arena position off made in generation x->gen is still valid (see the head). */
+static bool gen_valid(const ag_tape *t, const ag_tensor *x, size_t off) {
+    return x->gen == t->gen ||
+           (off < t->floor && (uint32_t)(x->gen - t->reset_gen) < (uint32_t)(t->gen - t->reset_gen));
 }
 
 bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
@@ -170,10 +246,11 @@ bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
     }
     for (int i = 0; i < n; i++) {
         const ag_tensor *x = in[i];
-        int where = arena_where(t, x);
-        if (where < 0 || (where > 0 && (x->magic != AG_MAGIC || x->gen != t->gen))) {
-            ag_report(t, "%s: input %d was made before the tape was last reset "
-                        "(a tensor of an earlier step)", op, i);
+        size_t off = 0;
+        int where = arena_where(t, x, &off);
+        if (where < 0 || (where > 0 && (x->magic != AG_MAGIC || !gen_valid(t, x, off)))) {
+            ag_report(t, "%s: input %d was made before the tape was last reset, or after the "
+                        "mark it was rewound to (a tensor of an earlier step)", op, i);
             return false;
         }
         if (x->magic != AG_MAGIC) {

@@ -1,4 +1,4 @@
-/* vmath.c -- exp over arrays (the element functions and their accuracy: ag_internal.h). */
+/* vmath.c -- exp over arrays (the element functions and their accuracy: autograd/ag_op.h). */
 #include "autograd/ag_internal.h"
 
 void ag_vexp(const ag_real *restrict x, ag_real *restrict y, ptrdiff_t n) {

@@ -1,9 +1,133 @@
-/* gru.c -- multi-layer GRU as a composition of ag ops (math and layout in nn/gru.h). */
+/* gru.c -- the GRU cell (a fused kernel written on autograd/ag_op.h, and its composite of ag
+ * primitives, the tested reference) and the multi-layer GRU built on it (math and layout in
+ * nn/gru.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "autograd/ag_op.h"
 #include "nn/internal.h"
+
+/* ---- the GRU cell, fused ----
+ *
+ * gi (B, 3H) = x W_ih^T + b_ih and gh (B, 3H) = h W_hh^T + b_hh hold the gates r, z, n in
+ * that order along axis 1; h (B, H) is the previous state. Per element (b, j):
+ *   r = sigmoid(gi_r + gh_r)     z = sigmoid(gi_z + gh_z)     n = tanh(gi_n + r gh_n)
+ *   h' = n + z (h - n)
+ * Backward, g = dh':
+ *   dh += g z      dn = g (1 - z)      dz = g (h - n)
+ *   a_n = dn (1 - n^2):    dgi_n += a_n     dgh_n += a_n r
+ *   a_z = dz z (1 - z):    dgi_z += a_z     dgh_z += a_z
+ *   a_r = a_n gh_n r (1 - r):  dgi_r += a_r     dgh_r += a_r
+ * The forward keeps r, z, n; the backward first forms a = (a_r, a_z, a_n) for the whole batch,
+ * then adds it into each input's gradient in its own loop (so gi, gh and h may be one tensor).
+ */
+
+/* The inputs usable and shaped (B, 3H), (B, 3H), (B, H); false after reporting. */
+static bool gru_cell_check(ag_tape *t, const char *op, ag_tensor *const *in)
+{
+    if (!ag_op_check(t, op, 3, in)) return false;
+    const ag_tensor *gi = in[0], *gh = in[1], *h = in[2];
+    if (h->ndim != 2 || gi->ndim != 2 || gh->ndim != 2 || gi->shape[0] != h->shape[0] ||
+        gh->shape[0] != h->shape[0] || gi->shape[1] != 3 * h->shape[1] ||
+        gh->shape[1] != 3 * h->shape[1]) {
+        char si[64], sg[64], sh[64];
+        ag_report(t, "%s: gates %s and %s with state %s; expected (B, 3H), (B, 3H), (B, H)", op,
+                  ag_shape_str(gi, si, sizeof si), ag_shape_str(gh, sg, sizeof sg),
+                  ag_shape_str(h, sh, sizeof sh));
+        return false;
+    }
+    return true;
+}
+
+typedef struct gru_saved {
+    ag_real *rzn;   /* (B, 3H): r, z, n */
+    ag_real *a;     /* (B, 3H) scratch for the backward */
+} gru_saved;
+
+static void gru_cell_backward(ag_node *nd) {
+    ag_tensor *gi = nd->in[0], *gh = nd->in[1], *h = nd->in[2], *y = nd->out;
+    const gru_saved *s = nd->saved;
+    const int B = h->shape[0], H = h->shape[1];
+    for (int b = 0; b < B; b++) {
+        const ag_real *restrict g = y->grad + (ptrdiff_t)b * H, *restrict hb = h->data + (ptrdiff_t)b * H;
+        const ag_real *restrict r = s->rzn + (ptrdiff_t)b * 3 * H, *restrict z = r + H, *restrict n = z + H;
+        const ag_real *restrict ghn = gh->data + (ptrdiff_t)b * 3 * H + 2 * H;
+        ag_real *restrict ar = s->a + (ptrdiff_t)b * 3 * H, *restrict az = ar + H, *restrict an = az + H;
+        for (int j = 0; j < H; j++) an[j] = g[j] * (1 - z[j]) * (1 - n[j] * n[j]);
+        for (int j = 0; j < H; j++) az[j] = g[j] * (hb[j] - n[j]) * z[j] * (1 - z[j]);
+        for (int j = 0; j < H; j++) ar[j] = an[j] * ghn[j] * r[j] * (1 - r[j]);
+    }
+    ptrdiff_t n3 = (ptrdiff_t)B * 3 * H;
+    if (gi->grad) {
+        ag_real *restrict d = gi->grad;
+        const ag_real *restrict a = s->a;
+        for (ptrdiff_t i = 0; i < n3; i++) d[i] += a[i];
+    }
+    if (gh->grad) {
+        for (int b = 0; b < B; b++) {
+            ag_real *restrict d = gh->grad + (ptrdiff_t)b * 3 * H;
+            const ag_real *restrict a = s->a + (ptrdiff_t)b * 3 * H, *restrict r = s->rzn + (ptrdiff_t)b * 3 * H;
+            for (int j = 0; j < 2 * H; j++) d[j] += a[j];
+            for (int j = 2 * H; j < 3 * H; j++) d[j] += a[j] * r[j - 2 * H];
+        }
+    }
+    if (h->grad) {
+        for (int b = 0; b < B; b++) {
+            ag_real *restrict d = h->grad + (ptrdiff_t)b * H;
+            const ag_real *restrict g = y->grad + (ptrdiff_t)b * H, *restrict z = s->rzn + (ptrdiff_t)b * 3 * H + H;
+            for (int j = 0; j < H; j++) d[j] += g[j] * z[j];
+        }
+    }
+}
+static const ag_op gru_cell_op = {"gru_cell", gru_cell_backward};
+
+ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h)
+{
+    ag_tensor *in[3] = {gi, gh, h};
+    if (!c || !gru_cell_check(c->tape, "gru_cell", in)) return NULL;
+    ag_tape *t = c->tape;
+    for (int i = 0; i < 3; i++)
+        if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
+    gi = in[0], gh = in[1], h = in[2];
+    const int B = h->shape[0], H = h->shape[1];
+    ag_tensor *y = ag_op_out(t, AG_SHAPE(B, H), 3, in);
+    gru_saved s = {NULL, NULL};
+    s.rzn = y ? ag_tape_alloc(t, sizeof *s.rzn * (size_t)B * 3 * H) : NULL;
+    if (!s.rzn || (y->requires_grad && !(s.a = ag_tape_alloc(t, sizeof *s.a * (size_t)B * 3 * H))))
+        return NULL;
+    for (int b = 0; b < B; b++) {
+        const ag_real *restrict xi = gi->data + (ptrdiff_t)b * 3 * H, *restrict xh = gh->data + (ptrdiff_t)b * 3 * H;
+        const ag_real *restrict hb = h->data + (ptrdiff_t)b * H;
+        ag_real *restrict r = s.rzn + (ptrdiff_t)b * 3 * H, *restrict z = r + H, *restrict n = z + H;
+        ag_real *restrict yb = y->data + (ptrdiff_t)b * H;
+        /* one loop per gate: each vectorizes (a single loop with three inlined
+         * transcendentals does not) */
+        for (int j = 0; j < H; j++) r[j] = ag_sigmoid1(xi[j] + xh[j]);
+        for (int j = 0; j < H; j++) z[j] = ag_sigmoid1(xi[H + j] + xh[H + j]);
+        for (int j = 0; j < H; j++) n[j] = ag_tanh1(xi[2 * H + j] + r[j] * xh[2 * H + j]);
+        for (int j = 0; j < H; j++) yb[j] = n[j] + z[j] * (hb[j] - n[j]);
+    }
+    ag_node *nd = ag_op_record(t, &gru_cell_op, y, 3, in, sizeof s);
+    if (nd) *(gru_saved *)nd->saved = s;
+    return y;
+}
+
+/* The same from primitives: narrow the gates out of gi and gh, then sigmoid, tanh, mul, add. */
+ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h)
+{
+    if (!c || !gru_cell_check(c->tape, "gru_cell_composite", (ag_tensor *[]){gi, gh, h}))
+        return NULL;
+    ag_tape *t = c->tape;
+    const int H = h->shape[1];
+    ag_tensor *r = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, 0, H), ag_narrow(t, gh, 1, 0, H)));
+    ag_tensor *z = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, H, H), ag_narrow(t, gh, 1, H, H)));
+    ag_tensor *n = ag_tanh(t, ag_add(t, ag_narrow(t, gi, 1, 2 * H, H),
+                                     ag_mul(t, r, ag_narrow(t, gh, 1, 2 * H, H))));
+    return ag_add(t, n, ag_mul(t, z, ag_sub(t, h, n)));
+}
+
+/* ---- the layers ---- */
 
 int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
                 int num_layers, double dropout)
@@ -42,16 +166,12 @@ int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, in
     return 0;
 }
 
-/* One cell update of layer L.
- *   gi (B, 3H) = x W_ih^T + b_ih, already computed (rows r, z, n along axis 1)
- *   h  (B, H)  the layer's previous state
- *   gh (B, 3H) = h W_hh^T + b_hh
- *   r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r * gh_n)
- *   h' = n + z * (h - n)  ( = (1 - z) * n + z * h ): the fused ag_gru_cell
- * Returns h' (B, H), or NULL when an op failed. */
-static ag_tensor *gru_cell(ag_tape *t, const nn_gru_layer *L, ag_tensor *gi, ag_tensor *h)
+/* One cell update of layer L: gi (B, 3H) = x W_ih^T + b_ih, already computed; h (B, H) the
+ * layer's previous state; gh = h W_hh^T + b_hh here. Returns h' (B, H), or NULL when an op
+ * failed. */
+static ag_tensor *gru_cell(const nn_ctx *c, const nn_gru_layer *L, ag_tensor *gi, ag_tensor *h)
 {
-    return ag_gru_cell(t, gi, ag_linear(t, h, L->weight_hh, L->bias_hh), h);
+    return nn_gru_cell_forward(c, gi, ag_linear(c->tape, h, L->weight_hh, L->bias_hh), h);
 }
 
 /* Dropout between layers: training only; needs an rng when p > 0. */
@@ -61,7 +181,7 @@ static ag_tensor *between_layers(const nn_gru *g, const nn_ctx *c, ag_tensor *x,
     if (!c->rng)
         return ag_report(c->tape, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)", fn,
                                 g->dropout);
-    return ag_dropout(c->tape, x, g->dropout, true, c->rng);
+    return ag_dropout(c->tape, x, g->dropout, c->rng);
 }
 
 static int check_shape3(const nn_ctx *c, const ag_tensor *x, int d0, int d1, int d2,
@@ -103,7 +223,7 @@ ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_ten
                           : ag_tensor_new(t, AG_SHAPE(B, H));
         for (int s = 0; s < T && h; s++) {
             ag_tensor *gi = ag_reshape(t, ag_narrow(t, gi_all, 0, s, 1), AG_SHAPE(B, 3 * H));
-            h = gru_cell(t, L, gi, h);
+            h = gru_cell(c, L, gi, h);
             outs[s] = ag_reshape(t, h, AG_SHAPE(1, B, H));
             if (!outs[s]) h = NULL;
         }
@@ -141,7 +261,7 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
         const nn_gru_layer *L = &g->layer[k];
         if (k > 0) in = between_layers(g, c, in, "nn_gru_step");
         ag_tensor *gi = ag_linear(c->tape, in, L->weight_ih, L->bias_ih);  /* (B, 3H) */
-        nh[k] = gru_cell(c->tape, L, gi, h[k]);
+        nh[k] = gru_cell(c, L, gi, h[k]);
         if (!nh[k]) return NULL;
         in = nh[k];
     }

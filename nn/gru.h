@@ -38,6 +38,19 @@ typedef struct nn_gru {
     nn_gru_layer layer[NN_GRU_MAX_LAYERS];
 } nn_gru;
 
+/* ---- the cell ----
+ * One GRU update from precomputed gate inputs: gi (B, 3H) = x W_ih^T + b_ih and
+ * gh (B, 3H) = h W_hh^T + b_hh, gates r, z, n in that order along axis 1, h (B, H):
+ *   r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r gh_n)
+ *   returns h' = n + z (h - n), (B, H).
+ * NULL (reported: shapes named) on other shapes. No parameters; nn_gru runs it at every step.
+ * nn_gru_cell_forward is the fused kernel (one recorded op, nn/gru.c); nn_gru_cell_composite
+ * the same from ag primitives (narrow, add, sigmoid, tanh, mul, sub): the tested reference. */
+ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h);
+ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h);
+
+/* ---- the layer ---- */
+
 /* Registers prefix.weight_ih_l{k}, prefix.weight_hh_l{k}, prefix.bias_ih_l{k},
  * prefix.bias_hh_l{k} for k = 0 .. num_layers-1 (PyTorch's order). input_size, hidden > 0,
  * 1 <= num_layers <= NN_GRU_MAX_LAYERS, 0 <= dropout < 1. Returns 0 or -1 (ag_last_error). */

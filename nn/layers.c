@@ -1,4 +1,5 @@
-/* layers.c -- Linear, Embedding, LayerNorm, Dropout, ReLU (thin layers over fused ag ops). */
+/* layers.c -- Linear, Embedding, Dropout, ReLU (thin layers over fused ag ops); LayerNorm and
+ * its residual form are in layer_norm.c. */
 #include <math.h>
 
 #include "nn/internal.h"
@@ -53,34 +54,6 @@ ag_tensor *nn_embedding_forward(const nn_embedding *e, const nn_ctx *c, const in
     return ag_gather_rows(c->tape, e->weight, ids, ids_ndim, ids_shape);
 }
 
-/* ---- LayerNorm --------------------------------------------------------------------------- */
-
-int nn_layer_norm_init(nn_layer_norm *ln, nn_params *ps, const char *prefix, int ndim,
-                       const int *shape, double eps)
-{
-    const char *p = prefix ? prefix : "(null)";
-    if (!ln) return nn_params_fail(ps, "nn_layer_norm_init: layer is NULL (prefix '%s')", p);
-    *ln = (nn_layer_norm){.ndim = ndim, .eps = eps};
-    if (ndim < 1 || ndim > AG_MAX_DIMS || !shape)
-        return nn_params_fail(ps, "nn_layer_norm_init '%s': ndim = %d, expected 1 to %d "
-                                  "normalised dims", p, ndim, AG_MAX_DIMS);
-    for (int i = 0; i < ndim; i++) ln->shape[i] = shape[i];
-    if (!(eps > 0))
-        return nn_params_fail(ps, "nn_layer_norm_init '%s': eps = %g, expected > 0 (d2l: %g)",
-                              p, eps, NN_LAYER_NORM_EPS);
-    ln->weight = nn_params_add(ps, prefix, "weight", ndim, shape, nn_init_ones());
-    ln->bias = nn_params_add(ps, prefix, "bias", ndim, shape, nn_init_zeros());
-    return ln->weight && ln->bias ? 0 : -1;
-}
-
-/* x (..., S) with S the ndim normalised dims -> (..., S):
- * y = (x - mean_S(x)) / sqrt(var_S(x) + eps) * weight + bias, biased variance. */
-ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_tensor *x)
-{
-    if (!ln || !c || !x) return NULL;
-    return ag_layer_norm(c->tape, x, ln->ndim, ln->weight, ln->bias, ln->eps);
-}
-
 /* ---- Dropout ----------------------------------------------------------------------------- */
 
 int nn_dropout_init(nn_dropout *d, double p)
@@ -100,7 +73,7 @@ ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x
     if (!c->rng)
         return ag_report(c->tape, "nn_dropout_forward: training with p = %g needs nn_ctx.rng (it is NULL)",
                                 d->p);
-    return ag_dropout(c->tape, x, d->p, true, c->rng);
+    return ag_dropout(c->tape, x, d->p, c->rng);
 }
 
 /* ---- ReLU -------------------------------------------------------------------------------- */
@@ -109,10 +82,4 @@ ag_tensor *nn_relu(const nn_ctx *c, ag_tensor *x)
 {
     if (!c || !x) return NULL;
     return ag_relu(c->tape, x);
-}
-
-ag_tensor *nn_layer_norm_add_forward(const nn_layer_norm *ln, const nn_dropout *drop,
-                                     const nn_ctx *c, ag_tensor *x, ag_tensor *y) {
-    return ag_add_layer_norm(c->tape, x, y, drop->p, c->training, c->rng, ln->ndim, ln->weight,
-                             ln->bias, ln->eps);
 }

@@ -79,11 +79,19 @@ ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x
 
 /* ---- LayerNorm of a residual sum (AddNorm) ------------------------------------------------ */
 
-/* LayerNorm(x + dropout(y)): the residual connection, its dropout and the normalisation in one
- * fused op (d2l's AddNorm). x and y have one shape; the dropout is drop's (training only; the
- * same rng state drops the same elements as nn_dropout_forward). */
+/* x, y (..., S) of one shape, S = ln's normalised dims -> (..., S):
+ *   LayerNorm(x + dropout(y)) = (z - mean_S(z)) / sqrt(var_S(z) + eps) * weight + bias,
+ *   z = x + dropout(y)
+ * the residual connection, its dropout and the normalisation of a Transformer block (d2l's
+ * AddNorm). The dropout is drop's, training only: the same rng state drops the same elements
+ * as nn_dropout_forward. nn_layer_norm_add_forward runs one fused kernel (nn/layer_norm.c,
+ * on ag_layer_norm's row kernels); nn_layer_norm_add_composite computes the same from
+ * nn_dropout_forward, ag_add and nn_layer_norm_forward: the tested reference. NULL (reported)
+ * when x and y differ in shape, x does not end in S, or training with dropout and no c->rng. */
 ag_tensor *nn_layer_norm_add_forward(const nn_layer_norm *ln, const nn_dropout *drop,
                                      const nn_ctx *c, ag_tensor *x, ag_tensor *y);
+ag_tensor *nn_layer_norm_add_composite(const nn_layer_norm *ln, const nn_dropout *drop,
+                                       const nn_ctx *c, ag_tensor *x, ag_tensor *y);
 
 /* ---- ReLU ------------------------------------------------------------------------------- */
 

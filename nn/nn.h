@@ -13,8 +13,8 @@
  *
  * Pieces (one header each, all included here):
  *   nn/params.h      the parameter store: named leaves over flat value/gradient buffers
- *   nn/layers.h      Linear, Embedding, LayerNorm, Dropout, ReLU
- *   nn/gru.h         multi-layer GRU (PyTorch layout) and its one-step function
+ *   nn/layers.h      Linear, Embedding, LayerNorm (and of a residual sum), Dropout, ReLU
+ *   nn/gru.h         the GRU cell; multi-layer GRU (PyTorch layout) and its one-step function
  *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
  *   nn/io/checkpoint.h  safetensors checkpoints with metadata and a checksum
  * The optimizers live in optim/optim.h.
@@ -22,8 +22,8 @@
  * Errors. Usage errors inside a forward pass are reported by the autograd ops (ag's error
  * handler, ag_last_error()) and the forward returns NULL; every forward given a NULL input
  * returns NULL, so a whole model is checked once, on its output. The few checks a layer makes
- * itself (e.g. a GRU input that is not 3-D) are reported the same way (nn_forward_error: ag's
- * handler and ag_last_error(), and also ag_last_error()).
+ * itself (e.g. a GRU input that is not 3-D) are reported the same way (ag_report: ag's
+ * handler and ag_last_error()).
  * Everything else that can fail (registration, finalize, I/O, checkpoint loading, optimizer
  * configuration) follows one rule, in nn/ and optim/ alike:
  *     a function returning int returns 0 on success and -1 on failure;
@@ -31,6 +31,11 @@
  *     either way ag_last_error() then holds one line naming the file, tensor or field and
  *     what was expected.
  * Nothing in nn/ or optim/ prints, exits or aborts.
+ *
+ * Fused kernels. Where a profile showed it pays, a layer's forward runs one fused op written in
+ * nn/ on the public op API (autograd/ag_op.h): the attention cores, AddNorm
+ * (nn_layer_norm_add_forward) and the GRU cell. Each has beside it the same computation
+ * composed of ag primitives (nn_*_composite), the reference it is tested against.
  */
 #ifndef TG_NN_H
 #define TG_NN_H

@@ -1,4 +1,5 @@
 /* test_gradcheck.c -- every op against central differences, in float64 (links ag64).
+ * (The fused kernels of the nn layers and their composites: tests/nn/test_nn_gradcheck.c.)
  *
  * One row of the table per case: the function, its inputs' shapes, and the checker's knobs.
  * Odd, non-square shapes throughout; broadcasting, views, BLIS-sized and small products, and
@@ -94,7 +95,7 @@ static ag_tensor *f_dropout(ag_tape *t, ag_tensor *const *x, void *u) {
     (void)u;
     ag_rng rng;
     ag_rng_seed(&rng, 7); /* reseeded every call: the same mask each evaluation */
-    return ag_dropout(t, X0, 0.3, true, &rng);
+    return ag_dropout(t, X0, 0.3, &rng);
 }
 
 /* A two-layer net with a loss: linear, tanh, linear, softmax cross-entropy, mean. */
@@ -112,34 +113,6 @@ static ag_tensor *f_attention(ag_tape *t, ag_tensor *const *x, void *u) {
     ag_tensor *w = ag_masked_softmax(t, s, (const int32_t[]){3, 1}, 1);
     return ag_matmul(t, w, X2);
 }
-
-/* The fused op: 2 heads, masks per row (one of length 0) or per query, dropout reseeded every
- * call (the same mask each evaluation), k and v of different widths, a non-contiguous q. */
-static ag_tensor *f_fused_attention(ag_tape *t, ag_tensor *const *x, void *u) {
-    (void)u;
-    return ag_attention(t, X0, X1, X2, 2, (const int32_t[]){3, 0}, 1, 0, false, NULL, NULL);
-}
-static ag_tensor *f_fused_attention_2d(ag_tape *t, ag_tensor *const *x, void *u) {
-    (void)u;
-    ag_rng rng;
-    ag_rng_seed(&rng, 11);
-    ag_tensor *q = ag_transpose(t, X0, 0, 1); /* (3, 2, 4) stored (2, 3, 4): a strided view */
-    return ag_attention(t, q, X1, X2, 2, (const int32_t[]){1, 4, 2, 3, 4, 1}, 2, 0.3, true, &rng, NULL);
-}
-
-FN(f_add_layer_norm, ag_add_layer_norm(t, X0, X1, 0, false, NULL, 1, X2, NULL, 1e-5))
-static ag_tensor *f_add_layer_norm_drop(ag_tape *t, ag_tensor *const *x, void *u) {
-    (void)u;
-    ag_rng rng;
-    ag_rng_seed(&rng, 13); /* reseeded every call: the same mask each evaluation */
-    return ag_add_layer_norm(t, X0, X1, 0.4, true, &rng, 2, NULL, NULL, 1e-5);
-}
-FN(f_additive_scores, ag_additive_scores(t, X0, X1, X2))
-/* queries and keys one tensor (self-attention), the weight a view of a (1, H) row */
-FN(f_additive_self, ag_additive_scores(t, X0, X0, ag_reshape(t, X1, AG_SHAPE(4))))
-FN(f_gru_cell, ag_gru_cell(t, X0, X1, X2))
-/* gi and gh one tensor (its gradient gathers both), h a strided view */
-FN(f_gru_cell_shared, ag_gru_cell(t, X0, X0, ag_transpose(t, X1, 0, 1)))
 
 #define S1(a) {1, {a}}
 #define S2(a, b) {2, {a, b}}
@@ -215,14 +188,6 @@ static const gc_case cases[] = {
     {"softmax_ce unweighted", f_softmax_ce_plain, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"mlp with loss", f_mlp, 3, {S2(4, 5), S2(6, 5), S2(3, 6)}, NORMAL, DEFAULTS},
     {"attention", f_attention, 3, {S3(2, 2, 3), S3(2, 4, 3), S3(2, 4, 5)}, NORMAL, DEFAULTS},
-    {"add_layer_norm (gamma, no beta)", f_add_layer_norm, 3, {S3(2, 3, 5), S3(2, 3, 5), S1(5)}, NORMAL, DEFAULTS},
-    {"add_layer_norm, dropout, two axes, no affine", f_add_layer_norm_drop, 2, {S3(2, 3, 4), S3(2, 3, 4)}, NORMAL, DEFAULTS},
-    {"additive_scores", f_additive_scores, 3, {S3(2, 3, 5), S3(2, 4, 5), S1(5)}, NORMAL, DEFAULTS},
-    {"additive_scores, q = k", f_additive_self, 2, {S3(2, 3, 4), S2(1, 4)}, NORMAL, DEFAULTS},
-    {"gru_cell", f_gru_cell, 3, {S2(3, 12), S2(3, 12), S2(3, 4)}, NORMAL, DEFAULTS},
-    {"gru_cell, gi = gh, strided h", f_gru_cell_shared, 2, {S2(2, 9), S2(3, 2)}, NORMAL, DEFAULTS},
-    {"fused attention, 2 heads, lens (B,) incl. 0", f_fused_attention, 3, {S3(2, 3, 4), S3(2, 4, 4), S3(2, 4, 6)}, NORMAL, DEFAULTS},
-    {"fused attention, lens (B,Tq), dropout, strided q", f_fused_attention_2d, 3, {S3(2, 3, 4), S3(3, 4, 4), S3(3, 4, 2)}, NORMAL, DEFAULTS},
 };
 
 static void fill(ag_tensor *x, int init, ag_rng *rng) {
