@@ -134,7 +134,7 @@ int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int
     y.grad = grad;
     y.requires_grad = grad != NULL;
     y.ndim = ndim;
-    memcpy(y.shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) memcpy(y.shape, shape, (size_t)ndim * sizeof *shape); /* shape may be NULL for a scalar */
     ag_contig_strides(ndim, y.shape, y.stride);
     y.numel = ag_numel(ndim, y.shape);
     y.magic = AG_MAGIC;

@@ -16,4 +16,32 @@ typedef struct nn_ctx {
     ag_rng *rng;     /* dropout's random stream (caller-owned); may be NULL in eval */
 } nn_ctx;
 
+/* Evaluation for a stretch of code, in one call: training off (dropout is the identity,
+ * BatchNorm normalises with its running statistics and leaves them alone) and the tape's
+ * recording off (no node, no gradient: inference). nn_eval_end restores both as they were:
+ *
+ *     nn_eval_saved e = nn_eval_begin(&c);
+ *     ag_tensor *y = model_forward(&m, &c, x);    // eval, nothing recorded
+ *     nn_eval_end(&c, e);                          // back to training (if it was) and recording
+ *
+ * Pairs nest (each restores what its begin saw). c->tape may be NULL (then only the flag
+ * changes); c must not be NULL. */
+typedef struct nn_eval_saved {
+    bool training, recording;
+} nn_eval_saved;
+
+static inline nn_eval_saved nn_eval_begin(nn_ctx *c)
+{
+    nn_eval_saved s = {c->training, false};
+    c->training = false;
+    if (c->tape) s.recording = ag_tape_set_recording(c->tape, false);
+    return s;
+}
+
+static inline void nn_eval_end(nn_ctx *c, nn_eval_saved s)
+{
+    c->training = s.training;
+    if (c->tape) ag_tape_set_recording(c->tape, s.recording);
+}
+
 #endif

@@ -12,9 +12,13 @@
  *     ag_tensor *logits = nn_linear_forward(&fc2, &c, nn_relu(&c, nn_linear_forward(&fc1, &c, x)));
  *
  * Pieces (one header each, all included here):
- *   nn/params.h      the parameter store: named leaves over flat value/gradient buffers
+ *   nn/base.h        the forward context nn_ctx; nn_eval_begin / nn_eval_end (eval, no tape)
+ *   nn/params.h      the parameter store: named leaves over flat value/gradient buffers, and
+ *                    non-trainable buffers
  *   nn/layers.h      Linear, Embedding, LayerNorm (and of a residual sum), Dropout, ReLU
  *   nn/gru.h         the GRU cell; multi-layer GRU (PyTorch layout) and its one-step function
+ *   nn/lstm.h        the LSTM cell; multi-layer LSTM (PyTorch layout) and its one-step function
+ *   nn/batchnorm.h   BatchNorm1d (running statistics kept as buffers of the store)
  *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
  *   nn/io/checkpoint.h  safetensors checkpoints with metadata and a checksum
  * The optimizers live in optim/optim.h.
@@ -34,7 +38,7 @@
  *
  * Fused kernels. Where a profile showed it pays, a layer's forward runs one fused op written in
  * nn/ on the public op API (autograd/ag_op.h): the attention cores, AddNorm
- * (nn_layer_norm_add_forward) and the GRU cell. Each has beside it the same computation
+ * (nn_layer_norm_add_forward), the GRU and LSTM cells. Each has beside it the same computation
  * composed of ag primitives (nn_*_composite), the reference it is tested against.
  */
 #ifndef TG_NN_H
@@ -44,6 +48,8 @@
 #include "nn/params.h"
 #include "nn/layers.h"
 #include "nn/gru.h"
+#include "nn/lstm.h"
+#include "nn/batchnorm.h"
 #include "nn/attention.h"
 #include "nn/io/checkpoint.h"
 

@@ -1,4 +1,5 @@
-/* params.h -- the parameter store: every trainable tensor of a model, by name, in flat buffers.
+/* params.h -- the parameter store: every trainable tensor of a model, by name, in flat buffers;
+ * and the model's non-trainable buffers (running statistics) beside them.
  *
  * Life cycle:
  *   1. nn_params_new().
@@ -23,6 +24,17 @@
  * buffers; offsets are multiples of 16 elements and the padding between parameters is zero in
  * both buffers. Optimizers keep their state in buffers of nn_params_flat_size() elements with
  * the same layout, so an update is one loop over the whole buffer.
+ *
+ * Buffers (nn_params_add_buffer): named tensors of a model that are not trained, e.g.
+ * BatchNorm's running statistics (PyTorch's register_buffer). They are registered, named,
+ * initialised (in registration order, from the same rng as the parameters), found and
+ * checkpointed like parameters, but have no gradient (grad NULL, requires_grad false) and
+ * live in an allocation of their own: they are not in nn_params_count / nn_params_at /
+ * nn_params_offset, nor in the flat value and gradient buffers, so the optimizers, gradient
+ * clipping and zero-grad never see them. Layers write them during a forward (BatchNorm in
+ * training updates its running statistics). The full list, parameters and buffers in
+ * registration order (PyTorch's state_dict order when a layer registers its parameters first),
+ * is nn_params_tensor_count / nn_params_tensor_at: what a checkpoint saves.
  */
 #ifndef TG_NN_PARAMS_H
 #define TG_NN_PARAMS_H
@@ -91,8 +103,16 @@ void nn_params_free(nn_params *ps);
 ag_tensor *nn_params_add(nn_params *ps, const char *prefix, const char *name, int ndim,
                          const int *shape, nn_init init);
 
-/* Replaces the initialiser of a registered parameter (before finalize), e.g. to override a
- * layer's default. Returns 0, or -1 if p is not in ps, the store is finalized or init invalid. */
+/* Registers the non-trainable buffer `prefix.name`: the same rules, names (shared with the
+ * parameters: a name is unique across both) and errors as nn_params_add, ndim 0 (a scalar)
+ * included. The tensor has no gradient. After finalize its data live outside the flat buffers
+ * (see "Buffers" above); nn_params_reinit reruns its initialiser too. */
+ag_tensor *nn_params_add_buffer(nn_params *ps, const char *prefix, const char *name, int ndim,
+                                const int *shape, nn_init init);
+
+/* Replaces the initialiser of a registered parameter or buffer (before finalize), e.g. to
+ * override a layer's default. Returns 0, or -1 if p is not in ps, the store is finalized or
+ * init invalid. */
 int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init);
 
 /* Records a registration error of a caller-written layer (printf-style message): makes
@@ -103,23 +123,27 @@ int nn_params_fail(nn_params *ps, const char *fmt, ...)
 #endif
     ;
 
-/* Allocates the flat buffers, points every parameter at its slice, runs the initialisers in
- * registration order from ag_rng seeded with `seed`, zeroes the gradients. Returns 0, or -1 on
- * an earlier registration error, a second finalize, or out of memory. A store with no
- * parameters finalizes fine. */
+/* Allocates the flat buffers (and the buffers' own allocation), points every parameter and
+ * buffer at its slice, runs the initialisers in registration order from ag_rng seeded with
+ * `seed`, zeroes the gradients. Returns 0, or -1 on an earlier registration error, a second
+ * finalize, or out of memory. A store with no parameters finalizes fine. */
 int nn_params_finalize(nn_params *ps, uint64_t seed);
 /* Reruns the initialisers exactly as finalize did with `seed` (same bits for the same seed)
  * and zeroes the gradients. Returns 0, or -1 if the store is not finalized. */
 int nn_params_reinit(nn_params *ps, uint64_t seed);
 bool nn_params_finalized(const nn_params *ps);
 
-/* Number of registered parameters (tensors). */
+/* Number of registered parameters (trainable tensors; buffers excluded). */
 size_t nn_params_count(const nn_params *ps);
 /* Parameter i in registration order (0 <= i < count), or NULL when out of range. */
 ag_tensor *nn_params_at(const nn_params *ps, size_t i);
-/* The parameter with this full name, or NULL. */
+/* Every tensor of the model, parameters and buffers, in registration order: count, and tensor
+ * i (NULL when out of range). A buffer is told by requires_grad == false. */
+size_t nn_params_tensor_count(const nn_params *ps);
+ag_tensor *nn_params_tensor_at(const nn_params *ps, size_t i);
+/* The parameter or buffer with this full name, or NULL. */
 ag_tensor *nn_params_find(const nn_params *ps, const char *name);
-/* Total number of scalars of all parameters (padding excluded). */
+/* Total number of scalars of all parameters (padding and buffers excluded). */
 size_t nn_params_numel(const nn_params *ps);
 
 /* Flat buffers (after finalize; NULL before). Both hold nn_params_flat_size() elements, the
@@ -134,7 +158,10 @@ ag_real *nn_params_grads(nn_params *ps);
  * freed) and keeps its own gradient buffer, so a forward and backward through the replica
  * leaves master's gradients alone: that is how the trainer runs shards of a batch in parallel
  * and sums their gradients. master must outlive replica; nn_params_reinit of the replica is
- * refused. Returns 0, or -1 (ag_last_error names the first difference). */
+ * refused. Buffers are not shared: the replica's get a copy of master's values, then stay its
+ * own, so a training forward through the replica (BatchNorm) updates the replica's running
+ * statistics, not master's (as PyTorch's DataParallel keeps only the first replica's).
+ * Returns 0, or -1 (ag_last_error names the first difference). */
 int nn_params_share_values(nn_params *replica, nn_params *master);
 
 /* Sets every gradient to zero (one memset). No-op before finalize. */

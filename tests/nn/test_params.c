@@ -3,7 +3,7 @@
  * Registration (names, order, stable pointers, shapes before finalize), finalize (flat views,
  * alignment, zero padding and gradients), lookup, zero-grad, the sticky error rule, and the
  * initialisers: same seed same bits, and the statistics / bounds of each one, including the
- * d2l defaults the layers register. */
+ * d2l defaults the layers register; non-trainable buffers. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -362,6 +362,89 @@ static void test_gru_names(void)
     nn_params_free(ps);
 }
 
+/* Buffers: registered and named beside the parameters, in the tensor list only, no gradient,
+ * their own allocation, initialised in registration order from the same rng; errors as for
+ * parameters; a replica gets a copy of master's buffers and keeps its own. */
+static nn_params *with_buffers(void)
+{
+    nn_params *ps = nn_params_new();
+    nn_params_add(ps, "m", "w", AG_SHAPE(2, 3), nn_init_normal(0, 1));
+    nn_params_add_buffer(ps, "m", "stat", AG_SHAPE(3), nn_init_uniform(-1, 1));
+    nn_params_add_buffer(ps, "m", "count", 0, NULL, nn_init_constant(7));
+    nn_params_add(ps, "m", "b", AG_SHAPE(3), nn_init_normal(0, 1));
+    return ps;
+}
+
+static void test_buffers(void)
+{
+    nn_params *ps = with_buffers(), *plain = nn_params_new(), *dup = nn_params_new();
+    nn_params_add(plain, "m", "w", AG_SHAPE(2, 3), nn_init_normal(0, 1));
+    nn_params_add(plain, "m", "b", AG_SHAPE(3), nn_init_normal(0, 1));
+    CU_ASSERT_EQUAL(nn_params_count(ps), 2);
+    CU_ASSERT_EQUAL(nn_params_tensor_count(ps), 4);
+    CU_ASSERT_EQUAL(nn_params_numel(ps), 9);
+    const char *all[] = {"m.w", "m.stat", "m.count", "m.b"};
+    for (size_t i = 0; i < 4; i++) CU_ASSERT_STRING_EQUAL(nn_params_tensor_at(ps, i)->name, all[i]);
+    CU_ASSERT_PTR_NULL(nn_params_tensor_at(ps, 4));
+    CU_ASSERT_STRING_EQUAL(nn_params_at(ps, 1)->name, "m.b");
+    ag_tensor *stat = nn_params_find(ps, "m.stat"), *count = nn_params_find(ps, "m.count");
+    CU_ASSERT_PTR_EQUAL(stat, nn_params_tensor_at(ps, 1));
+    CU_ASSERT_FALSE(stat->requires_grad);
+    /* errors: a name shared with a parameter, after finalize */
+    nn_params_add(dup, "m", "w", AG_SHAPE(1), nn_init_zeros());
+    CU_ASSERT_PTR_NULL(nn_params_add_buffer(dup, "m", "w", AG_SHAPE(1), nn_init_zeros()));
+    HAS(ag_last_error(), "nn_params_add_buffer: duplicate buffer name 'm.w'");
+    CU_ASSERT_EQUAL(nn_params_finalize(dup, 1), -1); /* sticky */
+    nn_params_free(dup);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 11), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(plain, 11), 0);
+    CU_ASSERT_PTR_NULL(nn_params_add_buffer(ps, "m", "late", AG_SHAPE(1), nn_init_zeros()));
+    HAS(ag_last_error(), "buffer 'm.late' registered after nn_params_finalize");
+    /* the flat buffers hold the parameters only: the same layout as without buffers; the
+     * initialisers run in registration order from one stream (m.w: the same values) */
+    CU_ASSERT_EQUAL(nn_params_flat_size(ps), nn_params_flat_size(plain));
+    CU_ASSERT_EQUAL(nn_params_offset(ps, 1), nn_params_offset(plain, 1));
+    CU_ASSERT_EQUAL(memcmp(nn_params_at(ps, 0)->data, nn_params_at(plain, 0)->data,
+                           6 * sizeof(ag_real)), 0);
+    CU_ASSERT_PTR_NULL(stat->grad);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stat->data);
+    const ag_real *v = nn_params_values(ps);
+    CU_ASSERT_TRUE(stat->data < v || stat->data >= v + nn_params_flat_size(ps));
+    for (int i = 0; i < 3; i++) CU_ASSERT_TRUE(stat->data[i] >= -1 && stat->data[i] < 1);
+    CU_ASSERT_EQUAL(count->ndim, 0);
+    CU_ASSERT_EQUAL(count->numel, 1);
+    CU_ASSERT_EQUAL(count->data[0], 7);
+    /* zero-grad and reinit */
+    stat->data[0] = 5, count->data[0] = 1;
+    nn_params_zero_grad(ps);
+    CU_ASSERT_EQUAL(stat->data[0], 5);
+    CU_ASSERT_EQUAL(nn_params_reinit(ps, 11), 0);
+    CU_ASSERT_NOT_EQUAL(stat->data[0], 5);
+    CU_ASSERT_EQUAL(count->data[0], 7);
+    /* a replica: parameters shared, buffers copied then its own */
+    nn_params *rep = with_buffers();
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(rep, 12), 0);
+    count->data[0] = 3;
+    CU_ASSERT_EQUAL_FATAL(nn_params_share_values(rep, ps), 0);
+    ag_tensor *rcount = nn_params_find(rep, "m.count");
+    CU_ASSERT_EQUAL(rcount->data[0], 3);
+    CU_ASSERT_PTR_NOT_EQUAL(rcount->data, count->data);
+    rcount->data[0] = 4;
+    CU_ASSERT_EQUAL(count->data[0], 3);
+    CU_ASSERT_PTR_EQUAL(nn_params_at(rep, 1)->data, nn_params_at(ps, 1)->data);
+    /* a replica whose buffers differ is refused */
+    nn_params *no_buf = nn_params_new();
+    nn_params_add(no_buf, "m", "w", AG_SHAPE(2, 3), nn_init_normal(0, 1));
+    nn_params_add(no_buf, "m", "b", AG_SHAPE(3), nn_init_normal(0, 1));
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(no_buf, 1), 0);
+    CU_ASSERT_EQUAL(nn_params_share_values(no_buf, ps), -1);
+    HAS(ag_last_error(), "differ");
+    nn_params_free(no_buf);
+    nn_params_free(rep);
+    nn_params_free(plain);
+    nn_params_free(ps);
+}
+
 static CU_TestInfo tests[] = {
     {"names, order, shapes before finalize", test_names_and_order},
     {"finalize: flat views, alignment, zero-grad", test_finalize_views},
@@ -370,6 +453,7 @@ static CU_TestInfo tests[] = {
     {"init determinism: same seed, same bits", test_init_determinism},
     {"initialiser statistics and d2l defaults", test_init_statistics},
     {"GRU parameter names (PyTorch layout)", test_gru_names},
+    {"buffers: beside the parameters, outside the flat buffers", test_buffers},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"nn_params", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
