@@ -199,6 +199,8 @@ ag_tensor *ag_sqrt(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_tanh(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_sigmoid(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_relu(ag_tape *t, ag_tensor *x);                  /* gradient 0 at x = 0 */
+/* GELU, the exact erf form (PyTorch's default): x * 0.5 * (1 + erf(x / sqrt 2)). */
+ag_tensor *ag_gelu(ag_tape *t, ag_tensor *x);
 
 /* Matrix product on BLIS (the engine's own kernel for small products). a (..., M, K) and
  * b (..., K, N) with 0 to 2 leading batch axes, the same on both sides, -> (..., M, N); a 2-D
@@ -261,6 +263,61 @@ ag_tensor *ag_dropout(ag_tape *t, ag_tensor *x, double p, ag_rng *rng);
  * with the valid-position mask (1 or 0) as weights. */
 ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
                          const ag_real *weights);
+
+/* ---- Losses (PyTorch's definitions and reductions) ----
+ * How a loss reduces its per-position values l_i: AG_REDUCE_MEAN (0, the default) gives the
+ * scalar sum_i l_i / D, D the number of elements (MSE, BCE) or the sum of the weights of the
+ * positions not ignored (NLL, cross-entropy; D = 0 gives NaN, as PyTorch); AG_REDUCE_SUM the
+ * scalar sum_i l_i; AG_REDUCE_NONE the l_i themselves, in the positions' shape. Labels,
+ * weights and pos_weight are copied. A label outside [0, C) (other than ignore_index) or
+ * shapes that do not fit are reported, naming the op and both shapes. */
+typedef enum ag_reduction { AG_REDUCE_MEAN, AG_REDUCE_SUM, AG_REDUCE_NONE } ag_reduction;
+
+/* PyTorch's default ignore_index: no valid class has it, so passing it ignores nothing. */
+#define AG_IGNORE_INDEX (-100)
+
+/* Mean squared error: x and target of one shape (no broadcasting), l = (x - target)^2.
+ * target may require a gradient too. */
+ag_tensor *ag_mse_loss(ag_tape *t, ag_tensor *x, ag_tensor *target, ag_reduction reduction);
+/* Binary cross-entropy on logits x, targets of x's shape (probabilities in [0, 1]; may require
+ * a gradient), in PyTorch's stable form, p = pos_weight[c] for the class c = the last index
+ * (NULL: p = 1; else x->shape[-1] values):
+ *   l = (1 - y) x + (1 + (p - 1) y) (max(-x, 0) + log(1 + exp(-|x|)))
+ *     = max(x, 0) - x y + log(1 + exp(-|x|))      when p = 1. */
+ag_tensor *ag_bce_with_logits(ag_tape *t, ag_tensor *x, ag_tensor *target,
+                              const ag_real *pos_weight, ag_reduction reduction);
+/* Negative log-likelihood on log-probabilities logp (..., C), labels (...) in [0, C):
+ *   l = -w[label] logp[label], 0 where label == ignore_index;
+ * class_weights (C) or NULL for ones; the mean divides by the sum of w[label] over the positions
+ * not ignored. NONE gives (...). */
+ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
+                       const ag_real *class_weights, int32_t ignore_index,
+                       ag_reduction reduction);
+/* Fused softmax cross-entropy with label smoothing eps in [0, 1] (PyTorch's definition: eps
+ * spread uniformly over ALL C classes), on logits (..., C), labels (...) in [0, C):
+ *   l = w ((1 - eps) (lse - x[label]) + eps (lse - mean_c x[c])),  lse = log sum_c exp(x[c]),
+ * 0 where label == ignore_index; weights: one per position (...) (e.g. a 1/0 mask), NULL for
+ * ones; the mean divides by the sum of the weights of the positions not ignored. NONE gives
+ * the per-position losses (...). With eps = 0, no ignored label and NONE it is ag_softmax_ce. */
+ag_tensor *ag_cross_entropy(ag_tape *t, ag_tensor *logits, const int32_t *labels,
+                            const ag_real *weights, double label_smoothing,
+                            int32_t ignore_index, ag_reduction reduction);
+
+/* ---- Values out of the engine (no tape, nothing recorded) ----
+ * Both read any tensor (a leaf, a tensor of a tape, a strided view) in row-major order of its
+ * shape; the caller owns out / dst, and what they hold stays valid after ag_tape_reset.
+ * Return 0, or -1 (reported; nothing written) for a NULL tensor or buffer, a bad axis or a
+ * buffer too small. */
+/* Index of the maximum along axis (negative from the end): out gets numel / shape[axis]
+ * indices, in row-major order of the other axes (capacity n). AG_ALL: one index into the
+ * row-major flattening. Ties: the first maximal index; a NaN counts as the maximum (both as
+ * PyTorch). An empty axis is refused. */
+int ag_argmax(const ag_tensor *x, int axis, int32_t *out, size_t n);
+/* Copies x's numel values into dst (capacity n >= numel elements), converting to float or
+ * double; ag_copy_out copies ag_reals. */
+int ag_copy_out(const ag_tensor *x, ag_real *dst, size_t n);
+int ag_copy_out_f32(const ag_tensor *x, float *dst, size_t n);
+int ag_copy_out_f64(const ag_tensor *x, double *dst, size_t n);
 
 /* ---- Gradient checking (a library API: use it on your own ops and models) ---------------- */
 

@@ -49,14 +49,56 @@ static int check_cfg(const optim_cfg *c)
             return ag_error("optim_new (%s): eps = %g, expected >= 0", k, c->eps);
     }
     const optim_schedule *s = &c->schedule;
-    if (s->kind == OPTIM_LR_STEP && (s->step_size <= 0 || !(s->gamma > 0)))
-        return ag_error("optim_new (%s): step schedule with step_size = %d, gamma = %g, "
+    switch (s->kind) {
+    case OPTIM_LR_CONSTANT:
+        return 0;
+    case OPTIM_LR_STEP:
+        if (s->step_size <= 0 || !(s->gamma > 0))
+            return ag_error("optim_new (%s): step schedule with step_size = %d, gamma = %g, "
                             "expected step_size > 0 and gamma > 0", k, s->step_size, s->gamma);
-    if (s->kind == OPTIM_LR_NOAM && (s->d_model <= 0 || s->warmup <= 0))
-        return ag_error("optim_new (%s): Noam schedule with d_model = %d, warmup = %d, "
+        return 0;
+    case OPTIM_LR_NOAM:
+        if (s->d_model <= 0 || s->warmup <= 0)
+            return ag_error("optim_new (%s): Noam schedule with d_model = %d, warmup = %d, "
                             "expected both > 0", k, s->d_model, s->warmup);
-    if (s->kind != OPTIM_LR_CONSTANT && s->kind != OPTIM_LR_STEP && s->kind != OPTIM_LR_NOAM)
-        return ag_error("optim_new (%s): unknown schedule kind %d", k, (int)s->kind);
+        return 0;
+    case OPTIM_LR_INVSQRT:
+        if (s->warmup <= 0)
+            return ag_error("optim_new (%s): inverse-square-root schedule with warmup = %d, "
+                            "expected > 0", k, s->warmup);
+        return 0;
+    case OPTIM_LR_COSINE:
+    case OPTIM_LR_LINEAR:
+        if (s->warmup < 0 || s->total <= s->warmup || !(s->min_ratio >= 0 && s->min_ratio <= 1))
+            return ag_error("optim_new (%s): %s schedule with warmup = %d, total = %lld, "
+                            "min_ratio = %g, expected 0 <= warmup < total and min_ratio 0 to 1",
+                            k, s->kind == OPTIM_LR_COSINE ? "cosine" : "linear", s->warmup,
+                            (long long)s->total, s->min_ratio);
+        return 0;
+    }
+    return ag_error("optim_new (%s): unknown schedule kind %d", k, (int)s->kind);
+}
+
+/* The runs of parameters that share a weight decay (cfg.decay_filter), each running to the
+ * next run's first parameter (the zero padding between parameters goes with the run before:
+ * an update leaves zeros at zero). */
+static int make_runs(optim *o)
+{
+    size_t n = nn_params_count(o->ps);
+    o->runs = malloc((n ? n : 1) * sizeof *o->runs);
+    if (!o->runs) return -1;
+    o->runs[0] = (optim_run){0, o->flat, true};
+    o->n_runs = 1;
+    for (size_t i = 0; i < n && o->cfg.decay_filter; i++) {
+        bool d = o->cfg.decay_filter(nn_params_at(o->ps, i), o->cfg.decay_filter_user);
+        optim_run *last = &o->runs[o->n_runs - 1];
+        if (i == 0) {
+            last->decay = d;
+        } else if (d != last->decay) {
+            last->end = nn_params_offset(o->ps, i);
+            o->runs[o->n_runs++] = (optim_run){last->end, o->flat, d};
+        }
+    }
     return 0;
 }
 
@@ -86,14 +128,14 @@ optim *optim_new(nn_params *ps, optim_cfg cfg)
     o->cfg = cfg;
     o->ps = ps;
     o->flat = nn_params_flat_size(ps);
-    bool ok = true;
+    bool ok = make_runs(o) == 0;
     if (cfg.kind == OPTIM_ADAM || cfg.kind == OPTIM_ADAMW) {
         o->m = alloc_state(o->flat);
         o->v = alloc_state(o->flat);
-        ok = o->m && o->v;
+        ok = ok && o->m && o->v;
     } else if (cfg.momentum != 0) {
         o->buf = alloc_state(o->flat);
-        ok = o->buf != NULL;
+        ok = ok && o->buf != NULL;
     }
     if (!ok) {
         optim_free(o);
@@ -110,6 +152,7 @@ void optim_free(optim *o)
     free(o->m);
     free(o->v);
     free(o->buf);
+    free(o->runs);
     free(o);
 }
 
@@ -119,9 +162,10 @@ void optim_free(optim *o)
 #define SQRT sqrtf
 #endif
 
-/* One update of elements [i0, i1) of the flat buffers: the gradient is read as grad * gscale
- * (the clipping factor) and then zeroed, so clipping, the update and zero_grad are one pass.
- * Elements are independent: ranges run in parallel on the engine's threads, same bits. */
+/* One update of elements [i0, i1) of the flat buffers, every element with weight decay wd
+ * (its run's): the gradient is read as grad * gscale (the clipping factor) and then zeroed, so
+ * clipping, the update and zero_grad are one pass. Elements are independent: ranges run in
+ * parallel on the engine's threads, same bits. */
 typedef struct update_job {
     optim *o;
     double lr;
@@ -131,17 +175,16 @@ typedef struct update_job {
 /* SGD with momentum mu, dampening d, weight decay wd (PyTorch's torch.optim.SGD):
  *   g = grad + wd p;  b = (t == 1) ? g : mu b + (1 - d) g;  g = nesterov ? g + mu b : b;
  *   p -= lr g. */
-static void sgd_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
+static void sgd_span(const update_job *j, size_t i0, size_t i1, double weight_decay)
 {
-    const update_job *j = ctx;
     optim *o = j->o;
     const optim_cfg *c = &o->cfg;
     ag_real *restrict p = nn_params_values(o->ps), *restrict gr = nn_params_grads(o->ps);
     ag_real *restrict buf = o->buf;
-    const ag_real wd = (ag_real)c->weight_decay, mu = (ag_real)c->momentum, gs = j->gscale;
+    const ag_real wd = (ag_real)weight_decay, mu = (ag_real)c->momentum, gs = j->gscale;
     const ag_real damp = (ag_real)(1 - c->dampening), a = (ag_real)j->lr;
     const bool first = o->t == 0;
-    for (ptrdiff_t i = i0; i < i1; i++) {
+    for (size_t i = i0; i < i1; i++) {
         ag_real g = gr[i] * gs + wd * p[i];
         gr[i] = 0;
         if (buf) {
@@ -156,9 +199,8 @@ static void sgd_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
  *   AdamW: p *= 1 - lr wd           Adam: g = grad + wd p
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
-static void adam_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
+static void adam_span(const update_job *j, size_t i0, size_t i1, double weight_decay)
 {
-    const update_job *j = ctx;
     optim *o = j->o;
     const optim_cfg *c = &o->cfg;
     const int64_t t = o->t + 1;
@@ -166,14 +208,14 @@ static void adam_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
     ag_real *restrict p = nn_params_values(o->ps), *restrict gr = nn_params_grads(o->ps);
     ag_real *restrict m = o->m, *restrict v = o->v;
     const bool decoupled = c->kind == OPTIM_ADAMW;
-    const ag_real l2 = (ag_real)(decoupled ? 0 : c->weight_decay), gs = j->gscale;
-    const ag_real keep = (ag_real)(decoupled ? 1 - lr * c->weight_decay : 1);
+    const ag_real l2 = (ag_real)(decoupled ? 0 : weight_decay), gs = j->gscale;
+    const ag_real keep = (ag_real)(decoupled ? 1 - lr * weight_decay : 1);
     const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2;
     const ag_real nb1 = (ag_real)(1 - c->beta1), nb2 = (ag_real)(1 - c->beta2);
     const ag_real step_size = (ag_real)(lr / (1 - pow(c->beta1, (double)t)));
     const ag_real bc2_sqrt = (ag_real)sqrt(1 - pow(c->beta2, (double)t));
     const ag_real eps = (ag_real)c->eps;
-    for (ptrdiff_t i = i0; i < i1; i++) {
+    for (size_t i = i0; i < i1; i++) {
         ag_real g = gr[i] * gs + l2 * p[i];
         gr[i] = 0;
         p[i] *= keep; /* 1 for Adam: exact */
@@ -181,6 +223,21 @@ static void adam_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
         v[i] = b2 * v[i] + nb2 * g * g;
         ag_real denom = SQRT(v[i]) / bc2_sqrt + eps;
         p[i] -= step_size * (m[i] / denom);
+    }
+}
+
+/* Elements [i0, i1) of the flat buffers, cut at the runs' borders. */
+static void update_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
+{
+    const update_job *j = ctx;
+    const optim *o = j->o;
+    for (size_t r = 0; r < o->n_runs; r++) {
+        size_t b = o->runs[r].begin > (size_t)i0 ? o->runs[r].begin : (size_t)i0;
+        size_t e = o->runs[r].end < (size_t)i1 ? o->runs[r].end : (size_t)i1;
+        if (b >= e) continue;
+        double wd = o->runs[r].decay ? o->cfg.weight_decay : 0;
+        if (o->cfg.kind == OPTIM_SGD) sgd_span(j, b, e, wd);
+        else adam_span(j, b, e, wd);
     }
 }
 
@@ -197,7 +254,7 @@ int optim_step(optim *o)
     }
     /* d2l's grad_clipping, as optim_clip_grad_norm, folded into the update */
     update_job j = {o, optim_lr(o), clip > 0 && norm > clip ? (ag_real)(clip / norm) : 1};
-    ag_parallel_for((ptrdiff_t)o->flat, 8192, o->cfg.kind == OPTIM_SGD ? sgd_range : adam_range, &j);
+    ag_parallel_for((ptrdiff_t)o->flat, 8192, update_range, &j);
     o->t++;
     return 0;
 }
@@ -206,6 +263,15 @@ int64_t optim_steps(const optim *o) { return o ? o->t : 0; }
 double optim_lr(const optim *o)
 {
     return o ? optim_schedule_lr(o->cfg.schedule, o->cfg.lr, o->t + 1) : NAN;
+}
+int optim_set_lr(optim *o, double lr)
+{
+    if (!o) return ag_error("optim_set_lr: optimizer is NULL");
+    if (!(lr >= 0) || !isfinite(lr))
+        return ag_error("optim_set_lr (%s): lr = %g, expected a finite value >= 0",
+                        optim_kind_name(o->cfg.kind), lr);
+    o->cfg.lr = lr;
+    return 0;
 }
 double optim_last_grad_norm(const optim *o) { return o ? o->last_norm : NAN; }
 const optim_cfg *optim_config(const optim *o) { return o ? &o->cfg : NULL; }

@@ -18,6 +18,9 @@
  *          p -= (lr_t / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
  *          i.e. p -= lr_t * m_hat / (sqrt(v_hat) + eps), eps added after the square root
  *   AdamW: p *= 1 - lr_t * wd (decoupled decay), then Adam's update with no wd in g.
+ * wd is cfg.weight_decay for the parameters cfg.decay_filter accepts (every parameter when it
+ * is NULL) and 0 for the others: two parameter groups, as PyTorch recipes build them (see
+ * optim_decay_matrices).
  * The state (moments, momentum buffers) lives in flat buffers laid out like the store's
  * (nn/params.h), so an update is one loop over all parameters. Every parameter is updated
  * each step, including those whose gradient is zero (they move with their momentum).
@@ -34,11 +37,22 @@
 
 /* ---- Learning-rate schedules ---------------------------------------------------------------- */
 
+/* The warm-up schedules (COSINE, LINEAR, INVSQRT) share one warm-up: lr_t = lr * t / warmup
+ * for t <= warmup (lr exactly at t = warmup; warmup 0: none), then decay. With
+ * p = (t - warmup) / (total - warmup) and r = min_ratio:
+ *   COSINE:  lr_t = lr * (r + (1 - r) * (1 + cos(pi p)) / 2)   until t = total, then lr * r
+ *   LINEAR:  lr_t = lr * (r + (1 - r) * (1 - p))                until t = total, then lr * r
+ *   INVSQRT: lr_t = lr * sqrt(warmup / t)                       (fairseq's inverse_sqrt)
+ * (Hugging Face's get_cosine/linear_schedule_with_warmup give update t the value these give
+ * update t - 1: their first update runs at lr 0.) INVSQRT is NOAM scaled to peak at lr. */
 typedef enum optim_lr_kind {
     OPTIM_LR_CONSTANT,  /* lr_t = lr */
     OPTIM_LR_STEP,      /* lr_t = lr * gamma^floor((t - 1) / step_size)  (PyTorch StepLR) */
     OPTIM_LR_NOAM,      /* lr_t = lr * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5): the
                          * Transformer's warmup; cfg.lr plays the role of the "factor" */
+    OPTIM_LR_COSINE,    /* linear warm-up, then cosine decay to lr * min_ratio at total */
+    OPTIM_LR_LINEAR,    /* linear warm-up, then linear decay to lr * min_ratio at total */
+    OPTIM_LR_INVSQRT,   /* linear warm-up, then lr * sqrt(warmup / t) */
 } optim_lr_kind;
 
 typedef struct optim_schedule {
@@ -46,7 +60,9 @@ typedef struct optim_schedule {
     int step_size;      /* STEP: updates per decay, > 0 */
     double gamma;       /* STEP: decay factor, > 0 */
     int d_model;        /* NOAM: model width, > 0 */
-    int warmup;         /* NOAM: warmup updates, > 0 */
+    int warmup;         /* NOAM, INVSQRT: warm-up updates, > 0; COSINE, LINEAR: >= 0 */
+    int64_t total;      /* COSINE, LINEAR: the update where the decay ends, > warmup */
+    double min_ratio;   /* COSINE, LINEAR: final lr / lr, 0 to 1 */
 } optim_schedule;
 
 static inline optim_schedule optim_lr_constant(void)
@@ -61,6 +77,20 @@ static inline optim_schedule optim_lr_noam(int d_model, int warmup)
 {
     return (optim_schedule){.kind = OPTIM_LR_NOAM, .d_model = d_model, .warmup = warmup};
 }
+static inline optim_schedule optim_lr_warmup_cosine(int warmup, int64_t total, double min_ratio)
+{
+    return (optim_schedule){.kind = OPTIM_LR_COSINE, .warmup = warmup, .total = total,
+                            .min_ratio = min_ratio};
+}
+static inline optim_schedule optim_lr_warmup_linear(int warmup, int64_t total, double min_ratio)
+{
+    return (optim_schedule){.kind = OPTIM_LR_LINEAR, .warmup = warmup, .total = total,
+                            .min_ratio = min_ratio};
+}
+static inline optim_schedule optim_lr_warmup_invsqrt(int warmup)
+{
+    return (optim_schedule){.kind = OPTIM_LR_INVSQRT, .warmup = warmup};
+}
 
 /* The learning rate of update t (t >= 1) for base rate lr. Returns NaN for t < 1 or an
  * invalid schedule. */
@@ -70,6 +100,17 @@ double optim_schedule_lr(optim_schedule s, double lr, int64_t t);
 
 typedef enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW } optim_kind;
 
+/* Which parameters get weight decay: true for those that do. Called once per parameter by
+ * optim_new (in registration order), with the parameter (its name, shape) and the cfg's
+ * decay_filter_user. */
+typedef bool (*optim_decay_fn)(const ag_tensor *param, void *user);
+
+/* The common recipe (nanoGPT's and minGPT's configure_optimizers, PyTorch's "no decay for
+ * biases and norms"): decay the parameters of 2 or more dimensions (Linear and GRU weights,
+ * embeddings), none for 1-D ones (biases, LayerNorm and BatchNorm weights). A name rule is a
+ * function of param->name, e.g. strstr(param->name, "norm") == NULL. */
+bool optim_decay_matrices(const ag_tensor *param, void *user);
+
 typedef struct optim_cfg {
     optim_kind kind;
     double lr;                 /* base learning rate, >= 0 */
@@ -78,6 +119,9 @@ typedef struct optim_cfg {
     double dampening;          /* SGD: in [0, 1] */
     bool nesterov;             /* SGD: needs momentum > 0 and dampening 0 */
     double weight_decay;       /* >= 0; L2 in the gradient (SGD, Adam), decoupled (AdamW) */
+    optim_decay_fn decay_filter;  /* NULL: weight decay for every parameter; else for those
+                                   * it accepts (e.g. optim_decay_matrices) */
+    void *decay_filter_user;
     double clip_norm;          /* > 0: clip the gradients by global L2 norm first; 0: off */
     optim_schedule schedule;   /* constant unless set */
 } optim_cfg;
@@ -120,6 +164,11 @@ int optim_step(optim *o);
 
 int64_t optim_steps(const optim *o);             /* updates done so far */
 double optim_lr(const optim *o);                 /* lr the next optim_step will use */
+/* Changes the base learning rate (cfg.lr) from the next step on, e.g. a schedule of your own
+ * or a cut on a plateau: the cfg's schedule still applies on top (with the constant schedule
+ * the next step runs at exactly lr). lr finite and >= 0; returns 0, or -1 (nothing changed).
+ * The base rate is part of the saved state (see Checkpoints). */
+int optim_set_lr(optim *o, double lr);
 double optim_last_grad_norm(const optim *o);     /* norm before clipping, at the last step */
 const optim_cfg *optim_config(const optim *o);
 
@@ -133,14 +182,18 @@ double optim_clip_grad_norm(nn_params *ps, double max_norm);
 
 /* ---- Checkpoints ---------------------------------------------------------------------------
  * The state goes into a checkpoint beside the model (nn/checkpoint.h):
- *   metadata  "optim.kind" = "sgd" | "adam" | "adamw",  "optim.step" = t (decimal)
+ *   metadata  "optim.kind" = "sgd" | "adam" | "adamw",  "optim.step" = t (decimal),
+ *             "optim.lr" = the base learning rate (%.17g: exact in double)
  *   tensors   Adam / AdamW: "optim.<kind>.m.<param name>", "optim.<kind>.v.<param name>"
  *             SGD with momentum: "optim.sgd.momentum.<param name>"
  *   all with the parameter's shape, in the checkpoint's store dtype (F32 by default, which is
  *   exact for the float32 build: training resumes bit for bit).
  * optim_load_state checks the kind, the step and every tensor (missing, misshapen, mistyped),
  * rejects "optim." tensors it does not expect, and changes nothing unless all checks pass.
- * The hyperparameters are not stored: the caller passes the same cfg to optim_new. */
+ * It restores the base learning rate when "optim.lr" is present (as PyTorch's
+ * load_state_dict restores its param_groups' lr; call optim_set_lr afterwards to resume at
+ * another rate); a checkpoint without it keeps cfg.lr. The other hyperparameters are not
+ * stored: the caller passes the same cfg to optim_new. */
 int optim_save_state(const optim *o, nn_ckpt *ck);
 int optim_load_state(optim *o, const nn_ckpt *ck);
 

@@ -1,4 +1,5 @@
 /* optim_ckpt.c -- optimizer state to and from checkpoints (names and rules in optim.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #define KEY_KIND "optim.kind"
 #define KEY_STEP "optim.step"
+#define KEY_LR "optim.lr"
 
 /* The state buffers of o with their tensor-name parts: "m", "v" or "momentum". */
 static int state_slots(const optim *o, ag_real **bufs, const char **names)
@@ -35,8 +37,10 @@ int optim_save_state(const optim *o, nn_ckpt *ck)
     ag_real *bufs[2];
     const char *slots[2];
     if (!o || !ck) return ag_error("optim_save_state: NULL argument");
+    char lr[32];
+    snprintf(lr, sizeof lr, "%.17g", o->cfg.lr);  /* 17 digits: the double, exactly */
     if (nn_ckpt_set_meta(ck, KEY_KIND, optim_kind_name(o->cfg.kind)) ||
-        nn_ckpt_set_meta_int(ck, KEY_STEP, o->t))
+        nn_ckpt_set_meta_int(ck, KEY_STEP, o->t) || nn_ckpt_set_meta(ck, KEY_LR, lr))
         return -1;
     int ns = state_slots(o, bufs, slots);
     for (int s = 0; s < ns; s++)
@@ -84,6 +88,15 @@ int optim_load_state(optim *o, const nn_ckpt *ck)
     if (t < 0)
         return ag_error("%s: metadata '%s' = %lld, expected >= 0", src, KEY_STEP,
                             (long long)t);
+    double lr = o->cfg.lr;  /* kept when the checkpoint has no KEY_LR */
+    const char *lr_text = nn_ckpt_meta(ck, KEY_LR);
+    if (lr_text) {
+        char *end;
+        lr = strtod(lr_text, &end);
+        if (end == lr_text || *end || !(lr >= 0) || !isfinite(lr))
+            return ag_error("%s: metadata '%s' = \"%s\", expected a finite number >= 0", src,
+                            KEY_LR, lr_text);
+    }
     for (size_t i = 0; i < nn_ckpt_count(ck); i++) {
         const char *n = nn_ckpt_at(ck, i)->name;
         if (strncmp(n, NN_CKPT_OPTIM_PREFIX, strlen(NN_CKPT_OPTIM_PREFIX)) == 0 &&
@@ -111,5 +124,6 @@ int optim_load_state(optim *o, const nn_ckpt *ck)
     free(tmp[1]);
     if (rc) return -1;
     o->t = t;
+    o->cfg.lr = lr;
     return 0;
 }

@@ -1,8 +1,26 @@
-/* schedule.c -- learning-rate schedules and gradient-norm utilities. */
+/* schedule.c -- learning-rate schedules, gradient-norm utilities, the weight-decay rule. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "optim/optim.h"
+
+#define PI 3.14159265358979323846
+
+/* The factor of the warm-up schedules at update t >= 1 (math in optim.h): t / w during the
+ * warm-up, then the decay of p = (t - w) / (total - w) in (0, 1], or sqrt(w / t). */
+static double warmup_decay(optim_schedule s, int64_t t)
+{
+    const double w = s.warmup, r = s.min_ratio;
+    if (s.kind == OPTIM_LR_INVSQRT) {
+        if (s.warmup <= 0) return NAN;
+        return t <= s.warmup ? (double)t / w : sqrt(w / (double)t);
+    }
+    if (s.warmup < 0 || s.total <= s.warmup || !(r >= 0 && r <= 1)) return NAN;
+    if (t <= s.warmup) return (double)t / w;
+    if (t >= s.total) return r;
+    double p = (double)(t - s.warmup) / (double)(s.total - s.warmup);
+    return r + (1 - r) * (s.kind == OPTIM_LR_COSINE ? 0.5 * (1 + cos(PI * p)) : 1 - p);
+}
 
 double optim_schedule_lr(optim_schedule s, double lr, int64_t t)
 {
@@ -17,6 +35,10 @@ double optim_schedule_lr(optim_schedule s, double lr, int64_t t)
         if (s.d_model <= 0 || s.warmup <= 0) return NAN;
         return lr * pow((double)s.d_model, -0.5) *
                fmin(pow((double)t, -0.5), (double)t * pow((double)s.warmup, -1.5));
+    case OPTIM_LR_COSINE:
+    case OPTIM_LR_LINEAR:
+    case OPTIM_LR_INVSQRT:
+        return lr * warmup_decay(s, t);
     }
     return NAN;
 }
@@ -83,4 +105,11 @@ double optim_clip_grad_norm(nn_params *ps, double max_norm)
         for (size_t i = 0; i < n; i++) g[i] *= scale;
     }
     return norm;
+}
+
+/* Weight decay for parameters of 2 or more dimensions only (optim.h). */
+bool optim_decay_matrices(const ag_tensor *param, void *user)
+{
+    (void)user;
+    return param && param->ndim >= 2;
 }

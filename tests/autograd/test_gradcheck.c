@@ -90,6 +90,31 @@ FN(f_layer_norm_plain, ag_layer_norm(t, X0, 1, NULL, NULL, 1e-5))
 FN(f_softmax_ce, ag_softmax_ce(t, X0, (const int32_t[]){0, 4, 2, 1, 3, 3},
                                (const ag_real[]){1, 1, 0, 1, 0.5, 0}))
 FN(f_softmax_ce_plain, ag_softmax_ce(t, X0, (const int32_t[]){2, 0, 1}, NULL))
+FN(f_gelu, ag_gelu(t, X0))
+FN(f_gelu_view, ag_gelu(t, ag_transpose(t, X0, 0, 1)))
+FN(f_mse_mean, ag_mse_loss(t, X0, X1, AG_REDUCE_MEAN))
+FN(f_mse_sum_view, ag_mse_loss(t, ag_transpose(t, X0, 0, 1), X1, AG_REDUCE_SUM))
+FN(f_mse_none, ag_mse_loss(t, X0, X1, AG_REDUCE_NONE))
+FN(f_mse_twice, ag_mse_loss(t, X0, ag_tanh(t, X0), AG_REDUCE_MEAN))
+FN(f_bce_mean, ag_bce_with_logits(t, X0, ag_sigmoid(t, X1), NULL, AG_REDUCE_MEAN))
+FN(f_bce_pos_weight, ag_bce_with_logits(t, X0, ag_sigmoid(t, X1), (const ag_real[]){0.5, 2, 3},
+                                        AG_REDUCE_NONE))
+FN(f_bce_sum_view, ag_bce_with_logits(t, ag_transpose(t, X0, 0, 1), ag_sigmoid(t, X1), NULL,
+                                      AG_REDUCE_SUM))
+FN(f_nll_weighted, ag_nll_loss(t, X0, (const int32_t[]){1, 4, AG_IGNORE_INDEX, 0},
+                               (const ag_real[]){0.5, 1, 2, 1, 3}, AG_IGNORE_INDEX, AG_REDUCE_MEAN))
+FN(f_nll_ignore_none, ag_nll_loss(t, X0, (const int32_t[]){0, 2, 3, 2, 1, 3}, NULL, 2,
+                                  AG_REDUCE_NONE))
+FN(f_nll_log_softmax, ag_nll_loss(t, ag_log_softmax(t, X0), (const int32_t[]){2, 0, 1}, NULL,
+                                  AG_IGNORE_INDEX, AG_REDUCE_SUM))
+FN(f_ce_smooth, ag_cross_entropy(t, X0, (const int32_t[]){0, 4, 2, 1, 3, 3},
+                                 (const ag_real[]){1, 0.5, 1, 2, 1, 1}, 0.1, 3, AG_REDUCE_MEAN))
+FN(f_ce_smooth_none_view, ag_cross_entropy(t, ag_transpose(t, X0, 0, 1),
+                                           (const int32_t[]){2, 0, 1, 1}, NULL, 0.25,
+                                           AG_IGNORE_INDEX, AG_REDUCE_NONE))
+FN(f_ce_sum_twice, ag_add(t, ag_cross_entropy(t, X0, (const int32_t[]){2, 0, 1}, NULL, 0.2,
+                                              AG_IGNORE_INDEX, AG_REDUCE_SUM),
+                          ag_sum(t, ag_mul(t, X0, X0), AG_ALL, false)))
 
 static ag_tensor *f_dropout(ag_tape *t, ag_tensor *const *x, void *u) {
     (void)u;
@@ -186,6 +211,24 @@ static const gc_case cases[] = {
     {"dropout (training)", f_dropout, 1, {S2(4, 6)}, NORMAL, DEFAULTS},
     {"softmax_ce weighted", f_softmax_ce, 1, {S3(2, 3, 5)}, NORMAL, DEFAULTS},
     {"softmax_ce unweighted", f_softmax_ce_plain, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
+    {"gelu", f_gelu, 1, {S2(4, 5)}, NORMAL, DEFAULTS},
+    {"gelu of a transposed view", f_gelu_view, 1, {S2(3, 5)}, NORMAL, DEFAULTS},
+    {"mse_loss mean", f_mse_mean, 2, {S2(3, 5), S2(3, 5)}, NORMAL, DEFAULTS},
+    {"mse_loss sum, input a view", f_mse_sum_view, 2, {S2(4, 3), S2(3, 4)}, NORMAL, DEFAULTS},
+    {"mse_loss none", f_mse_none, 2, {S3(2, 3, 2), S3(2, 3, 2)}, NORMAL, DEFAULTS},
+    {"mse_loss input used twice", f_mse_twice, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
+    {"bce_with_logits mean", f_bce_mean, 2, {S2(4, 3), S2(4, 3)}, NORMAL, DEFAULTS},
+    {"bce_with_logits pos_weight none", f_bce_pos_weight, 2, {S3(2, 2, 3), S3(2, 2, 3)}, NORMAL,
+     DEFAULTS},
+    {"bce_with_logits sum, input a view", f_bce_sum_view, 2, {S2(5, 3), S2(3, 5)}, NORMAL,
+     DEFAULTS},
+    {"nll_loss class weights, ignored", f_nll_weighted, 1, {S2(4, 5)}, NORMAL, DEFAULTS},
+    {"nll_loss ignore_index a class, none", f_nll_ignore_none, 1, {S3(2, 3, 4)}, NORMAL, DEFAULTS},
+    {"nll_loss of log_softmax", f_nll_log_softmax, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
+    {"cross_entropy smoothing, weights, ignored", f_ce_smooth, 1, {S3(2, 3, 5)}, NORMAL, DEFAULTS},
+    {"cross_entropy smoothing none, a view", f_ce_smooth_none_view, 1, {S2(3, 4)}, NORMAL,
+     DEFAULTS},
+    {"cross_entropy sum, input used twice", f_ce_sum_twice, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"mlp with loss", f_mlp, 3, {S2(4, 5), S2(6, 5), S2(3, 6)}, NORMAL, DEFAULTS},
     {"attention", f_attention, 3, {S3(2, 2, 3), S3(2, 4, 3), S3(2, 4, 5)}, NORMAL, DEFAULTS},
 };

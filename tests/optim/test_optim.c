@@ -3,6 +3,7 @@
  * closed forms hold to 1e-12). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "optim/optim.h"
@@ -231,6 +232,201 @@ static void test_schedules(void)
     nn_params_free(ps);
 }
 
+static void test_warmup_schedules(void)
+{
+    /* cosine: warm-up 4, decay to 0.1 lr at update 12 */
+    optim_schedule s = optim_lr_warmup_cosine(4, 12, 0.1);
+    NEAR(optim_schedule_lr(s, 2.0, 1), 0.5);                  /* 2 * 1/4 */
+    NEAR(optim_schedule_lr(s, 2.0, 3), 1.5);
+    NEAR(optim_schedule_lr(s, 2.0, 4), 2.0);                  /* the peak */
+    NEAR(optim_schedule_lr(s, 1.0, 6), 0.8681980515339464);   /* 0.1 + 0.45 (1 + cos(pi/4)) */
+    NEAR(optim_schedule_lr(s, 1.0, 8), 0.55);                 /* half-way: 0.1 + 0.9 / 2 */
+    NEAR(optim_schedule_lr(s, 1.0, 12), 0.1);
+    NEAR(optim_schedule_lr(s, 1.0, 1000), 0.1);
+    for (int t = 5; t < 12; t++)
+        CU_ASSERT_TRUE(optim_schedule_lr(s, 1, t + 1) < optim_schedule_lr(s, 1, t));
+    /* linear without warm-up, to 0 at update 10 */
+    s = optim_lr_warmup_linear(0, 10, 0);
+    NEAR(optim_schedule_lr(s, 1.0, 1), 0.9);
+    NEAR(optim_schedule_lr(s, 1.0, 5), 0.5);
+    NEAR(optim_schedule_lr(s, 1.0, 10), 0);
+    NEAR(optim_schedule_lr(s, 1.0, 11), 0);
+    s = optim_lr_warmup_linear(2, 6, 0.5);
+    const double want_lin[] = {0.5, 1, 0.875, 0.75, 0.625, 0.5, 0.5};
+    for (int t = 1; t <= 7; t++) NEAR(optim_schedule_lr(s, 1.0, t), want_lin[t - 1]);
+    /* inverse square root: warm-up 4 then sqrt(4 / t) */
+    s = optim_lr_warmup_invsqrt(4);
+    NEAR(optim_schedule_lr(s, 1.0, 2), 0.5);
+    NEAR(optim_schedule_lr(s, 1.0, 4), 1);
+    NEAR(optim_schedule_lr(s, 1.0, 16), 0.5);
+    NEAR(optim_schedule_lr(s, 3.0, 100), 0.6);
+    /* INVSQRT is NOAM scaled to peak at lr: noam = lr (d w)^-0.5 invsqrt */
+    for (int t = 1; t < 10; t++)
+        NEAR(optim_schedule_lr(optim_lr_noam(8, 4), 1.0, t), optim_schedule_lr(s, 1.0, t) / sqrt(32));
+    /* invalid: NaN */
+    CU_ASSERT_TRUE(isnan(optim_schedule_lr(optim_lr_warmup_cosine(5, 5, 0), 1, 3)));
+    CU_ASSERT_TRUE(isnan(optim_schedule_lr(optim_lr_warmup_linear(0, 5, 2), 1, 3)));
+    CU_ASSERT_TRUE(isnan(optim_schedule_lr(optim_lr_warmup_invsqrt(0), 1, 3)));
+
+    /* The optimizer follows it: SGD on a constant gradient of 1 moves by -sum lr_t. */
+    ag_tensor *p;
+    nn_params *ps = one_param(&p, 0, 0);
+    optim_cfg c = optim_sgd(1.0);
+    c.schedule = optim_lr_warmup_cosine(2, 6, 0);
+    optim *o = optim_new(ps, c);
+    double want = 0;
+    for (int t = 1; t <= 8; t++) {
+        want -= optim_schedule_lr(c.schedule, 1.0, t);
+        set_grad(p, 1, 0);
+        optim_step(o);
+    }
+    NEAR(p->data[0], -(0.5 + 1 + 0.5 * (1 + cos(3.14159265358979323846 / 4)) + 0.5 +
+                       0.5 * (1 + cos(3 * 3.14159265358979323846 / 4)) + 0 + 0 + 0));
+    NEAR(p->data[0], want);
+    optim_free(o);
+    nn_params_free(ps);
+}
+
+static void test_set_lr(void)
+{
+    ag_tensor *p;
+    nn_params *ps = one_param(&p, 0, 0);
+    optim *o = optim_new(ps, optim_sgd(0.1));
+    set_grad(p, 1, 0);
+    optim_step(o);
+    CU_ASSERT_EQUAL(optim_set_lr(o, 0.5), 0);
+    NEAR(optim_lr(o), 0.5);
+    NEAR(optim_config(o)->lr, 0.5);
+    set_grad(p, 1, 0);
+    optim_step(o);
+    NEAR(p->data[0], -0.6);
+    CU_ASSERT_EQUAL(optim_set_lr(o, -1), -1);
+    HAS(ag_last_error(), "optim_set_lr (sgd): lr = -1");
+    CU_ASSERT_EQUAL(optim_set_lr(o, NAN), -1);
+    NEAR(optim_lr(o), 0.5);  /* unchanged */
+    optim_free(o);
+    nn_params_free(ps);
+
+    /* Under a schedule the new base rate is scaled by it: step schedule 2 / 0.5. */
+    ps = one_param(&p, 0, 0);
+    optim_cfg c = optim_sgd(1.0);
+    c.schedule = optim_lr_step(2, 0.5);
+    o = optim_new(ps, c);
+    for (int t = 1; t <= 2; t++) {
+        set_grad(p, 1, 0);
+        optim_step(o);
+    }
+    optim_set_lr(o, 4.0);
+    NEAR(optim_lr(o), 2.0);  /* t = 3: 4 * 0.5 */
+    optim_free(o);
+    nn_params_free(ps);
+}
+
+/* A store of a small model: two weight matrices, a bias and a norm weight, odd sizes (each
+ * parameter padded to 16 elements). */
+static nn_params *groups_store(void)
+{
+    nn_params *ps = nn_params_new();
+    nn_params_add(ps, "fc", "weight", AG_SHAPE(2, 3), nn_init_constant(1));
+    nn_params_add(ps, "fc", "bias", AG_SHAPE(3), nn_init_constant(1));
+    nn_params_add(ps, "norm", "weight", AG_SHAPE(5), nn_init_constant(1));
+    nn_params_add(ps, "out", "weight", AG_SHAPE(3, 2), nn_init_constant(1));
+    CU_ASSERT_EQUAL(nn_params_finalize(ps, 0), 0);
+    return ps;
+}
+
+static bool no_norm(const ag_tensor *p, void *user)
+{
+    CU_ASSERT_PTR_EQUAL(user, (void *)no_norm);
+    return strstr(p->name, "norm") == NULL;
+}
+
+static void test_decay_groups(void)
+{
+    /* AdamW with zero gradients moves only by its decay: p *= 1 - lr wd per step. */
+    nn_params *ps = groups_store();
+    optim_cfg c = optim_adamw(0.1);
+    c.weight_decay = 0.5;
+    c.decay_filter = optim_decay_matrices;
+    optim *o = optim_new(ps, c);
+    for (int s = 0; s < 3; s++) CU_ASSERT_EQUAL(optim_step(o), 0);
+    const double decayed = pow(1 - 0.05, 3);
+    const double want[4] = {decayed, 1, 1, decayed};  /* fc.weight, fc.bias, norm, out.weight */
+    for (size_t i = 0; i < 4; i++) {
+        ag_tensor *p = nn_params_at(ps, i);
+        for (ptrdiff_t e = 0; e < p->numel; e++) NEAR(p->data[e], want[i]);
+    }
+    /* The padding between parameters stays zero. */
+    const ag_real *v = nn_params_values(ps);
+    for (size_t e = 6; e < nn_params_offset(ps, 1); e++) CU_ASSERT_EQUAL(v[e], 0);
+    optim_free(o);
+
+    /* A name rule, with gradients, against the closed form: decay everything but the norm. */
+    nn_params_reinit(ps, 0);
+    c.decay_filter = no_norm;
+    c.decay_filter_user = (void *)no_norm;
+    o = optim_new(ps, c);
+    const double gs[3] = {0.3, -0.2, 0.1};
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = 0; i < 4; i++) nn_params_at(ps, i)->grad[0] = gs[s];
+        optim_step(o);
+    }
+    for (size_t i = 0; i < 4; i++)
+        NEAR(nn_params_at(ps, i)->data[0],
+             adam_ref(1.0, gs, 3, 0.1, 0.9, 0.999, 1e-8, i == 2 ? 0 : 0.5, true));
+    optim_free(o);
+
+    /* SGD's L2 term follows the same groups: g = grad + wd p only where decayed. */
+    nn_params_reinit(ps, 0);
+    c = optim_sgd(0.1);
+    c.weight_decay = 0.2;
+    c.decay_filter = optim_decay_matrices;
+    o = optim_new(ps, c);
+    optim_step(o);
+    NEAR(nn_params_at(ps, 0)->data[0], 1 - 0.1 * 0.2);
+    NEAR(nn_params_at(ps, 1)->data[0], 1);
+    optim_free(o);
+    nn_params_free(ps);
+}
+
+/* Runs cut between threads at any element: the same bits as one thread. */
+static void test_decay_groups_threads(void)
+{
+    ag_real *out[2];
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(ag_set_threads(k + 1), 0);
+        nn_params *ps = nn_params_new();
+        for (int i = 0; i < 40; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "p%d", i);
+            if (i % 3) nn_params_add(ps, "", name, AG_SHAPE(37, 29), nn_init_normal(0, 1));
+            else nn_params_add(ps, "", name, AG_SHAPE(301), nn_init_normal(0, 1));
+        }
+        CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 3), 0);
+        optim_cfg c = optim_adamw(0.01);
+        c.decay_filter = optim_decay_matrices;
+        optim *o = optim_new(ps, c);
+        for (int s = 0; s < 3; s++) {
+            ag_real *g = nn_params_grads(ps);
+            for (size_t i = 0; i < nn_params_count(ps); i++) {
+                ag_tensor *p = nn_params_at(ps, i);
+                for (ptrdiff_t e = 0; e < p->numel; e++)
+                    g[nn_params_offset(ps, i) + (size_t)e] = (ag_real)sin((double)e + s);
+            }
+            optim_step(o);
+        }
+        size_t n = nn_params_flat_size(ps);
+        out[k] = malloc(n * sizeof(ag_real));
+        memcpy(out[k], nn_params_values(ps), n * sizeof(ag_real));
+        if (k == 1) CU_ASSERT_EQUAL(memcmp(out[0], out[1], n * sizeof(ag_real)), 0);
+        optim_free(o);
+        nn_params_free(ps);
+    }
+    free(out[0]);
+    free(out[1]);
+    ag_set_threads(1);
+}
+
 static void test_config_errors(void)
 {
     ag_tensor *p;
@@ -250,6 +446,16 @@ static void test_config_errors(void)
     c.schedule = optim_lr_noam(0, 10);
     CU_ASSERT_PTR_NULL(optim_new(ps, c));
     HAS(ag_last_error(), "Noam schedule with d_model = 0");
+    c = optim_adamw(0.1);
+    c.schedule = optim_lr_warmup_cosine(10, 10, 0);
+    CU_ASSERT_PTR_NULL(optim_new(ps, c));
+    HAS(ag_last_error(), "cosine schedule with warmup = 10, total = 10, min_ratio = 0");
+    c.schedule = optim_lr_warmup_linear(0, 10, 1.5);
+    CU_ASSERT_PTR_NULL(optim_new(ps, c));
+    HAS(ag_last_error(), "linear schedule with warmup = 0, total = 10, min_ratio = 1.5");
+    c.schedule = optim_lr_warmup_invsqrt(0);
+    CU_ASSERT_PTR_NULL(optim_new(ps, c));
+    HAS(ag_last_error(), "inverse-square-root schedule with warmup = 0");
     c = optim_adam(0.1);
     c.clip_norm = -1;
     CU_ASSERT_PTR_NULL(optim_new(ps, c));
@@ -274,16 +480,18 @@ static void test_state_rules(void)
     CU_ASSERT_PTR_NOT_NULL(nn_ckpt_find(ck, "optim.adam.v.p"));
     CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "optim.kind"), "adam");
     CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "optim.step"), "1");
+    CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "optim.lr"), "0.10000000000000001");
     /* Into an SGD optimizer: wrong kind. */
     optim_cfg sc = optim_sgd(0.1);
     sc.momentum = 0.9;
     optim *sgd = optim_new(ps, sc);
     CU_ASSERT_EQUAL(optim_load_state(sgd, ck), -1);
     HAS(ag_last_error(), "optimizer state of kind 'adam', expected 'sgd'");
-    /* Into a fresh Adam: works, step restored. */
-    optim *adam2 = optim_new(ps, optim_adam(0.1));
+    /* Into a fresh Adam: works, step and base lr restored (as PyTorch's load_state_dict). */
+    optim *adam2 = optim_new(ps, optim_adam(0.7));
     CU_ASSERT_EQUAL(optim_load_state(adam2, ck), 0);
     CU_ASSERT_EQUAL(optim_steps(adam2), 1);
+    CU_ASSERT_EQUAL(optim_config(adam2)->lr, 0.1);
     /* An unexpected optimizer tensor is an error, and nothing changes. */
     nn_ckpt_add(ck, "optim.adam.m.q", 1, (const int[]){2}, p->data);
     optim *adam3 = optim_new(ps, optim_adam(0.1));
@@ -299,6 +507,18 @@ static void test_state_rules(void)
     CU_ASSERT_EQUAL(optim_load_state(adam3, ck), -1);
     HAS(ag_last_error(), "tensor 'optim.adam.v.p' is missing (expected shape [2])");
     CU_ASSERT_EQUAL(optim_steps(adam3), 0);
+    /* Complete, without "optim.lr" (an older checkpoint): cfg.lr stays. A bad one: refused. */
+    nn_ckpt_add(ck, "optim.adam.v.p", 1, (const int[]){2}, p->data);
+    CU_ASSERT_EQUAL(optim_load_state(adam3, ck), 0);
+    CU_ASSERT_EQUAL(optim_steps(adam3), 3);
+    CU_ASSERT_EQUAL(optim_config(adam3)->lr, 0.1);
+    nn_ckpt_set_meta(ck, "optim.lr", "fast");
+    optim *adam4 = optim_new(ps, optim_adam(0.2));
+    CU_ASSERT_EQUAL(optim_load_state(adam4, ck), -1);
+    HAS(ag_last_error(), "'optim.lr' = \"fast\", expected a finite number >= 0");
+    CU_ASSERT_EQUAL(optim_steps(adam4), 0);
+    CU_ASSERT_EQUAL(optim_config(adam4)->lr, 0.2);
+    optim_free(adam4);
     nn_ckpt_free(ck);
     ck = nn_ckpt_new();
     CU_ASSERT_EQUAL(optim_load_state(adam3, ck), -1);
@@ -320,6 +540,10 @@ static CU_TestInfo tests[] = {
     {"adam and adamw against the closed form", test_adam},
     {"clipping by global norm; non-finite gradients", test_clipping},
     {"schedules: constant, step, noam", test_schedules},
+    {"schedules: warm-up then cosine, linear, inverse square root", test_warmup_schedules},
+    {"optim_set_lr between steps", test_set_lr},
+    {"weight-decay groups: 1-D parameters, a name rule", test_decay_groups},
+    {"weight-decay groups cut between threads: same bits", test_decay_groups_threads},
     {"configuration errors name the field", test_config_errors},
     {"optimizer state checkpoint rules", test_state_rules},
     CU_TEST_INFO_NULL,

@@ -4,7 +4,8 @@
  * clipping and a schedule: N steps straight, versus N/2 steps, save (parameters, optimizer
  * state, the dropout and data random streams), load into a fresh store (initialised from
  * another seed) and a fresh optimizer, N/2 more steps. The two loss trajectories and the final
- * parameters must be identical bit for bit, for SGD with momentum, Adam and AdamW.
+ * parameters must be identical bit for bit, for SGD with momentum, Adam and AdamW (also with
+ * weight-decay groups, a warm-up schedule and a base lr changed by optim_set_lr).
  * Built twice: on the float32 product (F32 checkpoint) and on the float64 twin (F64). */
 #include <stdio.h>
 #include <string.h>
@@ -86,16 +87,27 @@ static ag_real train_step(run *r)
     return l;
 }
 
-static void check_resume(optim_cfg cfg, const char *file)
+/* Before step CUT_STEP (in the first half) the base lr is multiplied by `cut` (0: never), as
+ * a cut on a plateau would: the resumed run must continue at the cut rate. */
+enum { CUT_STEP = STEPS / 2 - 3 };
+
+static ag_real cut_and_step(run *r, int s, double cut)
+{
+    if (s == CUT_STEP && cut > 0)
+        CU_ASSERT_EQUAL(optim_set_lr(r->o, optim_config(r->o)->lr * cut), 0);
+    return train_step(r);
+}
+
+static void check_resume(optim_cfg cfg, double cut, const char *file)
 {
     ag_real straight[STEPS], resumed[STEPS];
     run a;
     run_init(&a, 1, cfg);
-    for (int s = 0; s < STEPS; s++) straight[s] = train_step(&a);
+    for (int s = 0; s < STEPS; s++) straight[s] = cut_and_step(&a, s, cut);
 
     run b;
     run_init(&b, 1, cfg);
-    for (int s = 0; s < STEPS / 2; s++) resumed[s] = train_step(&b);
+    for (int s = 0; s < STEPS / 2; s++) resumed[s] = cut_and_step(&b, s, cut);
     nn_ckpt *ck = nn_ckpt_new();
     CU_ASSERT_EQUAL(nn_ckpt_set_store_dtype(ck, STORE_DTYPE), 0);
     CU_ASSERT_EQUAL(nn_ckpt_add_params(ck, b.ps), 0);
@@ -136,7 +148,7 @@ static void test_resume_sgd(void)
     c.weight_decay = 1e-3;
     c.clip_norm = 1.0;
     c.schedule = optim_lr_step(4, 0.7);
-    check_resume(c, file);
+    check_resume(c, 0, file);
 }
 
 static void test_resume_adam(void)
@@ -144,20 +156,33 @@ static void test_resume_adam(void)
     optim_cfg c = optim_adam(0.5);
     c.clip_norm = 0.5;
     c.schedule = optim_lr_noam(HID, 5);
-    check_resume(c, file);
+    check_resume(c, 0, file);
 }
 
 static void test_resume_adamw(void)
 {
     optim_cfg c = optim_adamw(0.02);
     c.clip_norm = 1.0;
-    check_resume(c, file);
+    check_resume(c, 0, file);
+}
+
+/* The recipe of docs/nn.md: AdamW without decay on biases, warm-up then cosine, and the base
+ * lr cut by optim_set_lr before the checkpoint (it is part of the saved state). */
+static void test_resume_adamw_recipe(void)
+{
+    optim_cfg c = optim_adamw(0.05);
+    c.weight_decay = 0.1;
+    c.decay_filter = optim_decay_matrices;
+    c.clip_norm = 1.0;
+    c.schedule = optim_lr_warmup_cosine(4, STEPS, 0.1);
+    check_resume(c, 0.5, file);
 }
 
 static CU_TestInfo tests[] = {
     {"resume bit for bit: sgd + nesterov + step schedule", test_resume_sgd},
     {"resume bit for bit: adam + clipping + noam", test_resume_adam},
     {"resume bit for bit: adamw", test_resume_adamw},
+    {"resume bit for bit: adamw, decay groups, warm-up cosine, set_lr", test_resume_adamw_recipe},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"optim_resume", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
