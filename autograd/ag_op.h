@@ -234,6 +234,8 @@ static inline void ag_dropmask_accumulate(ag_real *restrict d, const ag_real *re
 void ag_row_shift_max(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len);
 /* y /= sum(y), one row of n. */
 void ag_row_normalize(ag_real *y, ptrdiff_t n);
+/* log(sum_k exp(x[k])) of one row of n >= 1, max-subtracted (exp through ag_vexp). */
+ag_real ag_row_logsumexp(const ag_real *x, ptrdiff_t n);
 
 /* ---- layer-norm rows (ops_norm.c) ----
  * ag_layer_norm's kernels, for ops that normalise rows they formed themselves (e.g. a sum of

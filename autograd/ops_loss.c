@@ -281,19 +281,6 @@ ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
 /* Rows are exponentiated through ag_vexp (vectorized) in chunks of this many elements. */
 #define CHUNK 256
 
-/* log sum exp of one row of n >= 1, max-subtracted. */
-static ag_real row_lse(const ag_real *x, ptrdiff_t n) {
-    ag_real m = x[0], s = 0, d[CHUNK], e[CHUNK];
-    for (ptrdiff_t k = 1; k < n; k++) m = x[k] > m ? x[k] : m;
-    for (ptrdiff_t k0 = 0; k0 < n; k0 += CHUNK) {
-        ptrdiff_t c = n - k0 < CHUNK ? n - k0 : CHUNK;
-        for (ptrdiff_t k = 0; k < c; k++) d[k] = x[k0 + k] - m;
-        ag_vexp(d, e, c);
-        for (ptrdiff_t k = 0; k < c; k++) s += e[k];
-    }
-    return m + M(log)(s);
-}
-
 typedef struct ce_saved {
     loss_red r;
     int32_t *labels;
@@ -325,7 +312,7 @@ static void ce_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
             continue;
         }
         const ag_real *xr = j->x->data + r * C;
-        ag_real lse = row_lse(xr, C), l = lse - (1 - eps) * xr[k];
+        ag_real lse = ag_row_logsumexp(xr, C), l = lse - (1 - eps) * xr[k];
         if (eps != 0) { /* skipped at 0: a -inf logit (a masked class) leaves l finite */
             ag_real sum = 0;
             for (ptrdiff_t c = 0; c < C; c++) sum += xr[c];

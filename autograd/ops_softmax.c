@@ -46,8 +46,7 @@ static void exp_shifted(const ag_real *x, ag_real shift, ag_real *out, ptrdiff_t
     ag_vexp(tmp, out, c);
 }
 
-/* log sum exp of one row. */
-static ag_real logsumexp_row(const ag_real *x, ptrdiff_t n) {
+ag_real ag_row_logsumexp(const ag_real *x, ptrdiff_t n) {
     ag_real m = x[0], s = 0, e[CHUNK];
     for (ptrdiff_t k = 1; k < n; k++) m = x[k] > m ? x[k] : m;
     for (ptrdiff_t k0 = 0; k0 < n; k0 += CHUNK) {
@@ -179,7 +178,7 @@ ag_tensor *ag_log_softmax(ag_tape *t, ag_tensor *x) {
     ptrdiff_t n = last_dim(x), rows = n ? x->numel / n : 0;
     for (ptrdiff_t r = 0; r < rows; r++) {
         const ag_real *xr = x->data + r * n;
-        ag_real lse = logsumexp_row(xr, n);
+        ag_real lse = ag_row_logsumexp(xr, n);
         for (ptrdiff_t k = 0; k < n; k++) y->data[r * n + k] = xr[k] - lse;
     }
     ag_op_record(t, &log_softmax_op, y, 1, &x, 0);
@@ -232,7 +231,7 @@ static void softmax_ce_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     ptrdiff_t n = last_dim(j->x);
     for (ptrdiff_t r = r0; r < r1; r++) {
         const ag_real *xr = j->x->data + r * n;
-        j->lse[r] = logsumexp_row(xr, n);
+        j->lse[r] = ag_row_logsumexp(xr, n);
         j->y->data[r] = (j->weights ? j->weights[r] : 1) * (j->lse[r] - xr[j->labels[r]]);
     }
 }
