@@ -5,7 +5,8 @@
 #   zoo/models   -> nn, autograd
 #   optim        -> nn, autograd
 #   nn           -> autograd
-#   datasets     -> autograd/ag_base.h only (the shared error channel and RNG)
+#   datasets     -> autograd/ag_base.h and ag_file.h only (the library ag_base: the shared error
+#                   channel, RNG and atomic output files)
 #   autograd     -> nothing
 #
 # (programs under */examples/ may use every library) and: a private header (*internal.h) is included only by files of its own library; the
@@ -36,7 +37,7 @@ allowed() { # from-library to-header -> 0 if the include is allowed
     case "$from:$to" in
         zoo/app:zoo/models|zoo/app:optim|zoo/app:nn|zoo/app:autograd|zoo/app:datasets) return 0 ;;
         zoo/models:nn|zoo/models:autograd|optim:nn|optim:autograd|nn:autograd) return 0 ;;
-        datasets:autograd) [ "$hdr" = autograd/ag_base.h ] && return 0 ;;
+        datasets:autograd) case "$hdr" in autograd/ag_base.h|autograd/ag_file.h) return 0 ;; esac ;;
     esac
     return 1
 }

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "nn/io/ckpt_internal.h"
 #include "nn/io/json.h"
 
@@ -67,6 +65,23 @@ void nn_ckpt_free(nn_ckpt *ck)
 const char *nn_ckpt_source(const nn_ckpt *ck)
 {
     return ck && ck->source ? ck->source : "(in memory)";
+}
+
+nn_ckpt_check nn_ckpt_checked(const nn_ckpt *ck) { return ck ? ck->checked : NN_CKPT_UNCHECKED; }
+
+char *ck_shape_fmt(char *buf, size_t len, int ndim, const int64_t *shape)
+{
+    size_t u = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && u < len; i++)
+        u += (size_t)snprintf(buf + u, len - u, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (u < len) snprintf(buf + u, len - u, "]");
+    return buf;
+}
+
+/* (ndim <= NN_CKPT_MAX_DIMS, shape) as int64 into out. */
+static void shape64(int ndim, const int *shape, int64_t *out)
+{
+    for (int i = 0; i < ndim; i++) out[i] = shape[i];
 }
 
 int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim,
@@ -157,15 +172,15 @@ int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const
         return ag_error("nn_ckpt_add: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
                             NN_CKPT_MAX_DIMS);
     int64_t sh[NN_CKPT_MAX_DIMS];
+    shape64(ndim, shape, sh);
     uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return ag_error("nn_ckpt_add: tensor '%s': bad shape %s", name,
-                                nn_shape_fmt(s, sizeof s, ndim, shape));
-        sh[i] = shape[i];
+                                ck_shape_fmt(s, sizeof s, ndim, sh));
         if (shape[i] && numel > SIZE_MAX / 8 / (uint64_t)shape[i])
             return ag_error("nn_ckpt_add: tensor '%s': shape %s too large", name,
-                                nn_shape_fmt(s, sizeof s, ndim, shape));
+                                ck_shape_fmt(s, sizeof s, ndim, sh));
         numel *= (uint64_t)shape[i];
     }
     if (numel > 0 && !src) return ag_error("nn_ckpt_add: tensor '%s': data is NULL", name);
@@ -198,12 +213,18 @@ int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const
     return 0;
 }
 
-/* Checks t against (ndim, shape) and a float dtype; 0 or -1 with a message. */
+/* Checks t against (ndim <= NN_CKPT_MAX_DIMS, shape) and a float dtype; 0 or -1 with a
+ * message. */
 static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tensor *t, int ndim,
                         const int *shape)
 {
-    char want[128], got[160];
-    nn_shape_fmt(want, sizeof want, ndim, shape);
+    char want[160], got[160];
+    int64_t sh[NN_CKPT_MAX_DIMS];
+    if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
+        return ag_error("%s: tensor '%s': ndim %d asked, expected 0 to %d", nn_ckpt_source(ck),
+                        name, ndim, NN_CKPT_MAX_DIMS);
+    shape64(ndim, shape, sh);
+    ck_shape_fmt(want, sizeof want, ndim, sh);
     if (!t)
         return ag_error("%s: tensor '%s' is missing (expected shape %s)",
                             nn_ckpt_source(ck), name, want);
@@ -211,16 +232,10 @@ static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tenso
         return ag_error("%s: tensor '%s' has dtype %s, expected a float dtype (F32, F64, "
                             "F16 or BF16)", nn_ckpt_source(ck), name, nn_dtype_name(t->dtype));
     bool same = t->ndim == ndim;
-    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
-    if (!same) {
-        size_t u = (size_t)snprintf(got, sizeof got, "[");
-        for (int i = 0; i < t->ndim && u < sizeof got; i++)
-            u += (size_t)snprintf(got + u, sizeof got - u, i ? ", %lld" : "%lld",
-                                  (long long)t->shape[i]);
-        if (u < sizeof got) snprintf(got + u, sizeof got - u, "]");
-        return ag_error("%s: tensor '%s' has shape %s, expected %s", nn_ckpt_source(ck),
-                            name, got, want);
-    }
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == sh[i];
+    if (!same)
+        return ag_error("%s: tensor '%s' has shape %s, expected %s", nn_ckpt_source(ck), name,
+                        ck_shape_fmt(got, sizeof got, t->ndim, t->shape), want);
     return 0;
 }
 
@@ -305,9 +320,9 @@ int ck_meta_put(nn_ckpt *ck, const char *key, const char *value)
 int nn_ckpt_set_meta(nn_ckpt *ck, const char *key, const char *value)
 {
     if (!ck || !key || !value) return ag_error("nn_ckpt_set_meta: NULL argument");
-    if (strcmp(key, NN_CKPT_CHECKSUM_KEY) == 0)
-        return ag_error("nn_ckpt_set_meta: key '%s' is reserved (nn_ckpt_save writes it)",
-                            key);
+    if (ck_reserved_key(key))
+        return ag_error("nn_ckpt_set_meta: key '%s' is reserved (nn_ckpt_save writes the "
+                        "format and checksum keys itself)", key);
     if (!js_utf8_valid(key) || !js_utf8_valid(value))
         return ag_error("nn_ckpt_set_meta: key '%.60s': key and value must be UTF-8 text "
                             "(safetensors metadata is JSON)", key);
@@ -336,8 +351,8 @@ int nn_ckpt_meta_at(const nn_ckpt *ck, size_t i, const char **key, const char **
     return 0;
 }
 
-void ck_checksum_hex(const nn_ckpt *ck, char *buf)
+bool ck_reserved_key(const char *key)
 {
-    XXH64_hash_t h = XXH3_64bits(ck->len ? ck->data : (const void *)"", ck->len);
-    snprintf(buf, 17, "%016llx", (unsigned long long)h);
+    return strcmp(key, NN_CKPT_FORMAT_KEY) == 0 || strcmp(key, NN_CKPT_CHECKSUM_KEY) == 0 ||
+           strcmp(key, NN_CKPT_LEGACY_CHECKSUM_KEY) == 0;
 }

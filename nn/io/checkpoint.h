@@ -10,18 +10,45 @@
  * between tapegrad and PyTorch (safetensors.torch.save_file / load_file) both ways.
  *
  * Writing: F32 by default (values converted from ag_real), F64 on request; the JSON is padded
- * with spaces so the data section starts 8-byte aligned; metadata gets the key
- * NN_CKPT_CHECKSUM_KEY = 16 hex digits of XXH3-64 over the whole data section. The file is
- * written to a temporary file in the target's directory, flushed, fsync'ed and rename()d over
- * the target: a crash mid-save leaves the previous file intact.
+ * with spaces so the data section starts 8-byte aligned. The file goes through ag_file
+ * (autograd/ag_file.h): a temporary file beside the target, fsync, rename -- a crash mid-save
+ * leaves the previous file intact, a symlink stays a symlink, the target's mode is kept.
+ * Every save ends the metadata with two keys of its own:
+ *     "tapegrad.format": "2"                       (NN_CKPT_FORMAT_KEY, NN_CKPT_FORMAT)
+ *     "tapegrad.checksum": "<16 lowercase hex>"    (NN_CKPT_CHECKSUM_KEY)
  *
- * Reading validates everything and rejects with a message naming the file and the tensor:
- * header length inside the file (and <= 100 MB), well-formed JSON (strict RFC 8259, no
- * duplicate keys), every entry an object with exactly dtype / shape / data_offsets, a known
- * dtype (BOOL U8 I8 U16 I16 U32 I32 U64 I64 F16 BF16 F32 F64 F8_E4M3 F8_E5M2), shape entries
- * non-negative integers (at most NN_CKPT_MAX_DIMS), byte range length = numel * dtype size,
- * ranges inside the data section, not overlapping, and together covering it with no gap;
- * metadata values strings; and the checksum when present (files written by PyTorch have none).
+ * Checksums. Format 2 (this version): XXH3-64 (seed 0) of the whole file -- the 8 length
+ * bytes, the header and the data section -- computed with the 16 hex digits of the
+ * tapegrad.checksum value replaced by sixteen ASCII '0'. It covers every byte of the file but
+ * those 16: metadata keys and values, tensor names, dtypes, shapes, offsets, the padding, the
+ * data. Legacy files (written before format 2) carry "tapegrad.xxh3_64"
+ * (NN_CKPT_LEGACY_CHECKSUM_KEY): XXH3-64 of the data section only -- they still load, their
+ * data verified, their header not (nn_ckpt_checked says which). Which scheme applies:
+ *   - tapegrad.format present: must be "2" (a newer format is refused by name);
+ *   - tapegrad.checksum present: format-2 checksum, verified;
+ *   - else tapegrad.xxh3_64 present (and no tapegrad.format): legacy checksum, verified;
+ *   - else any metadata key starting with "tapegrad." (NN_CKPT_MARK_PREFIX: tapegrad.format,
+ *     the zoo's tapegrad.model, ...) marks the file as this project's, and a marked file
+ *     without a checksum is refused (its checksum key was deleted);
+ *   - else a plain state_dict from elsewhere (safetensors.torch.save_file writes no
+ *     checksum): loaded, nothing to verify. Deleting every tapegrad.* key turns a checkpoint
+ *     into such a file -- no checksum can prevent that; the zoo's loader requires
+ *     tapegrad.model, so its model checkpoints cannot be stripped that way.
+ * A mismatch is refused with "<file>: checksum does not match ...".
+ *
+ * Reading reads the header first and the data last: the 8-byte length (the header must fit
+ * in the file and be at most 100 MB), the header, then its validation, which compares the
+ * data size the header describes with the file size (stat) before the data section is
+ * allocated or read; a truncated file, or one with bytes the header does not describe, is
+ * refused naming the file and both sizes. Every rule rejects with a message naming the file
+ * and the tensor: well-formed JSON (strict RFC 8259, no duplicate keys), every entry an
+ * object with exactly dtype / shape / data_offsets, a known dtype (BOOL U8 I8 U16 I16 U32 I32
+ * U64 I64 F16 BF16 F32 F64 F8_E4M3 F8_E5M2), shape entries non-negative integers (at most
+ * NN_CKPT_MAX_DIMS), byte range length = numel * dtype size, ranges inside the data section,
+ * not overlapping, and together covering it with no gap; metadata values strings; the
+ * checksum as above; and, last, no NaN or infinity in a float tensor (F16 BF16 F32 F64
+ * F8_E4M3 F8_E5M2): such a file is refused naming the tensor and the first bad element,
+ * unless nn_ckpt_load_opts.allow_nonfinite asks to load it for inspection.
  *
  * Loading into a parameter store (nn_ckpt_load_params), the rule: every parameter of the store
  * must be in the checkpoint with a float dtype (F32, F64, F16, BF16; converted to ag_real) and
@@ -47,6 +74,7 @@
 #ifndef TG_NN_CHECKPOINT_H
 #define TG_NN_CHECKPOINT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,7 +82,13 @@
 #include "nn/params.h"
 
 #define NN_CKPT_MAX_DIMS 8
-#define NN_CKPT_CHECKSUM_KEY "tapegrad.xxh3_64"
+/* Metadata keys that nn_ckpt_save writes and nn_ckpt_set_meta refuses (see the top). */
+#define NN_CKPT_FORMAT_KEY "tapegrad.format"
+#define NN_CKPT_FORMAT "2"
+#define NN_CKPT_CHECKSUM_KEY "tapegrad.checksum"          /* format 2: the whole file */
+#define NN_CKPT_LEGACY_CHECKSUM_KEY "tapegrad.xxh3_64"    /* legacy: the data section only */
+/* A metadata key with this prefix marks a file as this project's: it must carry a checksum. */
+#define NN_CKPT_MARK_PREFIX "tapegrad."
 /* Prefix of the tensors that a model-only load skips (optimizer state). */
 #define NN_CKPT_OPTIM_PREFIX "optim."
 
@@ -84,15 +118,40 @@ typedef struct nn_ckpt nn_ckpt;
 nn_ckpt *nn_ckpt_new(void);
 void nn_ckpt_free(nn_ckpt *ck);  /* NULL is a no-op */
 
-/* ---- Files -------------------------------------------------------------------------------- */
+/* ---- Files ------------------------------------------------------------------------------- */
 
-/* Writes ck to path atomically (temporary file + fsync + rename). Returns 0 or -1. */
+/* Writes ck to path atomically through ag_file (temporary file + fsync + rename; symlinks and
+ * the mode kept), with a format-2 checksum. Returns 0 or -1. */
 int nn_ckpt_save(const nn_ckpt *ck, const char *path);
-/* Reads and validates path. On success *out is a new checkpoint the caller frees and 0 is
- * returned; on failure *out is NULL and -1 is returned. */
+/* The same file image in memory: *bytes is a new buffer of *len bytes the caller frees.
+ * Returns 0, or -1 (out of memory) with *bytes NULL. */
+int nn_ckpt_save_mem(const nn_ckpt *ck, unsigned char **bytes, size_t *len);
+
+/* Options of a load; {0} (or a NULL pointer) is the default: everything checked. */
+typedef struct nn_ckpt_load_opts {
+    /* true: load tensors holding NaN or infinity instead of refusing the file -- to inspect a
+     * run that diverged, never to resume from it. The checksums are verified all the same. */
+    bool allow_nonfinite;
+} nn_ckpt_load_opts;
+
+/* Reads and validates path (header first, rules at the top of this file) with the default
+ * options. On success *out is a new checkpoint the caller frees and 0 is returned; on
+ * failure *out is NULL and -1 is returned. */
 int nn_ckpt_load(nn_ckpt **out, const char *path);
-/* The same from a buffer holding a whole file; name is used in messages. */
-int nn_ckpt_parse(nn_ckpt **out, const void *bytes, size_t len, const char *name);
+/* The same with options (opts may be NULL: the defaults). */
+int nn_ckpt_load_with(nn_ckpt **out, const char *path, const nn_ckpt_load_opts *opts);
+/* The same from a buffer holding a whole file image (not kept: the checkpoint copies the data
+ * section); name is used in messages. opts may be NULL. */
+int nn_ckpt_load_mem(nn_ckpt **out, const void *bytes, size_t len, const char *name,
+                     const nn_ckpt_load_opts *opts);
+
+/* What a checksum verified when ck was loaded. */
+typedef enum nn_ckpt_check {
+    NN_CKPT_UNCHECKED,     /* built in memory, or a plain state_dict without a checksum */
+    NN_CKPT_CHECKED_DATA,  /* a legacy file: its data section verified, its header not */
+    NN_CKPT_CHECKED_FILE,  /* format 2: every byte of the file verified */
+} nn_ckpt_check;
+nn_ckpt_check nn_ckpt_checked(const nn_ckpt *ck);
 
 /* ---- Tensors ------------------------------------------------------------------------------ */
 
@@ -127,8 +186,9 @@ int nn_load_params(nn_params *ps, const char *path);
 /* ---- Metadata (string pairs) ------------------------------------------------------------- */
 
 /* Sets key to value (both copied; replaces an existing key). Both must be valid UTF-8
- * (binary data does not belong in metadata); the checksum key is reserved (nn_ckpt_save
- * writes it). Returns 0 or -1. */
+ * (binary data does not belong in metadata); NN_CKPT_FORMAT_KEY, NN_CKPT_CHECKSUM_KEY and
+ * NN_CKPT_LEGACY_CHECKSUM_KEY are reserved (nn_ckpt_save writes the first two, and drops the
+ * third, stale once anything changes). Returns 0 or -1. */
 int nn_ckpt_set_meta(nn_ckpt *ck, const char *key, const char *value);
 /* The value of key, or NULL. Owned by ck. */
 const char *nn_ckpt_meta(const nn_ckpt *ck, const char *key);

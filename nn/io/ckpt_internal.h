@@ -1,9 +1,13 @@
-/* ckpt_internal.h -- the in-memory checkpoint, shared by checkpoint.c, ckpt_params.c and
- * safetensors.c (not part of the public API). */
+/* ckpt_internal.h -- the in-memory checkpoint, shared by the sources of nn/io (not part of
+ * the public API). */
 #ifndef TG_NN_CKPT_INTERNAL_H
 #define TG_NN_CKPT_INTERNAL_H
 
-#include "nn/internal.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/io/checkpoint.h"
 
 typedef struct ck_rec {
     nn_ckpt_tensor t;   /* t.name points to name */
@@ -19,6 +23,7 @@ struct nn_ckpt {
     size_t nmeta, meta_cap;
     nn_dtype store;         /* dtype of nn_ckpt_add: F32 or F64 */
     char *source;           /* file name for messages, or NULL: "(in memory)" */
+    nn_ckpt_check checked;  /* what a checksum verified at load */
 };
 
 /* Appends a tensor record (the bytes are already in ck->data). Returns 0 or -1 (OOM). */
@@ -35,12 +40,33 @@ const char *ck_dtype_list(void);
 int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape);
 /* Converts t's elements (a float dtype, already checked) into dst. */
 void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst);
-/* Fills ck's tensor table and metadata from the parsed header `root` after checking every
- * rule of nn/checkpoint.h against ck->data (the data section, ck->len bytes). src names the
+/* Formats (ndim, shape) as "[2, 3]" into buf (always NUL-terminated); returns buf. */
+char *ck_shape_fmt(char *buf, size_t len, int ndim, const int64_t *shape);
+/* Whether a metadata key is one nn_ckpt_save writes itself (format, checksums). */
+bool ck_reserved_key(const char *key);
+
+/* What a header says about its file's checksum (filled by ck_validate, used by ck_verify). */
+typedef struct ck_sum_info {
+    nn_ckpt_check scheme;  /* UNCHECKED: plain state_dict; CHECKED_DATA: legacy; _FILE: format 2 */
+    size_t digits_at;      /* CHECKED_FILE: offset of the checksum's 16 hex digits in the header */
+} ck_sum_info;
+
+/* Fills ck's tensor table and metadata from the parsed header `root` (text hdr, hlen bytes)
+ * of a file of file_size bytes, checking every rule of nn/io/checkpoint.h that does not need
+ * the data: on success ck->len is the data section's size (file_size - 8 - hlen, equal to
+ * what the header describes) and *sum says which checksum to verify. ck->source names the
  * file in messages. Returns 0 or -1 (ag_last_error). In safetensors_check.c. */
 struct js_val;
-int ck_validate(nn_ckpt *ck, const struct js_val *root, const char *src);
-/* XXH3-64 of the data section, as 16 lowercase hex digits (buf of >= 17 bytes). */
-void ck_checksum_hex(const nn_ckpt *ck, char *buf);
+int ck_validate(nn_ckpt *ck, const struct js_val *root, const char *hdr, size_t hlen,
+                uint64_t file_size, ck_sum_info *sum);
+/* The rules that need the data (ck->data read): the checksum described by sum, then finite
+ * values unless opts->allow_nonfinite. Sets ck->checked. Returns 0 or -1. */
+int ck_verify(nn_ckpt *ck, const ck_sum_info *sum, const char *hdr, size_t hlen,
+              const nn_ckpt_load_opts *opts);
+/* The format-2 checksum into *out: XXH3-64 of the 8 length bytes (hlen, little-endian), hdr
+ * with its 16 bytes at digits_at read as '0', and the data section. Returns 0, or -1 when out
+ * of memory (no message). */
+int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const unsigned char *data,
+                 size_t dlen, uint64_t *out);
 
 #endif

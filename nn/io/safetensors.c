@@ -1,13 +1,12 @@
-/* safetensors.c -- the file format: atomic writing and strictly validated reading
- * (format and rules in nn/checkpoint.h). */
+/* safetensors.c -- the file format: writing through ag_file, reading the header first and
+ * the data last (format, checksums and rules in nn/io/checkpoint.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "autograd/ag_file.h"
 #include "nn/io/ckpt_internal.h"
 #include "nn/io/json.h"
 
@@ -62,23 +61,34 @@ static void sb_json_str(sbuf *b, const char *s)
     sb_putn(b, "\"", 1);
 }
 
-/* The JSON header, padded with spaces so that 8 + its length is a multiple of 8. */
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* ---- Writing ------------------------------------------------------------------------------ */
+
+/* The JSON header of ck, padded with spaces so that 8 + its length is a multiple of 8, ending
+ * its metadata with the format key and the format-2 checksum of the file it heads (over ck's
+ * data). Returns 0, or -1 when out of memory (no message; b->s is the caller's to free). */
 static int build_header(const nn_ckpt *ck, sbuf *b)
 {
-    char sum[17];
-    ck_checksum_hex(ck, sum);
     sb_puts(b, "{\"__metadata__\":{");
     for (size_t i = 0; i < ck->nmeta; i++) {
-        if (strcmp(ck->mkeys[i], NN_CKPT_CHECKSUM_KEY) == 0) continue;  /* rewritten below */
+        if (ck_reserved_key(ck->mkeys[i])) continue;  /* rewritten below */
         sb_json_str(b, ck->mkeys[i]);
         sb_puts(b, ":");
         sb_json_str(b, ck->mvals[i]);
         sb_puts(b, ",");
     }
-    sb_json_str(b, NN_CKPT_CHECKSUM_KEY);
+    sb_json_str(b, NN_CKPT_FORMAT_KEY);
     sb_puts(b, ":");
-    sb_json_str(b, sum);
-    sb_puts(b, "}");
+    sb_json_str(b, NN_CKPT_FORMAT);
+    sb_puts(b, ",");
+    sb_json_str(b, NN_CKPT_CHECKSUM_KEY);
+    sb_puts(b, ":\"");
+    size_t digits_at = b->len;
+    sb_puts(b, "0000000000000000\"}");  /* the checksum's 16 digits, filled in below */
     for (size_t i = 0; i < ck->n; i++) {
         const nn_ckpt_tensor *t = &ck->recs[i]->t;
         sb_puts(b, ",");
@@ -98,22 +108,33 @@ static int build_header(const nn_ckpt *ck, sbuf *b)
     }
     sb_puts(b, "}");
     while (!b->oom && (8 + b->len) % 8) sb_puts(b, " ");
-    return b->oom ? -1 : 0;
+    uint64_t h;
+    if (b->oom || ck_file_hash(b->s, b->len, digits_at, ck->data, ck->len, &h)) return -1;
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    memcpy(b->s + digits_at, hex, 16);
+    return 0;
 }
 
-/* fsyncs the directory holding path so that the rename itself is durable (best effort). */
-static void sync_dir(const char *path)
+int nn_ckpt_save_mem(const nn_ckpt *ck, unsigned char **bytes, size_t *len)
 {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
+    if (bytes) *bytes = NULL;
+    if (len) *len = 0;
+    if (!ck || !bytes || !len) return ag_error("nn_ckpt_save_mem: NULL argument");
+    sbuf hdr = {0};
+    unsigned char *buf = NULL;
+    if (!build_header(ck, &hdr)) buf = malloc(8 + hdr.len + ck->len);
+    if (!buf) {
+        free(hdr.s);
+        return ag_error("nn_ckpt_save_mem: out of memory");
     }
+    put_le64(buf, hdr.len);
+    memcpy(buf + 8, hdr.s, hdr.len);
+    if (ck->len) memcpy(buf + 8 + hdr.len, ck->data, ck->len);
+    *bytes = buf;
+    *len = 8 + hdr.len + ck->len;
+    free(hdr.s);
+    return 0;
 }
 
 int nn_ckpt_save(const nn_ckpt *ck, const char *path)
@@ -124,125 +145,130 @@ int nn_ckpt_save(const nn_ckpt *ck, const char *path)
         free(hdr.s);
         return ag_error("%s: out of memory building the header", path);
     }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) {
+    ag_file af;
+    FILE *f = ag_file_open(&af, path);
+    if (!f) {
         free(hdr.s);
-        return ag_error("%s: out of memory", path);
+        return -1;
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(hdr.s);
-        free(tmp);
-        return ag_error("%s: cannot create a temporary file beside it: %s", path,
-                            strerror(e));
-    }
-    fchmod(fd, 0644);
-    FILE *f = fdopen(fd, "wb");
     unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr.len >> (8 * i));
-    bool ok = f && fwrite(len8, 1, 8, f) == 8 && fwrite(hdr.s, 1, hdr.len, f) == hdr.len &&
-              (ck->len == 0 || fwrite(ck->data, 1, ck->len, f) == ck->len) && fflush(f) == 0 &&
-              fsync(fileno(f)) == 0;
+    put_le64(len8, hdr.len);
+    bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr.s, 1, hdr.len, f) == hdr.len &&
+              (ck->len == 0 || fwrite(ck->data, 1, ck->len, f) == ck->len);
     int e = errno;
-    if (f) {
-        if (fclose(f) != 0 && ok) {
-            ok = false;
-            e = errno;
-        }
-    } else {
-        close(fd);
-    }
     free(hdr.s);
     if (!ok) {
-        unlink(tmp);
-        free(tmp);
-        return ag_error("%s: writing the temporary file failed: %s (previous file kept)",
-                            path, strerror(e));
+        ag_file_abort(&af);
+        return ag_error("%s: writing the temporary file failed: %s (previous file kept)", path,
+                        strerror(e));
     }
-    if (rename(tmp, path) != 0) {
-        e = errno;
-        unlink(tmp);
-        free(tmp);
-        return ag_error("%s: rename from the temporary file failed: %s (previous file kept)",
-                            path, strerror(e));
-    }
-    free(tmp);
-    sync_dir(path);
-    return 0;
+    return ag_file_commit(&af);
 }
 
 /* ---- Reading ------------------------------------------------------------------------------ */
 
-/* Parses a whole file held in buf (malloc'd, len bytes; ownership taken). */
-static int parse_owned(nn_ckpt **out, unsigned char *buf, size_t len, const char *src)
+/* A file image being read from its start: an open file, or a buffer. */
+typedef struct ck_in {
+    FILE *f;                   /* the file, or NULL */
+    const unsigned char *mem;  /* the buffer (when f is NULL) */
+    uint64_t size;             /* bytes in the image (a file's size by fstat) */
+    uint64_t at;               /* bytes read so far from mem */
+    const char *name;          /* for messages */
+} ck_in;
+
+/* Reads the next n bytes (`what`, for messages) into dst. Returns 0 or -1. */
+static int in_read(ck_in *in, void *dst, size_t n, const char *what)
 {
-    char err[256];
-    *out = NULL;
-    if (len < 8) {
-        free(buf);
-        return ag_error("%s: file is %zu bytes, shorter than the 8-byte header length "
-                            "(truncated, or not a safetensors file)", src, len);
+    if (n == 0) return 0;
+    if (!in->f) {
+        memcpy(dst, in->mem + in->at, n);
+        in->at += n;
+        return 0;
     }
+    size_t got = fread(dst, 1, n, in->f);
+    if (got == n) return 0;
+    int e = ferror(in->f) ? errno : 0;
+    return ag_error("%s: reading %s: got %zu of %zu bytes: %s", in->name, what, got, n,
+                    e ? strerror(e) : "the file shrank while being read");
+}
+
+/* Reads and checks a whole image: the length, the header, its validation against in->size,
+ * and only then the data section. On success *out is the new checkpoint. Returns 0 or -1. */
+static int load_image(nn_ckpt **out, ck_in *in, const nn_ckpt_load_opts *opts)
+{
+    const char *src = in->name;
+    unsigned long long size = in->size;
+    unsigned char len8[8];
+    if (in->size < 8)
+        return ag_error("%s: file is %llu bytes, shorter than the 8-byte header length "
+                        "(truncated, or not a safetensors file)", src, size);
+    if (in_read(in, len8, 8, "the header length")) return -1;
     uint64_t n = 0;
-    for (int i = 0; i < 8; i++) n |= (uint64_t)buf[i] << (8 * i);
-    if (n > len - 8 || n > MAX_HEADER || n == 0) {
-        free(buf);
-        if (n == 0) return ag_error("%s: header length is 0, expected a JSON object", src);
-        if (n > MAX_HEADER && n <= len - 8)
-            return ag_error("%s: header length %llu exceeds the limit of %llu bytes", src,
-                                (unsigned long long)n, (unsigned long long)MAX_HEADER);
-        return ag_error("%s: header length %llu exceeds the file (%zu bytes after the "
-                            "length field): truncated, or not a safetensors file", src,
-                            (unsigned long long)n, len - 8);
+    for (int i = 0; i < 8; i++) n |= (uint64_t)len8[i] << (8 * i);
+    if (n == 0) return ag_error("%s: header length is 0, expected a JSON object", src);
+    if (n > in->size - 8)
+        return ag_error("%s: header length %llu exceeds the file: it is %llu bytes, so at most "
+                        "%llu follow the length field (truncated, or not a safetensors file)",
+                        src, (unsigned long long)n, size, size - 8);
+    if (n > MAX_HEADER)
+        return ag_error("%s: header length %llu exceeds the limit of %llu bytes (100 MB; "
+                        "not a safetensors file?)", src, (unsigned long long)n,
+                        (unsigned long long)MAX_HEADER);
+    int rc = -1;
+    char err[256];
+    js_val root = {0};
+    ck_sum_info sum;
+    nn_ckpt *ck = NULL;
+    char *hdr = malloc((size_t)n);
+    if (!hdr) {
+        ag_error("%s: out of memory (a %llu-byte header)", src, (unsigned long long)n);
+        goto done;
     }
-    js_val root;
-    if (js_parse((const char *)buf + 8, (size_t)n, &root, err, sizeof err)) {
-        free(buf);
-        return ag_error("%s: header is not valid JSON: %s", src, err);
+    if (in_read(in, hdr, (size_t)n, "the header")) goto done;
+    if (js_parse(hdr, (size_t)n, &root, err, sizeof err)) {
+        ag_error("%s: header is not valid JSON: %s", src, err);
+        goto done;
     }
-    nn_ckpt *ck = nn_ckpt_new();
-    char *s = ck ? malloc(strlen(src) + 1) : NULL;
-    if (!s) {
-        nn_ckpt_free(ck);
-        js_free(&root);
-        free(buf);
-        return ag_error("%s: out of memory", src);
+    ck = nn_ckpt_new();
+    if (ck) ck->source = malloc(strlen(src) + 1);
+    if (!ck || !ck->source) {
+        ag_error("%s: out of memory", src);
+        goto done;
     }
-    strcpy(s, src);
-    ck->source = s;
-    /* Validate in place (the JSON numbers point into the header text), then move the data
-     * section to the front of buf, which becomes the checkpoint's buffer. */
-    ck->len = len - 8 - (size_t)n;
-    ck->data = buf + 8 + n;
-    int rc = ck_validate(ck, &root, src);
+    strcpy(ck->source, src);
+    if (ck_validate(ck, &root, hdr, (size_t)n, in->size, &sum)) goto done;
     js_free(&root);
-    memmove(buf, buf + 8 + n, ck->len);
-    ck->data = buf;
-    ck->data_cap = len;
-    if (rc) {
-        nn_ckpt_free(ck);
-        return -1;
+    /* Sizes agree: now the data section. */
+    if (ck->len && !(ck->data = malloc(ck->len))) {
+        ag_error("%s: out of memory (%zu bytes of data)", src, ck->len);
+        goto done;
     }
+    ck->data_cap = ck->len;
+    if (in_read(in, ck->data, ck->len, "the data section") ||
+        ck_verify(ck, &sum, hdr, (size_t)n, opts))
+        goto done;
     *out = ck;
-    return 0;
+    ck = NULL;
+    rc = 0;
+done:
+    js_free(&root);
+    free(hdr);
+    nn_ckpt_free(ck);
+    return rc;
 }
 
-int nn_ckpt_parse(nn_ckpt **out, const void *bytes, size_t len, const char *name)
+int nn_ckpt_load_mem(nn_ckpt **out, const void *bytes, size_t len, const char *name,
+                     const nn_ckpt_load_opts *opts)
 {
-    if (!out) return ag_error("nn_ckpt_parse: out is NULL");
+    if (!out) return ag_error("nn_ckpt_load_mem: out is NULL");
     *out = NULL;
-    if (!bytes && len) return ag_error("nn_ckpt_parse: bytes is NULL");
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) return ag_error("%s: out of memory (%zu bytes)", name ? name : "(buffer)", len);
-    if (len) memcpy(buf, bytes, len);
-    return parse_owned(out, buf, len, name ? name : "(buffer)");
+    if (!bytes && len) return ag_error("nn_ckpt_load_mem: bytes is NULL");
+    ck_in in = {.mem = bytes ? bytes : (const void *)"", .size = len,
+                .name = name ? name : "(buffer)"};
+    return load_image(out, &in, opts);
 }
 
-int nn_ckpt_load(nn_ckpt **out, const char *path)
+int nn_ckpt_load_with(nn_ckpt **out, const char *path, const nn_ckpt_load_opts *opts)
 {
     if (!out) return ag_error("nn_ckpt_load: out is NULL");
     *out = NULL;
@@ -254,19 +280,10 @@ int nn_ckpt_load(nn_ckpt **out, const char *path)
         fclose(f);
         return ag_error("%s: not a regular file", path);
     }
-    size_t len = (size_t)st.st_size;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        fclose(f);
-        return ag_error("%s: out of memory (%zu bytes)", path, len);
-    }
-    size_t got = len ? fread(buf, 1, len, f) : 0;
-    int e = ferror(f) ? errno : 0;
+    ck_in in = {.f = f, .size = (uint64_t)st.st_size, .name = path};
+    int rc = load_image(out, &in, opts);
     fclose(f);
-    if (got != len) {
-        free(buf);
-        return ag_error("%s: read %zu of %zu bytes: %s", path, got, len,
-                            e ? strerror(e) : "file shrank while reading");
-    }
-    return parse_owned(out, buf, len, path);
+    return rc;
 }
+
+int nn_ckpt_load(nn_ckpt **out, const char *path) { return nn_ckpt_load_with(out, path, NULL); }

@@ -1,8 +1,11 @@
-/* safetensors_check.c -- validation of a parsed safetensors header against its data section
- * (every rule listed in nn/checkpoint.h; one message per rule, naming file and tensor). */
+/* safetensors_check.c -- the rules of nn/io/checkpoint.h: the header against the file size
+ * (ck_validate, before the data section is read), then the checksum and finite values against
+ * the data (ck_verify). One message per rule, naming the file and the tensor. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <xxhash.h>
 
 #include "nn/io/ckpt_internal.h"
 #include "nn/io/json.h"
@@ -71,13 +74,38 @@ static int cmp_range(const void *a, const void *b)
     return 0;
 }
 
-/* Sorted by begin, the ranges must tile [0, len): no overlap, no gap, nothing past the end. */
-static int check_coverage(const nn_ckpt *ck, const char *src)
+/* 8 + hlen + dlen, saturating (a header may describe any 64-bit size). */
+static uint64_t file_bytes(size_t hlen, uint64_t dlen)
 {
+    return dlen > UINT64_MAX - 8 - hlen ? UINT64_MAX : 8 + hlen + dlen;
+}
+
+/* The data size the header describes (the end of its last range) must not exceed what the
+ * file holds after the header, ck->len. */
+static int check_size(const nn_ckpt *ck, size_t hlen, uint64_t file_size)
+{
+    const nn_ckpt_tensor *last = NULL;
+    for (size_t i = 0; i < ck->n; i++)
+        if (!last || ck->recs[i]->t.end > last->end) last = &ck->recs[i]->t;
+    if (!last || last->end <= ck->len) return 0;
+    return ag_error("%s: file is %llu bytes but its header describes %llu (a %zu-byte header "
+                    "and %llu bytes of data, up to the end of tensor '%s'): truncated file?",
+                    nn_ckpt_source(ck), (unsigned long long)file_size,
+                    (unsigned long long)file_bytes(hlen, last->end), hlen,
+                    (unsigned long long)last->end, last->name);
+}
+
+/* Sorted by begin, the ranges must tile [0, ck->len): no overlap, no gap, no trailing bytes
+ * (ranges past the end were refused by check_size). */
+static int check_coverage(const nn_ckpt *ck, size_t hlen, uint64_t file_size)
+{
+    const char *src = nn_ckpt_source(ck);
     if (ck->n == 0) {
         if (ck->len == 0) return 0;
         return ag_error("%s: data section has %zu bytes but the header lists no tensor "
-                            "(bytes [0, %zu) belong to no tensor)", src, ck->len, ck->len);
+                        "(bytes [0, %zu) belong to no tensor; file is %llu bytes, its header "
+                        "describes %llu)", src, ck->len, ck->len,
+                        (unsigned long long)file_size, (unsigned long long)(8 + hlen));
     }
     const nn_ckpt_tensor **v = malloc(ck->n * sizeof *v);
     if (!v) return ag_error("%s: out of memory", src);
@@ -90,45 +118,91 @@ static int check_coverage(const nn_ckpt *ck, const char *src)
         const nn_ckpt_tensor *t = v[i];
         if (t->begin < at)
             rc = ag_error("%s: tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap in "
-                              "the data section", src, prev->name,
-                              (unsigned long long)prev->begin, (unsigned long long)prev->end,
-                              t->name, (unsigned long long)t->begin,
-                              (unsigned long long)t->end);
+                          "the data section", src, prev->name, (unsigned long long)prev->begin,
+                          (unsigned long long)prev->end, t->name, (unsigned long long)t->begin,
+                          (unsigned long long)t->end);
         else if (t->begin > at)
             rc = ag_error("%s: bytes [%llu, %llu) of the data section belong to no tensor "
-                              "(a gap before '%s')", src, (unsigned long long)at,
-                              (unsigned long long)t->begin, t->name);
+                          "(a gap before '%s')", src, (unsigned long long)at,
+                          (unsigned long long)t->begin, t->name);
         at = t->end;
         prev = t;
     }
     if (!rc && at != ck->len)
         rc = ag_error("%s: bytes [%llu, %zu) of the data section belong to no tensor "
-                          "(trailing data after '%s')", src, (unsigned long long)at, ck->len,
-                          prev->name);
+                      "(trailing data after '%s'): file is %llu bytes but its header "
+                      "describes %llu", src, (unsigned long long)at, ck->len, prev->name,
+                      (unsigned long long)file_size,
+                      (unsigned long long)file_bytes(hlen, at));
     free(v);
     return rc;
 }
 
-int ck_validate(nn_ckpt *ck, const js_val *root, const char *src)
+static bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+/* Which checksum the file must match (the rules at the top of nn/io/checkpoint.h). meta is
+ * the header's __metadata__ object or NULL; its values point into hdr. 0 or -1. */
+static int checksum_scheme(const nn_ckpt *ck, const js_val *meta, const char *hdr, size_t hlen,
+                           ck_sum_info *sum)
 {
+    const char *src = nn_ckpt_source(ck), *format = nn_ckpt_meta(ck, NN_CKPT_FORMAT_KEY);
+    *sum = (ck_sum_info){.scheme = NN_CKPT_UNCHECKED};
+    if (format && strcmp(format, NN_CKPT_FORMAT) != 0)
+        return ag_error("%s: metadata %s is \"%.40s\", a format this version does not know "
+                        "(it reads format %s and the files written before it): written by a "
+                        "newer tapegrad?", src, NN_CKPT_FORMAT_KEY, format, NN_CKPT_FORMAT);
+    const js_val *v = js_get(meta, NN_CKPT_CHECKSUM_KEY);
+    if (v) {  /* format 2: the literal must be "<16 lowercase hex digits>" */
+        size_t p = v->pos;
+        bool ok = p + 18 <= hlen && hdr[p] == '"' && hdr[p + 17] == '"';
+        for (size_t i = 1; ok && i <= 16; i++) ok = is_lower_hex(hdr[p + i]);
+        if (!ok)
+            return ag_error("%s: checksum does not match: metadata %s is \"%.40s\", not 16 "
+                            "lowercase hex digits (edited or damaged)", src,
+                            NN_CKPT_CHECKSUM_KEY, v->str);
+        *sum = (ck_sum_info){.scheme = NN_CKPT_CHECKED_FILE, .digits_at = p + 1};
+        return 0;
+    }
+    if (!format && nn_ckpt_meta(ck, NN_CKPT_LEGACY_CHECKSUM_KEY)) {
+        sum->scheme = NN_CKPT_CHECKED_DATA;
+        return 0;
+    }
+    const char *mark = format ? NN_CKPT_FORMAT_KEY : NULL;
+    for (size_t i = 0; !mark && i < ck->nmeta; i++)
+        if (strncmp(ck->mkeys[i], NN_CKPT_MARK_PREFIX, strlen(NN_CKPT_MARK_PREFIX)) == 0)
+            mark = ck->mkeys[i];
+    if (mark)
+        return ag_error("%s: checksum missing: metadata key '%.60s' marks the file as a "
+                        "tapegrad checkpoint, but it has no %s (the key was deleted, or the "
+                        "file damaged); refused", src, mark, NN_CKPT_CHECKSUM_KEY);
+    return 0;  /* a plain state_dict */
+}
+
+int ck_validate(nn_ckpt *ck, const js_val *root, const char *hdr, size_t hlen,
+                uint64_t file_size, ck_sum_info *sum)
+{
+    const char *src = nn_ckpt_source(ck);
+    const js_val *meta = NULL;
+    ck->len = (size_t)(file_size - 8 - hlen);  /* the caller checked 8 + hlen <= file_size */
     if (root->type != JS_OBJ)
         return ag_error("%s: header is a JSON %s, expected an object", src,
-                            js_type_name(root->type));
+                        js_type_name(root->type));
     for (size_t i = 0; i < root->n; i++) {
         const char *key = root->keys[i];
         const js_val *e = &root->items[i];
         if (strcmp(key, "__metadata__") == 0) {
             if (e->type != JS_OBJ)
                 return ag_error("%s: __metadata__ is a JSON %s, expected an object of "
-                                    "strings", src, js_type_name(e->type));
+                                "strings", src, js_type_name(e->type));
             for (size_t k = 0; k < e->n; k++) {
                 if (e->items[k].type != JS_STR)
                     return ag_error("%s: __metadata__ value of \"%s\" is a JSON %s, "
-                                        "expected a string", src, e->keys[k],
-                                        js_type_name(e->items[k].type));
+                                    "expected a string", src, e->keys[k],
+                                    js_type_name(e->items[k].type));
                 if (ck_meta_put(ck, e->keys[k], e->items[k].str))
                     return ag_error("%s: out of memory", src);
             }
+            meta = e;
             continue;
         }
         nn_dtype dtype = NN_F32;
@@ -139,33 +213,110 @@ int ck_validate(nn_ckpt *ck, const js_val *root, const char *src)
         uint64_t es = nn_dtype_size(dtype);
         if (numel > UINT64_MAX / es || numel * es != end - begin) {
             char s[160];
-            size_t u = (size_t)snprintf(s, sizeof s, "[");
-            for (int d = 0; d < ndim && u < sizeof s; d++)
-                u += (size_t)snprintf(s + u, sizeof s - u, d ? ", %lld" : "%lld",
-                                      (long long)shape[d]);
-            if (u < sizeof s) snprintf(s + u, sizeof s - u, "]");
             return ag_error("%s: tensor '%s': shape %s of %s needs %llu bytes but "
-                                "data_offsets [%llu, %llu] span %llu", src, key, s,
-                                nn_dtype_name(dtype), (unsigned long long)(numel * es),
-                                (unsigned long long)begin, (unsigned long long)end,
-                                (unsigned long long)(end - begin));
+                            "data_offsets [%llu, %llu] span %llu", src, key,
+                            ck_shape_fmt(s, sizeof s, ndim, shape), nn_dtype_name(dtype),
+                            (unsigned long long)(numel * es), (unsigned long long)begin,
+                            (unsigned long long)end, (unsigned long long)(end - begin));
         }
-        if (end > ck->len)
-            return ag_error("%s: tensor '%s': data_offsets [%llu, %llu] run past the end "
-                                "of the data section (%zu bytes): truncated file?", src, key,
-                                (unsigned long long)begin, (unsigned long long)end, ck->len);
         if (ck_push_tensor(ck, key, dtype, ndim, shape, numel, begin, end))
             return ag_error("%s: out of memory", src);
     }
-    if (check_coverage(ck, src)) return -1;
-    const char *want = nn_ckpt_meta(ck, NN_CKPT_CHECKSUM_KEY);
-    if (want) {
-        char got[17];
-        ck_checksum_hex(ck, got);
-        if (strcmp(want, got) != 0)
-            return ag_error("%s: checksum mismatch: metadata %s = \"%.40s\" but the data "
-                                "section hashes to %s (file corrupted?)", src,
-                                NN_CKPT_CHECKSUM_KEY, want, got);
+    if (checksum_scheme(ck, meta, hdr, hlen, sum) || check_size(ck, hlen, file_size)) return -1;
+    return check_coverage(ck, hlen, file_size);
+}
+
+int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const unsigned char *data,
+                 size_t dlen, uint64_t *out)
+{
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) return -1;
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, len8, 8);
+    XXH3_64bits_update(st, hdr, digits_at);
+    XXH3_64bits_update(st, "0000000000000000", 16);
+    XXH3_64bits_update(st, hdr + digits_at + 16, hlen - digits_at - 16);
+    XXH3_64bits_update(st, dlen ? data : (const void *)"", dlen);
+    *out = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return 0;
+}
+
+/* The bit layout of the float dtypes: element size, exponent field (shift, all-ones mask),
+ * mantissa mask. An all-ones exponent is infinity (mantissa 0) or NaN, except in F8_E4M3
+ * (PyTorch's float8_e4m3fn), which has no infinity and one NaN per sign, S.1111.111. */
+static const struct { unsigned bytes, shift; uint64_t exp, mant; } layouts[] = {
+    [NN_F16] = {2, 10, 0x1f, 0x3ff},      [NN_BF16] = {2, 7, 0xff, 0x7f},
+    [NN_F32] = {4, 23, 0xff, 0x7fffff},   [NN_F64] = {8, 52, 0x7ff, 0xfffffffffffffull},
+    [NN_F8_E4M3] = {1, 3, 0xf, 0x7},      [NN_F8_E5M2] = {1, 2, 0x1f, 0x3},
+};
+
+/* NULL when the element at p (dtype d, little-endian) is finite or d is not a float dtype;
+ * else "NaN", "inf" or "-inf". */
+static const char *nonfinite(nn_dtype d, const unsigned char *p)
+{
+    if ((unsigned)d >= sizeof layouts / sizeof layouts[0] || !layouts[d].bytes) return NULL;
+    uint64_t u = 0;
+    for (unsigned i = 0; i < layouts[d].bytes; i++) u |= (uint64_t)p[i] << (8 * i);
+    uint64_t exp = (u >> layouts[d].shift) & layouts[d].exp, mant = u & layouts[d].mant;
+    if (exp != layouts[d].exp) return NULL;
+    if (d == NN_F8_E4M3) return mant == layouts[d].mant ? "NaN" : NULL;
+    if (mant) return "NaN";
+    return (u >> (8 * layouts[d].bytes - 1)) ? "-inf" : "inf";
+}
+
+/* Refuses a float tensor holding NaN or infinity, naming it and its first bad element. */
+static int check_finite(const nn_ckpt *ck, const nn_ckpt_tensor *t)
+{
+    size_t es = nn_dtype_size(t->dtype);
+    uint64_t count = 0, first = 0;
+    const char *what = NULL;
+    for (uint64_t i = 0; i < t->numel; i++) {
+        const char *w = nonfinite(t->dtype, ck->data + t->begin + i * es);
+        if (!w) continue;
+        if (!count++) first = i, what = w;
     }
+    if (!count) return 0;
+    char s[160];
+    return ag_error("%s: tensor '%s' (%s %s) holds %llu non-finite value%s (element %llu is "
+                    "%s): refused, the model it holds diverged or was damaged; load with "
+                    "nn_ckpt_load_opts.allow_nonfinite to inspect it", nn_ckpt_source(ck),
+                    t->name, nn_dtype_name(t->dtype), ck_shape_fmt(s, sizeof s, t->ndim, t->shape),
+                    (unsigned long long)count, count > 1 ? "s" : "", (unsigned long long)first,
+                    what);
+}
+
+int ck_verify(nn_ckpt *ck, const ck_sum_info *sum, const char *hdr, size_t hlen,
+              const nn_ckpt_load_opts *opts)
+{
+    const char *src = nn_ckpt_source(ck);
+    char got[17];
+    if (sum->scheme == NN_CKPT_CHECKED_FILE) {
+        uint64_t h;
+        if (ck_file_hash(hdr, hlen, sum->digits_at, ck->data, ck->len, &h))
+            return ag_error("%s: out of memory", src);
+        snprintf(got, sizeof got, "%016llx", (unsigned long long)h);
+        if (memcmp(hdr + sum->digits_at, got, 16) != 0)
+            return ag_error("%s: checksum does not match: metadata %s is %.16s but the file "
+                            "hashes to %s: its header (metadata, tensor names, dtypes, shapes, "
+                            "offsets) or its data changed after it was saved (edited or "
+                            "damaged); refused", src, NN_CKPT_CHECKSUM_KEY,
+                            hdr + sum->digits_at, got);
+    } else if (sum->scheme == NN_CKPT_CHECKED_DATA) {
+        const char *want = nn_ckpt_meta(ck, NN_CKPT_LEGACY_CHECKSUM_KEY);
+        XXH64_hash_t h = XXH3_64bits(ck->len ? ck->data : (const void *)"", ck->len);
+        snprintf(got, sizeof got, "%016llx", (unsigned long long)h);
+        if (strcmp(want, got) != 0)
+            return ag_error("%s: checksum does not match: metadata %s (legacy scheme, the data "
+                            "section only) is \"%.40s\" but the data hashes to %s: its data "
+                            "changed after it was saved (edited or damaged); refused", src,
+                            NN_CKPT_LEGACY_CHECKSUM_KEY, want, got);
+    }
+    ck->checked = sum->scheme;
+    if (opts && opts->allow_nonfinite) return 0;
+    for (size_t i = 0; i < ck->n; i++)
+        if (check_finite(ck, &ck->recs[i]->t)) return -1;
     return 0;
 }

@@ -1,14 +1,20 @@
 /* test_ckpt.c -- safetensors checkpoints (float32 product, links nn): bit-identical round
  * trips with metadata, reading files as other writers make them (no checksum, F16 / BF16 /
- * F64), atomic saving, and a table of malformed files, one per validation rule, each rejected
- * with its own message. */
+ * F64) and as the previous version wrote them (legacy checksum), a table of malformed files,
+ * one per validation rule, each rejected with its own message; the format-2 checksum against
+ * every kind of edit; sizes checked before the data is read; non-finite weights; and the
+ * atomic writer of autograd/ag_file.h (symlinks, modes, stale temporaries, abort). */
 #include <dirent.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "autograd/ag_file.h"
 #include "nn/nn.h"
 #include "tests/tg_test.h"
 
@@ -81,6 +87,9 @@ static void test_roundtrip(void)
     CU_ASSERT_EQUAL(nn_ckpt_set_meta_rng(ck, "rng", &r), 0);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_CHECKSUM_KEY, "x"), -1);
     HAS(ag_last_error(), "reserved");
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_FORMAT_KEY, "2"), -1);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_LEGACY_CHECKSUM_KEY, "x"), -1);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "tapegrad.model", "mlp"), 0);  /* a mark, not reserved */
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "latin1", "caf\xe9"), -1);  /* not UTF-8 */
     HAS(ag_last_error(), "must be UTF-8");
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("rt.safetensors")), 0);
@@ -102,13 +111,18 @@ static void test_roundtrip(void)
     CU_ASSERT_EQUAL(memcmp(&r, &r2, sizeof r), 0);
     CU_ASSERT_EQUAL(nn_ckpt_meta_int(in, "weird", &e), -1);
     HAS(ag_last_error(), "expected a decimal integer");
-    CU_ASSERT_PTR_NOT_NULL(nn_ckpt_meta(in, NN_CKPT_CHECKSUM_KEY));
+    CU_ASSERT_EQUAL(nn_ckpt_checked(in), NN_CKPT_CHECKED_FILE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nn_ckpt_meta(in, NN_CKPT_CHECKSUM_KEY));
     CU_ASSERT_EQUAL(strlen(nn_ckpt_meta(in, NN_CKPT_CHECKSUM_KEY)), 16);
-    CU_ASSERT_EQUAL(nn_ckpt_meta_count(in), 5);  /* config, weird, epoch, rng, checksum */
+    CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(in, NN_CKPT_FORMAT_KEY), NN_CKPT_FORMAT);
+    /* config, weird, tapegrad.model, epoch, rng, then the format and the checksum */
+    CU_ASSERT_EQUAL(nn_ckpt_meta_count(in), 7);
     const char *k, *v;
     CU_ASSERT_EQUAL(nn_ckpt_meta_at(in, 0, &k, &v), 0);
     CU_ASSERT_STRING_EQUAL(k, "config");
-    CU_ASSERT_EQUAL(nn_ckpt_meta_at(in, 5, &k, &v), -1);
+    CU_ASSERT_EQUAL(nn_ckpt_meta_at(in, 6, &k, &v), 0);
+    CU_ASSERT_STRING_EQUAL(k, NN_CKPT_CHECKSUM_KEY);
+    CU_ASSERT_EQUAL(nn_ckpt_meta_at(in, 7, &k, &v), -1);
     /* Into a differently initialised store: bit-identical values. */
     CU_ASSERT_NOT_EQUAL(memcmp(a.fc.weight->data, b.fc.weight->data, 6 * sizeof(ag_real)), 0);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(in, pb, 0), 0);
@@ -125,6 +139,15 @@ static void test_roundtrip(void)
     fclose(f2);
     CU_ASSERT_EQUAL(n1, n2);
     CU_ASSERT_EQUAL(memcmp(b1, b2, n1), 0);
+    /* nn_ckpt_save_mem gives the same image. */
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load(&in, path_in("rt2.safetensors")), 0);
+    unsigned char *img;
+    size_t ilen;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(in, &img, &ilen), 0);
+    CU_ASSERT_EQUAL(ilen, n1);
+    CU_ASSERT_EQUAL(memcmp(img, b1, n1), 0);
+    free(img);
+    nn_ckpt_free(in);
     /* The header is padded so that the data section starts 8-byte aligned. */
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)b1[i] << (8 * i);
@@ -179,6 +202,15 @@ static size_t make_file(unsigned char *buf, const char *header, const void *data
     return 8 + strlen(header) + dlen;
 }
 
+/* Writes the image to path_in(name) and loads it; returns nn_ckpt_load's status. */
+static int load_image_file(const char *name, const unsigned char *buf, size_t n, nn_ckpt **out)
+{
+    FILE *f = fopen(path_in(name), "wb");
+    CU_ASSERT_EQUAL_FATAL(fwrite(buf, 1, n, f), n);
+    fclose(f);
+    return nn_ckpt_load(out, path_in(name));
+}
+
 static void test_other_writers(void)
 {
     /* As safetensors.torch.save_file writes: no checksum, F16, BF16, F32, an I64 tensor. */
@@ -196,7 +228,7 @@ static void test_other_writers(void)
     unsigned char buf[512];
     size_t n = make_file(buf, hdr, data, sizeof data, 0);
     nn_ckpt *ck;
-    CU_ASSERT_EQUAL_FATAL(nn_ckpt_parse(&ck, buf, n, "torch.safetensors"), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&ck, buf, n, "torch.safetensors", NULL), 0);
     ag_real v[4];
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "h", 2, (const int[]){2, 2}, v), 0);
     CU_ASSERT_EQUAL(v[0], 1);
@@ -209,6 +241,7 @@ static void test_other_writers(void)
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "f", 0, NULL, v), 0);
     CU_ASSERT_EQUAL(v[0], 2.5f);
     CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "format"), "pt");
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_UNCHECKED);  /* no tapegrad.* key: plain */
     /* Mistyped: an integer tensor where a parameter is expected. */
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "i", 1, (const int[]){1}, v), -1);
     HAS(ag_last_error(), "torch.safetensors: tensor 'i' has dtype I64, expected a float dtype");
@@ -232,10 +265,13 @@ typedef struct bad_case {
 #define W2 "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"
 
 static const bad_case bad_cases[] = {
-    {"header length past the file", "{" W2 "}", 8, 100000, 0, "exceeds the file"},
+    {"header length past the file", "{" W2 "}", 8, 100000, 0,
+     "header length 100000 exceeds the file: it is 70 bytes, so at most 62 follow"},
     {"header length 2^64 - 1", "{" W2 "}", 8, 0xFFFFFFFFFFFFFFFFull, 0, "exceeds the file"},
     {"file shorter than the length", "{}", 0, 0, 7, "shorter than the 8-byte header length"},
-    {"truncated data", "{" W2 "}", 8, 0, 3, "run past the end of the data section"},
+    {"truncated data", "{" W2 "}", 8, 0, 3,
+     "file is 67 bytes but its header describes 70 (a 54-byte header and 8 bytes of data, up to "
+     "the end of tensor 'w'): truncated file?"},
     {"bad JSON: trailing comma", "{" W2 ",}", 8, 0, 0, "header is not valid JSON"},
     {"bad JSON: unterminated", "{\"w\":{\"dtype\":\"F32", 0, 0, 0, "header is not valid JSON"},
     {"bad JSON: trailing text", "{" W2 "}x", 8, 0, 0, "unexpected text after the JSON value"},
@@ -252,18 +288,34 @@ static const bad_case bad_cases[] = {
     {"overlapping ranges", "{" W2 ",\"v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
      8, 0, 0, "overlap"},
     {"range outside the file", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
-     8, 0, 0, "run past the end of the data section (8 bytes)"},
+     8, 0, 0, "file is 71 bytes but its header describes 79 (a 55-byte header and 16 bytes of data"},
     {"gap in the data", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0,
      0, "bytes [0, 4) of the data section belong to no tensor"},
-    {"trailing data", "{" W2 "}", 12, 0, 0, "bytes [8, 12) of the data section belong to no tensor"},
+    {"trailing data", "{" W2 "}", 12, 0, 0, "bytes [8, 12) of the data section belong to no "
+     "tensor (trailing data after 'w'): file is 74 bytes but its header describes 70"},
     {"missing field", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, 0, 0,
      "missing field \"data_offsets\""},
     {"unexpected field", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}",
      8, 0, 0, "unexpected field \"x\""},
     {"metadata value not a string", "{\"__metadata__\":{\"n\":3}," W2 "}", 8, 0, 0,
      "__metadata__ value of \"n\" is a JSON number, expected a string"},
+    {"legacy checksum mismatch", "{\"__metadata__\":{\"" NN_CKPT_LEGACY_CHECKSUM_KEY
+     "\":\"0123456789abcdef\"}," W2 "}", 8, 0, 0, "checksum does not match: metadata "
+     NN_CKPT_LEGACY_CHECKSUM_KEY " (legacy scheme, the data section only) is \"0123456789abcdef\""},
     {"checksum mismatch", "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"0123456789abcdef\"},"
-     W2 "}", 8, 0, 0, "checksum mismatch"},
+     W2 "}", 8, 0, 0, "checksum does not match: metadata " NN_CKPT_CHECKSUM_KEY " is "
+     "0123456789abcdef but the file hashes to"},
+    {"checksum not hex", "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"0123456789ABCDEF\"},"
+     W2 "}", 8, 0, 0, "not 16 lowercase hex digits"},
+    {"checksum escaped", "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"\\u0030123456789abcdef\"},"
+     W2 "}", 8, 0, 0, "not 16 lowercase hex digits"},
+    {"marked, no checksum", "{\"__metadata__\":{\"tapegrad.model\":\"mlp\"}," W2 "}", 8, 0, 0,
+     "checksum missing: metadata key 'tapegrad.model' marks the file as a tapegrad checkpoint"},
+    {"format 2, legacy checksum only", "{\"__metadata__\":{\"" NN_CKPT_FORMAT_KEY "\":\"2\",\""
+     NN_CKPT_LEGACY_CHECKSUM_KEY "\":\"0123456789abcdef\"}," W2 "}", 8, 0, 0,
+     "checksum missing: metadata key '" NN_CKPT_FORMAT_KEY "'"},
+    {"unknown format", "{\"__metadata__\":{\"" NN_CKPT_FORMAT_KEY "\":\"3\"}," W2 "}", 8, 0, 0,
+     "metadata " NN_CKPT_FORMAT_KEY " is \"3\", a format this version does not know"},
 };
 
 static void test_malformed_table(void)
@@ -276,11 +328,8 @@ static void test_malformed_table(void)
         /* Through a real file, as the loader sees it. */
         char name[64];
         snprintf(name, sizeof name, "bad%02zu.safetensors", i);
-        FILE *f = fopen(path_in(name), "wb");
-        fwrite(buf, 1, n, f);
-        fclose(f);
         nn_ckpt *ck = (nn_ckpt *)1;
-        int rc = nn_ckpt_load(&ck, path_in(name));
+        int rc = load_image_file(name, buf, n, &ck);
         if (rc == 0) fprintf(stderr, "\n  accepted: %s\n", c->what);
         CU_ASSERT_EQUAL(rc, -1);
         CU_ASSERT_PTR_NULL(ck);
@@ -290,7 +339,7 @@ static void test_malformed_table(void)
     /* Header length 0 on its own. */
     unsigned char z[8] = {0};
     nn_ckpt *ck;
-    CU_ASSERT_EQUAL(nn_ckpt_parse(&ck, z, 8, "zero"), -1);
+    CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, z, 8, "zero", NULL), -1);
     HAS(ag_last_error(), "header length is 0");
 }
 
@@ -307,7 +356,7 @@ static void test_checksum_flip(void)
     fputc(c ^ 0x10, f);
     fclose(f);
     CU_ASSERT_EQUAL(nn_load_params(pa, path_in("flip.safetensors")), -1);
-    HAS(ag_last_error(), "checksum mismatch");
+    HAS(ag_last_error(), "flip.safetensors: checksum does not match");
     nn_params_free(pa);
 }
 
@@ -359,15 +408,27 @@ static void test_load_rules(void)
                       "\"net.ln.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[40,48]}}";
     unsigned char data[48] = {0}, buf[1024];
     size_t n = make_file(buf, hdr, data, sizeof data, 0);
-    CU_ASSERT_EQUAL_FATAL(nn_ckpt_parse(&ck, buf, n, "typed.safetensors"), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&ck, buf, n, "typed.safetensors", NULL), 0);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
     HAS(ag_last_error(), "typed.safetensors: tensor 'net.fc.weight' has dtype I32, expected a float dtype");
     nn_ckpt_free(ck);
     nn_params_free(pa);
 }
 
-/* Saving goes through a temporary file + rename: the target is replaced whole, nothing else
- * is left in the directory, and a failed save keeps the previous file. */
+/* Entries of directory d other than "." and ".." (hidden temporaries included). */
+static int count_entries(const char *d)
+{
+    int n = 0;
+    DIR *dd = opendir(d);
+    struct dirent *e;
+    while (dd && (e = readdir(dd)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (dd) closedir(dd);
+    return n;
+}
+
+/* Saving goes through ag_file: the target is replaced whole, nothing else is left in the
+ * directory, and a failed save keeps the previous file. */
 static void test_atomic_save(void)
 {
     char sub[128];
@@ -380,35 +441,453 @@ static void test_atomic_save(void)
     CU_ASSERT_EQUAL(nn_save_params(pa, target), 0);
     a.fc.weight->data[0] = 42;
     CU_ASSERT_EQUAL(nn_save_params(pa, target), 0);  /* over the previous one */
-    int entries = 0;
-    DIR *d = opendir(sub);
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') entries++;
-    closedir(d);
-    CU_ASSERT_EQUAL(entries, 1);
+    CU_ASSERT_EQUAL(count_entries(sub), 1);
     a.fc.weight->data[0] = 0;
     CU_ASSERT_EQUAL(nn_load_params(pa, target), 0);
     CU_ASSERT_EQUAL(a.fc.weight->data[0], 42);
-    /* A save that cannot complete (the target is a non-empty directory: rename fails). */
-    char blocked[192], inner[256];
+    /* A directory in the way: refused before anything is written. */
+    char blocked[192];
     snprintf(blocked, sizeof blocked, "%s/blocked", sub);
     mkdir(blocked, 0755);
-    snprintf(inner, sizeof inner, "%s/keep", blocked);
-    fclose(fopen(inner, "w"));
     CU_ASSERT_EQUAL(nn_save_params(pa, blocked), -1);
-    HAS(ag_last_error(), "previous file kept");
-    entries = 0;
-    d = opendir(sub);
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') entries++;
-    closedir(d);
-    CU_ASSERT_EQUAL(entries, 2);  /* model.safetensors and blocked/: no temporary left */
-    remove(inner);
+    HAS(ag_last_error(), "blocked: is a directory, expected a file (nothing written)");
+    CU_ASSERT_EQUAL(count_entries(sub), 2);  /* model.safetensors and blocked/: no temporary */
     /* A directory that does not exist. */
     CU_ASSERT_EQUAL(nn_save_params(pa, "/nonexistent-dir/x.safetensors"), -1);
-    HAS(ag_last_error(), "/nonexistent-dir/x.safetensors: cannot create a temporary file");
+    HAS(ag_last_error(), "/nonexistent-dir/x.safetensors: cannot create a temporary file beside "
+                         "it: No such file or directory");
     nn_params_free(pa);
+}
+
+/* ---- Format-2 checksum: every edit of a marked file is refused ------------------------------ */
+
+/* Replaces the first occurrence of `from` in buf[0..n) by `to` (same length). */
+static void edit(unsigned char *buf, size_t n, const char *from, const char *to)
+{
+    size_t k = strlen(from);
+    CU_ASSERT_EQUAL_FATAL(strlen(to), k);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(buf + i, from, k) == 0) {
+            memcpy(buf + i, to, k);
+            return;
+        }
+    CU_FAIL_FATAL("edit: text not found");
+}
+
+/* Removes `"key":"<value>",` or `,"key":"<value>"` from the header of a file image in buf
+ * (rewriting the length, same padding rule as a save); returns the new size. */
+static size_t drop_meta(unsigned char *buf, size_t n, const char *key)
+{
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
+    char hdr[4096], pat[128];
+    CU_ASSERT_FATAL(hl < sizeof hdr);
+    memcpy(hdr, buf + 8, hl);
+    hdr[hl] = '\0';
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    char *at = strstr(hdr, pat);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    char *end = strchr(at + strlen(pat), '"') + 1;
+    if (*end == ',') end++;
+    else if (at[-1] == ',') at--;
+    memmove(at, end, strlen(end) + 1);
+    size_t dlen = n - 8 - hl;
+    unsigned char data[4096];
+    memcpy(data, buf + 8 + hl, dlen);
+    return make_file(buf, hdr, data, dlen, 0);
+}
+
+/* A zoo-like checkpoint: marked with tapegrad.model, a config, a vocabulary. */
+static size_t marked_image(unsigned char *buf, size_t cap)
+{
+    const ag_real w[6] = {0.5f, -1.25f, 2, 0.125f, -3.5f, 1}, b[2] = {0.25f, -0.75f};
+    nn_ckpt *ck = nn_ckpt_new();
+    nn_ckpt_add(ck, "fc.weight", 2, (const int[]){2, 3}, w);
+    nn_ckpt_add(ck, "fc.bias", 1, (const int[]){2}, b);
+    nn_ckpt_set_meta(ck, "tapegrad.model", "mlp");
+    nn_ckpt_set_meta(ck, "config.dropout", "0.1");
+    nn_ckpt_set_meta(ck, "vocab.src", "<unk>\n<pad>\nhello\nworld");
+    unsigned char *img;
+    size_t n;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(ck, &img, &n), 0);
+    nn_ckpt_free(ck);
+    CU_ASSERT_FATAL(n <= cap);
+    memcpy(buf, img, n);
+    free(img);
+    return n;
+}
+
+static void test_checksum_edits(void)
+{
+    unsigned char buf[4096];
+    size_t n = marked_image(buf, sizeof buf);
+    nn_ckpt *ck;
+    CU_ASSERT_EQUAL_FATAL(load_image_file("marked.safetensors", buf, n, &ck), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_CHECKED_FILE);
+    nn_ckpt_free(ck);
+    static const struct { const char *what, *from, *to; } edits[] = {
+        {"edited metadata value", "\"config.dropout\":\"0.1\"", "\"config.dropout\":\"0.5\""},
+        {"renamed vocabulary token", "hello", "hallo"},
+        {"renamed tensor", "\"fc.weight\"", "\"fc.weighx\""},
+        {"edited dtype", "\"F32\"", "\"I32\""},
+        {"edited shape", "\"shape\":[2,3]", "\"shape\":[3,2]"},
+        {"edited metadata key", "\"config.dropout\"", "\"config.dropouT\""},
+        {"edited padding", " ", "\t"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        unsigned char e[4096];
+        memcpy(e, buf, n);
+        edit(e, n, edits[i].from, edits[i].to);
+        ck = (nn_ckpt *)1;
+        int rc = load_image_file("edited.safetensors", e, n, &ck);
+        if (rc == 0) fprintf(stderr, "\n  accepted: %s\n", edits[i].what);
+        CU_ASSERT_EQUAL(rc, -1);
+        CU_ASSERT_PTR_NULL(ck);
+        HAS(ag_last_error(), "edited.safetensors: checksum does not match: metadata "
+                             NN_CKPT_CHECKSUM_KEY " is ");
+        HAS(ag_last_error(), "its header (metadata, tensor names, dtypes, shapes, offsets) or "
+                             "its data changed after it was saved");
+    }
+    /* Every data bit flipped in turn (the last 32 bytes are the data). */
+    int accepted = 0;
+    for (size_t bit = 0; bit < 32 * 8; bit++) {
+        unsigned char e[4096];
+        memcpy(e, buf, n);
+        e[n - 32 + bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        if (nn_ckpt_load_mem(&ck, e, n, "flipped", NULL) == 0) {
+            accepted++;
+            nn_ckpt_free(ck);
+        } else if (bit == 0) {
+            HAS(ag_last_error(), "flipped: checksum does not match");
+        }
+    }
+    CU_ASSERT_EQUAL(accepted, 0);
+    /* The header length changed (one more byte of padding taken into the header). */
+    {
+        unsigned char e[4096];
+        memcpy(e, buf, n);
+        e[0]++;
+        CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, e, n, "longer", NULL), -1);
+    }
+    /* The checksum key deleted: the format key and tapegrad.model still mark the file. */
+    unsigned char e[4096];
+    memcpy(e, buf, n);
+    size_t m = drop_meta(e, n, NN_CKPT_CHECKSUM_KEY);
+    CU_ASSERT_EQUAL(load_image_file("nosum.safetensors", e, m, &ck), -1);
+    HAS(ag_last_error(), "nosum.safetensors: checksum missing: metadata key '"
+                         NN_CKPT_FORMAT_KEY "' marks the file as a tapegrad checkpoint, but it "
+                         "has no " NN_CKPT_CHECKSUM_KEY);
+    /* ... and the format key too: tapegrad.model still marks it. */
+    m = drop_meta(e, m, NN_CKPT_FORMAT_KEY);
+    CU_ASSERT_EQUAL(load_image_file("nosum.safetensors", e, m, &ck), -1);
+    HAS(ag_last_error(), "nosum.safetensors: checksum missing: metadata key 'tapegrad.model'");
+    /* Every tapegrad.* key deleted: a plain state_dict, which loads unverified (the zoo's
+     * loader then refuses it for want of tapegrad.model). */
+    m = drop_meta(e, m, "tapegrad.model");
+    CU_ASSERT_EQUAL_FATAL(load_image_file("nosum.safetensors", e, m, &ck), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_UNCHECKED);
+    nn_ckpt_free(ck);
+}
+
+/* ---- Legacy files: written before format 2, checksum over the data only --------------------- */
+
+/* The exact file nn_ckpt_save wrote before format 2 (commit 0b2edc5) for fc.weight [2, 3],
+ * fc.bias [2] and metadata tapegrad.model = mlp, config.dropout = 0.1. */
+static const char legacy_header[] =
+    "{\"__metadata__\":{\"tapegrad.model\":\"mlp\",\"config.dropout\":\"0.1\","
+    "\"tapegrad.xxh3_64\":\"e4db7e8b0d24574c\"},"
+    "\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+    "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}     ";
+static const unsigned char legacy_data[32] = {
+    0x00, 0x00, 0x00, 0x3f, 0x00, 0x00, 0xa0, 0xbf, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00,
+    0x3e, 0x00, 0x00, 0x60, 0xc0, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x80, 0x3e, 0x00, 0x00,
+    0x40, 0xbf};
+
+static void test_legacy(void)
+{
+    unsigned char buf[1024];
+    size_t n = make_file(buf, legacy_header, legacy_data, sizeof legacy_data, 0);
+    CU_ASSERT_EQUAL(n, 272);
+    nn_ckpt *ck;
+    CU_ASSERT_EQUAL_FATAL(load_image_file("legacy.safetensors", buf, n, &ck), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_CHECKED_DATA);
+    CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "tapegrad.model"), "mlp");
+    ag_real w[6];
+    CU_ASSERT_EQUAL(nn_ckpt_read(ck, "fc.weight", 2, (const int[]){2, 3}, w), 0);
+    CU_ASSERT_EQUAL(w[1], -1.25f);
+    /* Saved again: format 2, the legacy key dropped. */
+    unsigned char *img;
+    size_t m;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(ck, &img, &m), 0);
+    nn_ckpt_free(ck);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&ck, img, m, "upgraded", NULL), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_CHECKED_FILE);
+    CU_ASSERT_PTR_NULL(nn_ckpt_meta(ck, NN_CKPT_LEGACY_CHECKSUM_KEY));
+    CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "config.dropout"), "0.1");
+    nn_ckpt_free(ck);
+    free(img);
+    /* A flipped data bit: refused by the legacy checksum. */
+    buf[n - 5] ^= 0x04;
+    CU_ASSERT_EQUAL(load_image_file("legacy.safetensors", buf, n, &ck), -1);
+    HAS(ag_last_error(), "legacy.safetensors: checksum does not match: metadata "
+                         NN_CKPT_LEGACY_CHECKSUM_KEY " (legacy scheme, the data section only)");
+    buf[n - 5] ^= 0x04;
+    /* An edited header is what the legacy scheme cannot see: it loads, flagged CHECKED_DATA. */
+    edit(buf, n, "\"0.1\"", "\"0.9\"");
+    CU_ASSERT_EQUAL_FATAL(load_image_file("legacy.safetensors", buf, n, &ck), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_CHECKED_DATA);
+    CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "config.dropout"), "0.9");
+    nn_ckpt_free(ck);
+    /* The legacy key deleted: tapegrad.model marks it, so it is refused. */
+    n = drop_meta(buf, n, NN_CKPT_LEGACY_CHECKSUM_KEY);
+    CU_ASSERT_EQUAL(load_image_file("legacy.safetensors", buf, n, &ck), -1);
+    HAS(ag_last_error(), "legacy.safetensors: checksum missing: metadata key 'tapegrad.model'");
+}
+
+/* ---- Sizes before data ---------------------------------------------------------------------- */
+
+static void test_sizes_first(void)
+{
+    unsigned char buf[4096];
+    size_t n = marked_image(buf, sizeof buf);
+    nn_ckpt *ck;
+    /* Truncated: the message names the file and both sizes. */
+    char want[256];
+    CU_ASSERT_EQUAL(load_image_file("cut.safetensors", buf, n - 3, &ck), -1);
+    snprintf(want, sizeof want, "cut.safetensors: file is %zu bytes but its header describes %zu",
+             n - 3, n);
+    HAS(ag_last_error(), want);
+    /* The header length larger than the file. */
+    unsigned char e[4096];
+    memcpy(e, buf, n);
+    e[2] = 1;  /* + 65536 */
+    CU_ASSERT_EQUAL(load_image_file("hlen.safetensors", e, n, &ck), -1);
+    snprintf(want, sizeof want, "hlen.safetensors: header length %llu exceeds the file: it is %zu "
+             "bytes", (unsigned long long)(e[0] | e[1] << 8) + 65536, n);
+    HAS(ag_last_error(), want);
+    /* A header that describes 2^42 bytes of data in a small file: refused by the sizes, never
+     * allocated (an allocation of 4 TB would fail with "out of memory"). */
+    const char *huge = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1099511627776],"
+                       "\"data_offsets\":[0,4398046511104]}}";
+    n = make_file(buf, huge, "abcdefgh", 8, 0);
+    CU_ASSERT_EQUAL(load_image_file("huge.safetensors", buf, n, &ck), -1);
+    snprintf(want, sizeof want, "huge.safetensors: file is %zu bytes but its header describes "
+             "%llu (a %zu-byte header and 4398046511104 bytes of data, up to the end of tensor "
+             "'w'): truncated file?", n, 4398046511104ull + strlen(huge) + 8, strlen(huge));
+    HAS(ag_last_error(), want);
+    /* A header length over 100 MB in a (sparse) file long enough for it: refused before the
+     * header is read. */
+    FILE *f = fopen(path_in("bighdr.safetensors"), "wb");
+    uint64_t hl = (100u << 20) + 1;
+    for (int i = 0; i < 8; i++) fputc((int)(hl >> (8 * i)) & 0xff, f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(truncate(path_in("bighdr.safetensors"), (off_t)(hl + 64)), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_load(&ck, path_in("bighdr.safetensors")), -1);
+    HAS(ag_last_error(), "bighdr.safetensors: header length 104857601 exceeds the limit of "
+                         "104857600 bytes");
+    remove(path_in("bighdr.safetensors"));
+}
+
+/* ---- Non-finite weights ---------------------------------------------------------------------- */
+
+static void test_nonfinite(void)
+{
+    model a;
+    nn_params *pa = make_model(&a, 6);
+    a.fc.weight->data[4] = NAN;
+    CU_ASSERT_EQUAL_FATAL(nn_save_params(pa, path_in("nan.safetensors")), 0);
+    nn_ckpt *ck;
+    CU_ASSERT_EQUAL(nn_ckpt_load(&ck, path_in("nan.safetensors")), -1);
+    HAS(ag_last_error(), "nan.safetensors: tensor 'net.fc.weight' (F32 [2, 3]) holds 1 "
+                         "non-finite value (element 4 is NaN): refused");
+    HAS(ag_last_error(), "nn_ckpt_load_opts.allow_nonfinite");
+    CU_ASSERT_EQUAL(nn_load_params(pa, path_in("nan.safetensors")), -1);
+    /* Inspecting: loads, NaN and all. */
+    nn_ckpt_load_opts inspect = {.allow_nonfinite = true};
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_with(&ck, path_in("nan.safetensors"), &inspect), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_CHECKED_FILE);
+    a.fc.weight->data[4] = 0;
+    CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), 0);
+    CU_ASSERT(isnan(a.fc.weight->data[4]));
+    nn_ckpt_free(ck);
+    /* Infinities, in F64 too; the count and the first element. */
+    nn_ckpt *out = nn_ckpt_new();
+    nn_ckpt_set_store_dtype(out, NN_F64);
+    const ag_real v[4] = {1, -INFINITY, 2, INFINITY}, fine[2] = {1e30f, -1e-30f};
+    nn_ckpt_add(out, "ok", 1, (const int[]){2}, fine);
+    nn_ckpt_add(out, "bad", 2, (const int[]){2, 2}, v);
+    unsigned char *img;
+    size_t n;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(out, &img, &n), 0);
+    nn_ckpt_free(out);
+    CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, img, n, "inf", NULL), -1);
+    HAS(ag_last_error(), "inf: tensor 'bad' (F64 [2, 2]) holds 2 non-finite values (element 1 "
+                         "is -inf)");
+    CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, img, n, "inf", &inspect), 0);
+    nn_ckpt_free(ck);
+    free(img);
+    /* Half precisions of other writers: F16 +inf, BF16 NaN, F8_E5M2 -inf, F8_E4M3 NaN; and
+     * the finite extremes of each, which load. */
+    static const struct { const char *dtype; unsigned char bytes[2]; size_t es; const char *is; }
+        cases[] = {
+            {"F16", {0x00, 0x7c}, 2, "inf"},      {"BF16", {0xc1, 0x7f}, 2, "NaN"},
+            {"F8_E5M2", {0xfc}, 1, "-inf"},       {"F8_E4M3", {0x7f}, 1, "NaN"},
+            {"F16", {0xff, 0x7b}, 2, NULL},       {"BF16", {0x7f, 0xff}, 2, NULL},
+            {"F8_E5M2", {0x7b}, 1, NULL},         {"F8_E4M3", {0x7e}, 1, NULL},
+            {"I16", {0x00, 0x7c}, 2, NULL},       /* not a float: no check */
+        };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char hdr[160], want[96];
+        snprintf(hdr, sizeof hdr, "{\"x\":{\"dtype\":\"%s\",\"shape\":[],\"data_offsets\":[0,%zu]}}",
+                 cases[i].dtype, cases[i].es);
+        unsigned char file[256];
+        n = make_file(file, hdr, cases[i].bytes, cases[i].es, 0);
+        int rc = nn_ckpt_load_mem(&ck, file, n, "half", NULL);
+        CU_ASSERT_EQUAL(rc, cases[i].is ? -1 : 0);
+        if (cases[i].is) {
+            snprintf(want, sizeof want, "(element 0 is %s)", cases[i].is);
+            HAS(ag_last_error(), want);
+        } else {
+            nn_ckpt_free(ck);
+        }
+    }
+    nn_params_free(pa);
+}
+
+/* ---- The atomic writer (autograd/ag_file.h) ------------------------------------------------ */
+
+/* The whole content of path into buf (NUL-terminated); returns its length or -1. */
+static long slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* Writes text to path through ag_file; returns ag_file_commit's status. */
+static int write_atomic(const char *path, const char *text)
+{
+    ag_file af;
+    FILE *f = ag_file_open(&af, path);
+    if (!f) return -1;
+    fputs(text, f);
+    return ag_file_commit(&af);
+}
+
+static void test_file_symlink_mode(void)
+{
+    char sub[128], real[192], link[192], link2[192], dangling[192], buf[64], lt[192];
+    snprintf(sub, sizeof sub, "%s/links", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+    snprintf(real, sizeof real, "%s/real.txt", sub);
+    snprintf(link, sizeof link, "%s/link.txt", sub);
+    snprintf(link2, sizeof link2, "%s/link2.txt", sub);
+    snprintf(dangling, sizeof dangling, "%s/dangling.txt", sub);
+    CU_ASSERT_EQUAL(write_atomic(real, "old"), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(real, 0600), 0);
+    CU_ASSERT_EQUAL_FATAL(symlink("real.txt", link), 0);  /* relative, as ln -s makes them */
+    CU_ASSERT_EQUAL_FATAL(symlink(link, link2), 0);       /* absolute, a chain of two */
+    /* Through the chain: the links stay links, the target gets the data, keeps mode 0600. */
+    CU_ASSERT_EQUAL(write_atomic(link2, "new"), 0);
+    struct stat st;
+    CU_ASSERT_EQUAL(lstat(link, &st), 0);
+    CU_ASSERT(S_ISLNK(st.st_mode));
+    CU_ASSERT_EQUAL(lstat(link2, &st), 0);
+    CU_ASSERT(S_ISLNK(st.st_mode));
+    ssize_t k = readlink(link, lt, sizeof lt - 1);
+    CU_ASSERT_EQUAL_FATAL(k, 8);
+    lt[k] = '\0';
+    CU_ASSERT_STRING_EQUAL(lt, "real.txt");
+    CU_ASSERT_EQUAL(slurp(real, buf, sizeof buf), 3);
+    CU_ASSERT_STRING_EQUAL(buf, "new");
+    CU_ASSERT_EQUAL(stat(real, &st), 0);
+    CU_ASSERT_EQUAL(st.st_mode & 07777, 0600);
+    /* A checkpoint saved through a link: the same. */
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL(nn_ckpt_save(ck, link), 0);
+    nn_ckpt_free(ck);
+    CU_ASSERT_EQUAL(lstat(link, &st), 0);
+    CU_ASSERT(S_ISLNK(st.st_mode));
+    CU_ASSERT_EQUAL(stat(real, &st), 0);
+    CU_ASSERT_EQUAL(st.st_mode & 07777, 0600);
+    CU_ASSERT_EQUAL(nn_ckpt_load(&ck, link), 0);
+    nn_ckpt_free(ck);
+    /* A dangling link creates its target; a new file gets 0666 & ~umask. */
+    CU_ASSERT_EQUAL_FATAL(symlink("created.txt", dangling), 0);
+    mode_t old = umask(027);
+    CU_ASSERT_EQUAL(write_atomic(dangling, "made"), 0);
+    umask(old);
+    snprintf(real, sizeof real, "%s/created.txt", sub);
+    CU_ASSERT_EQUAL(slurp(real, buf, sizeof buf), 4);
+    CU_ASSERT_EQUAL(stat(real, &st), 0);
+    CU_ASSERT_EQUAL(st.st_mode & 07777, 0640);
+    CU_ASSERT_EQUAL(lstat(dangling, &st), 0);
+    CU_ASSERT(S_ISLNK(st.st_mode));
+    /* 3 links, real.txt, created.txt: no temporary left. */
+    CU_ASSERT_EQUAL(count_entries(sub), 5);
+    /* A link loop. */
+    snprintf(link, sizeof link, "%s/loop.txt", sub);
+    CU_ASSERT_EQUAL_FATAL(symlink("loop.txt", link), 0);
+    CU_ASSERT_EQUAL(write_atomic(link, "x"), -1);
+    HAS(ag_last_error(), "loop.txt: more than 40 levels of symbolic links");
+    /* A device is written in place. */
+    CU_ASSERT_EQUAL(write_atomic("/dev/null", "discarded"), 0);
+}
+
+static void test_file_stale_abort(void)
+{
+    char sub[128], target[192], p[256], buf[64];
+    snprintf(sub, sizeof sub, "%s/stale", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+    snprintf(target, sizeof target, "%s/out.bin", sub);
+    CU_ASSERT_EQUAL(write_atomic(target, "keep"), 0);
+    /* A pid that no longer exists: a child that has exited and been reaped. */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    CU_ASSERT_FATAL(dead > 0);
+    waitpid(dead, NULL, 0);
+    static const char *const names[] = {".out.bin.tmp.%ld.aB3dE9",   /* stale: removed */
+                                        ".out.bin.tmp.1.aB3dE9",     /* pid 1 lives: kept */
+                                        ".other.bin.tmp.%ld.aB3dE9", /* another target: kept */
+                                        ".out.bin.tmp.%ld.toolong7", /* not our pattern: kept */
+                                        "out.bin.tmp.XXXXXX"};       /* not ours: kept */
+    for (int i = 0; i < 5; i++) {
+        char name[64];
+        snprintf(name, sizeof name, names[i], (long)dead);
+        snprintf(p, sizeof p, "%s/%s", sub, name);
+        FILE *f = fopen(p, "wb");
+        fputs("partial", f);
+        fclose(f);
+    }
+    CU_ASSERT_EQUAL(count_entries(sub), 6);
+    /* Open: the stale temporary goes, ours appears under the documented name. */
+    ag_file af;
+    FILE *f = ag_file_open(&af, target);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    snprintf(p, sizeof p, "%s/.out.bin.tmp.%ld.", sub, (long)getpid());
+    CU_ASSERT_EQUAL(strncmp(af.tmp, p, strlen(p)), 0);
+    CU_ASSERT_EQUAL(strlen(af.tmp), strlen(p) + 6);
+    CU_ASSERT_EQUAL(access(af.tmp, F_OK), 0);
+    snprintf(p, sizeof p, "%s/.out.bin.tmp.%ld.aB3dE9", sub, (long)dead);
+    CU_ASSERT_EQUAL(access(p, F_OK), -1);
+    CU_ASSERT_EQUAL(count_entries(sub), 6);  /* out.bin, 4 kept, our temporary */
+    /* Abort: the target intact, the temporary gone; abort again is a no-op. */
+    fputs("half-written", f);
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", af.tmp);
+    ag_file_abort(&af);
+    ag_file_abort(&af);
+    CU_ASSERT_PTR_NULL(af.fp);
+    CU_ASSERT_EQUAL(access(tmp, F_OK), -1);
+    CU_ASSERT_EQUAL(slurp(target, buf, sizeof buf), 4);
+    CU_ASSERT_STRING_EQUAL(buf, "keep");
+    CU_ASSERT_EQUAL(count_entries(sub), 5);
+    /* Commit on a closed ag_file is an error, not a crash. */
+    CU_ASSERT_EQUAL(ag_file_commit(&af), -1);
+    HAS(ag_last_error(), "not open");
 }
 
 static CU_TestInfo tests[] = {
@@ -419,6 +898,12 @@ static CU_TestInfo tests[] = {
     {"checksum catches a flipped data byte", test_checksum_flip},
     {"load rules: missing, extra, shape, dtype, optim.*", test_load_rules},
     {"atomic save: temporary file and rename", test_atomic_save},
+    {"format-2 checksum: every edit of a marked file refused", test_checksum_edits},
+    {"legacy files: data checksum verified, header not", test_legacy},
+    {"sizes checked before the data is read", test_sizes_first},
+    {"non-finite weights refused, loadable to inspect", test_nonfinite},
+    {"ag_file: symlinks, modes, devices", test_file_symlink_mode},
+    {"ag_file: stale temporaries, abort", test_file_stale_abort},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {
