@@ -50,16 +50,6 @@ void *ds_regrow(void *buf, size_t *cap, size_t need, size_t elem) {
     return p;
 }
 
-int ds_close_written(FILE *f, int bad, const char *path) {
-    bad = bad || ferror(f);
-    int err = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        err = errno;
-    }
-    return bad ? ds_fail(DS_EIO, "%s: write failed: %s", path, strerror(err)) : DS_OK;
-}
-
 int ds_read_fd(int fd, const char *path, char **out, size_t *len) {
     char *buf = NULL;
     size_t n = 0, cap = 0;

@@ -10,6 +10,7 @@
 #include "datasets/fra_internal.h"
 #include "datasets/internal.h"
 #include "autograd/ag_base.h"
+#include "autograd/ag_file.h"
 #include "datasets/unicode.h"
 
 /* ---- batches -------------------------------------------------------------------------- */
@@ -109,12 +110,13 @@ int64_t ds_batches_count(const ds_batches *it) { return (it->n + it->B - 1) / it
 /* ---- the split file ------------------------------------------------------------------- */
 
 int ds_fra_write_split(const ds_fra *d, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) return ds_fail(DS_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
-    char *part = malloc((size_t)d->n_pairs);
-    if (!part) {
-        fclose(f);
-        return ds_fail(DS_ENOMEM, "out of memory");
+    char *part = malloc((size_t)(d->n_pairs ? d->n_pairs : 1));
+    if (!part) return ds_fail(DS_ENOMEM, "out of memory");
+    ag_file out; /* through a temporary file and a rename */
+    FILE *f = ag_file_open(&out, path);
+    if (!f) {
+        free(part);
+        return DS_EIO;
     }
     memset(part, DS_TRAIN, (size_t)d->n_pairs);
     for (int p = DS_VALID; p <= DS_TEST; p++)
@@ -128,7 +130,7 @@ int ds_fra_write_split(const ds_fra *d, const char *path) {
     for (int64_t i = 0; i < d->n_pairs; i++)
         fprintf(f, "%lld\t%lld\t%s\n", (long long)i, (long long)d->line_of_pair[i], names[(int)part[i]]);
     free(part);
-    return ds_close_written(f, 0, path);
+    return ag_file_commit(&out) ? DS_EIO : DS_OK;
 }
 
 /* ---- prediction helpers --------------------------------------------------------------- */
@@ -193,6 +195,16 @@ static bool readable_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && access(p, R_OK) == 0;
 }
 
+/* Why p is not a readable regular file: strerror of stat or access (e.g. "Permission denied"),
+ * or "not a regular file". */
+static const char *why_unreadable(const char *p) {
+    struct stat sb;
+    if (stat(p, &sb)) return strerror(errno);
+    if (!S_ISREG(sb.st_mode)) return S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file";
+    if (access(p, R_OK)) return strerror(errno);
+    return "not readable";
+}
+
 static int use_path(const char *p, char *out, size_t cap) {
     size_t n = strlen(p);
     if (n + 1 > cap) return ds_fail(DS_EARG, "data path of %zu bytes does not fit the %zu-byte buffer: %s", n, cap, p);
@@ -203,14 +215,12 @@ static int use_path(const char *p, char *out, size_t cap) {
 int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *out, size_t cap) {
     if (flag_value && *flag_value) {
         if (readable_file(flag_value)) return use_path(flag_value, out, cap);
-        return ds_fail(DS_EIO, "%s (given explicitly): %s", flag_value,
-                       access(flag_value, F_OK) ? strerror(errno) : "not a readable regular file");
+        return ds_fail(DS_EIO, "%s (given explicitly): %s", flag_value, why_unreadable(flag_value));
     }
     const char *env = getenv("TG_FRA_ENG");
     if (env && *env) {
         if (readable_file(env)) return use_path(env, out, cap);
-        return ds_fail(DS_EIO, "%s (from TG_FRA_ENG): %s", env,
-                       access(env, F_OK) ? strerror(errno) : "not a readable regular file");
+        return ds_fail(DS_EIO, "%s (from TG_FRA_ENG): %s", env, why_unreadable(env));
     }
     char tried[3][4096];
     int nt = 0;

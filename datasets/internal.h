@@ -25,10 +25,6 @@ int ds_vocab_build_ranked(const struct ds_vocab *types, const int64_t *count, co
  * empty) and *n. Returns DS_OK, DS_EIO ("path: read failed: <strerror>"), DS_ENOMEM. */
 int ds_read_fd(int fd, const char *path, char **buf, size_t *n);
 
-/* Closes f, a file written to path; `bad` says a write already failed. Returns DS_OK, or DS_EIO
- * with "path: write failed: <strerror>" if a write or the close failed. */
-int ds_close_written(FILE *f, int bad, const char *path);
-
 /* Formats the thread-local error message and returns `status` (so `return ds_fail(...)`). */
 int ds_fail(int status, const char *fmt, ...) DS_PRINTF(2, 3);
 

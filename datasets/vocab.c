@@ -1,6 +1,7 @@
 /* datasets/vocab.c -- the token table: arena-backed strings, XXH3 hashes, linear probing. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "datasets/internal.h"
 #include "datasets/unicode.h"
 #include "datasets/vocab.h"
+
+#include "autograd/ag_file.h"
 
 const char *const ds_reserved_tokens[3] = {"<pad>", "<bos>", "<eos>"};
 
@@ -315,14 +318,20 @@ int ds_vocab_save(const ds_vocab *v, const char *path) {
     size_t n;
     int rc = ds_vocab_text(v, path, &text, &n);
     if (rc) return rc;
-    FILE *f = fopen(path, "wb");
+    /* through a temporary file and a rename: a failed write (a full disk) keeps the old file */
+    ag_file out;
+    FILE *f = ag_file_open(&out, path);
     if (!f) {
         free(text);
-        return ds_fail(DS_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+        return DS_EIO;
     }
-    int bad = fwrite(text, 1, n, f) != n;
+    bool bad = fwrite(text, 1, n, f) != n;
     free(text);
-    return ds_close_written(f, bad, path);
+    if (bad) {
+        ag_file_abort(&out);
+        return ds_fail(DS_EIO, "%s: write failed: %s (previous file kept)", path, strerror(errno));
+    }
+    return ag_file_commit(&out) ? DS_EIO : DS_OK;
 }
 
 int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **out) {
