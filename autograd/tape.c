@@ -248,7 +248,8 @@ bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
         const ag_tensor *x = in[i];
         size_t off = 0;
         int where = arena_where(t, x, &off);
-        if (where < 0 || (where > 0 && (x->magic != AG_MAGIC || !gen_valid(t, x, off)))) {
+        /* a leaf may live in the arena (a header in ag_tape_alloc memory): no generation */
+        if (where < 0 || (where > 0 && (x->magic != AG_MAGIC || (x->tape && !gen_valid(t, x, off))))) {
             ag_report(t, "%s: input %d was made before the tape was last reset, or after the "
                         "mark it was rewound to (a tensor of an earlier step)", op, i);
             return false;

@@ -85,6 +85,27 @@ static void test_stale_tensor_refused(void) {
     ag_set_error_handler(NULL, NULL);
 }
 
+/* A leaf whose header lives in tape scratch (e.g. a decoding state's view of its buffers) is a
+ * valid input after rewinds below it, like every tensor made before the mark. */
+static void test_leaf_in_arena(void) {
+    ag_tape *t = ag_tape_new();
+    ag_real *buf = ag_tape_alloc(t, sizeof *buf * 4);
+    ag_tensor *leaf = ag_tape_alloc(t, sizeof *leaf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(leaf);
+    for (int i = 0; i < 4; i++) buf[i] = (ag_real)i;
+    CU_ASSERT_EQUAL_FATAL(ag_leaf_init(leaf, buf, NULL, AG_SHAPE(4)), 0);
+    ag_tape_pos mark = ag_tape_mark(t);
+    for (int step = 0; step < 3; step++) {
+        ag_tensor *y = ag_scale(t, leaf, 2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_EQUAL(y->data[3], 6);
+        CU_ASSERT_EQUAL(ag_tape_rewind(t, mark), 0);
+    }
+    CU_ASSERT_FALSE(ag_tape_failed(t));
+    ag_tape_free(t);
+}
+
 /* Nodes recorded after the mark are dropped: a backward runs the graph made before it. */
 static void test_rewind_drops_nodes(void) {
     ag_tape *t = ag_tape_new();
@@ -160,6 +181,7 @@ static void test_steady_state_no_malloc(void) {
 static CU_TestInfo tests[] = {
     {"rewind frees what follows the mark, across chunks", test_rewind_frees_after_mark},
     {"a tensor made after the mark is refused", test_stale_tensor_refused},
+    {"a leaf with its header in tape scratch stays valid", test_leaf_in_arena},
     {"rewind drops the nodes recorded after the mark", test_rewind_drops_nodes},
     {"nested marks; invalid marks refused", test_nested_and_invalid_marks},
     {"step + rewind: no malloc in steady state", test_steady_state_no_malloc},

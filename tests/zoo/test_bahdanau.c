@@ -83,11 +83,12 @@ static void test_model_kind(void) {
     CU_ASSERT_STRING_EQUAL(k->program, "bahdanau_nmt");
     CU_ASSERT_EQUAL(k->epochs, 250);
     CU_ASSERT_DOUBLE_EQUAL(k->lr, 0.005, 1e-12);
-    CU_ASSERT_EQUAL(zoo_hp(&k->hparams, "embed-size"), 32);
-    CU_ASSERT_EQUAL(zoo_hp(&k->hparams, "hiddens"), 32);
-    CU_ASSERT_EQUAL(zoo_hp(&k->hparams, "layers"), 2);
-    CU_ASSERT_DOUBLE_EQUAL(zoo_hp(&k->hparams, "dropout"), 0.1, 1e-12);
-    zoo_model *m = zoo_model_new(k, &k->hparams, 20, 30, 3);
+    const zoo_bahdanau_cfg *def = k->defaults;
+    CU_ASSERT_EQUAL(def->embed, 32);
+    CU_ASSERT_EQUAL(def->hiddens, 32);
+    CU_ASSERT_EQUAL(def->layers, 2);
+    CU_ASSERT_DOUBLE_EQUAL(def->dropout, 0.1, 1e-12);
+    zoo_model *m = zoo_model_new(k, NULL, 20, 30, 3);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_EQUAL(m->layers, 1); /* attention layers: the one cross-attention */
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS), 1);
@@ -100,11 +101,11 @@ static void test_model_kind(void) {
     CU_ASSERT_EQUAL(nn_params_find(m->ps, "encoder.embedding.weight")->shape[0], 20);
     zoo_model_free(m);
 
-    zoo_hparams h = k->hparams;
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "layers", "9"), -1); /* more than NN_GRU_MAX_LAYERS */
+    zoo_bahdanau_cfg h = *def;
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "layers", "9"), -1); /* more than NN_GRU_MAX_LAYERS */
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--layers"));
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "embed-size", "7"), 0);
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "layers", "1"), 0);
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "embed-size", "7"), 0);
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "layers", "1"), 0);
     m = zoo_model_new(k, &h, 5, 6, 3);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_EQUAL(nn_params_count(m->ps), 1 + 4 + 3 + 1 + 4 + 2);
@@ -362,10 +363,10 @@ static const int32_t P_TGT_LEN[NP] = {3, 4, 2, 3};
 static const char WORDS[] = "<unk>\n<pad>\n<bos>\n<eos>\na\nb\nc\nd\ne\nf\ng\nh\n";
 
 static zoo_model *toy_model(void) {
-    zoo_hparams h = zoo_bahdanau_kind.hparams;
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "embed-size", "16"), 0);
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "hiddens", "32"), 0);
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "0.1"), 0);
+    zoo_bahdanau_cfg h = zoo_bahdanau_default_cfg;
+    h.embed = 16;
+    h.hiddens = 32;
+    h.dropout = 0.1;
     return zoo_model_new(&zoo_bahdanau_kind, &h, SV, TV, 11);
 }
 
@@ -385,7 +386,7 @@ static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
 }
 
 /* Overfits four pairs with Adam; then greedy decoding reproduces every target, beam search of
- * width 1 (through decode()) agrees with greedy (through step()), and the attention record
+ * width 1 (one source at a time) agrees with greedy (four at once), and the attention record
  * has the one cross-attention map, its rows distributions over the valid source positions. */
 static void test_overfit_greedy_beam_attention(void) {
     zoo_model *m = toy_model();
@@ -413,11 +414,11 @@ static void test_overfit_greedy_beam_attention(void) {
     for (int b = 0; b < NP; b++) {
         int32_t beam_out[TT];
         int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, P_SRC_LEN[b], TS, DS_BOS, DS_EOS, TT, 1, 0,
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS, DS_EOS, TT, 1, 0,
                                               beam_out, &n), 0);
         CU_ASSERT_EQUAL(n, out_len[b]);
         for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, P_SRC_LEN[b], TS, DS_BOS, DS_EOS, TT, 3, 0,
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS, DS_EOS, TT, 3, 0,
                                               beam_out, &n), 0);
         CU_ASSERT_EQUAL(n, out_len[b]); /* a memorised pair: the wider beam finds it too */
     }
@@ -451,7 +452,8 @@ static void test_overfit_greedy_beam_attention(void) {
     zoo_model_free(m);
 }
 
-/* An untrained model: greedy (step) and beam 1 (decode) follow the same argmax path. */
+/* An untrained model: greedy (four sources at once) and beam 1 (one at a time) follow the same
+ * argmax path. */
 static void test_greedy_equals_beam1_untrained(void) {
     zoo_model *m = toy_model();
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
@@ -463,7 +465,7 @@ static void test_greedy_equals_beam1_untrained(void) {
     for (int b = 0; b < NP; b++) {
         int32_t beam_out[TT];
         int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, P_SRC_LEN[b], TS, DS_BOS, DS_EOS, TT, 1, 0,
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS, DS_EOS, TT, 1, 0,
                                               beam_out, &n), 0);
         CU_ASSERT_EQUAL(n, out_len[b]);
         for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);

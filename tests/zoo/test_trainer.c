@@ -11,6 +11,7 @@
 #include "tests/tg_test.h"
 #include "zoo/app/decode.h"
 #include "zoo/app/trainer.h"
+#include "zoo/models/transformer.h"
 
 static const char CORPUS[] =
     "go .\tva !\n"
@@ -32,18 +33,18 @@ static ds_fra *load(void) {
     return d;
 }
 
-static zoo_hparams tiny(double dropout) {
-    zoo_hparams h = zoo_transformer_kind.hparams;
-    zoo_hp_set(&h, "hiddens", "16");
-    zoo_hp_set(&h, "ffn-hiddens", "32");
-    zoo_hp_set(&h, "heads", "2");
-    zoo_hp_set(&h, "layers", "1");
-    h.p[4].value = dropout; /* "dropout" */
+static zoo_transformer_cfg tiny(double dropout) {
+    zoo_transformer_cfg h = zoo_transformer_default_cfg;
+    h.hiddens = 16;
+    h.ffn_hiddens = 32;
+    h.heads = 2;
+    h.layers = 1;
+    h.dropout = dropout;
     return h;
 }
 
 static zoo_trainer *new_trainer(const ds_fra *d, double dropout, uint64_t seed) {
-    zoo_hparams h = tiny(dropout);
+    zoo_transformer_cfg h = tiny(dropout);
     zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
                                  ds_vocab_size(ds_fra_vocab(d, DS_TGT)), seed);
     return m ? zoo_trainer_new(m, 0.01, 1.0, seed + 1) : NULL;
@@ -52,7 +53,7 @@ static zoo_trainer *new_trainer(const ds_fra *d, double dropout, uint64_t seed) 
 static int run_epochs(zoo_trainer *tr, const ds_fra *d, int epochs) {
     ds_batches *it;
     if (ds_batches_new(d, DS_TRAIN, true, &it)) return -1;
-    zoo_train_opts o = {.epochs = epochs, .clip = 1.0};
+    zoo_train_opts o = {.epochs = epochs};
     int rc = zoo_train(tr, d, it, &o);
     ds_batches_free(it);
     return rc;
@@ -151,7 +152,7 @@ static void test_threads_change_no_bit(void) {
  * otherwise). Bad shard counts are refused. */
 static void test_shards_same_objective(void) {
     ds_fra *d = load();
-    zoo_hparams h = tiny(0);
+    zoo_transformer_cfg h = tiny(0);
     zoo_trainer *tr[2];
     for (int i = 0; i < 2; i++) {
         zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
@@ -229,7 +230,7 @@ static void test_checkpoint_of_another_model(void) {
     /* the right kind: same parameters, same vocabularies */
     CU_ASSERT_EQUAL_FATAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), 0);
     CU_ASSERT_EQUAL(ds_vocab_size(tv), ds_vocab_size(ds_fra_vocab(d, DS_TGT)));
-    CU_ASSERT_EQUAL(zoo_hp(&m->hp, "hiddens"), 16);
+    CU_ASSERT_EQUAL(((const zoo_transformer_cfg *)m->cfg)->hiddens, 16);
     size_t n = nn_params_flat_size(m->ps);
     CU_ASSERT_EQUAL(memcmp(nn_params_values(m->ps), nn_params_values(tr->model->ps), n * sizeof(ag_real)), 0);
     /* a missing config entry is named */
@@ -252,15 +253,34 @@ static void test_checkpoint_of_another_model(void) {
 }
 
 static void test_hparam_errors(void) {
-    zoo_hparams h = zoo_transformer_kind.hparams;
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "heads", "3.5"), -1);
+    const zoo_model_kind *k = &zoo_transformer_kind;
+    zoo_transformer_cfg h = zoo_transformer_default_cfg;
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "heads", "3.5"), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--heads: expected an integer in [1, 256], got '3.5'"));
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "1.5"), -1);
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "nope", "1"), -1);
-    CU_ASSERT_EQUAL(zoo_hp_set(&h, "dropout", "0.25"), 0);
-    CU_ASSERT_EQUAL(zoo_hp(&h, "dropout"), 0.25);
+    CU_ASSERT_EQUAL(h.heads, 4); /* unchanged */
+    /* strict numbers: the whole text, decimal integers, finite reals in range */
+    static const char *const bad_int[] = {"1e3", "0x10", "4 ", "", "nan", "+", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_int / sizeof *bad_int; i++)
+        CU_ASSERT_EQUAL(zoo_config_set(k, &h, "heads", bad_int[i]), -1);
+    static const char *const bad_real[] = {"nan", "inf", "-inf", "1.5", "-0.1", "0.5x", ""};
+    for (size_t i = 0; i < sizeof bad_real / sizeof *bad_real; i++)
+        CU_ASSERT_EQUAL(zoo_config_set(k, &h, "dropout", bad_real[i]), -1);
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "d2l-step-positions", "2"), -1);
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "nope", "1"), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--nope: not a config field of the transformer model"));
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "dropout", "0.25"), 0);
+    CU_ASSERT_EQUAL(h.dropout, 0.25);
+    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "d2l-step-positions", "true"), 0);
+    CU_ASSERT_TRUE(h.d2l_step_positions);
+    /* every field formats to a text that parses back to the same value */
+    for (int i = 0; i < k->n_config; i++) {
+        zoo_transformer_cfg back = zoo_transformer_default_cfg;
+        char buf[64];
+        CU_ASSERT_EQUAL(zoo_field_parse(&k->config[i], &back, zoo_field_format(&k->config[i], &h, buf, sizeof buf), "x"), 0);
+        CU_ASSERT_EQUAL(zoo_field_number(&k->config[i], &back), zoo_field_number(&k->config[i], &h));
+    }
     /* hiddens not a multiple of heads: a clear error, no model */
-    zoo_hp_set(&h, "heads", "3");
+    h.heads = 3;
     CU_ASSERT_PTR_NULL(zoo_model_new(&zoo_transformer_kind, &h, 10, 10, 0));
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "multiple of heads"));
 }

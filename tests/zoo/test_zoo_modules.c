@@ -206,7 +206,21 @@ static void test_decoder_is_causal(void) {
     tiny_free(&m);
 }
 
-/* Step-by-step decoding with the caches gives the full causal pass's logits. */
+static void quiet(const char *msg, void *user) {
+    (void)msg;
+    (void)user;
+}
+
+/* Max |a - b| over n values. */
+static double max_err(const ag_real *a, const ag_real *b, int n) {
+    double e = 0;
+    for (int i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
+    return e;
+}
+
+/* Step-by-step decoding with the key/value caches gives the full causal pass's logits, also
+ * past a reallocation of the caches and after a select of the rows; the step is inference
+ * only. */
 static void test_incremental_equals_full(void) {
     tiny m;
     tiny_init(&m, 2, 0.1);
@@ -215,30 +229,73 @@ static void test_incremental_equals_full(void) {
     zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
     ag_tensor *full = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+    /* recording gradients: refused (the caches would cut them) */
+    ag_set_error_handler(quiet, NULL);
+    CU_ASSERT_PTR_NULL(zoo_transformer_step(&m.tf, &c, s, DEC_IN, 2, NULL));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "inference only"));
+    CU_ASSERT_EQUAL(s->steps, 0);
+    ag_tape_reset(t);
+    ag_tape_set_recording(t, false);
+    s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
+    full = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+    CU_ASSERT_EQUAL_FATAL(zoo_transformer_reserve(&m.tf, &c, s, 2, 2), 0); /* full after 2 steps */
     int V = 11;
     double err = 0;
     ag_tensor *w = NULL; /* the last step's cross-attention weights of block 1 */
     for (int step = 0; step < 4; step++) {
         int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
-        ag_tensor *cross[2] = {0};
-        zoo_attn_trace tr = {.dec_cross = cross};
+        ag_tensor *cross[2] = {0}, *self[2] = {0};
+        zoo_attn_trace tr = {.dec_self = self, .dec_cross = cross};
         ag_tensor *y = zoo_transformer_step(&m.tf, &c, s, tok, 2, &tr);
         w = cross[1]; /* (2*2, 1, 5) */
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->shape[1], 1);
-        for (int b = 0; b < 2; b++)
-            for (int v = 0; v < V; v++)
-                err = fmax(err, fabs(y->data[b * V + v] - full->data[(b * 4 + step) * V + v]));
+        CU_ASSERT_EQUAL(self[0]->shape[2], step + 1); /* the keys so far */
+        for (int b = 0; b < 2; b++) err = fmax(err, max_err(y->data + b * V, full->data + (b * 4 + step) * V, V));
     }
     CU_ASSERT_TRUE(err < 1e-5);
     CU_ASSERT_EQUAL(s->steps, 4);
-    CU_ASSERT_EQUAL(s->cache[1]->shape[1], 4);
+    CU_ASSERT_TRUE(s->t_cap >= 4);
     /* the cross-attention never looks at padded source positions */
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     for (int h = 0; h < 2; h++) {
         for (int k = 4; k < 5; k++) CU_ASSERT_EQUAL(w->data[(0 * 2 + h) * 5 + k], 0);
         for (int k = 2; k < 5; k++) CU_ASSERT_EQUAL(w->data[(1 * 2 + h) * 5 + k], 0);
     }
+
+    /* select (rows 1, 0, 1) after two steps, two more steps: the logits of the full pass of
+     * the rows' prefixes, with the selected sources */
+    s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
+    for (int step = 0; step < 2; step++)
+        CU_ASSERT_PTR_NOT_NULL(zoo_transformer_step(&m.tf, &c, s, (const int32_t[]){DEC_IN[step], DEC_IN[4 + step]}, 2, NULL));
+    const int32_t rows[3] = {1, 0, 1};
+    CU_ASSERT_EQUAL_FATAL(zoo_transformer_select(&m.tf, &c, s, rows, 3), 0);
+    CU_ASSERT_EQUAL(s->B, 3);
+    /* row 2 continues differently from row 0 */
+    const int32_t dec3[3 * 4] = {2, 5, 4, 3, 2, 8, 9, 10, 2, 5, 7, 6};
+    int32_t src3[3 * 5], len3[3];
+    for (int i = 0; i < 3; i++) {
+        memcpy(src3 + i * 5, SRC + rows[i] * 5, sizeof *src3 * 5);
+        len3[i] = SRC_LEN[rows[i]];
+    }
+    ag_tensor *full3 = zoo_transformer_decode(&m.tf, &c, zoo_transformer_encode(&m.tf, &c, src3, len3, 3, 5, NULL), dec3, 3, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(full3);
+    err = 0;
+    for (int step = 2; step < 4; step++) {
+        ag_tensor *y = zoo_transformer_step(&m.tf, &c, s, (const int32_t[]){dec3[step], dec3[4 + step], dec3[8 + step]}, 3, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        for (int b = 0; b < 3; b++) err = fmax(err, max_err(y->data + b * V, full3->data + (b * 4 + step) * V, V));
+    }
+    CU_ASSERT_TRUE(err < 1e-5);
+    /* the teacher-forced pass on the selected state sees the selected sources */
+    ag_tensor *again = zoo_transformer_decode(&m.tf, &c, s, dec3, 3, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(again);
+    CU_ASSERT_TRUE(max_err(again->data, full3->data, 3 * 4 * V) < 1e-6);
+    /* bad rows are named */
+    CU_ASSERT_EQUAL(zoo_transformer_select(&m.tf, &c, s, (const int32_t[]){0, 3}, 2), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "row 1 is 3"));
+    ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     tiny_free(&m);
 }

@@ -23,67 +23,71 @@
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
-/* ---- flags ---- */
-
-typedef enum { F_INT, F_I64, F_U64, F_DBL, F_STR, F_SWITCH } ftype;
+/* ---- flags ----
+ * The program's own flags are one table of typed fields over `args` (zoo/models/config.h), plus
+ * the model's config fields (its kind's table) over a config struct. Defaults are set in one
+ * place each: init_args (from ds_fra_defaults and the kind for the data and training flags) and
+ * the kind's default config; --help prints them from there. */
 
 typedef struct args {
     const char *data, *checkpoint, *plots, *src_vocab, *tgt_vocab, *split, *out;
-    int epochs, batch_size, num_steps, threads, shards, checkpoint_every, log_every, beam;
-    int64_t num_examples, min_freq;
-    uint64_t seed, split_seed;
-    double lr, valid_frac, test_frac, alpha;
-    int resume;
-    zoo_hparams hp;
+    int epochs, threads, shards, checkpoint_every, log_every, beam;
+    double lr, alpha;
+    int resume, allow_nonfinite;
+    ds_fra_options o;    /* the data flags: their table is zoo_data_fields (trainer.h) */
+    void *hp;            /* the model's config (kind->config_size bytes), malloc'd */
 } args;
 
 typedef struct flag {
-    const char *name;
-    ftype type;
-    size_t off;          /* offset in args */
-    double min, max;
+    zoo_field f;         /* over args */
     const char *cmds;    /* t(rain) r (translate) e(val) s(tats) (e)x(port) */
-    const char *help;
 } flag;
 
 #define A(field) offsetof(args, field)
 static const flag FLAGS[] = {
-    {"data", F_STR, A(data), 0, 0, "tes", "path of fra.txt (default: see docs/datasets.md)"},
-    {"epochs", F_INT, A(epochs), 1, 1e6, "t", "epochs of the whole run"},
-    {"num-examples", F_I64, A(num_examples), 0, 1e9, "tes", "lines 0..N of the file (0: all)"},
-    {"batch-size", F_INT, A(batch_size), 1, 1e6, "t", "sentence pairs per step"},
-    {"num-steps", F_INT, A(num_steps), 1, 1e4, "tres", "tokens per sentence (truncate / pad)"},
-    {"min-freq", F_I64, A(min_freq), 0, 1e9, "ts", "vocabulary threshold"},
-    {"lr", F_DBL, A(lr), 0, 10, "t", "Adam's learning rate"},
-    {"seed", F_U64, A(seed), 0, 1.8e19, "t", "initialisation, dropout and shuffling"},
-    {"threads", F_INT, A(threads), 1, 256, "tre", "threads the engine may use (default: train, one per shard up to the cores; else 1); results do not depend on it"},
-    {"shards", F_INT, A(shards), 1, 64, "t", "parts of each batch that run in parallel, their gradients summed (results depend on it)"},
-    {"valid-frac", F_DBL, A(valid_frac), 0, 0.9, "tes", "held-out validation fraction of the pairs"},
-    {"test-frac", F_DBL, A(test_frac), 0, 0.9, "tes", "held-out test fraction of the pairs"},
-    {"split-seed", F_U64, A(split_seed), 0, 1.8e19, "tes", "seed of the held-out split"},
-    {"checkpoint", F_STR, A(checkpoint), 0, 0, "trex", "checkpoint to write (train) or read"},
-    {"checkpoint-every", F_INT, A(checkpoint_every), 0, 1e6, "t", "also checkpoint every N epochs"},
-    {"resume", F_SWITCH, A(resume), 0, 1, "t", "continue the run saved in --checkpoint"},
-    {"plots", F_STR, A(plots), 0, 0, "ts", "directory for the plots"},
-    {"log-every", F_INT, A(log_every), 0, 1e6, "t", "epochs between progress lines (0: none)"},
-    {"beam", F_INT, A(beam), 1, 1000, "r", "beam size (1: greedy, as d2l)"},
-    {"alpha", F_DBL, A(alpha), 0, 10, "r", "beam search length penalty ((5+len)/6)^alpha"},
-    {"src-vocab", F_STR, A(src_vocab), 0, 0, "rex", "source vocabulary file (one token per line) of a plain state_dict"},
-    {"tgt-vocab", F_STR, A(tgt_vocab), 0, 0, "rex", "target vocabulary file (one token per line) of a plain state_dict"},
-    {"split", F_STR, A(split), 0, 0, "e", "test | valid | train | all (default: test if any)"},
-    {"out", F_STR, A(out), 0, 0, "x", "plain state_dict file to write (safetensors, no metadata)"},
+    {{"data", ZOO_STR, A(data), 0, 0, "path of fra.txt (default: see docs/datasets.md)"}, "tes"},
+    {{"epochs", ZOO_INT, A(epochs), 1, 1e6, "epochs of the whole run"}, "t"},
+    {{"lr", ZOO_REAL, A(lr), 0, 10, "Adam's learning rate"}, "t"},
+    {{"threads", ZOO_INT, A(threads), 1, 256, "threads the engine may use; results do not depend on it (train: one per shard, up to the cores, unless given)"}, "tre"},
+    {{"shards", ZOO_INT, A(shards), 1, 64, "parts of each batch that run in parallel, their gradients summed (results depend on it)"}, "t"},
+    {{"checkpoint", ZOO_STR, A(checkpoint), 0, 0, "checkpoint to write (train; default PROGRAM.safetensors) or read"}, "trex"},
+    {{"checkpoint-every", ZOO_INT, A(checkpoint_every), 0, 1e6, "also checkpoint every N epochs (0: at the end only)"}, "t"},
+    {{"resume", ZOO_SWITCH, A(resume), 0, 1, "continue the run saved in --checkpoint"}, "t"},
+    {{"plots", ZOO_STR, A(plots), 0, 0, "directory for the plots"}, "ts"},
+    {{"log-every", ZOO_INT, A(log_every), 0, 1e6, "epochs between progress lines (0: none)"}, "t"},
+    {{"beam", ZOO_INT, A(beam), 1, 1000, "beam size (1: greedy, as d2l)"}, "r"},
+    {{"alpha", ZOO_REAL, A(alpha), 0, 10, "beam search length penalty ((5+len)/6)^alpha"}, "r"},
+    {{"src-vocab", ZOO_STR, A(src_vocab), 0, 0, "source vocabulary file (one token per line) of a plain state_dict"}, "rex"},
+    {{"tgt-vocab", ZOO_STR, A(tgt_vocab), 0, 0, "target vocabulary file (one token per line) of a plain state_dict"}, "rex"},
+    {{"split", ZOO_STR, A(split), 0, 0, "test | valid | train | all (default: test if any)"}, "e"},
+    {{"out", ZOO_STR, A(out), 0, 0, "plain state_dict file to write (safetensors, no metadata)"}, "x"},
+    {{"allow-nonfinite", ZOO_SWITCH, A(allow_nonfinite), 0, 1, "load a checkpoint with NaN or infinite weights anyway (to inspect it)"}, "rex"},
 };
 #define N_FLAGS (sizeof FLAGS / sizeof *FLAGS)
+#define MAX_CONFIG 32 /* fields of a model's config */
+
+/* The sub-commands taking each data flag (zoo_data_fields, in its order). */
+static const char *const DATA_CMDS[] = {"tes", "t", "tres", "ts", "t", "tes", "tes", "tes"};
+#define N_DATA (sizeof DATA_CMDS / sizeof *DATA_CMDS)
 
 typedef struct cli {
     const zoo_model_kind *kind;
     const char *cmd;
     char letter;
     args a;
-    bool given[N_FLAGS + ZOO_MAX_HPARAMS];
+    bool given[N_FLAGS + N_DATA + MAX_CONFIG]; /* program flags, data flags, config fields */
     int n_pos;
     char **pos;
 } cli;
+
+/* The defaults of every flag, in one place: the data options' own defaults, the kind's trainer
+ * defaults and config, and the program's. a->hp is malloc'd (NULL when out of memory). */
+static void init_args(args *a, const zoo_model_kind *kind) {
+    *a = (args){.epochs = kind->epochs, .lr = kind->lr, .o = ds_fra_defaults(), .threads = 1,
+                .shards = 2, .log_every = 10, .beam = 1, .alpha = 0};
+    a->hp = malloc(kind->config_size);
+    if (a->hp) memcpy(a->hp, kind->defaults, kind->config_size);
+}
 
 static int usage_error(const cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int usage_error(const cli *c, const char *fmt, ...) {
@@ -102,7 +106,14 @@ static int fail(const cli *c, const char *msg) {
 }
 
 static bool takes(const cli *c, const flag *f) { return strchr(f->cmds, c->letter) != NULL; }
-static bool hparams_apply(const cli *c) { return c->letter != 's' && c->letter != 'x'; }
+static bool config_applies(const cli *c) { return c->letter != 's' && c->letter != 'x'; }
+
+static void print_field(const zoo_field *f, const void *defaults) {
+    char def[64];
+    if (f->type == ZOO_SWITCH || (f->type == ZOO_STR && !*(const char *const *)((const char *)defaults + f->offset)))
+        printf("  --%-20s %s\n", f->name, f->help);
+    else printf("  --%-20s %s (default %s)\n", f->name, f->help, zoo_field_format(f, defaults, def, sizeof def));
+}
 
 static void help(const cli *c) {
     static const char *what[] = {"train", "train on the English-French data, report loss and tokens/sec, "
@@ -116,36 +127,14 @@ static void help(const cli *c) {
         if (!strcmp(what[i], c->cmd)) printf("usage: %s %s [flags]%s\n  %s\n\nflags:\n", c->kind->program,
                                              c->cmd, c->letter == 'r' ? " [SENTENCE ...]" : "", what[i + 1]);
     for (size_t i = 0; i < N_FLAGS; i++)
-        if (takes(c, &FLAGS[i])) printf("  --%-18s %s\n", FLAGS[i].name, FLAGS[i].help);
-    if (hparams_apply(c)) {
-        printf("\n%s hyperparameters%s:\n", c->kind->name,
+        if (takes(c, &FLAGS[i])) print_field(&FLAGS[i].f, &c->a);
+    for (size_t i = 0; i < N_DATA; i++)
+        if (strchr(DATA_CMDS[i], c->letter)) print_field(&zoo_data_fields[i], &c->a.o);
+    if (config_applies(c)) {
+        printf("\n%s config%s:\n", c->kind->name,
                c->letter == 't' ? "" : " (for a plain state_dict; a tapegrad checkpoint carries its own)");
-        for (int i = 0; i < c->kind->hparams.n; i++)
-            printf("  --%-18s %s (default %g)\n", c->kind->hparams.p[i].name, c->kind->hparams.p[i].help,
-                   c->kind->hparams.p[i].value);
+        for (int i = 0; i < c->kind->n_config; i++) print_field(&c->kind->config[i], c->kind->defaults);
     }
-}
-
-static int set_flag(cli *c, const flag *f, const char *v) {
-    void *dst = (char *)&c->a + f->off;
-    if (f->type == F_STR) {
-        *(const char **)dst = v;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    bool integral = f->type != F_DBL;
-    if (!*v || *end || errno || d < f->min || d > f->max || (integral && d != floor(d)))
-        return usage_error(c, "--%s: expected %s in [%g, %g], got '%s'", f->name,
-                           integral ? "an integer" : "a number", f->min, f->max, v);
-    switch (f->type) {
-    case F_INT: *(int *)dst = (int)d; break;
-    case F_I64: *(int64_t *)dst = (int64_t)d; break;
-    case F_U64: *(uint64_t *)dst = strtoull(v, NULL, 10); break;
-    default: *(double *)dst = d;
-    }
-    return 0;
 }
 
 /* Returns 0, EXIT_USAGE, or -1 when --help was printed. */
@@ -162,47 +151,55 @@ static int parse(cli *c, int argc, char **argv) {
             c->pos[c->n_pos++] = argv[i];
             continue;
         }
-        char name[64];
+        char name[64], what[80];
         const char *eq = strchr(arg, '='), *value = NULL;
         size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
         if (len >= sizeof name) return usage_error(c, "unknown flag %s", arg);
         memcpy(name, arg + 2, len);
         name[len] = '\0';
-        const flag *f = NULL;
+        /* a program flag (over c->a) or a config field (over c->a.hp) */
+        const zoo_field *f = NULL;
+        void *obj = &c->a;
         size_t idx = 0;
-        for (size_t k = 0; k < N_FLAGS; k++)
-            if (!strcmp(FLAGS[k].name, name) && takes(c, &FLAGS[k])) f = &FLAGS[idx = k];
-        zoo_hparam *hp = hparams_apply(c) && !f ? zoo_hp_find(&c->a.hp, name) : NULL;
-        if (!f && !hp) return usage_error(c, "unknown flag --%s", name);
-        if (f && f->type == F_SWITCH) {
+        for (size_t k = 0; k < N_FLAGS && !f; k++)
+            if (!strcmp(FLAGS[k].f.name, name) && takes(c, &FLAGS[k])) f = &FLAGS[idx = k].f;
+        for (size_t k = 0; k < N_DATA && !f; k++)
+            if (!strcmp(zoo_data_fields[k].name, name) && strchr(DATA_CMDS[k], c->letter)) {
+                f = &zoo_data_fields[k];
+                obj = &c->a.o;
+                idx = N_FLAGS + k;
+            }
+        if (!f && config_applies(c) && (f = zoo_field_find(c->kind->config, c->kind->n_config, name))) {
+            obj = c->a.hp;
+            idx = N_FLAGS + N_DATA + (size_t)(f - c->kind->config);
+        }
+        if (!f) return usage_error(c, "unknown flag --%s", name);
+        if (f->type == ZOO_SWITCH) {
             if (eq) return usage_error(c, "--%s takes no value", name);
-            *(int *)((char *)&c->a + f->off) = 1;
-            c->given[idx] = true;
-            continue;
-        }
-        value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!value) return usage_error(c, "--%s needs a value", name);
-        if (f) {
-            if (set_flag(c, f, value)) return EXIT_USAGE;
-            c->given[idx] = true;
         } else {
-            if (zoo_hp_set(&c->a.hp, name, value)) return usage_error(c, "%s", ag_last_error());
-            c->given[N_FLAGS + (hp - c->a.hp.p)] = true;
+            value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!value) return usage_error(c, "--%s needs a value", name);
         }
+        snprintf(what, sizeof what, "--%s", name);
+        if (zoo_field_parse(f, obj, value, what)) return usage_error(c, "%s", ag_last_error());
+        c->given[idx] = true;
     }
     return 0;
 }
 
 static bool given(const cli *c, const char *name) {
     for (size_t k = 0; k < N_FLAGS; k++)
-        if (!strcmp(FLAGS[k].name, name)) return c->given[k];
-    for (int k = 0; k < c->a.hp.n; k++)
-        if (!strcmp(c->a.hp.p[k].name, name)) return c->given[N_FLAGS + k];
+        if (!strcmp(FLAGS[k].f.name, name)) return c->given[k];
+    for (size_t k = 0; k < N_DATA; k++)
+        if (!strcmp(zoo_data_fields[k].name, name)) return c->given[N_FLAGS + k];
+    for (int k = 0; k < c->kind->n_config; k++)
+        if (!strcmp(c->kind->config[k].name, name)) return c->given[N_FLAGS + N_DATA + k];
     return false;
 }
 
 /* ---- shared steps ---- */
 
+/* Creates dir and its parents; an existing path must be a directory. 0 or -1 (ag_last_error). */
 static int mkdir_p(const char *dir) {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ag_error("%s: path too long", dir);
@@ -215,20 +212,36 @@ static int mkdir_p(const char *dir) {
             if (!keep) break;
         }
     }
+    struct stat st;
+    if (stat(dir, &st)) return ag_error("%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return ag_error("%s: exists and is not a directory", dir);
+    if (access(dir, W_OK)) return ag_error("%s: cannot write into it: %s", dir, strerror(errno));
     return 0;
 }
 
-static ds_fra_options data_options(const cli *c) {
-    ds_fra_options o = ds_fra_defaults();
-    o.num_examples = c->a.num_examples;
-    o.num_steps = c->a.num_steps;
-    o.min_freq = c->a.min_freq;
-    o.batch_size = c->a.batch_size;
-    o.seed = c->a.seed;
-    o.valid_frac = c->a.valid_frac;
-    o.test_frac = c->a.test_frac;
-    o.split_seed = c->a.split_seed;
-    return o;
+/* An output file the program will write at path: an existing path must be a regular file (or a
+ * link to one) and the folder that will hold it must exist and be writable. Checked before any
+ * work starts, so a long run never ends unable to save. 0 or -1 (ag_last_error). */
+static int check_output_file(const char *what, const char *path) {
+    struct stat st;
+    if (!stat(path, &st) && !S_ISREG(st.st_mode))
+        return ag_error("%s %s: exists and is not a regular file", what, path);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+        return ag_error("%s %s: its folder %s does not exist", what, path, dir);
+    if (access(dir, W_OK)) return ag_error("%s %s: cannot write into %s: %s", what, path, dir, strerror(errno));
+    return 0;
+}
+
+/* True when a and b name the same file: the same inode when both exist, else the same text. */
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!stat(a, &sa) && !stat(b, &sb)) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return !strcmp(a, b);
 }
 
 static int load_data(const cli *c, const ds_fra_options *o, ds_fra **d) {
@@ -263,10 +276,11 @@ static int load(const cli *c, loaded *l) {
         rc = usage_error(c, "--checkpoint is required");
     } else if (!(l->t = ag_tape_new())) {
         rc = fail(c, "out of memory");
-    } else if (nn_ckpt_load(&l->ck, c->a.checkpoint) ||
+    } else if (nn_ckpt_load_with(&l->ck, c->a.checkpoint,
+                                 &(nn_ckpt_load_opts){.allow_nonfinite = c->a.allow_nonfinite}) ||
                (nn_ckpt_meta(l->ck, "tapegrad.model")
                     ? zoo_ckpt_load_model(l->ck, c->kind, &l->m, &l->sv, &l->tv)
-                    : zoo_ckpt_import_state_dict(l->ck, c->kind, &c->a.hp, c->a.src_vocab,
+                    : zoo_ckpt_import_state_dict(l->ck, c->kind, c->a.hp, c->a.src_vocab,
                                                  c->a.tgt_vocab, &l->m, &l->sv, &l->tv))) {
         rc = fail(c, ag_last_error());
     }
@@ -274,11 +288,23 @@ static int load(const cli *c, loaded *l) {
     return rc;
 }
 
-/* num_steps: the flag, else the training run's, else d2l's 10. */
-static int steps_of(const cli *c, const nn_ckpt *ck) {
-    int64_t v;
-    if (given(c, "num-steps")) return c->a.num_steps;
-    return !nn_ckpt_meta(ck, "data.num_steps") || nn_ckpt_meta_int(ck, "data.num_steps", &v) ? 10 : (int)v;
+/* The data options a checkpoint's run used (data.* metadata, read strictly), for the data flags
+ * named in `names` that the command line did not give; the others come from the flags (or
+ * their defaults). 0, or an exit status after the message. */
+static int run_options(const cli *c, const nn_ckpt *ck, const char *const *names, int n,
+                       ds_fra_options *o) {
+    bool only[N_DATA] = {false};
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < N_DATA; k++)
+            if (!strcmp(zoo_data_fields[k].name, names[i]) && !c->given[N_FLAGS + k]) only[k] = true;
+    *o = c->a.o;
+    return zoo_data_meta_read(ck, o, only) ? fail(c, ag_last_error()) : 0;
+}
+
+/* Refuses a sequence length the model cannot run (before any work). 0 or an exit status. */
+static int check_steps(const cli *c, const void *cfg, int num_steps) {
+    if (c->kind->check_steps && c->kind->check_steps(cfg, num_steps)) return usage_error(c, "%s", ag_last_error());
+    return 0;
 }
 
 /* ---- train ---- */
@@ -292,39 +318,38 @@ static int cmd_train(cli *c) {
     zoo_trainer *tr = NULL;
     ds_fra *d = NULL;
     ds_batches *it = NULL;
-    ds_fra_options o = data_options(c);
+    ds_fra_options o = c->a.o;
     int rc = 0;
     char ckpath[4096];
     if (!given(c, "checkpoint")) snprintf(ckpath, sizeof ckpath, "%s.safetensors", c->kind->program);
     else snprintf(ckpath, sizeof ckpath, "%s", c->a.checkpoint);
+    if (check_output_file("--checkpoint", ckpath) || (c->a.plots && mkdir_p(c->a.plots)))
+        return usage_error(c, "%s", ag_last_error());
     if (c->a.resume) {
         for (size_t i = 0; i < sizeof fixed_on_resume / sizeof *fixed_on_resume; i++)
             if (given(c, fixed_on_resume[i]))
                 return usage_error(c, "--%s cannot change on --resume (the checkpoint fixes it)", fixed_on_resume[i]);
-        for (int i = 0; i < c->a.hp.n; i++)
-            if (c->given[N_FLAGS + i])
-                return usage_error(c, "--%s cannot change on --resume (the checkpoint fixes it)", c->a.hp.p[i].name);
+        for (int i = 0; i < c->kind->n_config; i++)
+            if (c->given[N_FLAGS + N_DATA + i])
+                return usage_error(c, "--%s cannot change on --resume (the checkpoint fixes it)",
+                                   c->kind->config[i].name);
         tr = zoo_trainer_resume(ckpath, c->kind, &o);
         if (!tr) return fail(c, ag_last_error());
-        if ((rc = load_data(c, &o, &d))) goto done;
+        if ((rc = check_steps(c, tr->model->cfg, o.num_steps)) || (rc = load_data(c, &o, &d))) goto done;
         if (zoo_trainer_check_data(tr, d)) {
             rc = fail(c, ag_last_error());
             goto done;
         }
         fprintf(stderr, "resuming %s after epoch %d\n", ckpath, tr->epochs_done);
     } else {
-        if ((rc = load_data(c, &o, &d))) goto done;
-        zoo_model *m = zoo_model_new(c->kind, &c->a.hp, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
-                                     ds_vocab_size(ds_fra_vocab(d, DS_TGT)), c->a.seed);
-        tr = m ? zoo_trainer_new(m, c->a.lr, 1.0, c->a.seed + 1) : NULL;
+        if ((rc = check_steps(c, c->a.hp, o.num_steps)) || (rc = load_data(c, &o, &d))) goto done;
+        zoo_model *m = zoo_model_new(c->kind, c->a.hp, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
+                                     ds_vocab_size(ds_fra_vocab(d, DS_TGT)), c->a.o.seed);
+        tr = m ? zoo_trainer_new(m, c->a.lr, 1.0, c->a.o.seed + 1) : NULL;
         if (!tr || zoo_trainer_set_shards(tr, c->a.shards)) {
             rc = fail(c, ag_last_error());
             goto done;
         }
-    }
-    if (c->a.plots && mkdir_p(c->a.plots)) {
-        rc = fail(c, ag_last_error());
-        goto done;
     }
     if (!given(c, "threads")) { /* one per shard, up to the cores */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -337,7 +362,7 @@ static int cmd_train(cli *c) {
         rc = fail(c, ag_last_error());
         goto done;
     }
-    zoo_train_opts to = {.epochs = c->a.epochs, .clip = 1.0, .checkpoint = ckpath,
+    zoo_train_opts to = {.epochs = c->a.epochs, .checkpoint = ckpath,
                          .checkpoint_every = c->a.checkpoint_every, .plots_dir = c->a.plots,
                          .log_every = c->a.log_every, .log = stderr};
     if (tr->epochs_done >= to.epochs) {
@@ -389,7 +414,16 @@ static int cmd_translate(cli *c) {
     loaded l;
     int rc = load(c, &l);
     if (rc) return rc;
-    int steps = steps_of(c, l.ck);
+    ds_fra_options o;
+    if ((rc = run_options(c, l.ck, (const char *const[]){"num-steps"}, 1, &o))) {
+        unload(&l);
+        return rc;
+    }
+    int steps = o.num_steps;
+    if ((rc = check_steps(c, l.m->cfg, steps))) {
+        unload(&l);
+        return rc;
+    }
     char *line = NULL;
     size_t cap = 0;
     for (int i = 0; !rc; i++) {
@@ -422,22 +456,13 @@ static int cmd_eval(cli *c) {
     if (rc) return rc;
     nn_ckpt *ck = l.ck;
     ds_fra *d = NULL;
-    ds_fra_options o = data_options(c);
-    if (nn_ckpt_meta(ck, "data.num_steps")) {
-        /* the run's data and split, unless a flag says otherwise */
-        int64_t v;
-        const char *split = nn_ckpt_meta(ck, "data.split");
-        if (!given(c, "num-examples") && !nn_ckpt_meta_int(ck, "data.num_examples", &v)) o.num_examples = v;
-        if (!given(c, "split-seed") && !nn_ckpt_meta_int(ck, "data.split_seed", &v)) o.split_seed = (uint64_t)v;
-        if (!given(c, "min-freq") && !nn_ckpt_meta_int(ck, "data.min_freq", &v)) o.min_freq = v;
-        double vf, tf;
-        if (split && sscanf(split, "%lf %lf", &vf, &tf) == 2) {
-            if (!given(c, "valid-frac")) o.valid_frac = vf;
-            if (!given(c, "test-frac")) o.test_frac = tf;
-        }
-    }
-    o.num_steps = steps_of(c, ck);
-    rc = load_data(c, &o, &d);
+    ds_fra_options o;
+    /* the run's data and split, unless a flag says otherwise */
+    static const char *const run_data[] = {"num-examples", "split-seed", "min-freq", "valid-frac",
+                                           "test-frac", "num-steps"};
+    rc = run_options(c, ck, run_data, 6, &o);
+    if (!rc) rc = check_steps(c, l.m->cfg, o.num_steps);
+    if (!rc) rc = load_data(c, &o, &d);
     ds_part part = DS_TEST;
     const char *name = c->a.split;
     if (!rc) {
@@ -467,7 +492,7 @@ static int cmd_eval(cli *c) {
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 static int cmd_stats(cli *c) {
-    ds_fra_options o = data_options(c);
+    ds_fra_options o = c->a.o;
     ds_fra *d = NULL;
     int rc = load_data(c, &o, &d);
     if (rc) return rc;
@@ -524,6 +549,15 @@ static int cmd_stats(cli *c) {
 static int cmd_export(cli *c) {
     if (!c->a.out || !c->a.src_vocab || !c->a.tgt_vocab)
         return usage_error(c, "--out, --src-vocab and --tgt-vocab are required");
+    const char *names[4] = {"--checkpoint", "--out", "--src-vocab", "--tgt-vocab"};
+    const char *paths[4] = {c->a.checkpoint, c->a.out, c->a.src_vocab, c->a.tgt_vocab};
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4 && paths[0]; j++)
+            if (same_file(paths[i], paths[j]))
+                return usage_error(c, "%s and %s name the same file (%s): an output never replaces an input "
+                                      "or another output", names[i], names[j], paths[j]);
+    for (int i = 1; i < 4; i++)
+        if (check_output_file(names[i], paths[i])) return usage_error(c, "%s", ag_last_error());
     loaded l;
     int rc = load(c, &l);
     if (rc) return rc;
@@ -552,16 +586,24 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         cli c = {.kind = kind, .cmd = cmds[i].name, .letter = cmds[i].letter};
-        ds_fra_options def = ds_fra_defaults();
-        c.a = (args){.epochs = kind->epochs, .num_examples = def.num_examples, .batch_size = def.batch_size,
-                     .num_steps = def.num_steps, .min_freq = def.min_freq, .lr = kind->lr, .seed = 0,
-                     .threads = 1, .shards = 2, .log_every = 10, .beam = 1, .alpha = 0, .hp = kind->hparams};
+        if (kind->n_config > MAX_CONFIG) return fail(&c, "the model's config has too many fields");
+        init_args(&c.a, kind);
+        if (!c.a.hp) return fail(&c, "out of memory");
         int rc = parse(&c, argc - 2, argv + 2);
-        if (rc) return rc < 0 ? 0 : rc;
-        if (ag_set_threads(c.a.threads)) return fail(&c, ag_last_error());
-        rc = cmds[i].run(&c);
-        ag_set_threads(1); /* joins the workers */
-        return rc;
+        if (!rc && !ag_set_threads(c.a.threads)) {
+            rc = cmds[i].run(&c);
+            ag_set_threads(1); /* joins the workers */
+        } else if (!rc) {
+            rc = fail(&c, ag_last_error());
+        }
+        free(c.a.hp);
+        if (fflush(stdout) || ferror(stdout)) {
+            /* a full disk or a closed pipe: what was printed is incomplete */
+            fprintf(stderr, "%s %s: writing to standard output failed: %s\n", kind->program, c.cmd,
+                    strerror(errno));
+            if (rc <= 0) rc = EXIT_RUNTIME;
+        }
+        return rc < 0 ? 0 : rc;
     }
     fprintf(stderr, "%s: unknown sub-command '%s' (train, translate, eval, stats, export)\n", kind->program, argv[1]);
     return EXIT_USAGE;

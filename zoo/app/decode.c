@@ -1,5 +1,7 @@
-/* predict.c -- greedy and beam-search decoding, attention recording, evaluation. */
+/* decode.c -- greedy and beam-search decoding, attention recording, evaluation. */
 #include "zoo/app/decode.h"
+
+#include "autograd/ag_op.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,46 +46,73 @@ static int32_t argmax(const ag_real *x, int n) {
  * their attention weights. */
 typedef void (*step_hook)(zoo_model *m, int step, const zoo_attn_trace *trace, void *user);
 
+/* Encodes (trace or NULL), reserves room for `rows` rows and max_steps steps, and marks the tape
+ * where the state ends: each step's intermediates above it are rewound. NULL after an error. */
+static void *encode_for_steps(zoo_model *m, eval_scope *sc, const int32_t *src,
+                              const int32_t *src_len, int B, int Ts, int rows, int max_steps,
+                              const zoo_attn_trace *trace, ag_tape_pos *mark) {
+    void *state = m->ops->encode(m, &sc->c, src, src_len, B, Ts, trace);
+    if (!state || m->ops->reserve(m, &sc->c, state, rows, max_steps)) return NULL;
+    *mark = ag_tape_mark(sc->t);
+    return state;
+}
+
 static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
                   int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len,
                   step_hook hook, void *user) {
+    for (int b = 0; b < B; b++) out_len[b] = 0;
+    /* row r of the state decodes sentence sent[r]; tok[r] is its next input */
+    int32_t *tok = malloc(sizeof *tok * (size_t)B), *sent = malloc(sizeof *sent * (size_t)B);
+    int32_t *keep = malloc(sizeof *keep * (size_t)B);
+    if (!tok || !sent || !keep) {
+        free(tok), free(sent), free(keep);
+        return ag_error("greedy decoding: out of memory");
+    }
     eval_scope sc = scope_begin(t);
     zoo_attn_trace trace = {0}, *tr = NULL;
+    int rc = 0;
     if (hook) {
         size_t n = (size_t)(m->layers > 0 ? m->layers : 1);
         ag_tensor **w = ag_tape_alloc(t, sizeof *w * 3 * n);
-        if (!w) return op_failed(&sc, "encoding");
-        memset(w, 0, sizeof *w * 3 * n);
-        trace = (zoo_attn_trace){w, w + n, w + 2 * n};
-        tr = &trace;
-    }
-    void *state = m->ops->encode(m, &sc.c, src, src_len, B, Ts, tr);
-    int32_t *tok = ag_tape_alloc(t, sizeof *tok * (size_t)B);
-    bool *done = ag_tape_alloc(t, sizeof *done * (size_t)B);
-    if (!state || !tok || !done) return op_failed(&sc, "encoding");
-    if (hook) hook(m, -1, tr, user);
-    for (int b = 0; b < B; b++) {
-        tok[b] = bos;
-        done[b] = false;
-        out_len[b] = 0;
-    }
-    int V = m->tgt_vocab, alive = B;
-    for (int s = 0; s < max_steps && alive; s++) {
-        ag_tensor *y = m->ops->step(m, &sc.c, state, tok, B, tr);
-        if (!y) return op_failed(&sc, "decoding");
-        if (hook) hook(m, s, tr, user);
-        for (int b = 0; b < B; b++) {
-            tok[b] = argmax(y->data + (size_t)b * V, V);
-            if (done[b]) continue;
-            if (tok[b] == eos) {
-                done[b] = true;
-                alive--;
-            } else {
-                out[(size_t)b * max_steps + out_len[b]++] = tok[b];
-            }
+        if (w) {
+            memset(w, 0, sizeof *w * 3 * n);
+            trace = (zoo_attn_trace){w, w + n, w + 2 * n};
+            tr = &trace;
+        } else {
+            rc = op_failed(&sc, "encoding");
         }
     }
-    return scope_end(&sc, 0);
+    ag_tape_pos mark;
+    void *state = rc ? NULL : encode_for_steps(m, &sc, src, src_len, B, Ts, B, max_steps, tr, &mark);
+    if (!rc && !state) rc = op_failed(&sc, "encoding");
+    if (!rc && hook) hook(m, -1, tr, user);
+    for (int r = 0; r < B; r++) {
+        tok[r] = bos;
+        sent[r] = r;
+    }
+    const int V = m->tgt_vocab;
+    for (int s = 0, n = B; !rc && s < max_steps && n > 0; s++) {
+        ag_tensor *y = m->ops->step(m, &sc.c, state, tok, n, tr);
+        if (!y) {
+            rc = op_failed(&sc, "decoding");
+            break;
+        }
+        if (hook) hook(m, s, tr, user);
+        int kept = 0; /* the rows that did not say <eos> go on, in order */
+        for (int r = 0; r < n; r++) {
+            int32_t k = argmax(y->data + (size_t)r * V, V), b = sent[r];
+            if (k == eos) continue;
+            out[(size_t)b * max_steps + out_len[b]++] = k;
+            keep[kept] = r;
+            sent[kept] = b;
+            tok[kept++] = k;
+        }
+        if (ag_tape_rewind(t, mark) || (kept && kept < n && m->ops->select(m, &sc.c, state, keep, kept)))
+            rc = op_failed(&sc, "decoding");
+        n = kept;
+    }
+    free(tok), free(sent), free(keep);
+    return rc ? rc : scope_end(&sc, 0);
 }
 
 int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
@@ -113,105 +142,186 @@ static void keep_best(hyp *best, int *n, int cap, double score, int32_t row, int
     best[i] = (hyp){score, 0, row, token};
 }
 
-int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t src_len, int Ts,
-                    int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
-                    int32_t *out, int *out_len) {
-    if (beam < 1) return ag_error("beam search: beam size %d < 1", beam);
-    int K = beam, V = m->tgt_vocab, L = max_steps + 1;
-    /* tokens[k][0..len): prefix k (without <bos>); next: the step's selections */
-    int32_t *tokens = calloc((size_t)K * L, sizeof *tokens), *next = calloc((size_t)K * L, sizeof *next);
-    int32_t *srcs = malloc(sizeof *srcs * (size_t)K * Ts), *lens = malloc(sizeof *lens * (size_t)K);
-    int32_t *dec_in = malloc(sizeof *dec_in * (size_t)K * L), *best_tokens = malloc(sizeof *best_tokens * (size_t)L);
-    hyp *alive = calloc((size_t)K, sizeof *alive), *cand = calloc((size_t)2 * K, sizeof *cand);
-    double *lp = malloc(sizeof *lp * (size_t)V);
-    int rc = -1;
-    if (!tokens || !next || !srcs || !lens || !dec_in || !best_tokens || !alive || !cand || !lp) {
-        ag_error("beam search: out of memory");
-        goto done;
-    }
-    for (int k = 0; k < K; k++) {
-        memcpy(srcs + (size_t)k * Ts, src, sizeof *srcs * (size_t)Ts);
-        lens[k] = src_len;
-    }
-    eval_scope sc = scope_begin(t);
-    void *state = m->ops->encode(m, &sc.c, srcs, lens, K, Ts, NULL);
-    if (!state) {
-        op_failed(&sc, "encoding");
-        goto done;
-    }
-    int n_alive = 1, best_len = 0;
-    double best_norm = -INFINITY;
-    alive[0] = (hyp){0, 0, 0, 0};
-    int n_finished = 0;
-    for (int s = 0; s < max_steps && n_alive > 0 && n_finished < K; s++) {
-        for (int k = 0; k < K; k++) { /* rows past n_alive repeat row 0 */
-            int src_k = k < n_alive ? k : 0;
-            dec_in[(size_t)k * (s + 1)] = bos;
-            memcpy(dec_in + (size_t)k * (s + 1) + 1, tokens + (size_t)src_k * L, sizeof *dec_in * (size_t)s);
-        }
-        ag_tensor *y = m->ops->decode(m, &sc.c, state, dec_in, K, s + 1);
-        if (!y) {
-            op_failed(&sc, "decoding");
-            goto done;
-        }
-        int n_cand = 0;
-        for (int k = 0; k < n_alive; k++) {
-            const ag_real *z = y->data + ((size_t)k * (s + 1) + s) * V;
-            double mx = z[argmax(z, V)], sum = 0;
-            for (int v = 0; v < V; v++) sum += exp((double)z[v] - mx);
-            for (int v = 0; v < V; v++) lp[v] = (double)z[v] - mx - log(sum);
-            for (int v = 0; v < V; v++) keep_best(cand, &n_cand, 2 * K, alive[k].score + lp[v], k, v);
-        }
-        int n_next = 0;
-        for (int i = 0; i < n_cand && n_next < K; i++) {
-            const hyp *h = &cand[i];
-            const int32_t *prefix = tokens + (size_t)h->parent * L;
-            if (h->token == eos) {
-                /* as fairseq: only an <eos> among the top K candidates finishes a prefix; the
-                 * K more candidates kept are there to refill the beam, not to end it */
-                if (i >= K || n_finished >= K) continue;
-                n_finished++;
-                double norm = h->score / length_penalty(s + 1, alpha);
-                if (norm > best_norm) {
-                    best_norm = norm;
-                    best_len = s;
-                    memcpy(best_tokens, prefix, sizeof *best_tokens * (size_t)s);
-                }
-            } else {
-                memcpy(next + (size_t)n_next * L, prefix, sizeof *next * (size_t)s);
-                next[(size_t)n_next * L + s] = h->token;
-                alive[n_next] = (hyp){h->score, s + 1, 0, 0};
-                n_next++;
+/* The candidates of one prefix (row k, total log-probability base) into best[0..*n) (at most
+ * cap, keep_best's order): base + log_softmax(z)[v] for every token v, the log-softmax as
+ *   lp[v] = (z[v] - mx) - lse,  mx = max z,  lse = log(sum_v exp(z[v] - mx))
+ * in double, the exponentials in ag_real (ex: V scratch values, vectorised). Once the list is
+ * full, a token whose score cannot beat the last kept one is skipped by comparing z with zcut:
+ * the score is non-decreasing in z (each rounded operation is), so a zcut seen to be rejected
+ * rejects every z <= zcut, and the list is exactly keep_best's over all V. The loops over V
+ * keep LANES partial maxima and sums (independent chains), and skip blocks of LANES tokens at
+ * once. */
+enum { LANES = 8 };
+static void row_candidates(const ag_real *z, int V, double base, int32_t k, ag_real *ex, hyp *best,
+                           int *n, int cap) {
+    ag_real m[LANES];
+    for (int l = 0; l < LANES; l++) m[l] = z[0];
+    int v0 = V - V % LANES;
+    for (int v = 0; v < v0; v += LANES)
+        for (int l = 0; l < LANES; l++) m[l] = z[v + l] > m[l] ? z[v + l] : m[l];
+    ag_real mx = m[0];
+    for (int l = 1; l < LANES; l++) mx = m[l] > mx ? m[l] : mx;
+    for (int v = v0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+    for (int v = 0; v < V; v++) ex[v] = z[v] - mx;
+    ag_vexp_inplace(ex, V);
+    double sums[LANES] = {0}, sum = 0;
+    for (int v = 0; v < v0; v += LANES)
+        for (int l = 0; l < LANES; l++) sums[l] += ex[v + l];
+    for (int v = v0; v < V; v++) sum += ex[v];
+    for (int l = 0; l < LANES; l++) sum += sums[l];
+    const double lse = log(sum);
+    ag_real zcut = -INFINITY;
+    for (int v = 0; v < V; v++) {
+        if (v % LANES == 0 && v + LANES <= V) { /* a block all at or under the cut: skipped */
+            bool any = false;
+            for (int l = 0; l < LANES; l++) any |= z[v + l] > zcut;
+            if (!any) {
+                v += LANES - 1;
+                continue;
             }
         }
-        int32_t *swap = tokens;
-        tokens = next;
-        next = swap;
-        n_alive = n_next;
-    }
-    /* unfinished prefixes compete too (they reached max_steps) */
-    for (int k = 0; k < n_alive && n_finished < K; k++) {
-        double norm = alive[k].score / length_penalty(alive[k].len, alpha);
-        if (norm > best_norm) {
-            best_norm = norm;
-            best_len = alive[k].len;
-            memcpy(best_tokens, tokens + (size_t)k * L, sizeof *best_tokens * (size_t)best_len);
+        if (z[v] <= zcut) continue;
+        keep_best(best, n, cap, base + (((double)z[v] - mx) - lse), k, v);
+        if (*n == cap) { /* the bar may have risen: a new cut, a little under it, checked */
+            double last = best[cap - 1].score, c = last - base + lse + mx;
+            ag_real cut = (ag_real)(c - 1e-6 * (fabs(c) + 1));
+            zcut = base + (((double)cut - mx) - lse) <= last ? cut : -INFINITY;
         }
     }
-    memcpy(out, best_tokens, sizeof *out * (size_t)best_len);
-    *out_len = best_len;
-    rc = scope_end(&sc, 0);
-done:
-    free(tokens);
-    free(next);
-    free(srcs);
-    free(lens);
-    free(dec_in);
-    free(best_tokens);
-    free(alive);
-    free(cand);
-    free(lp);
-    return rc;
+}
+
+/* One source's search. Its live prefixes are rows [row0, row0 + n_alive) of the model's state;
+ * prefix k's tokens are tokens[k * L ..] (L = max_steps + 1), its score alive[k]. */
+typedef struct beam_sent {
+    int n_alive, n_finished, best_len;
+    double best_norm;
+    bool running;
+} beam_sent;
+
+/* The arrays of a batched search, malloc'd together (beam_free). */
+typedef struct beam_arrays {
+    int32_t *tokens, *next;  /* (B K, L): prefixes of the live hypotheses, this step and next */
+    int32_t *best;           /* (B, L): the best finished prefix per source */
+    hyp *alive;              /* (B K) */
+    hyp *cand;               /* (2 K): one source's best candidates of a step */
+    ag_real *ex;             /* (V): one row's exponentials */
+    int32_t *tok, *rows;     /* (B K): the next step's inputs, and the state rows they extend */
+    beam_sent *sent;         /* (B) */
+} beam_arrays;
+
+static void beam_free(beam_arrays *a) {
+    free(a->tokens), free(a->next), free(a->best), free(a->alive), free(a->cand), free(a->ex);
+    free(a->tok), free(a->rows), free(a->sent);
+}
+
+static int beam_alloc(beam_arrays *a, int B, int K, int L, int V) {
+    size_t BK = (size_t)B * K;
+    *a = (beam_arrays){
+        .tokens = calloc(BK * L, sizeof *a->tokens), .next = calloc(BK * L, sizeof *a->next),
+        .best = calloc((size_t)B * L, sizeof *a->best), .alive = calloc(BK, sizeof *a->alive),
+        .cand = calloc((size_t)2 * K, sizeof *a->cand), .ex = malloc(sizeof *a->ex * (size_t)V),
+        .tok = malloc(sizeof *a->tok * BK), .rows = malloc(sizeof *a->rows * BK),
+        .sent = calloc((size_t)B, sizeof *a->sent)};
+    if (a->tokens && a->next && a->best && a->alive && a->cand && a->ex && a->tok && a->rows && a->sent)
+        return 0;
+    beam_free(a);
+    return ag_error("beam search: out of memory");
+}
+
+/* Step s of source b, whose prefixes are state rows [row0, row0 + n_alive) with logits y:
+ * its 2K best candidates over n_alive * V; an <eos> among the first K finishes its prefix, the
+ * others become the next prefixes (at most K), appended to a->tok / a->rows at *n_rows when the
+ * source goes on. The bookkeeping of the single-sentence search, per source. */
+static void beam_advance(beam_arrays *a, int b, int K, int L, int V, int s, int32_t eos,
+                         double alpha, const ag_real *y, int row0, int *n_rows) {
+    beam_sent *st = &a->sent[b];
+    hyp *alive = a->alive + (size_t)b * K, *cand = a->cand;
+    int n_cand = 0;
+    for (int k = 0; k < st->n_alive; k++)
+        row_candidates(y + (size_t)(row0 + k) * V, V, alive[k].score, k, a->ex, cand, &n_cand, 2 * K);
+    int n_next = 0, first = *n_rows;
+    for (int i = 0; i < n_cand && n_next < K; i++) {
+        const hyp *h = &cand[i];
+        const int32_t *prefix = a->tokens + ((size_t)b * K + h->parent) * L;
+        if (h->token == eos) {
+            /* as fairseq: only an <eos> among the top K candidates finishes a prefix; the K more
+             * candidates kept are there to refill the beam, not to end it */
+            if (i >= K || st->n_finished >= K) continue;
+            st->n_finished++;
+            double norm = h->score / length_penalty(s + 1, alpha);
+            if (norm > st->best_norm) {
+                st->best_norm = norm;
+                st->best_len = s;
+                memcpy(a->best + (size_t)b * L, prefix, sizeof *prefix * (size_t)s);
+            }
+        } else {
+            int32_t *p = a->next + ((size_t)b * K + n_next) * L;
+            memcpy(p, prefix, sizeof *p * (size_t)s);
+            p[s] = h->token;
+            alive[n_next] = (hyp){h->score, s + 1, 0, 0};
+            a->tok[first + n_next] = h->token;
+            a->rows[first + n_next] = row0 + h->parent;
+            n_next++;
+        }
+    }
+    st->n_alive = n_next;
+    st->running = n_next > 0 && st->n_finished < K;
+    if (st->running) *n_rows += n_next;
+}
+
+int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
+                    int Ts, int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
+                    int32_t *out, int *out_len) {
+    if (beam < 1) return ag_error("beam search: beam size %d < 1", beam);
+    const int K = beam, V = m->tgt_vocab, L = max_steps + 1;
+    beam_arrays a;
+    if (beam_alloc(&a, B, K, L, V)) return -1;
+    for (int b = 0; b < B; b++) {
+        a.sent[b] = (beam_sent){.n_alive = 1, .best_norm = -INFINITY, .running = true};
+        a.alive[(size_t)b * K] = (hyp){0, 0, 0, 0};
+        a.tok[b] = bos;
+    }
+    eval_scope sc = scope_begin(t);
+    ag_tape_pos mark;
+    void *state = encode_for_steps(m, &sc, src, src_len, B, Ts, B * K, max_steps, NULL, &mark);
+    int rc = state ? 0 : op_failed(&sc, "encoding");
+    for (int s = 0, n = B; !rc && s < max_steps && n > 0; s++) {
+        ag_tensor *y = m->ops->step(m, &sc.c, state, a.tok, n, NULL);
+        if (!y) {
+            rc = op_failed(&sc, "decoding");
+            break;
+        }
+        int row0 = 0, n_next = 0;
+        for (int b = 0; b < B; b++) {
+            if (!a.sent[b].running) continue;
+            int rows_b = a.sent[b].n_alive;
+            beam_advance(&a, b, K, L, V, s, eos, alpha, y->data, row0, &n_next);
+            row0 += rows_b;
+        }
+        int32_t *swap = a.tokens;
+        a.tokens = a.next;
+        a.next = swap;
+        if (ag_tape_rewind(t, mark) || (n_next && m->ops->select(m, &sc.c, state, a.rows, n_next)))
+            rc = op_failed(&sc, "decoding");
+        n = n_next;
+    }
+    for (int b = 0; !rc && b < B; b++) {
+        beam_sent *st = &a.sent[b];
+        /* unfinished prefixes compete too (they reached max_steps) */
+        for (int k = 0; k < st->n_alive && st->n_finished < K; k++) {
+            const hyp *h = &a.alive[(size_t)b * K + k];
+            double norm = h->score / length_penalty(h->len, alpha);
+            if (norm > st->best_norm) {
+                st->best_norm = norm;
+                st->best_len = h->len;
+                memcpy(a.best + (size_t)b * L, a.tokens + ((size_t)b * K + k) * L, sizeof *a.best * (size_t)h->len);
+            }
+        }
+        memcpy(out + (size_t)b * max_steps, a.best + (size_t)b * L, sizeof *out * (size_t)st->best_len);
+        out_len[b] = st->best_len;
+    }
+    beam_free(&a);
+    return rc ? rc : scope_end(&sc, 0);
 }
 
 /* ---- sentences ---- */
@@ -228,20 +338,36 @@ static int ids_to_text(const ds_vocab *v, const int32_t *ids, int n, char **out)
     return 0;
 }
 
+int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
+                        const ds_vocab *tgt_vocab, const char *const *sentences, int n,
+                        int num_steps, int beam, double alpha, char **outs) {
+    for (int i = 0; i < n; i++) outs[i] = NULL;
+    const int T = num_steps, chunk = beam > 1 ? (ZOO_DECODE_ROWS + beam - 1) / beam : ZOO_DECODE_ROWS;
+    int32_t *src = malloc(sizeof *src * (size_t)chunk * T), *len = malloc(sizeof *len * (size_t)chunk);
+    int32_t *res = malloc(sizeof *res * (size_t)chunk * T);
+    int *res_len = malloc(sizeof *res_len * (size_t)chunk);
+    int rc = src && len && res && res_len ? 0 : ag_error("translate: out of memory");
+    int32_t bos = ds_vocab_id(tgt_vocab, "<bos>"), eos = ds_vocab_id(tgt_vocab, "<eos>");
+    for (int at = 0; !rc && at < n; at += chunk) {
+        int B = n - at < chunk ? n - at : chunk;
+        for (int b = 0; !rc && b < B; b++)
+            rc = encode_sentence(src_vocab, sentences[at + b], T, src + (size_t)b * T, &len[b]);
+        if (!rc)
+            rc = beam > 1 ? zoo_beam_search(m, t, src, len, B, T, bos, eos, T, beam, alpha, res, res_len)
+                          : zoo_greedy(m, t, src, len, B, T, bos, eos, T, res, res_len);
+        for (int b = 0; !rc && b < B; b++) rc = ids_to_text(tgt_vocab, res + (size_t)b * T, res_len[b], &outs[at + b]);
+    }
+    for (int i = 0; rc && i < n; i++) {
+        free(outs[i]);
+        outs[i] = NULL;
+    }
+    free(src), free(len), free(res), free(res_len);
+    return rc;
+}
+
 int zoo_translate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                   const char *sentence, int num_steps, int beam, double alpha, char **out) {
-    *out = NULL;
-    int32_t *ids = malloc(sizeof *ids * (size_t)num_steps * 2), len;
-    if (!ids) return ag_error("translate: out of memory");
-    int32_t *res = ids + num_steps;
-    int n = 0, rc = encode_sentence(src_vocab, sentence, num_steps, ids, &len);
-    int32_t bos = ds_vocab_id(tgt_vocab, "<bos>"), eos = ds_vocab_id(tgt_vocab, "<eos>");
-    if (!rc)
-        rc = beam > 1 ? zoo_beam_search(m, t, ids, len, num_steps, bos, eos, num_steps, beam, alpha, res, &n)
-                      : zoo_greedy(m, t, ids, &len, 1, num_steps, bos, eos, num_steps, res, &n);
-    if (!rc) rc = ids_to_text(tgt_vocab, res, n, out);
-    free(ids);
-    return rc;
+    return zoo_translate_batch(m, t, src_vocab, tgt_vocab, &sentence, 1, num_steps, beam, alpha, out);
 }
 
 /* ---- attention recording ---- */

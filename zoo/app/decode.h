@@ -1,8 +1,12 @@
-/* zoo/predict.h -- translation with any zoo_model: greedy (d2l's predict_seq2seq, batched) and
- * beam search; attention recording for the heatmaps; evaluation on a split.
+/* zoo/app/decode.h -- translation with any zoo_model: greedy (d2l's predict_seq2seq) and beam
+ * search, both batched over sentences; attention recording for the heatmaps; evaluation on a
+ * split.
  *
  * Every function runs in eval mode (no dropout) with recording off (no gradients), on the tape
- * it is given, which it resets before returning.
+ * it is given, which it resets before returning. Decoding encodes once, then feeds one token
+ * per sentence (per hypothesis in beam search) at each step through the model's incremental
+ * step (zoo_model_ops); the tape is rewound after each step to where the encoder's state ends,
+ * so memory does not grow with the steps, and finished sentences leave the batch (select).
  */
 #ifndef TG_ZOO_PREDICT_H
 #define TG_ZOO_PREDICT_H
@@ -17,18 +21,30 @@
 int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
                int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len);
 
-/* Beam search for one source (1, Ts): keeps the `beam` best prefixes by total log-probability;
- * an <eos> among the step's `beam` best candidates finishes its prefix (as fairseq); the search
- * stops when `beam` prefixes are finished or after max_steps tokens. The result maximises logprob / lp(len) with GNMT's length penalty
- * lp = ((5 + len) / 6)^alpha (alpha 0: raw log-probability), len counting <eos>. beam 1 is
- * greedy decoding. out (max_steps) and *out_len as zoo_greedy. Returns 0 or -1. */
-int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t src_len, int Ts,
-                    int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
+/* Beam search for B sources (B, Ts) with src_len (B,), each independently: per source it keeps
+ * the `beam` best prefixes by total log-probability; an <eos> among the step's `beam` best
+ * candidates finishes its prefix (as fairseq: the `beam` more candidates kept refill the beam,
+ * they do not end it); a source's search stops when `beam` prefixes are finished or after
+ * max_steps tokens, where the unfinished prefixes compete too. The result maximises
+ * logprob / lp(len) with GNMT's length penalty lp = ((5 + len) / 6)^alpha (alpha 0: raw
+ * log-probability), len counting <eos>. beam 1 is greedy decoding. One step of the model per
+ * token on all live prefixes of all sources (at most B * beam rows). out (B, max_steps) and
+ * out_len (B,) as zoo_greedy. Returns 0 or -1 (ag_last_error). */
+int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
+                    int Ts, int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
                     int32_t *out, int *out_len);
 
-/* One sentence, d2l's way: lowercase, split on spaces, ids, <eos>, pad to num_steps; decode
- * greedily (beam <= 1) or with beam search; *out is the space-joined translation (malloc'd,
- * caller frees). Returns 0 or -1. */
+/* Rows (sentences times beam) decoded together by zoo_translate_batch. */
+#define ZOO_DECODE_ROWS 512
+
+/* n sentences, d2l's way: each lowercased, split on spaces, ids, <eos>, padded to num_steps;
+ * decoded greedily (beam <= 1) or with beam search, ZOO_DECODE_ROWS / max(beam, 1) sentences at
+ * a time. outs[i] receives sentence i's space-joined translation (malloc'd, caller frees).
+ * Returns 0, or -1 (ag_last_error) with every outs[i] NULL. */
+int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
+                        const ds_vocab *tgt_vocab, const char *const *sentences, int n,
+                        int num_steps, int beam, double alpha, char **outs);
+/* zoo_translate_batch of one sentence into *out. */
 int zoo_translate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                   const char *sentence, int num_steps, int beam, double alpha, char **out);
 

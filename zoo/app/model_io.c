@@ -29,11 +29,11 @@ static char *vocab_text(const ds_vocab *v, const char *side) {
 int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt) {
     if (nn_ckpt_add_params(ck, m->ps) || nn_ckpt_set_meta(ck, "tapegrad.model", m->kind->name))
         return -1;
-    for (int i = 0; i < m->hp.n; i++) {
+    for (int i = 0; i < m->kind->n_config; i++) {
+        const zoo_field *f = &m->kind->config[i];
         char key[96], val[64];
-        snprintf(key, sizeof key, "config.%s", m->hp.p[i].name);
-        snprintf(val, sizeof val, "%.17g", m->hp.p[i].value);
-        if (nn_ckpt_set_meta(ck, key, val)) return -1;
+        snprintf(key, sizeof key, "config.%s", f->name);
+        if (nn_ckpt_set_meta(ck, key, zoo_field_format(f, m->cfg, val, sizeof val))) return -1;
     }
     const ds_vocab *vs[2] = {src, tgt};
     const char *keys[2] = {"vocab.src", "vocab.tgt"};
@@ -60,9 +60,9 @@ static int vocab_from_meta(const nn_ckpt *ck, const char *key, ds_vocab **out) {
     return 0;
 }
 
-static int build_and_load(const nn_ckpt *ck, const zoo_model_kind *kind, const zoo_hparams *h,
+static int build_and_load(const nn_ckpt *ck, const zoo_model_kind *kind, const void *cfg,
                           zoo_model **m, ds_vocab **src, ds_vocab **tgt) {
-    *m = zoo_model_new(kind, h, ds_vocab_size(*src), ds_vocab_size(*tgt), 0);
+    *m = zoo_model_new(kind, cfg, ds_vocab_size(*src), ds_vocab_size(*tgt), 0);
     if (!*m || nn_ckpt_load_params(ck, (*m)->ps, 0)) {
         zoo_model_free(*m);
         ds_vocab_free(*src);
@@ -84,25 +84,30 @@ int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model
                             "to import a plain state_dict give --src-vocab and --tgt-vocab", file);
     if (strcmp(which, kind->name))
         return ag_error("%s: holds a %s model, not a %s", file, which, kind->name);
-    zoo_hparams h = kind->hparams;
-    for (int i = 0; i < h.n; i++) {
-        char key[96];
-        snprintf(key, sizeof key, "config.%s", h.p[i].name);
+    void *cfg = malloc(kind->config_size);
+    if (!cfg) return ag_error("%s: out of memory", file);
+    memcpy(cfg, kind->defaults, kind->config_size);
+    int rc = 0;
+    for (int i = 0; i < kind->n_config && !rc; i++) {
+        char key[96], what[4200];
+        snprintf(key, sizeof key, "config.%s", kind->config[i].name);
+        snprintf(what, sizeof what, "%s: metadata %s", file, key);
         const char *v = nn_ckpt_meta(ck, key);
-        if (!v) return ag_error("%s: metadata has no %s", file, key);
-        if (zoo_hp_set(&h, h.p[i].name, v))
-            return ag_error_context("%s: metadata %s", file, key);
+        rc = !v ? ag_error("%s: metadata has no %s", file, key)
+                : zoo_field_parse(&kind->config[i], cfg, v, what);
     }
-    if (vocab_from_meta(ck, "vocab.src", src) || vocab_from_meta(ck, "vocab.tgt", tgt)) {
+    if (!rc && (vocab_from_meta(ck, "vocab.src", src) || vocab_from_meta(ck, "vocab.tgt", tgt))) {
         ds_vocab_free(*src);
         *src = NULL;
-        return -1;
+        rc = -1;
     }
-    return build_and_load(ck, kind, &h, m, src, tgt);
+    if (!rc) rc = build_and_load(ck, kind, cfg, m, src, tgt);
+    free(cfg);
+    return rc;
 }
 
 int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
-                               const zoo_hparams *h, const char *src_vocab_path,
+                               const void *cfg, const char *src_vocab_path,
                                const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
                                ds_vocab **tgt) {
     *m = NULL;
@@ -120,5 +125,5 @@ int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
             return -1;
         }
     }
-    return build_and_load(ck, kind, h, m, src, tgt);
+    return build_and_load(ck, kind, cfg, m, src, tgt);
 }

@@ -8,22 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/ag_file.h"
 #include "nn/base.h"
 
 /* ---- output: a temporary file renamed over the target ---- */
 
 typedef struct svg {
     FILE *f;
-    const char *path;
-    char tmp[4096];
+    ag_file out; /* the temporary file and its rename (autograd/ag_file.h) */
 } svg;
 
 static int svg_open(svg *s, const char *path, double w, double h) {
-    s->path = path;
-    if (snprintf(s->tmp, sizeof s->tmp, "%s.tmp", path) >= (int)sizeof s->tmp)
-        return ag_error("%s: path too long", path);
-    s->f = fopen(s->tmp, "w");
-    if (!s->f) return ag_error("%s: cannot write", s->tmp);
+    s->f = ag_file_open(&s->out, path);
+    if (!s->f) return -1;
     fprintf(s->f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" viewBox=\"0 0 %g %g\" "
             "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
@@ -33,12 +30,7 @@ static int svg_open(svg *s, const char *path, double w, double h) {
 
 static int svg_close(svg *s) {
     fprintf(s->f, "</svg>\n");
-    bool bad = ferror(s->f);
-    if (fclose(s->f) || bad || rename(s->tmp, s->path)) {
-        remove(s->tmp);
-        return ag_error("%s: write failed", s->path);
-    }
-    return 0;
+    return ag_file_commit(&s->out);
 }
 
 /* Text with &, <, > and quotes escaped. */

@@ -3,11 +3,14 @@
 #include "zoo/app/trainer.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "autograd/ag_file.h"
 #include "datasets/common.h"
 #include "zoo/app/plot.h"
 
@@ -99,7 +102,7 @@ int zoo_trainer_set_shards(zoo_trainer *tr, int shards) {
     for (; s < shards && s < tr->shards; s++) sh[s] = tr->shard[s];
     for (; s < shards; s++) {
         sh[s].tape = ag_tape_new();
-        sh[s].model = zoo_model_new(m->kind, &m->hp, m->src_vocab, m->tgt_vocab, 0);
+        sh[s].model = zoo_model_new(m->kind, m->cfg, m->src_vocab, m->tgt_vocab, 0);
         if (!sh[s].tape || !sh[s].model || nn_params_share_values(sh[s].model->ps, m->ps)) {
             if (!sh[s].tape) ag_error("trainer: out of memory");
             free_shards(sh, tr->shards, s + 1);
@@ -286,25 +289,66 @@ static int set_meta_double(nn_ckpt *ck, const char *key, double v) {
     return nn_ckpt_set_meta(ck, key, text);
 }
 
-static int get_meta_double(const nn_ckpt *ck, const char *key, double *v) {
+/* A real in [min, max] from metadata key, strictly (the whole text, finite). */
+static int get_meta_double(const nn_ckpt *ck, const char *key, double min, double max, double *v) {
     const char *text = nn_ckpt_meta(ck, key);
-    char *end = NULL;
-    if (text) *v = strtod(text, &end);
-    if (!text || end == text || *end)
-        return ag_error("%s: metadata %s missing or not a number", nn_ckpt_source(ck), key);
-    return 0;
+    if (!text) return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
+    char what[4200];
+    snprintf(what, sizeof what, "%s: metadata %s", nn_ckpt_source(ck), key);
+    const zoo_field f = {key, ZOO_REAL, 0, min, max, ""};
+    return zoo_field_parse(&f, v, text, what);
 }
 
+#define D(field) offsetof(ds_fra_options, field)
+const zoo_field zoo_data_fields[] = {
+    {"num-examples", ZOO_I64, D(num_examples), 0, 1e9, "lines 0..N of the file (0: all)"},
+    {"batch-size", ZOO_INT, D(batch_size), 1, 1e6, "sentence pairs per step"},
+    {"num-steps", ZOO_INT, D(num_steps), 1, 1e4, "tokens per sentence (truncate / pad)"},
+    {"min-freq", ZOO_I64, D(min_freq), 0, 1e9, "vocabulary threshold"},
+    {"seed", ZOO_U64, D(seed), 0, 18446744073709551615.0, "initialisation, dropout and shuffling"},
+    {"valid-frac", ZOO_REAL, D(valid_frac), 0, 0.9, "held-out validation fraction of the pairs"},
+    {"test-frac", ZOO_REAL, D(test_frac), 0, 0.9, "held-out test fraction of the pairs"},
+    {"split-seed", ZOO_U64, D(split_seed), 0, 18446744073709551615.0, "seed of the held-out split"},
+};
+#undef D
+const int zoo_n_data_fields = sizeof zoo_data_fields / sizeof *zoo_data_fields;
+
+/* "data.num_steps" for the field "num-steps"; fractions go together in "data.split". */
+static void data_key(const zoo_field *f, char *key, size_t len) {
+    snprintf(key, len, "data.%s", f->name);
+    for (char *p = key; *p; p++)
+        if (*p == '-') *p = '_';
+}
+static bool in_split(const zoo_field *f) { return f->type == ZOO_REAL; }
+
 static int set_data_meta(nn_ckpt *ck, const ds_fra_options *o) {
-    char split[64];
+    char split[64], key[64], val[64];
     snprintf(split, sizeof split, "%.17g %.17g", o->valid_frac, o->test_frac);
-    return nn_ckpt_set_meta_int(ck, "data.num_examples", o->num_examples) ||
-           nn_ckpt_set_meta_int(ck, "data.num_steps", o->num_steps) ||
-           nn_ckpt_set_meta_int(ck, "data.min_freq", o->min_freq) ||
-           nn_ckpt_set_meta_int(ck, "data.batch_size", o->batch_size) ||
-           nn_ckpt_set_meta_int(ck, "data.seed", (int64_t)o->seed) ||
-           nn_ckpt_set_meta_int(ck, "data.split_seed", (int64_t)o->split_seed) ||
-           nn_ckpt_set_meta(ck, "data.split", split);
+    for (int i = 0; i < zoo_n_data_fields; i++) {
+        const zoo_field *f = &zoo_data_fields[i];
+        if (in_split(f)) continue;
+        data_key(f, key, sizeof key);
+        if (nn_ckpt_set_meta(ck, key, zoo_field_format(f, o, val, sizeof val))) return -1;
+    }
+    return nn_ckpt_set_meta(ck, "data.split", split);
+}
+
+int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only) {
+    const char *file = nn_ckpt_source(ck), *split = nn_ckpt_meta(ck, "data.split");
+    char key[64], what[4200], fracs[2][64] = {{0}};
+    if (split && sscanf(split, "%63s %63s", fracs[0], fracs[1]) != 2)
+        return ag_error("%s: metadata data.split: expected two numbers, got '%s'", file, split);
+    ds_fra_options r = *o;
+    for (int i = 0, k = 0; i < zoo_n_data_fields; i++) {
+        const zoo_field *f = &zoo_data_fields[i];
+        const char *text = in_split(f) ? (split ? fracs[k++] : NULL) : NULL;
+        data_key(f, key, sizeof key);
+        if (!in_split(f)) text = nn_ckpt_meta(ck, key);
+        snprintf(what, sizeof what, "%s: metadata %s", file, in_split(f) ? "data.split" : key);
+        if (text && (!only || only[i]) && zoo_field_parse(f, &r, text, what)) return -1;
+    }
+    *o = r;
+    return 0;
 }
 
 int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path) {
@@ -327,23 +371,18 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
     return rc;
 }
 
+/* The whole data options of a training checkpoint: every key must be there. */
 static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
-    int64_t v[6];
-    const char *keys[6] = {"data.num_examples", "data.num_steps", "data.min_freq",
-                           "data.batch_size", "data.seed", "data.split_seed"};
-    for (int i = 0; i < 6; i++)
-        if (nn_ckpt_meta_int(ck, keys[i], &v[i])) return -1;
+    char key[64];
+    for (int i = 0; i < zoo_n_data_fields; i++) {
+        data_key(&zoo_data_fields[i], key, sizeof key);
+        if (!in_split(&zoo_data_fields[i]) && !nn_ckpt_meta(ck, key))
+            return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
+    }
+    if (!nn_ckpt_meta(ck, "data.split"))
+        return ag_error("%s: metadata has no data.split", nn_ckpt_source(ck));
     *o = ds_fra_defaults();
-    o->num_examples = v[0];
-    o->num_steps = (int32_t)v[1];
-    o->min_freq = v[2];
-    o->batch_size = (int32_t)v[3];
-    o->seed = (uint64_t)v[4];
-    o->split_seed = (uint64_t)v[5];
-    const char *split = nn_ckpt_meta(ck, "data.split");
-    if (!split || sscanf(split, "%lf %lf", &o->valid_frac, &o->test_frac) != 2)
-        return ag_error("%s: metadata data.split missing or malformed", nn_ckpt_source(ck));
-    return 0;
+    return zoo_data_meta_read(ck, o, NULL);
 }
 
 static int parse_history(zoo_trainer *tr, const char *text, const char *file) {
@@ -371,8 +410,9 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
     zoo_trainer *tr = NULL;
     int64_t epochs = 0;
     double lr, clip;
-    if (nn_ckpt_load(&ck, path) || get_meta_double(ck, "train.lr", &lr) ||
-        get_meta_double(ck, "train.clip", &clip) || zoo_ckpt_load_model(ck, kind, &m, &src, &tgt))
+    if (nn_ckpt_load(&ck, path) || get_meta_double(ck, "train.lr", 0, 10, &lr) ||
+        get_meta_double(ck, "train.clip", 0, 1e30, &clip) ||
+        zoo_ckpt_load_model(ck, kind, &m, &src, &tgt))
         goto fail;
     ds_vocab_free(src);
     ds_vocab_free(tgt);
@@ -381,6 +421,10 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
     if (!tr || optim_load_state(tr->opt, ck) || nn_ckpt_meta_rng(ck, "train.rng", &tr->rng) ||
         nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))
         goto fail;
+    if (epochs < 0 || epochs > 1000000) {
+        ag_error("%s: metadata train.epochs_done = %lld, expected 0 to 1000000", path, (long long)epochs);
+        goto fail;
+    }
     tr->epochs_done = (int)epochs;
     int64_t shards;
     if (nn_ckpt_meta_int(ck, "train.shards", &shards)) goto fail;
@@ -416,13 +460,14 @@ int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
 int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/loss.csv", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return ag_error("%s: cannot write", path);
+    ag_file out; /* through a temporary file and a rename */
+    FILE *f = ag_file_open(&out, path);
+    if (!f) return -1;
     fprintf(f, "epoch,loss,tokens,seconds,tokens_per_sec\n");
     for (int i = 0; i < tr->n_hist; i++)
         fprintf(f, "%d,%.6f,%.0f,%.6f,%.1f\n", i + 1, tr->hist[i].loss, tr->hist[i].tokens,
                 tr->hist[i].seconds, tr->hist[i].tokens / tr->hist[i].seconds);
-    if (fclose(f)) return ag_error("%s: write failed", path);
+    if (ag_file_commit(&out)) return -1;
     double *x = malloc(sizeof *x * (size_t)tr->n_hist), *y = malloc(sizeof *y * (size_t)tr->n_hist);
     if (!x || !y) {
         free(x);

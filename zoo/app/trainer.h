@@ -2,9 +2,9 @@
  *
  * A step: dec_in = <bos> + Y[:, :-1] (teacher forcing); logits = decode(encode(X), dec_in);
  * per-sequence loss = MaskedSoftmaxCELoss (mean over T); objective = its sum over the batch;
- * backward; clip gradients to global norm opts.clip; Adam. Reported like d2l, for the LAST
- * epoch: loss = sum of per-sequence losses / valid target tokens, tokens/sec = valid target
- * tokens / the epoch's seconds.
+ * backward; clip gradients to global norm (the clip given to zoo_trainer_new; d2l: 1); Adam.
+ * Reported like d2l, for the LAST epoch: loss = sum of per-sequence losses / valid target
+ * tokens, tokens/sec = valid target tokens / the epoch's seconds.
  *
  * A run is a zoo_trainer: the model, its optimizer, the dropout RNG, the epochs done and the
  * per-epoch history. zoo_trainer_save writes all of it (with the vocabularies and the data
@@ -30,6 +30,17 @@ void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *
 ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
                          const int32_t *tgt_len);
 
+/* ---- the data options of a run, typed (zoo/models/config.h) ----
+ * One table over ds_fra_options serves the programs' data flags (--num-steps ...) and the
+ * checkpoint's metadata "data.<name>" (with '_' for '-'): the same names, types and ranges. */
+extern const zoo_field zoo_data_fields[];
+extern const int zoo_n_data_fields;
+/* Reads data.<name> of every field present in ck into *o (fields absent are left as they are;
+ * data.split holds "valid_frac test_frac"). only: NULL for all, else only the fields for which
+ * only[i] is true. Returns 0, or -1 with ag_last_error() naming the file, the key, what it
+ * expects and what it holds. */
+int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only);
+
 typedef struct zoo_epoch_stats {
     double loss;          /* sum of per-sequence losses / valid target tokens */
     double tokens;        /* valid target tokens */
@@ -52,7 +63,6 @@ typedef struct zoo_trainer {
 
 typedef struct zoo_train_opts {
     int epochs;              /* total epochs of the run (a resumed run counts those done) */
-    double clip;             /* global-norm clipping threshold (1, d2l) */
     const char *checkpoint;  /* written at the end and every checkpoint_every epochs; NULL: never */
     int checkpoint_every;    /* 0: at the end only */
     const char *plots_dir;   /* loss.csv and loss.svg written at the end; NULL: none */

@@ -85,5 +85,31 @@ int zoo_mha_init(zoo_mha *m, nn_params *ps, const char *prefix, int key_size, in
 ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
                            ag_tensor *keys, ag_tensor *values, const int32_t *valid_lens,
                            int vl_ndim, ag_tensor **weights);
+/* The same from keys and values already projected: k_proj = W_k keys (B, Tk, hiddens), v_proj =
+ * W_v values (B, Tk, hiddens), e.g. a decoder's cache of them; only the queries are projected
+ * here. zoo_mha_forward(q, k, v) = zoo_mha_attend_projected(q, W_k k, W_v v). */
+ag_tensor *zoo_mha_attend_projected(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
+                                    ag_tensor *k_proj, ag_tensor *v_proj,
+                                    const int32_t *valid_lens, int vl_ndim, ag_tensor **weights);
+
+/* ---- rows of a decoding state ------------------------------------------------------------
+ * A model's decoding state keeps per-row buffers (encoder outputs, caches) that beam search
+ * reorders (zoo_model_ops.select). A buffer holds rows of `len` bytes, `stride` bytes apart. */
+
+/* Row i of buf becomes the old row rows[i], i < n (rows may repeat; buf must have room for n
+ * rows), except the rows with keep[i] true, left as they are (keep NULL: the rows with
+ * rows[i] == i): e.g. rows that already hold the same content. The old rows to move are first
+ * copied to scratch memory on t (freed with the step). Returns 0, or -1 when out of memory
+ * (reported). */
+int zoo_rows_gather(ag_tape *t, void *buf, size_t stride, size_t len, const int32_t *rows, int n,
+                    const bool *keep);
+/* keep (n,) for zoo_rows_gather of the buffers that depend only on a row's source (src (n_old,):
+ * the source of each old row; gathered itself with this keep): keep[i] when old row i comes
+ * from the same source as old row rows[i], so already holds what it would receive. */
+void zoo_rows_same_source(const int32_t *src, int n_old, const int32_t *rows, int n, bool *keep);
+/* A new buffer on t with room for cap rows, stride bytes apart, whose first n rows are copies of
+ * the n rows of src (len bytes each, src_stride apart). NULL when out of memory (reported). */
+void *zoo_rows_move(ag_tape *t, const void *src, size_t src_stride, size_t len, int n, int cap,
+                    size_t stride);
 
 #endif

@@ -2,11 +2,18 @@
  * 11.4); math, shapes and names in zoo/bahdanau.h. */
 #include "zoo/models/bahdanau.h"
 
+#include "autograd/ag_op.h"
+
 #include <string.h>
 
+const zoo_bahdanau_cfg zoo_bahdanau_default_cfg = {.embed = 32, .hiddens = 32, .layers = 2,
+                                                   .dropout = 0.1};
+
 zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab) {
-    return (zoo_bahdanau_cfg){.src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .embed = 32,
-                              .hiddens = 32, .layers = 2, .dropout = 0.1};
+    zoo_bahdanau_cfg c = zoo_bahdanau_default_cfg;
+    c.src_vocab = src_vocab;
+    c.tgt_vocab = tgt_vocab;
+    return c;
 }
 
 /* ids (B, T) batch-major -> (T, B) time-major, on the tape (NULL when out of memory). Gathering
@@ -94,8 +101,11 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(const zoo_seq2seq_attn_d
     }
     zoo_bahdanau_state *s = ag_tape_alloc(t, sizeof *s);
     int32_t *lens = enc_valid ? ag_tape_alloc(t, sizeof *lens * (size_t)B) : NULL;
-    if (!s || (enc_valid && !lens)) return NULL;
+    int32_t *src_row = ag_tape_alloc(t, sizeof *src_row * (size_t)B);
+    if (!s || (enc_valid && !lens) || !src_row) return NULL;
     memset(s, 0, sizeof *s);
+    for (int b = 0; b < B; b++) src_row[b] = b;
+    s->src_row = src_row;
     if (enc_valid) memcpy(lens, enc_valid, sizeof *lens * (size_t)B);
     /* d2l: outputs.permute(1, 0, 2) -> (B, Ts, H), here its first Tk positions (B, Tk, H): the
      * keys and values of every step's attention */
@@ -176,11 +186,18 @@ ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, c
     return nn_linear_forward(&d->dense, c, ag_concat(t, T, outs, 1));
 }
 
+/* True (reported) when c would record gradients for the decoder's parameters. */
+static bool records(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c, const char *what) {
+    if (!ag_op_wants_grad(c->tape, 1, &d->dense.weight)) return false;
+    ag_report(c->tape, "attention decoder %s: inference only, turn the tape's recording off", what);
+    return true;
+}
+
 ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                          zoo_bahdanau_state *s, const int32_t *tokens, int B,
                                          ag_tensor **weights) {
     if (!d || !c || !s || !tokens) return NULL;
-    if (!check_batch(c, s, B, 1, "step")) return NULL;
+    if (!check_batch(c, s, B, 1, "step") || (s->rows_cap && records(d, c, "step"))) return NULL;
     ag_tape *t = c->tape;
     ag_tensor *h[NN_GRU_MAX_LAYERS];
     memcpy(h, s->h, sizeof h);
@@ -188,9 +205,120 @@ ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, cons
     ag_tensor *out = one_step(d, c, s, h, e, weights);
     ag_tensor *logits = nn_linear_forward(&d->dense, c, ag_reshape(t, out, AG_SHAPE(B, 1, d->hiddens)));
     if (!logits) return NULL;
-    memcpy(s->h, h, sizeof s->h);
+    if (s->rows_cap) { /* s->h are the leaves over the row buffers: copy the new state in */
+        for (int k = 0; k < d->layers; k++) {
+            ag_tensor *hk = ag_contiguous(t, h[k]);
+            if (!hk) return NULL;
+            memcpy(s->h[k]->data, hk->data, sizeof(ag_real) * (size_t)B * d->hiddens);
+        }
+    } else {
+        memcpy(s->h, h, sizeof s->h);
+    }
     s->steps++;
     return logits;
+}
+
+/* ---- rows for beam search ---- */
+
+/* The state's tensors in buffer order (enc_out, keys, h0[L], h[L]) into x; returns how many. */
+static int state_tensors(const zoo_seq2seq_attn_decoder *d, zoo_bahdanau_state *s, ag_tensor ***x) {
+    int n = 0;
+    x[n++] = &s->enc_out;
+    x[n++] = &s->keys;
+    for (int k = 0; k < d->layers; k++) x[n++] = &s->h0[k];
+    for (int k = 0; k < d->layers; k++) x[n++] = &s->h[k];
+    return n;
+}
+
+/* Row bytes of tensor i of state_tensors: Tk H reals for enc_out and keys, H for the states. */
+static size_t row_bytes(const zoo_seq2seq_attn_decoder *d, const zoo_bahdanau_state *s, int i) {
+    return sizeof(ag_real) * (size_t)d->hiddens * (i < 2 ? (size_t)s->Tk : 1);
+}
+
+/* Points the state's tensors to leaves over buf, each its B rows of a block of rows_cap. */
+static void set_rows(const zoo_seq2seq_attn_decoder *d, zoo_bahdanau_state *s) {
+    ag_tensor **x[2 + 2 * NN_GRU_MAX_LAYERS];
+    const int n = state_tensors(d, s, x), H = d->hiddens, Tk = s->Tk;
+    unsigned char *p = (unsigned char *)s->buf;
+    for (int i = 0; i < n; i++) {
+        if (i < 2) ag_leaf_init(&s->rows[i], (ag_real *)p, NULL, AG_SHAPE(s->B, Tk, H));
+        else ag_leaf_init(&s->rows[i], (ag_real *)p, NULL, AG_SHAPE(s->B, H));
+        *x[i] = &s->rows[i];
+        p += row_bytes(d, s, i) * (size_t)s->rows_cap;
+    }
+}
+
+/* Row buffers with room for `rows` rows (nothing to do when they have it): a new buffer on
+ * c->tape holding a copy of every tensor's B rows. Returns 0 or -1. */
+static int ensure_rows(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c, zoo_bahdanau_state *s,
+                       int rows) {
+    if (rows <= s->rows_cap) return 0;
+    ag_tape *t = c->tape;
+    ag_tensor **x[2 + 2 * NN_GRU_MAX_LAYERS];
+    const int n = state_tensors(d, s, x), cap = rows > s->B ? rows : s->B;
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += row_bytes(d, s, i) * (size_t)cap;
+    unsigned char *buf = ag_tape_alloc(t, bytes), *p = buf;
+    int32_t *lens = s->enc_valid ? zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, s->B, cap, sizeof *lens)
+                                 : NULL;
+    int32_t *src = zoo_rows_move(t, s->src_row, sizeof *src, sizeof *src, s->B, cap, sizeof *src);
+    if (!buf || (s->enc_valid && !lens) || !src) return -1;
+    for (int i = 0; i < n; i++) {
+        ag_tensor *xi = ag_contiguous(t, *x[i]);
+        if (!xi) return -1;
+        memcpy(p, xi->data, row_bytes(d, s, i) * (size_t)s->B);
+        p += row_bytes(d, s, i) * (size_t)cap;
+    }
+    s->buf = (ag_real *)buf;
+    s->rows_cap = cap;
+    s->enc_valid = lens;
+    s->src_row = src;
+    set_rows(d, s);
+    return 0;
+}
+
+int zoo_seq2seq_attn_decoder_reserve(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                     zoo_bahdanau_state *s, int rows) {
+    if (!d || !c || !s) return -1;
+    if (rows < 1) {
+        ag_report(c->tape, "attention decoder reserve: %d rows, expected >= 1", rows);
+        return -1;
+    }
+    return records(d, c, "reserve") ? -1 : ensure_rows(d, c, s, rows);
+}
+
+int zoo_seq2seq_attn_decoder_select(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                    zoo_bahdanau_state *s, const int32_t *rows, int n) {
+    if (!d || !c || !s || !rows) return -1;
+    if (records(d, c, "select")) return -1;
+    if (n < 1) {
+        ag_report(c->tape, "attention decoder select: %d rows, expected >= 1", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (rows[i] < 0 || rows[i] >= s->B) {
+            ag_report(c->tape, "attention decoder select: row %d is %d, the state has %d rows", i,
+                      rows[i], s->B);
+            return -1;
+        }
+    if (ensure_rows(d, c, s, n)) return -1;
+    ag_tape *t = c->tape;
+    ag_tensor **x[2 + 2 * NN_GRU_MAX_LAYERS];
+    const int m = state_tensors(d, s, x);
+    const size_t I = sizeof(int32_t);
+    bool *same = ag_tape_alloc(t, sizeof *same * (size_t)n); /* rows whose source stays */
+    if (!same) return -1;
+    zoo_rows_same_source(s->src_row, s->B, rows, n, same);
+    for (int i = 0; i < m; i++) /* enc_out, keys and h0 follow the source, h the row */
+        if (zoo_rows_gather(t, (*x[i])->data, row_bytes(d, s, i), row_bytes(d, s, i), rows, n,
+                            i < 2 + d->layers ? same : NULL))
+            return -1;
+    if ((s->enc_valid && zoo_rows_gather(t, s->enc_valid, I, I, rows, n, same)) ||
+        zoo_rows_gather(t, s->src_row, I, I, rows, n, same))
+        return -1;
+    s->B = n;
+    set_rows(d, s);
+    return 0;
 }
 
 /* ---- the model ---- */

@@ -59,7 +59,9 @@ typedef struct zoo_bahdanau_cfg {
     double dropout;  /* between GRU layers and on the attention weights (0.1) */
 } zoo_bahdanau_cfg;
 
-/* SPEC.md section 4's default configuration for the given vocabulary sizes. */
+/* SPEC.md section 4's default configuration (vocabulary sizes 0), the one place it is written;
+ * zoo_bahdanau_defaults gives it with the vocabulary sizes set. */
+extern const zoo_bahdanau_cfg zoo_bahdanau_default_cfg;
 zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab);
 
 /* ---- encoder ---- */
@@ -83,12 +85,19 @@ ag_tensor *zoo_seq2seq_encoder_forward(const zoo_seq2seq_encoder *e, const nn_ct
 typedef struct zoo_bahdanau_state {
     ag_tensor *enc_out;                   /* (B, Tk, H): the encoder outputs, batch first */
     ag_tensor *keys;                      /* (B, Tk, H) = enc_out W_k^T, computed once */
-    const int32_t *enc_valid;             /* (B,) source valid lengths on the tape, or NULL */
+    int32_t *enc_valid;                   /* (B,) source valid lengths on the tape, or NULL */
+    int32_t *src_row;                     /* (B,) the source (encoded row) of each row */
     ag_tensor *h0[NN_GRU_MAX_LAYERS];     /* the encoder's final state, layer k (B, H) */
     ag_tensor *h[NN_GRU_MAX_LAYERS];      /* the decoder's state after `steps` steps (B, H) */
     int B, Ts;                            /* batch, source steps */
     int Tk;                               /* attended source positions (see init_state), <= Ts */
     int steps;                            /* tokens decoded by the step function */
+    /* Rows for beam search (select, reserve): once made, the tensors above are leaves over
+     * buf, (2, rows_cap, Tk, H) for enc_out and keys then (2, L, rows_cap, H) for h0 and h,
+     * and enc_valid has room for rows_cap rows; a step copies the new h into buf. */
+    int rows_cap;                         /* 0: not made */
+    ag_real *buf;
+    ag_tensor rows[2 + 2 * NN_GRU_MAX_LAYERS]; /* the leaves: enc_out, keys, h0[L], h[L] */
 } zoo_bahdanau_state;
 
 typedef struct zoo_seq2seq_attn_decoder {
@@ -136,10 +145,22 @@ ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, c
                                             int B, int T, ag_tensor **weights);
 
 /* One step: tokens (B,) -> logits (B, 1, vocab); advances s->h and s->steps (s->h unchanged on
- * error). weights: NULL, or receives the step's attention weights (B, 1, Tk). */
+ * error). weights: NULL, or receives the step's attention weights (B, 1, Tk). Once the state
+ * has its row buffers (select, reserve), the new h is copied into them: inference only then
+ * (an error when c->tape records gradients). */
 ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                          zoo_bahdanau_state *s, const int32_t *tokens, int B,
                                          ag_tensor **weights);
+/* Keeps the rows rows[0..n) (each in [0, B), n >= 1, repeats allowed) in that order: encoder
+ * outputs, keys, lengths, h0 and h of every layer, gathered in place in the state's row buffers
+ * (made on c->tape, or remade bigger, when they lack room); what depends only on the source is
+ * moved only where a row's source changes. Inference only. Returns 0 or -1 (reported). */
+int zoo_seq2seq_attn_decoder_select(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                    zoo_bahdanau_state *s, const int32_t *rows, int n);
+/* Makes the row buffers with room for `rows` rows (the state's size does not depend on the
+ * steps). Inference only. Returns 0 or -1 (reported). */
+int zoo_seq2seq_attn_decoder_reserve(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                     zoo_bahdanau_state *s, int rows);
 
 /* ---- the model ---- */
 

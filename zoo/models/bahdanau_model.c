@@ -4,6 +4,7 @@
  * Attention for the heatmaps: the model has one attention, the decoder's cross-attention over
  * the encoder outputs, with one head. So zoo_model.layers is 1 here (attention layers, which
  * is what the decoder's trace holds), not the GRU's layers (hyperparameter "layers"). */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "zoo/models/bahdanau.h"
@@ -29,6 +30,13 @@ static ag_tensor *bm_step(const zoo_model *m, const nn_ctx *c, void *s, const in
                           const zoo_attn_trace *trace) {
     return zoo_bahdanau_step(bm_of(m), c, s, tokens, B, trace);
 }
+static int bm_select(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *rows, int n) {
+    return zoo_seq2seq_attn_decoder_select(&bm_of(m)->decoder, c, s, rows, n);
+}
+static int bm_reserve(const zoo_model *m, const nn_ctx *c, void *s, int rows, int steps) {
+    (void)steps; /* the state does not grow with the steps */
+    return zoo_seq2seq_attn_decoder_reserve(&bm_of(m)->decoder, c, s, rows);
+}
 static int bm_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
     (void)m;
     return kind == ZOO_ATTN_DEC_CROSS ? 1 : 0; /* no self-attention anywhere */
@@ -38,9 +46,11 @@ static void bm_free(zoo_model *m) {
     free(m);
 }
 
-static const zoo_model_ops bm_ops = {bm_encode, bm_decode, bm_step, bm_attn_heads, bm_free};
+static const zoo_model_ops bm_ops = {.encode = bm_encode, .decode = bm_decode, .step = bm_step,
+                                     .select = bm_select, .reserve = bm_reserve,
+                                     .attn_heads = bm_attn_heads, .free = bm_free};
 
-static zoo_model *bm_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) {
+static zoo_model *bm_create(const void *config, int src_vocab, int tgt_vocab) {
     bahdanau_model *m = calloc(1, sizeof *m);
     nn_params *ps = nn_params_new();
     if (!m || !ps) {
@@ -49,12 +59,10 @@ static zoo_model *bm_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) 
         ag_error("bahdanau: out of memory");
         return NULL;
     }
-    zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(src_vocab, tgt_vocab);
-    cfg.embed = (int)zoo_hp(h, "embed-size");
-    cfg.hiddens = (int)zoo_hp(h, "hiddens");
-    cfg.layers = (int)zoo_hp(h, "layers");
-    cfg.dropout = zoo_hp(h, "dropout");
-    m->base = (zoo_model){.ops = &bm_ops, .kind = &zoo_bahdanau_kind, .hp = *h, .ps = ps,
+    zoo_bahdanau_cfg cfg = *(const zoo_bahdanau_cfg *)config;
+    cfg.src_vocab = src_vocab;
+    cfg.tgt_vocab = tgt_vocab;
+    m->base = (zoo_model){.ops = &bm_ops, .kind = &zoo_bahdanau_kind, .cfg = &m->bm.cfg, .ps = ps,
                           .src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .layers = 1};
     if (zoo_bahdanau_init(&m->bm, ps, &cfg)) {
         bm_free(&m->base);
@@ -63,15 +71,22 @@ static zoo_model *bm_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) 
     return &m->base;
 }
 
+#define F(field) offsetof(zoo_bahdanau_cfg, field)
+static const zoo_field bm_fields[] = {
+    {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size"},
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "GRU hidden size (also the attention's width)"},
+    {"layers", ZOO_INT, F(layers), 1, NN_GRU_MAX_LAYERS, "GRU layers in the encoder and in the decoder"},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout between GRU layers and on the attention weights"},
+};
+#undef F
+
 const zoo_model_kind zoo_bahdanau_kind = {
     .name = "bahdanau",
     .program = "bahdanau_nmt",
-    .hparams = {4,
-                {{"embed-size", 32, true, 1, 4096, "token embedding size"},
-                 {"hiddens", 32, true, 1, 4096, "GRU hidden size (also the attention's width)"},
-                 {"layers", 2, true, 1, NN_GRU_MAX_LAYERS, "GRU layers in the encoder and in the decoder"},
-                 {"dropout", 0.1, false, 0, 0.99,
-                  "dropout between GRU layers and on the attention weights"}}},
+    .config = bm_fields,
+    .n_config = sizeof bm_fields / sizeof *bm_fields,
+    .config_size = sizeof(zoo_bahdanau_cfg),
+    .defaults = &zoo_bahdanau_default_cfg,
     .epochs = 250,
     .lr = 0.005,
     .create = bm_create,

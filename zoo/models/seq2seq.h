@@ -1,9 +1,10 @@
 /* zoo/seq2seq.h -- the encoder-decoder interface that one trainer, one predictor, the plots and
  * the checkpoints share, whatever the model (Transformer, Bahdanau GRU).
  *
- * A model kind (zoo_model_kind) describes a family: its name, its hyperparameters (names,
- * defaults, help; the CLI flags, the checkpoint metadata and --help all come from this one
- * table), its trainer defaults, and a constructor. A model (zoo_model) is an instance: its
+ * A model kind (zoo_model_kind) describes a family: its name, its typed config (a C struct, the
+ * constant struct of its defaults, and the table of its fields: names, types, ranges, help; the
+ * CLI flags, the checkpoint metadata "config.<name>" and --help all come from this table), its
+ * trainer defaults, and a constructor. A model (zoo_model) is an instance: its
  * parameter store and a table of functions (zoo_model_ops):
  *
  *     state  = ops->encode(m, &c, src, src_len, B, Ts, trace)   (on the tape)
@@ -17,31 +18,7 @@
 #define TG_ZOO_SEQ2SEQ_H
 
 #include "zoo/models/attention.h"
-
-/* ---- hyperparameters ---- */
-
-#define ZOO_MAX_HPARAMS 12
-
-typedef struct zoo_hparam {
-    const char *name;  /* CLI flag without "--" and checkpoint key "config.<name>" */
-    double value;
-    bool integer;
-    double min, max;   /* accepted range, inclusive */
-    const char *help;
-} zoo_hparam;
-
-typedef struct zoo_hparams {
-    int n;
-    zoo_hparam p[ZOO_MAX_HPARAMS];
-} zoo_hparams;
-
-/* The value of hyperparameter `name` (NAN if absent). */
-double zoo_hp(const zoo_hparams *h, const char *name);
-/* Sets `name` from text. Returns 0, or -1 with ag_last_error() naming the flag, the text and
- * the expected range ("--heads: expected an integer in [1, 64], got 'x'"). */
-int zoo_hp_set(zoo_hparams *h, const char *name, const char *text);
-/* The entry called name, or NULL. */
-zoo_hparam *zoo_hp_find(zoo_hparams *h, const char *name);
+#include "zoo/models/config.h"
 
 /* ---- models ---- */
 
@@ -49,6 +26,25 @@ typedef struct zoo_model zoo_model;
 
 typedef enum zoo_attn_kind { ZOO_ATTN_ENC_SELF, ZOO_ATTN_DEC_SELF, ZOO_ATTN_DEC_CROSS } zoo_attn_kind;
 
+/* A model's functions. The state encode returns lives on c->tape (freed by its reset) and has
+ * B rows, one per source.
+ *
+ * Incremental decoding is for inference: select and reserve report an error when the tape
+ * records gradients for the parameters, and so does a step that writes into the state's buffers
+ * in place (the Transformer's always; no gradient could flow through them). step feeds one token
+ * per row and returns that position's logits, the same as decode's for the same prefix; it
+ * costs O(1) tokens of work per layer (plus attending to the prefix), caching what later steps
+ * need. select reorders the rows: afterwards the state holds n rows, row i being the old row
+ * rows[i] (rows may repeat: beam expansion; fewer rows: finished sentences dropped), and a step
+ * gives what it gives on a state built from those rows directly. reserve makes room for `rows`
+ * rows and `steps` more tokens at once.
+ *
+ * Memory. step and select allocate what they keep on c->tape when the state lacks room (more
+ * rows or positions than reserved), and otherwise only scratch. So a decoding loop that frees
+ * each step's intermediates (ag_tape_rewind) reserves first, marks the tape, and rewinds after
+ * each step, select included:
+ *     state = encode(...); reserve(state, max_rows, max_steps); mark = ag_tape_mark(t);
+ *     loop { y = step(state, ...); read y; ag_tape_rewind(t, mark); select(state, ...); } */
 typedef struct zoo_model_ops {
     void *(*encode)(const zoo_model *m, const nn_ctx *c, const int32_t *src,
                     const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace);
@@ -56,25 +52,37 @@ typedef struct zoo_model_ops {
                          int B, int T);
     ag_tensor *(*step)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *tokens,
                        int B, const zoo_attn_trace *trace);
+    /* rows (n,) in [0, B), n >= 1. Returns 0 or -1 (reported). */
+    int (*select)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *rows, int n);
+    /* Returns 0 or -1 (reported). */
+    int (*reserve)(const zoo_model *m, const nn_ctx *c, void *state, int rows, int steps);
     /* Heads of the attention of this kind (0: the model has none). */
     int (*attn_heads)(const zoo_model *m, zoo_attn_kind kind);
     void (*free)(zoo_model *m);
 } zoo_model_ops;
 
 typedef struct zoo_model_kind {
-    const char *name;         /* "transformer": checkpoint metadata tapegrad.model */
-    const char *program;      /* "transformer_nmt" */
-    zoo_hparams hparams;      /* defaults */
-    int epochs;               /* trainer defaults (SPEC.md) */
+    const char *name;          /* "transformer": checkpoint metadata tapegrad.model */
+    const char *program;       /* "transformer_nmt" */
+    const zoo_field *config;   /* the fields of the config a user sets (see config.h) */
+    int n_config;
+    size_t config_size;        /* sizeof the config struct */
+    const void *defaults;      /* the config's defaults (docs/spec.md) */
+    int epochs;                /* trainer defaults (docs/spec.md) */
     double lr;
-    /* Builds and registers a model in a new store, not finalized. NULL with ag_last_error(). */
-    zoo_model *(*create)(const zoo_hparams *h, int src_vocab, int tgt_vocab);
+    /* Builds and registers a model in a new store, not finalized; cfg points to a config of
+     * this kind. NULL with ag_last_error(). */
+    zoo_model *(*create)(const void *cfg, int src_vocab, int tgt_vocab);
+    /* Refuses sequences of num_steps tokens a model of config cfg cannot run (the Transformer's
+     * positional-encoding table is --max-len long), or NULL when any length runs. Returns 0,
+     * or -1 with ag_last_error() naming both values. */
+    int (*check_steps)(const void *cfg, int num_steps);
 } zoo_model_kind;
 
 struct zoo_model {
     const zoo_model_ops *ops;
     const zoo_model_kind *kind;
-    zoo_hparams hp;
+    const void *cfg;           /* its config (kind->config_size bytes), owned by the model */
     nn_params *ps;
     int src_vocab, tgt_vocab, layers;
 };
@@ -82,9 +90,14 @@ struct zoo_model {
 extern const zoo_model_kind zoo_transformer_kind;
 extern const zoo_model_kind zoo_bahdanau_kind;
 
-/* Creates a model of `kind` and finalizes its store from seed. NULL with ag_last_error(). */
-zoo_model *zoo_model_new(const zoo_model_kind *kind, const zoo_hparams *h, int src_vocab,
+/* Creates a model of `kind` from cfg (a config of that kind; NULL: its defaults) and
+ * finalizes its store from seed. NULL with ag_last_error(). */
+zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab,
                          int tgt_vocab, uint64_t seed);
 void zoo_model_free(zoo_model *m);
+
+/* Sets the field `name` of cfg (a config of kind k) from text, strictly (config.h). Returns 0,
+ * or -1 with ag_last_error() naming "--name", what it expects and the text, or an unknown name. */
+int zoo_config_set(const zoo_model_kind *k, void *cfg, const char *name, const char *text);
 
 #endif

@@ -2,14 +2,21 @@
  * (d2l 11.6 and 11.7). */
 #include "zoo/models/transformer.h"
 
+#include "autograd/ag_op.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+const zoo_transformer_cfg zoo_transformer_default_cfg = {
+    .hiddens = 32, .ffn_hiddens = 64, .heads = 4, .layers = 2, .dropout = 0.1, .max_len = 1000,
+    .d2l_step_positions = false};
+
 zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab) {
-    return (zoo_transformer_cfg){.src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .hiddens = 32,
-                                 .ffn_hiddens = 64, .heads = 4, .layers = 2, .dropout = 0.1,
-                                 .max_len = 1000, .d2l_step_positions = false};
+    zoo_transformer_cfg c = zoo_transformer_default_cfg;
+    c.src_vocab = src_vocab;
+    c.tgt_vocab = tgt_vocab;
+    return c;
 }
 
 /* ---- positional encoding ---- */
@@ -197,45 +204,216 @@ static ag_tensor *embed(const zoo_transformer *tf, const nn_embedding *e, const 
     return zoo_pos_encoding_forward(&tf->pos, c, ag_scale(c->tape, x, sqrt((double)tf->cfg.hiddens)), offset);
 }
 
+/* Inference compaction: y's values copied into `held` (made before the mark, y's size), then
+ * everything made since the mark dropped, y included. Returns held, or NULL. */
+static ag_tensor *settle(ag_tape *t, ag_tape_pos mark, ag_tensor *held, ag_tensor *y) {
+    y = ag_contiguous(t, y);
+    if (!y || !held) return NULL;
+    memcpy(held->data, y->data, sizeof(ag_real) * (size_t)held->numel);
+    return ag_tape_rewind(t, mark) ? NULL : held;
+}
+
 zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
                                      const int32_t *src_len, int B, int Ts,
                                      const zoo_attn_trace *trace) {
     zoo_tf_state *s = ag_tape_alloc(c->tape, sizeof *s);
     int32_t *lens = ag_tape_alloc(c->tape, sizeof *lens * (size_t)B);
-    ag_tensor **cache = ag_tape_alloc(c->tape, sizeof *cache * (size_t)tf->cfg.layers);
-    if (!s || !lens || !cache) return NULL;
+    int32_t *src_row = ag_tape_alloc(c->tape, sizeof *src_row * (size_t)B);
+    if (!s || !lens || !src_row) return NULL;
     memcpy(lens, src_len, sizeof *lens * (size_t)B);
-    memset(cache, 0, sizeof *cache * (size_t)tf->cfg.layers);
+    for (int b = 0; b < B; b++) src_row[b] = b;
+    /* Inference without a trace: each block's intermediates are dropped once its output is
+     * made (settle), so a big batch holds one block's at a time, not the whole encoder's. */
+    const bool compact = !trace && !ag_op_wants_grad(c->tape, 1, &tf->dense.weight);
+    ag_tensor *held = compact ? ag_tensor_new(c->tape, AG_SHAPE(B, Ts, tf->cfg.hiddens)) : NULL;
+    const ag_tape_pos mark = ag_tape_mark(c->tape);
     ag_tensor *x = embed(tf, &tf->enc_embedding, c, src, B, Ts, 0);
-    for (int i = 0; i < tf->cfg.layers; i++)
+    if (compact) x = settle(c->tape, mark, held, x);
+    for (int i = 0; i < tf->cfg.layers; i++) {
         x = zoo_encoder_block_forward(&tf->enc[i], c, x, lens,
                                       trace && trace->enc_self ? &trace->enc_self[i] : NULL);
+        if (compact) x = settle(c->tape, mark, held, x);
+    }
     if (!x) return NULL;
-    *s = (zoo_tf_state){.enc_out = x, .enc_valid = lens, .cache = cache, .steps = 0};
+    *s = (zoo_tf_state){.enc_out = x, .enc_valid = lens, .src_row = src_row, .B = B, .Ts = Ts, .rows_cap = B};
     return s;
 }
 
 ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T) {
     if (!s) return NULL;
+    if (B != s->B) return ag_report(c->tape, "transformer decode: batch %d, the state has %d rows", B, s->B);
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, dec_in, B, T, 0);
     for (int i = 0; i < tf->cfg.layers; i++)
         x = zoo_decoder_block_forward(&tf->dec[i], c, x, NULL, s->enc_out, s->enc_valid, NULL, NULL);
     return nn_linear_forward(&tf->dense, c, x);
 }
 
+/* ---- incremental decoding ---- */
+
+/* True (reported) when c would record gradients for the model's parameters. */
+static bool records(const zoo_transformer *tf, const nn_ctx *c, const char *what) {
+    if (!ag_op_wants_grad(c->tape, 1, &tf->dense.weight)) return false;
+    ag_report(c->tape, "transformer %s: inference only, turn the tape's recording off", what);
+    return true;
+}
+
+/* s->enc_out := a leaf over the rows of buffer enc (s->B of them). */
+static void set_enc_rows(zoo_tf_state *s, ag_real *enc) {
+    ag_leaf_init(&s->enc_rows, enc, NULL, AG_SHAPE(s->B, s->Ts, s->enc_out->shape[2]));
+    s->enc_out = &s->enc_rows;
+}
+
+/* Room for `rows` rows in every buffer and `t_cap` positions in the self caches: a buffer too
+ * small moves to a new one on c->tape (its B rows, its `steps` positions copied). The first
+ * call makes the caches and projects the cross-attention's keys and values of every block,
+ * W_k enc_out and W_v enc_out (B, Ts, H). Returns 0 or -1. */
+static int ensure_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
+                       int t_cap) {
+    ag_tape *t = c->tape;
+    const int L = tf->cfg.layers, B = s->B;
+    const size_t H = (size_t)tf->cfg.hiddens, R = sizeof(ag_real), enc_row = (size_t)s->Ts * H * R;
+    const int nr = rows > s->rows_cap ? rows : s->rows_cap, nt = t_cap > s->t_cap ? t_cap : s->t_cap;
+    const bool first = !s->cache, more_rows = nr > s->rows_cap;
+    if (!first && !more_rows && nt == s->t_cap) return 0;
+    if (more_rows) {
+        ag_real *enc = zoo_rows_move(t, s->enc_out->data, enc_row, enc_row, B, nr, enc_row);
+        int32_t *lens = zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, B, nr, sizeof *lens);
+        int32_t *src = zoo_rows_move(t, s->src_row, sizeof *src, sizeof *src, B, nr, sizeof *src);
+        if (!enc || !lens || !src) return -1;
+        set_enc_rows(s, enc);
+        s->enc_valid = lens;
+        s->src_row = src;
+    }
+    if (first && !(s->cache = ag_tape_calloc(t, sizeof *s->cache * (size_t)L))) return -1;
+    const size_t self_row = H * R * (size_t)s->t_cap, new_row = H * R * (size_t)nt, used = H * R * (size_t)s->steps;
+    for (int i = 0; i < L; i++) {
+        zoo_tf_cache *k = &s->cache[i];
+        if (first || more_rows) {
+            ag_real *dst[2] = {ag_tape_alloc(t, enc_row * nr), ag_tape_alloc(t, enc_row * nr)};
+            const ag_real *src[2] = {k->cross_k, k->cross_v};
+            const ag_tape_pos mark = ag_tape_mark(t);
+            if (!dst[0] || !dst[1]) return -1;
+            if (first) { /* W_k enc_out and W_v enc_out (B, Ts, H), dropped once copied */
+                const zoo_mha *a = &tf->dec[i].attention2;
+                ag_tensor *ck = nn_linear_forward(&a->W_k, c, s->enc_out), *cv = nn_linear_forward(&a->W_v, c, s->enc_out);
+                if (!ck || !cv) return -1;
+                src[0] = ck->data;
+                src[1] = cv->data;
+            }
+            for (int j = 0; j < 2; j++) memcpy(dst[j], src[j], enc_row * B);
+            if (ag_tape_rewind(t, mark)) return -1;
+            k->cross_k = dst[0];
+            k->cross_v = dst[1];
+        }
+        k->k = zoo_rows_move(t, k->k, self_row, used, first ? 0 : B, nr, new_row);
+        k->v = zoo_rows_move(t, k->v, self_row, used, first ? 0 : B, nr, new_row);
+        if (!k->k || !k->v) return -1;
+    }
+    s->rows_cap = nr;
+    s->t_cap = nt;
+    return 0;
+}
+
+int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                            int rows, int steps) {
+    if (!s) return -1;
+    if (rows < 1 || steps < 0) {
+        ag_report(c->tape, "transformer reserve: %d rows and %d steps, expected >= 1 and >= 0", rows, steps);
+        return -1;
+    }
+    return records(tf, c, "reserve") ? -1 : ensure_room(tf, c, s, rows, s->steps + steps);
+}
+
+int zoo_transformer_select(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                           const int32_t *rows, int n) {
+    if (!s || !rows) return -1;
+    if (records(tf, c, "select")) return -1;
+    if (n < 1) {
+        ag_report(c->tape, "transformer select: %d rows, expected >= 1", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (rows[i] < 0 || rows[i] >= s->B) {
+            ag_report(c->tape, "transformer select: row %d is %d, the state has %d rows", i, rows[i], s->B);
+            return -1;
+        }
+    if (n > s->rows_cap && ensure_room(tf, c, s, n, s->t_cap)) return -1;
+    ag_tape *t = c->tape;
+    const size_t H = (size_t)tf->cfg.hiddens, R = sizeof(ag_real), enc_row = (size_t)s->Ts * H * R;
+    const size_t I = sizeof(int32_t), self_row = H * R * (size_t)s->t_cap, used = H * R * (size_t)s->steps;
+    bool *same = ag_tape_alloc(t, sizeof *same * (size_t)n); /* rows whose source stays */
+    if (!same) return -1;
+    zoo_rows_same_source(s->src_row, s->B, rows, n, same);
+    if (zoo_rows_gather(t, s->enc_out->data, enc_row, enc_row, rows, n, same) ||
+        zoo_rows_gather(t, s->enc_valid, I, I, rows, n, same) ||
+        zoo_rows_gather(t, s->src_row, I, I, rows, n, same))
+        return -1;
+    for (int i = 0; s->cache && i < tf->cfg.layers; i++) {
+        zoo_tf_cache *k = &s->cache[i];
+        if (zoo_rows_gather(t, k->cross_k, enc_row, enc_row, rows, n, same) ||
+            zoo_rows_gather(t, k->cross_v, enc_row, enc_row, rows, n, same) ||
+            zoo_rows_gather(t, k->k, self_row, used, rows, n, NULL) ||
+            zoo_rows_gather(t, k->v, self_row, used, rows, n, NULL))
+            return -1;
+    }
+    s->B = n;
+    set_enc_rows(s, s->enc_out->data);
+    return 0;
+}
+
+/* One token through decoder block b with its caches k: x (B, 1, H) -> (B, 1, H). The token's
+ * self-attention key and value go to position s->steps of the caches, and its query attends to
+ * positions 0..steps (all earlier: no mask); the cross-attention reads the projected encoder
+ * outputs. The same computation as zoo_decoder_block_forward's for this position. */
+static ag_tensor *block_step(const zoo_decoder_block *b, const nn_ctx *c, const zoo_tf_state *s,
+                             const zoo_tf_cache *k, ag_tensor *x, ag_tensor **self_w,
+                             ag_tensor **cross_w) {
+    ag_tensor *kx = nn_linear_forward(&b->attention1.W_k, c, x);
+    ag_tensor *vx = nn_linear_forward(&b->attention1.W_v, c, x);
+    if (!kx || !vx) return NULL;
+    const int B = s->B, H = x->shape[2];
+    const size_t row = (size_t)s->t_cap * H, at = (size_t)s->steps * H;
+    for (int r = 0; r < B; r++) {
+        memcpy(k->k + r * row + at, kx->data + (size_t)r * H, sizeof(ag_real) * H);
+        memcpy(k->v + r * row + at, vx->data + (size_t)r * H, sizeof(ag_real) * H);
+    }
+    /* leaves over the buffers, viewed as (B, steps + 1, H): the attention makes them contiguous */
+    ag_tensor kl, vl, ckl, cvl;
+    ag_leaf_init(&kl, k->k, NULL, AG_SHAPE(B, s->t_cap, H));
+    ag_leaf_init(&vl, k->v, NULL, AG_SHAPE(B, s->t_cap, H));
+    ag_leaf_init(&ckl, k->cross_k, NULL, AG_SHAPE(B, s->Ts, H));
+    ag_leaf_init(&cvl, k->cross_v, NULL, AG_SHAPE(B, s->Ts, H));
+    ag_tape *t = c->tape;
+    ag_tensor *keys = ag_narrow(t, &kl, 1, 0, s->steps + 1), *vals = ag_narrow(t, &vl, 1, 0, s->steps + 1);
+    ag_tensor *y = zoo_addnorm_forward(&b->addnorm1, c, x,
+                                       zoo_mha_attend_projected(&b->attention1, c, x, keys, vals, NULL, 0, self_w));
+    ag_tensor *z = zoo_addnorm_forward(&b->addnorm2, c, y,
+                                       zoo_mha_attend_projected(&b->attention2, c, y, &ckl, &cvl, s->enc_valid, 1, cross_w));
+    return zoo_addnorm_forward(&b->addnorm3, c, z, zoo_ffn_forward(&b->ffn, c, z));
+}
+
 ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                 const int32_t *tokens, int B, const zoo_attn_trace *trace) {
     if (!s) return NULL;
+    if (B != s->B) return ag_report(c->tape, "transformer step: batch %d, the state has %d rows", B, s->B);
+    if (records(tf, c, "step")) return NULL;
+    if ((!s->cache || s->steps == s->t_cap) &&
+        ensure_room(tf, c, s, B, s->t_cap ? 2 * s->t_cap : 16))
+        return NULL;
+    /* without a trace, each block's intermediates are dropped once its output is made */
+    ag_tensor *held = trace ? NULL : ag_tensor_new(c->tape, AG_SHAPE(B, 1, tf->cfg.hiddens));
+    const ag_tape_pos mark = ag_tape_mark(c->tape);
     int pos = tf->cfg.d2l_step_positions ? 0 : s->steps;
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, tokens, B, 1, pos);
+    if (!trace) x = settle(c->tape, mark, held, x);
     for (int i = 0; i < tf->cfg.layers && x; i++) {
-        ag_tensor *keys = s->cache[i] ? ag_concat(c->tape, 2, (ag_tensor *[]){s->cache[i], x}, 1) : x;
-        s->cache[i] = keys;
-        x = zoo_decoder_block_forward(&tf->dec[i], c, x, keys, s->enc_out, s->enc_valid,
-                                      trace && trace->dec_self ? &trace->dec_self[i] : NULL,
-                                      trace && trace->dec_cross ? &trace->dec_cross[i] : NULL);
+        x = block_step(&tf->dec[i], c, s, &s->cache[i], x,
+                       trace && trace->dec_self ? &trace->dec_self[i] : NULL,
+                       trace && trace->dec_cross ? &trace->dec_cross[i] : NULL);
+        if (!trace) x = settle(c->tape, mark, held, x);
     }
-    s->steps++;
-    return nn_linear_forward(&tf->dense, c, x);
+    ag_tensor *logits = nn_linear_forward(&tf->dense, c, x);
+    if (logits) s->steps++;
+    return logits;
 }

@@ -13,8 +13,12 @@
  * Decoding. zoo_transformer_decode is the teacher-forced pass over a whole target with the
  * causal mask (query t sees keys 0..t), in training and in eval alike (d2l drops the mask in
  * eval, which is right only for its one-token-at-a-time prediction). zoo_transformer_step
- * decodes one token per call, appending each block's input to that block's cache and attending
- * to the cache without a mask; its outputs equal the full pass's for the same prefix.
+ * decodes one token per call (inference only): each decoder block projects the new token's
+ * key and value once, appends them to its cache and attends to the cache without a mask (no
+ * later position is in it); the cross-attention's keys and values of the encoder outputs are
+ * projected once per state. A step thus costs O(1) tokens of projections and FFN per block and
+ * O(t) in the attention, where the old cache of block inputs re-projected the whole prefix at
+ * every step (O(t^2) in all). Its outputs equal the full pass's for the same prefix.
  * Positions: a step adds the positional encoding of the token's true position. d2l adds P[0] at
  * every step (its decoder sees one token per call); set cfg.d2l_step_positions to reproduce that
  * for one-to-one comparison with the book's predictions.
@@ -35,7 +39,9 @@ typedef struct zoo_transformer_cfg {
     bool d2l_step_positions; /* step decoding adds P[0] at every step, as d2l (false) */
 } zoo_transformer_cfg;
 
-/* SPEC.md section 3's default configuration for the given vocabulary sizes. */
+/* SPEC.md section 3's default configuration (vocabulary sizes 0), the one place it is written;
+ * zoo_transformer_defaults gives it with the vocabulary sizes set. */
+extern const zoo_transformer_cfg zoo_transformer_default_cfg;
 zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab);
 
 /* ---- building blocks ---- */
@@ -120,24 +126,62 @@ typedef struct zoo_transformer {
 int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transformer_cfg *cfg);
 void zoo_transformer_free(zoo_transformer *tf);
 
-/* What the decoder needs from the encoder, and its per-block caches; lives on the tape. */
+/* A decoder block's caches for step decoding, rows b < B of buffers with room for rows_cap:
+ * the projected keys and values of its self-attention over the tokens so far, k[b][j] = W_k x_j
+ * and v[b][j] = W_v x_j for the block's inputs x_j, j < steps ((rows_cap, t_cap, H), row
+ * stride t_cap H), and those of its cross-attention over the encoder outputs ((rows_cap, Ts,
+ * H)), projected once. */
+typedef struct zoo_tf_cache {
+    ag_real *k, *v;
+    ag_real *cross_k, *cross_v;
+} zoo_tf_cache;
+
+/* What the decoder needs from the encoder, and the step decoding's caches; lives on the tape
+ * (every buffer too). */
 typedef struct zoo_tf_state {
     ag_tensor *enc_out;       /* (B, Ts, H) */
-    const int32_t *enc_valid; /* (B,) copied to the tape */
-    ag_tensor **cache;        /* per decoder block: its inputs so far (B, t, H), NULL at first */
+    int32_t *enc_valid;       /* (B,) copied to the tape */
+    int32_t *src_row;         /* (B,) the source (encoded row) of each row */
+    zoo_tf_cache *cache;      /* per decoder block; NULL until the first step or reserve */
+    int B, Ts;                /* rows, source positions */
     int steps;                /* tokens decoded by zoo_transformer_step */
+    int rows_cap, t_cap;      /* rows every buffer holds; positions the self caches hold */
+    ag_tensor enc_rows;       /* enc_out once select or reserve moved its rows: a leaf over them */
 } zoo_tf_state;
 
 /* src (B, Ts) ids, src_len (B,). Returns the state on c->tape, or NULL after an error. trace
- * (or NULL) receives the encoder's self-attention weights. */
+ * (or NULL) receives the encoder's self-attention weights. Without a trace and without
+ * gradients recorded (inference), each block's intermediates are freed once its output is made
+ * (ag_tape_rewind to a mark taken inside: what the caller made before stays), so the peak is
+ * one block's intermediates, not the encoder's. */
 zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
                                      const int32_t *src_len, int B, int Ts,
                                      const zoo_attn_trace *trace);
 /* Teacher-forced causal pass: dec_in (B, T) -> logits (B, T, tgt_vocab). Leaves s unchanged. */
 ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T);
-/* One step: tokens (B,) -> logits (B, 1, tgt_vocab); extends the caches. */
+
+/* Incremental decoding, inference only: each function reports an error when c->tape records
+ * gradients for the parameters (the caches are copies: no gradient could flow through them).
+ * Memory: what the state keeps goes on c->tape; a caller that rewinds the tape after each
+ * step reserves first (zoo_model_ops in seq2seq.h). */
+
+/* One step: tokens (B,) -> logits (B, 1, tgt_vocab); appends to the caches in place (moving
+ * them to twice the positions on c->tape when full) and advances s->steps. trace (or NULL)
+ * receives the weights of both attentions of every block (dec_self (B heads, 1, steps + 1));
+ * without one, each block's intermediates are freed once its output is made, as in encode.
+ * NULL after an error. */
 ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                 const int32_t *tokens, int B, const zoo_attn_trace *trace);
+/* Keeps the rows rows[0..n) (each in [0, B), n >= 1, repeats allowed) in that order: the encoder
+ * outputs, the lengths and every cache, gathered in place (new buffers on c->tape when n >
+ * rows_cap); what depends only on the source is moved only where a row's source changes.
+ * Returns 0 or -1 (reported). */
+int zoo_transformer_select(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                           const int32_t *rows, int n);
+/* Room for `rows` rows and `steps` more tokens; projects the cross-attention's keys and values
+ * if not done yet. Returns 0 or -1 (reported). */
+int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                            int rows, int steps);
 
 #endif

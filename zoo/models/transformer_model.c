@@ -1,5 +1,6 @@
 /* transformer_model.c -- the Transformer as a zoo_model: its hyperparameters (flags, checkpoint
  * config) and the encoder-decoder interface over zoo/transformer.h. */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "zoo/models/seq2seq.h"
@@ -24,6 +25,12 @@ static ag_tensor *tf_step(const zoo_model *m, const nn_ctx *c, void *s, const in
                           const zoo_attn_trace *trace) {
     return zoo_transformer_step(tf_of(m), c, s, tokens, B, trace);
 }
+static int tf_select(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *rows, int n) {
+    return zoo_transformer_select(tf_of(m), c, s, rows, n);
+}
+static int tf_reserve(const zoo_model *m, const nn_ctx *c, void *s, int rows, int steps) {
+    return zoo_transformer_reserve(tf_of(m), c, s, rows, steps);
+}
 static int tf_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
     (void)kind; /* all three kinds exist, with cfg.heads heads */
     return ((const tf_model *)m)->tf.cfg.heads;
@@ -34,9 +41,11 @@ static void tf_free(zoo_model *m) {
     free(m);
 }
 
-static const zoo_model_ops tf_ops = {tf_encode, tf_decode, tf_step, tf_attn_heads, tf_free};
+static const zoo_model_ops tf_ops = {.encode = tf_encode, .decode = tf_decode, .step = tf_step,
+                                     .select = tf_select, .reserve = tf_reserve,
+                                     .attn_heads = tf_attn_heads, .free = tf_free};
 
-static zoo_model *tf_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) {
+static zoo_model *tf_create(const void *config, int src_vocab, int tgt_vocab) {
     tf_model *m = calloc(1, sizeof *m);
     nn_params *ps = nn_params_new();
     if (!m || !ps) {
@@ -45,16 +54,12 @@ static zoo_model *tf_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) 
         ag_error("transformer: out of memory");
         return NULL;
     }
-    zoo_transformer_cfg cfg = zoo_transformer_defaults(src_vocab, tgt_vocab);
-    cfg.hiddens = (int)zoo_hp(h, "hiddens");
-    cfg.ffn_hiddens = (int)zoo_hp(h, "ffn-hiddens");
-    cfg.heads = (int)zoo_hp(h, "heads");
-    cfg.layers = (int)zoo_hp(h, "layers");
-    cfg.dropout = zoo_hp(h, "dropout");
-    cfg.max_len = (int)zoo_hp(h, "max-len");
-    cfg.d2l_step_positions = zoo_hp(h, "d2l-step-positions") != 0;
-    m->base = (zoo_model){.ops = &tf_ops, .kind = &zoo_transformer_kind, .hp = *h, .ps = ps,
-                          .src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .layers = cfg.layers};
+    zoo_transformer_cfg cfg = *(const zoo_transformer_cfg *)config;
+    cfg.src_vocab = src_vocab;
+    cfg.tgt_vocab = tgt_vocab;
+    m->base = (zoo_model){.ops = &tf_ops, .kind = &zoo_transformer_kind, .cfg = &m->tf.cfg,
+                          .ps = ps, .src_vocab = src_vocab, .tgt_vocab = tgt_vocab,
+                          .layers = cfg.layers};
     if (zoo_transformer_init(&m->tf, ps, &cfg)) {
         tf_free(&m->base);
         return NULL;
@@ -62,19 +67,36 @@ static zoo_model *tf_create(const zoo_hparams *h, int src_vocab, int tgt_vocab) 
     return &m->base;
 }
 
+static int tf_check_steps(const void *config, int num_steps) {
+    const zoo_transformer_cfg *cfg = config;
+    if (num_steps > cfg->max_len)
+        return ag_error("--num-steps %d is longer than the positional-encoding table (--max-len %d)",
+                        num_steps, cfg->max_len);
+    return 0;
+}
+
+#define F(field) offsetof(zoo_transformer_cfg, field)
+static const zoo_field tf_fields[] = {
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "model width d_model"},
+    {"ffn-hiddens", ZOO_INT, F(ffn_hiddens), 1, 65536, "hidden width of the position-wise FFN"},
+    {"heads", ZOO_INT, F(heads), 1, 256, "attention heads (must divide --hiddens)"},
+    {"layers", ZOO_INT, F(layers), 1, 64, "blocks in the encoder and in the decoder"},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout probability"},
+    {"max-len", ZOO_INT, F(max_len), 1, 100000, "positional-encoding table length"},
+    {"d2l-step-positions", ZOO_BOOL, F(d2l_step_positions), 0, 1,
+     "1: decode steps add P[0] at every step, as d2l's predict (0: true positions)"},
+};
+#undef F
+
 const zoo_model_kind zoo_transformer_kind = {
     .name = "transformer",
     .program = "transformer_nmt",
-    .hparams = {7,
-                {{"hiddens", 32, true, 1, 4096, "model width d_model"},
-                 {"ffn-hiddens", 64, true, 1, 65536, "hidden width of the position-wise FFN"},
-                 {"heads", 4, true, 1, 256, "attention heads (must divide --hiddens)"},
-                 {"layers", 2, true, 1, 64, "blocks in the encoder and in the decoder"},
-                 {"dropout", 0.1, false, 0, 0.99, "dropout probability"},
-                 {"max-len", 1000, true, 1, 100000, "positional-encoding table length"},
-                 {"d2l-step-positions", 0, true, 0, 1,
-                  "1: decode steps add P[0] at every step, as d2l's predict (0: true positions)"}}},
+    .config = tf_fields,
+    .n_config = sizeof tf_fields / sizeof *tf_fields,
+    .config_size = sizeof(zoo_transformer_cfg),
+    .defaults = &zoo_transformer_default_cfg,
     .epochs = 200,
     .lr = 0.005,
     .create = tf_create,
+    .check_steps = tf_check_steps,
 };
