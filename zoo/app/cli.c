@@ -410,6 +410,49 @@ done:
 
 /* ---- translate ---- */
 
+/* Translates the valid sentences of lines[0..n) in one batched call and prints every line's
+ * translation in order (an empty line for a bad one, whose error was reported with its line
+ * number: first_line is the number of lines[0]). Returns 0, or -1 after printing a line's or
+ * the decoder's error. */
+static int translate_lines(const cli *c, loaded *l, int steps, char **lines, int n, long first_line,
+                           bool numbered) {
+    char **outs = calloc((size_t)n, sizeof *outs);
+    const char **ok = malloc(sizeof *ok * (size_t)n);
+    bool *bad = calloc((size_t)n, sizeof *bad);
+    int32_t *ids = malloc(sizeof *ids * (size_t)steps);
+    int rc = 0, n_ok = 0;
+    if (!outs || !ok || !bad || !ids) {
+        fail(c, "out of memory");
+        rc = -1;
+    }
+    for (int i = 0; i < n && rc >= 0; i++) { /* a line that cannot be encoded is reported, not fatal */
+        int32_t len;
+        if (ds_encode_sentence(l->sv, lines[i], steps, ids, &len)) {
+            bad[i] = true;
+            rc = 1;
+            if (numbered) fprintf(stderr, "%s %s: line %ld: %s\n", c->kind->program, c->cmd, first_line + i, ag_last_error());
+            else fprintf(stderr, "%s %s: sentence %ld: %s\n", c->kind->program, c->cmd, first_line + i, ag_last_error());
+        } else {
+            ok[n_ok++] = lines[i];
+        }
+    }
+    if (rc >= 0 && n_ok &&
+        zoo_translate_batch(l->m, l->t, l->sv, l->tv, ok, n_ok, steps, c->a.beam, c->a.alpha, outs)) {
+        fail(c, ag_last_error());
+        rc = -1;
+    }
+    for (int i = 0, k = 0; i < n && rc >= 0; i++) printf("%s\n", bad[i] ? "" : outs[k++]);
+    for (int i = 0; i < n_ok; i++) free(outs[i]);
+    free(outs);
+    free(ok);
+    free(bad);
+    free(ids);
+    return rc < 0 ? -1 : rc;
+}
+
+/* Sentences from the command line, or every line of stdin, translated in batches. A line that
+ * cannot be read (invalid UTF-8, a NUL) is reported with its number and printed as an empty
+ * line; the others are translated, and the exit status is then 1. */
 static int cmd_translate(cli *c) {
     loaded l;
     int rc = load(c, &l);
@@ -424,26 +467,40 @@ static int cmd_translate(cli *c) {
         unload(&l);
         return rc;
     }
-    char *line = NULL;
-    size_t cap = 0;
-    for (int i = 0; !rc; i++) {
-        const char *s = NULL;
-        if (c->n_pos) {
-            if (i == c->n_pos) break;
-            s = c->pos[i];
-        } else {
-            ssize_t n = getline(&line, &cap, stdin);
-            if (n < 0) break;
-            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-            s = line;
+    bool any_bad = false;
+    if (c->n_pos) {
+        int r = translate_lines(c, &l, steps, c->pos, c->n_pos, 1, false);
+        any_bad = r > 0;
+        if (r < 0) rc = EXIT_RUNTIME;
+    } else {
+        /* stdin, in batches of ZOO_DECODE_ROWS lines (so a long stream starts printing early) */
+        enum { BATCH = ZOO_DECODE_ROWS };
+        char *lines[BATCH] = {0};
+        size_t caps[BATCH] = {0};
+        long line_no = 0;
+        for (bool eof = false; !eof && !rc;) {
+            int n = 0;
+            while (n < BATCH) {
+                ssize_t got = getline(&lines[n], &caps[n], stdin);
+                if (got < 0) {
+                    eof = true;
+                    break;
+                }
+                while (got > 0 && (lines[n][got - 1] == '\n' || lines[n][got - 1] == '\r')) lines[n][--got] = '\0';
+                n++;
+            }
+            if (n) {
+                int r = translate_lines(c, &l, steps, lines, n, line_no + 1, true);
+                any_bad |= r > 0;
+                if (r < 0) rc = EXIT_RUNTIME;
+                fflush(stdout);
+            }
+            line_no += n;
         }
-        char *out = NULL;
-        if (zoo_translate(l.m, l.t, l.sv, l.tv, s, steps, c->a.beam, c->a.alpha, &out)) rc = fail(c, ag_last_error());
-        else printf("%s\n", out);
-        free(out);
-        fflush(stdout);
+        if (ferror(stdin)) rc = fail(c, "reading standard input failed");
+        for (int i = 0; i < BATCH; i++) free(lines[i]);
     }
-    free(line);
+    if (!rc && any_bad) rc = EXIT_RUNTIME;
     unload(&l);
     return rc;
 }
