@@ -266,7 +266,7 @@ static void test_softmax_ce_vs_composite(void) {
 
 static void test_layer_norm(void) {
     ag_tape *t = ag_tape_new();
-    /* SPEC.md: [[1,2],[2,3]] -> [[-1,1],[-1,1]] to 4 decimals */
+    /* docs/spec.md: [[1,2],[2,3]] -> [[-1,1],[-1,1]] to 4 decimals */
     ag_tensor *x = ag_tensor_from(t, AG_SHAPE(2, 2), (const ag_real[]){1, 2, 2, 3});
     ag_tensor *y = ag_layer_norm(t, x, 1, NULL, NULL, 1e-5);
     const ag_real want[] = {-1, 1, -1, 1};

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent (stdlib only) computation of the numbers pinned in the datasets tests.
 
-Written from SPEC.md section 1 and 5, not from the C code: it reads fra.txt the
+Written from docs/spec.md section 1 and 5, not from the C code: it reads fra.txt the
 way d2l does (Python text mode, so universal newlines, strict UTF-8), applies
 d2l's preprocessing, tokenisation, Vocab and build_array_nmt, and prints the
 figures the CUnit tests pin (vocabulary sizes, first tokens and ids, array

@@ -1,4 +1,4 @@
-/* test_zoo_modules.c -- SPEC.md's examples for the attention modules and the Transformer,
+/* test_zoo_modules.c -- docs/spec.md's examples for the attention modules and the Transformer,
  * masks, causality, and incremental decoding against the full causal pass (float32). */
 #include "tests/tg_test.h"
 #include "zoo/models/transformer.h"
@@ -325,7 +325,7 @@ static CU_TestInfo tests[] = {
     {"dot-product attention: d2l's example", test_dot_attention_example},
     {"additive attention: d2l's example", test_additive_attention_example},
     {"multi-head attention: shape and per-head masks", test_mha_shape},
-    {"FFN and blocks: SPEC's shapes", test_ffn_and_blocks_shapes},
+    {"FFN and blocks: spec.md's shapes", test_ffn_and_blocks_shapes},
     {"positional encoding table", test_positional_encoding_values},
     {"transformer parameter names as the state_dict", test_parameter_names},
     {"decoder is causal", test_decoder_is_causal},

@@ -1,4 +1,4 @@
-/* zoo/cli.h -- the command line shared by the zoo's programs (transformer_nmt, bahdanau_nmt):
+/* zoo/app/cli.h -- the command line shared by the zoo's programs (transformer_nmt, bahdanau_nmt):
  *
  *     PROGRAM train      [flags]              train on fra-eng, report, translate, checkpoint
  *     PROGRAM translate  --checkpoint PATH [--beam N] [SENTENCE ...]   (stdin without any)

@@ -8,8 +8,8 @@
  * step (zoo_model_ops); the tape is rewound after each step to where the encoder's state ends,
  * so memory does not grow with the steps, and finished sentences leave the batch (select).
  */
-#ifndef TG_ZOO_PREDICT_H
-#define TG_ZOO_PREDICT_H
+#ifndef TG_ZOO_DECODE_H
+#define TG_ZOO_DECODE_H
 
 #include "datasets/fra_eng.h"
 #include "zoo/models/seq2seq.h"

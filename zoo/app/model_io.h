@@ -10,7 +10,7 @@
 /* ---- checkpoints: a model, its vocabularies, its config, and optionally the training state ----
  * Metadata keys: tapegrad.model (kind name), config.<hparam>, vocab.src / vocab.tgt (the
  * vocabulary text format of datasets/vocab.h: one token per line), plus what the caller adds
- * (the trainer adds train.* and data.*); tensors: the parameters (SPEC.md section 6 names) and
+ * (the trainer adds train.* and data.*); tensors: the parameters (docs/spec.md section 6 names) and
  * the optimizer state (optim.*). */
 
 /* Adds the model's parameters and metadata to ck. Returns 0 or -1 (ag_last_error). */

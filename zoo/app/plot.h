@@ -1,4 +1,4 @@
-/* zoo/plot.h -- small SVG plots: line charts (loss curves), heatmap grids (attention weights,
+/* zoo/app/plot.h -- small SVG plots: line charts (loss curves), heatmap grids (attention weights,
  * like d2l's show_heatmaps) and grouped histograms (d2l's sentence-length histogram).
  * Each writes a standalone SVG file (to a temporary file renamed over path) and returns 0, or
  * -1 with ag_last_error() naming the file. */

@@ -1,4 +1,5 @@
-/* zoo/trainer.h -- the one trainer of every seq2seq model (d2l's train_seq2seq, SPEC.md 5).
+/* zoo/app/trainer.h -- the one trainer of every seq2seq model (d2l's train_seq2seq,
+ * docs/spec.md section 5).
  *
  * A step: dec_in = <bos> + Y[:, :-1] (teacher forcing); logits = decode(encode(X), dec_in);
  * per-sequence loss = MaskedSoftmaxCELoss (mean over T); objective = its sum over the batch;

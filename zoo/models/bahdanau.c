@@ -1,5 +1,5 @@
 /* bahdanau.c -- d2l's Seq2SeqEncoder and Seq2SeqAttentionDecoder (d2l 1.0 sections 10.7 and
- * 11.4); math, shapes and names in zoo/bahdanau.h. */
+ * 11.4); math, shapes and names in zoo/models/bahdanau.h. */
 #include "zoo/models/bahdanau.h"
 
 #include "autograd/ag_op.h"

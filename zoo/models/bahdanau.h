@@ -1,6 +1,7 @@
-/* zoo/bahdanau.h -- d2l's GRU encoder-decoder with Bahdanau attention (SPEC.md section 4; d2l 1.0
- * section 10.7 "Sequence-to-sequence learning" for the encoder and 11.4 "The Bahdanau attention
- * mechanism" for the decoder; 9.7 and 10.4 in d2l 0.17), built from nn layers.
+/* zoo/models/bahdanau.h -- d2l's GRU encoder-decoder with Bahdanau attention (docs/spec.md
+ * section 4; d2l 1.0 section 10.7 "Sequence-to-sequence learning" for the encoder and 11.4 "The
+ * Bahdanau attention mechanism" for the decoder; 9.7 and 10.4 in d2l 0.17), built from nn
+ * layers.
  *
  *     zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(src_vocab, tgt_vocab);
  *     zoo_bahdanau bm;
@@ -31,7 +32,7 @@
  * leaving out the source positions that are padding in every row of the batch (their weights
  * are exactly 0; see zoo_seq2seq_attn_decoder_init_state).
  *
- * Parameter names are those of the PyTorch state_dict of the d2l model (SPEC.md section 6),
+ * Parameter names are those of the PyTorch state_dict of the d2l model (docs/spec.md section 6),
  * registered in its order:
  *     encoder.embedding.weight                     (Vs, E)
  *     encoder.rnn.weight_ih_l{k}                   (3H, E for k = 0 else H)
@@ -59,7 +60,7 @@ typedef struct zoo_bahdanau_cfg {
     double dropout;  /* between GRU layers and on the attention weights (0.1) */
 } zoo_bahdanau_cfg;
 
-/* SPEC.md section 4's default configuration (vocabulary sizes 0), the one place it is written;
+/* docs/spec.md section 4's default configuration (vocabulary sizes 0), the one place it is written;
  * zoo_bahdanau_defaults gives it with the vocabulary sizes set. */
 extern const zoo_bahdanau_cfg zoo_bahdanau_default_cfg;
 zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab);

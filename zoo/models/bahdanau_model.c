@@ -1,5 +1,5 @@
 /* bahdanau_model.c -- the Bahdanau GRU seq2seq as a zoo_model: its hyperparameters (flags,
- * checkpoint config) and the encoder-decoder interface over zoo/bahdanau.h.
+ * checkpoint config) and the encoder-decoder interface over zoo/models/bahdanau.h.
  *
  * Attention for the heatmaps: the model has one attention, the decoder's cross-attention over
  * the encoder outputs, with one head. So zoo_model.layers is 1 here (attention layers, which

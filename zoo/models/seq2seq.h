@@ -1,5 +1,5 @@
-/* zoo/seq2seq.h -- the encoder-decoder interface that one trainer, one predictor, the plots and
- * the checkpoints share, whatever the model (Transformer, Bahdanau GRU).
+/* zoo/models/seq2seq.h -- the encoder-decoder interface that one trainer, one decoder, the plots
+ * and the checkpoints share, whatever the model (Transformer, Bahdanau GRU).
  *
  * A model kind (zoo_model_kind) describes a family: its name, its typed config (a C struct, the
  * constant struct of its defaults, and the table of its fields: names, types, ranges, help; the

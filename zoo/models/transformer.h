@@ -1,4 +1,4 @@
-/* zoo/transformer.h -- d2l's Transformer (SPEC.md section 3), built from nn layers.
+/* zoo/models/transformer.h -- d2l's Transformer (docs/spec.md section 3), built from nn layers.
  *
  *     zoo_transformer_cfg cfg = zoo_transformer_defaults(src_vocab, tgt_vocab);
  *     zoo_transformer tf;
@@ -7,7 +7,7 @@
  *     zoo_tf_state *s = zoo_transformer_encode(&tf, &c, src, src_len, B, Ts);
  *     ag_tensor *logits = zoo_transformer_decode(&tf, &c, s, dec_in, B, T);   // (B, T, V)
  *
- * Parameter names are those of the PyTorch state_dict of the d2l model (SPEC.md section 6),
+ * Parameter names are those of the PyTorch state_dict of the d2l model (docs/spec.md section 6),
  * registered in its order.
  *
  * Decoding. zoo_transformer_decode is the teacher-forced pass over a whole target with the
@@ -39,7 +39,7 @@ typedef struct zoo_transformer_cfg {
     bool d2l_step_positions; /* step decoding adds P[0] at every step, as d2l (false) */
 } zoo_transformer_cfg;
 
-/* SPEC.md section 3's default configuration (vocabulary sizes 0), the one place it is written;
+/* docs/spec.md section 3's default configuration (vocabulary sizes 0), the one place it is written;
  * zoo_transformer_defaults gives it with the vocabulary sizes set. */
 extern const zoo_transformer_cfg zoo_transformer_default_cfg;
 zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab);
@@ -78,7 +78,7 @@ typedef struct zoo_encoder_block {
     zoo_addnorm addnorm2;
 } zoo_encoder_block;
 
-/* norm_ndim / norm_shape: LayerNorm's normalized_shape ([hiddens] in the model; SPEC's
+/* norm_ndim / norm_shape: LayerNorm's normalized_shape ([hiddens] in the model; spec.md's
  * shape example uses [T, hiddens]). */
 int zoo_encoder_block_init(zoo_encoder_block *b, nn_params *ps, const char *prefix, int hiddens,
                            int norm_ndim, const int *norm_shape, int ffn_hiddens, int heads,
@@ -120,7 +120,7 @@ typedef struct zoo_transformer {
     nn_linear dense;         /* hiddens -> tgt_vocab */
 } zoo_transformer;
 
-/* Registers every parameter in ps (names as SPEC.md section 6). Returns 0, or -1 with
+/* Registers every parameter in ps (names as docs/spec.md section 6). Returns 0, or -1 with
  * ag_last_error() (bad config: sizes < 1, hiddens not a multiple of heads or odd). Free
  * with zoo_transformer_free (the parameters belong to ps). */
 int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transformer_cfg *cfg);

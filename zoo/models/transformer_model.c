@@ -1,5 +1,5 @@
 /* transformer_model.c -- the Transformer as a zoo_model: its hyperparameters (flags, checkpoint
- * config) and the encoder-decoder interface over zoo/transformer.h. */
+ * config) and the encoder-decoder interface over zoo/models/transformer.h. */
 #include <stddef.h>
 #include <stdlib.h>
 
