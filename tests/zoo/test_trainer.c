@@ -285,7 +285,54 @@ static void test_hparam_errors(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "multiple of heads"));
 }
 
+/* Metadata values are read as strictly as flags: a bad value is named once (the file, the key,
+ * what it expects, what it holds), never formatted into itself; integers are range-checked. */
+static void test_metadata_values(void) {
+    ds_fra *d = load();
+    zoo_trainer *tr = new_trainer(d, 0, 2);
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL_FATAL(zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    zoo_model *m = NULL;
+    ds_vocab *sv = NULL, *tv = NULL;
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.dropout", "ten"), 0);
+    CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), -1);
+    char want[256];
+    snprintf(want, sizeof want, "%s: metadata config.dropout: expected a number in [0, 0.99], got 'ten'",
+             nn_ckpt_source(ck));
+    CU_ASSERT_STRING_EQUAL(ag_last_error(), want);
+    CU_ASSERT_PTR_NULL(m);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.dropout", "0.1"), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.heads", "4294967300"), 0); /* not wrapped to 4 */
+    CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "config.heads: expected an integer in [1, 256], got '4294967300'"));
+    /* data.*: the range of the flag of the same name */
+    ds_fra_options o = ds_fra_defaults();
+    static const char *const bad[][2] = {{"data.num_steps", "100000000"}, {"data.num_steps", "-5"},
+                                         {"data.num_steps", "ten"}, {"data.batch_size", "4294967306"},
+                                         {"data.split", "0.1"}, {"data.split", "0.1 nan"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        nn_ckpt *c2 = nn_ckpt_new();
+        CU_ASSERT_EQUAL(nn_ckpt_set_meta(c2, bad[i][0], bad[i][1]), 0);
+        CU_ASSERT_EQUAL(zoo_data_meta_read(c2, &o, NULL), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), bad[i][0]));
+        nn_ckpt_free(c2);
+    }
+    CU_ASSERT_EQUAL(o.num_steps, 10); /* unchanged by the refusals */
+    nn_ckpt *good = nn_ckpt_new();
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(good, "data.num_steps", "12"), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(good, "data.split", "0.1 0.05"), 0);
+    CU_ASSERT_EQUAL(zoo_data_meta_read(good, &o, NULL), 0);
+    CU_ASSERT_EQUAL(o.num_steps, 12);
+    CU_ASSERT_EQUAL(o.valid_frac, 0.1);
+    CU_ASSERT_EQUAL(o.test_frac, 0.05);
+    nn_ckpt_free(good);
+    nn_ckpt_free(ck);
+    zoo_trainer_free(tr);
+    ds_fra_free(d);
+}
+
 static CU_TestInfo tests[] = {
+    {"metadata values: strict, named once, in range", test_metadata_values},
     {"masked cross-entropy and teacher forcing", test_masked_ce_value},
     {"overfits a small corpus; greedy and beam translate it", test_overfits_and_translates},
     {"same seed, same bits", test_same_seed_same_bits},

@@ -18,13 +18,25 @@ const zoo_field *zoo_field_find(const zoo_field *fields, int n, const char *name
 
 static bool integral(zoo_type t) { return t == ZOO_INT || t == ZOO_I64 || t == ZOO_U64; }
 
+/* v in the shortest %g form that reads back as the same double; returns buf. */
+static char *shortest(double v, char *buf, size_t len) {
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, len, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 const char *zoo_field_expects(const zoo_field *f, char *buf, size_t len) {
+    char lo[32], hi[32];
+    shortest(f->min, lo, sizeof lo);
+    shortest(f->max, hi, sizeof hi);
     if (f->type == ZOO_U64 && f->max >= 18446744073709551615.0)
-        snprintf(buf, len, "an integer in [%.17g, 18446744073709551615]", f->min);
+        snprintf(buf, len, "an integer in [%s, 18446744073709551615]", lo);
     else if (integral(f->type))
-        snprintf(buf, len, "an integer in [%.17g, %.17g]", f->min, f->max);
+        snprintf(buf, len, "an integer in [%s, %s]", lo, hi);
     else if (f->type == ZOO_REAL)
-        snprintf(buf, len, "a number in [%.17g, %.17g]", f->min, f->max);
+        snprintf(buf, len, "a number in [%s, %s]", lo, hi);
     else if (f->type == ZOO_BOOL)
         snprintf(buf, len, "0 or 1");
     else
@@ -108,14 +120,7 @@ char *zoo_field_format(const zoo_field *f, const void *obj, char *buf, size_t le
     case ZOO_INT: snprintf(buf, len, "%d", *(const int *)src); break;
     case ZOO_I64: snprintf(buf, len, "%lld", (long long)*(const int64_t *)src); break;
     case ZOO_U64: snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)src); break;
-    case ZOO_REAL: { /* the shortest text that reads back as the same double */
-        double v = *(const double *)src;
-        for (int digits = 15; digits <= 17; digits++) {
-            snprintf(buf, len, "%.*g", digits, v);
-            if (strtod(buf, NULL) == v) break;
-        }
-        break;
-    }
+    case ZOO_REAL: shortest(*(const double *)src, buf, len); break;
     case ZOO_BOOL: snprintf(buf, len, "%d", *(const bool *)src ? 1 : 0); break;
     case ZOO_SWITCH: snprintf(buf, len, "%s", *(const int *)src ? "on" : "off"); break;
     case ZOO_STR: snprintf(buf, len, "%s", *(const char *const *)src ? *(const char *const *)src : "(none)"); break;

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Nothing silently wrong, nothing lost: every case of docs/reliability.md that a user meets on
+# the command line, run as a user runs it.
+#   e2e_reliability.sh PROGRAM FRA_TXT        (PROGRAM: build/zoo/transformer_nmt)
+# Each case checks the exit status (2 usage, 1 runtime), that the message names its cause, and
+# that nothing already written was lost.
+set -u
+prog=$1
+data=$2
+dir=$(mktemp -d)
+trap 'chmod -R u+w "$dir"; rm -rf "$dir"' EXIT
+passed=0
+failed=0
+check() { # check NAME COMMAND...: passes when the command succeeds
+    local name=$1
+    shift
+    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
+}
+run() { # run EXPECTED_STATUS ARGS...: stdout in $dir/out, stderr in $dir/err
+    local want=$1
+    shift
+    "$prog" "$@" >"$dir/out" 2>"$dir/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "  $prog $* exited $got, expected $want; stderr:"
+        sed 's/^/    /' "$dir/err"
+        return 1
+    fi
+}
+to_full() { # to_full EXPECTED_STATUS ARGS...: stdout to /dev/full
+    local want=$1
+    shift
+    "$prog" "$@" >/dev/full 2>"$dir/err"
+    local got=$?
+    [ "$got" = "$want" ] || { echo "  $prog $* > /dev/full exited $got, expected $want"; return 1; }
+}
+has() { grep -Eq -- "$2" "$dir/$1" || { echo "  $1 lacks /$2/:"; sed 's/^/    /' "$dir/$1"; return 1; }; }
+lacks() { ! grep -Eq -- "$2" "$dir/$1" || { echo "  $1 has /$2/"; return 1; }; }
+same() { cmp -s "$1" "$2" || { echo "  $1 changed"; return 1; }; }
+
+[ -r "$data" ] || { echo "e2e: data file $data missing"; echo "0 passed, 1 failed"; exit 1; }
+ck="$dir/run.safetensors"
+small=(--data "$data" --num-examples 80 --epochs 1 --log-every 0)
+run 0 train "${small[@]}" --checkpoint "$ck" || { echo "0 passed, 1 failed"; exit 1; }
+cp "$ck" "$dir/keep.safetensors"
+
+# 1. numbers in flags: the whole text, integers in decimal, reals finite and in range
+check "--seed 1e3 refused" run 2 train "${small[@]}" --seed 1e3
+check "  names the flag and the range" has err "--seed: expected an integer in \[0, 18446744073709551615\], got '1e3'"
+check "--seed 0x10 refused" run 2 train "${small[@]}" --seed 0x10
+check "--alpha nan refused" run 2 translate --checkpoint "$ck" --beam 4 --alpha nan "go ."
+check "  names the flag" has err "--alpha: expected a number in \[0, 10\], got 'nan'"
+check "--lr nan refused as usage" run 2 train "${small[@]}" --lr nan
+check "--heads 3.5 refused" run 2 train "${small[@]}" --heads 3.5
+
+# 2. messages name their cause: a sequence longer than the positional-encoding table is refused
+#    before training
+check "--num-steps beyond --max-len refused" run 2 train "${small[@]}" --num-steps 2000
+check "  names both" has err "--num-steps 2000 is longer than the positional-encoding table \(--max-len 1000\)"
+check "  no empty message" lacks err ': $'
+
+# 3. outputs that could be lost
+check "export --out = --checkpoint refused" run 2 export --checkpoint "$ck" --out "$ck" --src-vocab "$dir/s.txt" --tgt-vocab "$dir/t.txt"
+check "  names both flags" has err "--checkpoint and --out name the same file"
+check "  checkpoint intact" same "$ck" "$dir/keep.safetensors"
+check "export --src-vocab = --checkpoint refused" run 2 export --checkpoint "$ck" --out "$dir/sd.safetensors" --src-vocab "$ck" --tgt-vocab "$dir/t.txt"
+check "  checkpoint intact" same "$ck" "$dir/keep.safetensors"
+check "translate > /dev/full exits 1" to_full 1 translate --checkpoint "$ck" "go ."
+check "  says so" has err "writing to standard output failed"
+check "eval > /dev/full exits 1" to_full 1 eval --checkpoint "$ck" --data "$data"
+check "stats > /dev/full exits 1" to_full 1 stats --data "$data" --num-examples 80
+check "train > /dev/full exits 1" to_full 1 train "${small[@]}" --checkpoint "$dir/full.safetensors"
+check "export > /dev/full exits 1" to_full 1 export --checkpoint "$ck" --out "$dir/sd.safetensors" --src-vocab "$dir/s.txt" --tgt-vocab "$dir/t.txt"
+check "--checkpoint in a missing folder refused before training" run 2 train "${small[@]}" --checkpoint "$dir/no/such/x.safetensors"
+check "  names the folder" has err "its folder $dir/no/such does not exist"
+check "--checkpoint a directory refused" run 2 train "${small[@]}" --checkpoint "$dir"
+check "  says it is not a file" has err "exists and is not a regular file"
+: > "$dir/afile"
+check "--plots naming a regular file refused" run 2 train "${small[@]}" --checkpoint "$dir/p.safetensors" --plots "$dir/afile"
+check "  says so" has err "afile: exists and is not a directory"
+check "  nothing trained" test ! -e "$dir/p.safetensors"
+
+# 4. temporary files: a save leaves none behind; a symlinked checkpoint stays a link; the mode stays
+check "no temporary left by saves" test -z "$(find "$dir" -name '*.tmp.*')"
+cp "$ck" "$dir/target.safetensors"
+chmod 600 "$dir/target.safetensors"
+ln -s target.safetensors "$dir/link.safetensors"
+check "train through a symlink" run 0 train "${small[@]}" --checkpoint "$dir/link.safetensors"
+check "  the link is still a link" test -L "$dir/link.safetensors"
+check "  its target was replaced" test "$(cmp -s "$ck" "$dir/target.safetensors"; echo $?)" = 1
+check "  mode 0600 kept" test "$(stat -c %a "$dir/target.safetensors")" = 600
+
+# 5. a checkpoint can be trusted: an edited header or a flipped data bit is refused
+sed 's/"config.dropout":"0.1"/"config.dropout":"0.2"/' "$ck" > "$dir/edited.safetensors"
+check "  (the header was edited)" test "$(cmp -s "$ck" "$dir/edited.safetensors"; echo $?)" = 1
+check "edited config refused" run 1 translate --checkpoint "$dir/edited.safetensors" "go ."
+check "  checksum named" has err "checksum does not match"
+cp "$ck" "$dir/flipped.safetensors"
+size=$(stat -c %s "$dir/flipped.safetensors")
+printf '\x55' | dd of="$dir/flipped.safetensors" bs=1 seek=$((size - 5)) conv=notrunc status=none
+check "flipped data bit refused" run 1 translate --checkpoint "$dir/flipped.safetensors" "go ."
+check "  checksum named" has err "checksum does not match"
+head -c 100 "$ck" > "$dir/short.safetensors"
+check "truncated file refused" run 1 translate --checkpoint "$dir/short.safetensors" "go ."
+
+# 6. translate: a bad line is reported with its number, the others translated, exit 1
+printf 'go .\n\377 bad\ni lost .\n' > "$dir/in.txt"
+check "bad input line: exit 1" run 1 translate --checkpoint "$ck" < "$dir/in.txt"
+check "  line number" has err "line 2: invalid UTF-8"
+check "  three output lines" test "$(wc -l < "$dir/out")" = 3
+check "  the next lines translated" lacks err "line [13]:"
+check "a directory as --data says so" run 1 stats --data "$dir"
+check "  is a directory" has err "is a directory"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
