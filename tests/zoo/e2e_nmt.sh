@@ -45,11 +45,11 @@ check "train: csv rows" test "$(wc -l <"$dir/plots/loss.csv")" = 4
 
 # resume to 5 epochs: continues the history
 check "resume" run 0 train --data "$data" --epochs 5 --checkpoint "$ck" --plots "$dir/plots" --resume --log-every 1
-check "resume: says so" has err 'resuming .* after epoch 3'
+check "resume: says so" has err 'resuming .* at step [0-9]+ \(epoch 4, batch 0\)'
 check "resume: epochs 4 and 5 only" test "$(grep -c '^epoch [45]/5' "$dir/err")" = 2
 check "resume: history continued" test "$(wc -l <"$dir/plots/loss.csv")" = 6
 check "resume: fixed options refused" run 2 train --data "$data" --epochs 9 --checkpoint "$ck" --resume --lr 0.1
-check "resume: message" has err 'lr cannot change on --resume'
+check "resume: message" has err 'lr and --shards cannot change on --resume'
 
 # translate: arguments, stdin, beam search
 check "translate args" run 0 translate --checkpoint "$ck" "go ." "i lost ."

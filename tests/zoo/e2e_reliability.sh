@@ -112,5 +112,30 @@ check "  the next lines translated" lacks err "line [13]:"
 check "a directory as --data says so" run 1 stats --data "$dir"
 check "  is a directory" has err "is a directory"
 
+# 7. budgeted, interruptible jobs: limits that are not positive are refused before training; a run
+#    stopped mid-epoch (by --max-steps or by SIGINT) resumes to the same bits as an uninterrupted one
+check "--max-steps 0 refused" run 2 train "${small[@]}" --max-steps 0
+check "  names the flag" has err "--max-steps: expected an integer in \[1,"
+check "--time-budget 0 refused" run 2 train "${small[@]}" --time-budget 0
+check "--time-budget -5 refused" run 2 train "${small[@]}" --time-budget -5
+job=(--data "$data" --num-examples 200 --epochs 3 --log-every 0)
+check "an uninterrupted run" run 0 train "${job[@]}" --checkpoint "$dir/whole.safetensors"
+check "--max-steps stops mid-epoch" run 0 train "${job[@]}" --checkpoint "$dir/part.safetensors" --max-steps 5
+check "  says where" has out "stopped at step 5 \(epoch 2, batch 1\) by --max-steps"
+check "--resume finishes it" run 0 train "${job[@]}" --checkpoint "$dir/part.safetensors" --resume
+check "  from that step" has err "resuming .* at step 5 \(epoch 2, batch 1\)"
+run 0 export --checkpoint "$dir/whole.safetensors" --out "$dir/whole.sd" --src-vocab "$dir/ws.txt" --tgt-vocab "$dir/wt.txt"
+run 0 export --checkpoint "$dir/part.safetensors" --out "$dir/part.sd" --src-vocab "$dir/ps.txt" --tgt-vocab "$dir/pt.txt"
+check "  the same parameters, bit for bit" same "$dir/whole.sd" "$dir/part.sd"
+"$prog" train --data "$data" --epochs 100000 --log-every 0 --checkpoint "$dir/sig.safetensors" >"$dir/out" 2>"$dir/err" &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+status=$?
+check "SIGINT: exit 130" test "$status" = 130
+check "  says where it saved" has err "interrupted at step [0-9]+ .*checkpoint .*sig.safetensors"
+check "  the checkpoint resumes" run 0 train --data "$data" --epochs 100000 --max-steps 1000000000 --time-budget 0.2 --log-every 0 --checkpoint "$dir/sig.safetensors" --resume
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

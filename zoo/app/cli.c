@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,8 @@ enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 typedef struct args {
     const char *data, *checkpoint, *plots, *src_vocab, *tgt_vocab, *split, *out;
     int epochs, threads, shards, checkpoint_every, log_every, beam;
-    double lr, alpha;
+    int64_t max_steps, checkpoint_steps, log_steps;
+    double lr, alpha, time_budget, checkpoint_minutes;
     int resume, allow_nonfinite;
     ds_fra_options o;    /* the data flags: their table is zoo_data_fields (trainer.h) */
     void *hp;            /* the model's config (kind->config_size bytes), malloc'd */
@@ -52,6 +54,11 @@ static const flag FLAGS[] = {
     {{"shards", ZOO_INT, A(shards), 1, 64, "parts of each batch that run in parallel, their gradients summed (results depend on it)"}, "t"},
     {{"checkpoint", ZOO_STR, A(checkpoint), 0, 0, "checkpoint to write (train; default PROGRAM.safetensors) or read"}, "trex"},
     {{"checkpoint-every", ZOO_INT, A(checkpoint_every), 0, 1e6, "also checkpoint every N epochs (0: at the end only)"}, "t"},
+    {{"checkpoint-steps", ZOO_I64, A(checkpoint_steps), 0, 1e12, "also checkpoint every N steps (0: none)"}, "t"},
+    {{"checkpoint-minutes", ZOO_REAL, A(checkpoint_minutes), 0, 1e6, "also checkpoint every M minutes of training (0: none)"}, "t"},
+    {{"max-steps", ZOO_I64, A(max_steps), 1, 1e12, "stop, save and report after N steps of the whole run (default: none)"}, "t"},
+    {{"time-budget", ZOO_REAL, A(time_budget), 0.001, 1e9, "stop, save and report after S seconds of training (default: none)"}, "t"},
+    {{"log-steps", ZOO_I64, A(log_steps), 0, 1e12, "also a progress line every N steps: step, epoch, loss, lr, tokens/sec, elapsed, remaining (0: none)"}, "t"},
     {{"resume", ZOO_SWITCH, A(resume), 0, 1, "continue the run saved in --checkpoint"}, "t"},
     {{"plots", ZOO_STR, A(plots), 0, 0, "directory for the plots"}, "ts"},
     {{"log-every", ZOO_INT, A(log_every), 0, 1e6, "epochs between progress lines (0: none)"}, "t"},
@@ -309,12 +316,14 @@ static int check_steps(const cli *c, const void *cfg, int num_steps) {
 
 /* ---- train ---- */
 
+/* The signal that asked a training run to stop (0: none). */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
 static const char *const ENGS[4] = {"go .", "i lost .", "he's calm .", "i'm home ."};
 static const char *const FRAS[4] = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
 
 static int cmd_train(cli *c) {
-    static const char *const fixed_on_resume[] = {"num-examples", "batch-size", "num-steps", "min-freq",
-                                                  "lr", "seed", "valid-frac", "test-frac", "split-seed", "shards"};
     zoo_trainer *tr = NULL;
     ds_fra *d = NULL;
     ds_batches *it = NULL;
@@ -326,21 +335,39 @@ static int cmd_train(cli *c) {
     if (check_output_file("--checkpoint", ckpath) || (c->a.plots && mkdir_p(c->a.plots)))
         return usage_error(c, "%s", ag_last_error());
     if (c->a.resume) {
-        for (size_t i = 0; i < sizeof fixed_on_resume / sizeof *fixed_on_resume; i++)
-            if (given(c, fixed_on_resume[i]))
-                return usage_error(c, "--%s cannot change on --resume (the checkpoint fixes it)", fixed_on_resume[i]);
-        for (int i = 0; i < c->kind->n_config; i++)
-            if (c->given[N_FLAGS + N_DATA + i])
-                return usage_error(c, "--%s cannot change on --resume (the checkpoint fixes it)",
-                                   c->kind->config[i].name);
         tr = zoo_trainer_resume(ckpath, c->kind, &o);
         if (!tr) return fail(c, ag_last_error());
+        /* what the checkpoint fixes may be given again, with the same value only */
+        char a[64], b[64];
+        for (size_t k = 0; k < N_DATA; k++)
+            if (c->given[N_FLAGS + k] &&
+                strcmp(zoo_field_format(&zoo_data_fields[k], &c->a.o, a, sizeof a),
+                       zoo_field_format(&zoo_data_fields[k], &o, b, sizeof b))) {
+                rc = usage_error(c, "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
+                                 zoo_data_fields[k].name, a, b);
+                goto done;
+            }
+        for (int k = 0; k < c->kind->n_config; k++)
+            if (c->given[N_FLAGS + N_DATA + k] &&
+                strcmp(zoo_field_format(&c->kind->config[k], c->a.hp, a, sizeof a),
+                       zoo_field_format(&c->kind->config[k], tr->model->cfg, b, sizeof b))) {
+                rc = usage_error(c, "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
+                                 c->kind->config[k].name, a, b);
+                goto done;
+            }
+        if ((given(c, "lr") && c->a.lr != optim_config(tr->opt)->lr) ||
+            (given(c, "shards") && c->a.shards != tr->shards)) {
+            rc = usage_error(c, "--lr and --shards cannot change on --resume (the checkpoint has %g and %d)",
+                             optim_config(tr->opt)->lr, tr->shards);
+            goto done;
+        }
         if ((rc = check_steps(c, tr->model->cfg, o.num_steps)) || (rc = load_data(c, &o, &d))) goto done;
         if (zoo_trainer_check_data(tr, d)) {
             rc = fail(c, ag_last_error());
             goto done;
         }
-        fprintf(stderr, "resuming %s after epoch %d\n", ckpath, tr->epochs_done);
+        fprintf(stderr, "resuming %s at step %lld (epoch %d, batch %d)\n", ckpath, (long long)tr->steps,
+                tr->epochs_done + 1, tr->epoch_batches);
     } else {
         if ((rc = check_steps(c, c->a.hp, o.num_steps)) || (rc = load_data(c, &o, &d))) goto done;
         zoo_model *m = zoo_model_new(c->kind, c->a.hp, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
@@ -362,19 +389,50 @@ static int cmd_train(cli *c) {
         rc = fail(c, ag_last_error());
         goto done;
     }
-    zoo_train_opts to = {.epochs = c->a.epochs, .checkpoint = ckpath,
-                         .checkpoint_every = c->a.checkpoint_every, .plots_dir = c->a.plots,
-                         .log_every = c->a.log_every, .log = stderr};
+    zoo_train_opts to = {.epochs = c->a.epochs, .max_steps = c->a.max_steps,
+                         .time_budget = c->a.time_budget, .checkpoint = ckpath,
+                         .checkpoint_every = c->a.checkpoint_every,
+                         .checkpoint_steps = c->a.checkpoint_steps,
+                         .checkpoint_minutes = c->a.checkpoint_minutes, .plots_dir = c->a.plots,
+                         .log_every = c->a.log_every, .log_steps = c->a.log_steps, .log = stderr,
+                         .stop = &stop_signal};
     if (tr->epochs_done >= to.epochs) {
         rc = usage_error(c, "the checkpoint has %d epochs already; give --epochs above it", tr->epochs_done);
         goto done;
     }
-    if (zoo_train(tr, d, it, &to)) {
+    if (c->a.max_steps && tr->steps >= c->a.max_steps) {
+        rc = usage_error(c, "the checkpoint has %lld steps already; give --max-steps above it", (long long)tr->steps);
+        goto done;
+    }
+    /* SIGINT / SIGTERM: finish the step, save, exit 130 / 143 */
+    struct sigaction sa = {.sa_handler = on_stop_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int trc = zoo_train(tr, d, it, &to);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (trc < 0) {
         rc = fail(c, ag_last_error());
         goto done;
     }
-    const zoo_epoch_stats *last = &tr->hist[tr->n_hist - 1];
-    printf("loss %.3f, %.1f tokens/sec\n", last->loss, last->tokens / last->seconds);
+    if (trc == ZOO_TRAIN_STOPPED) {
+        fprintf(stderr, "%s %s: interrupted at step %lld (epoch %d, batch %d): checkpoint %s; "
+                "continue with --resume\n", c->kind->program, c->cmd, (long long)tr->steps,
+                tr->epochs_done + 1, tr->epoch_batches, ckpath);
+        rc = 128 + (int)stop_signal;
+        goto done;
+    }
+    if (trc == ZOO_TRAIN_LIMIT)
+        printf("stopped at step %lld (epoch %d, batch %d) by %s; checkpoint %s (continue with --resume)\n",
+               (long long)tr->steps, tr->epochs_done + 1, tr->epoch_batches,
+               c->a.max_steps && tr->steps >= c->a.max_steps ? "--max-steps" : "--time-budget", ckpath);
+    if (tr->epoch_batches) /* the epoch under way */
+        printf("loss %.3f, %.1f tokens/sec (epoch %d so far)\n", tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
+               tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, tr->epochs_done + 1);
+    else
+        printf("loss %.3f, %.1f tokens/sec\n", tr->hist[tr->n_hist - 1].loss,
+               tr->hist[tr->n_hist - 1].tokens / tr->hist[tr->n_hist - 1].seconds);
     const ds_vocab *sv = ds_fra_vocab(d, DS_SRC), *tv = ds_fra_vocab(d, DS_TGT);
     for (int i = 0; i < 4 && !rc; i++) {
         char *pred = NULL;

@@ -217,23 +217,92 @@ static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *l
     return 0;
 }
 
-/* ---- one epoch ---- */
+/* ---- epochs, steps and stops ---- */
 
-int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out) {
-    double loss_sum = 0, tokens = 0, t0 = now();
+/* Why run_epoch returned before the end of its epoch. */
+typedef enum { RUN_ON, RUN_LIMIT, RUN_STOP } run_why;
+
+typedef struct run_state {
+    const zoo_train_opts *o; /* NULL: no limits, no progress (zoo_train_epoch) */
+    const ds_fra *data;
+    double t0;               /* when this call started training */
+    double last_ckpt;        /* when the last checkpoint of this call was written */
+} run_state;
+
+static double epoch_fraction(const zoo_trainer *tr, const ds_batches *it) {
+    int64_t n = ds_batches_count(it);
+    return tr->epochs_done + (n ? (double)tr->epoch_batches / (double)n : 0);
+}
+
+/* A progress line every o->log_steps steps: step, epoch (fractional), the epoch's running loss,
+ * the learning rate, tokens/sec of the epoch so far, elapsed, and the time left to the nearest
+ * limit. */
+static void report_step(const run_state *r, const zoo_trainer *tr, const ds_batches *it) {
+    const zoo_train_opts *o = r->o;
+    if (!o || !o->log || o->log_steps <= 0 || tr->steps % o->log_steps) return;
+    double done = now() - r->t0, per_step = done / (double)(tr->steps ? tr->steps : 1);
+    double frac = epoch_fraction(tr, it), left = (o->epochs - frac) * ds_batches_count(it) * per_step;
+    if (o->max_steps > 0 && (double)(o->max_steps - tr->steps) * per_step < left)
+        left = (double)(o->max_steps - tr->steps) * per_step;
+    if (o->time_budget > 0 && o->time_budget - done < left) left = o->time_budget - done;
+    fprintf(o->log, "step %lld (epoch %.2f): loss %.4f, lr %.3g, %.1f tokens/sec, elapsed %.1fs, "
+            "remaining %.1fs\n", (long long)tr->steps, frac,
+            tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0, optim_config(tr->opt)->lr,
+            tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done, left > 0 ? left : 0);
+    fflush(o->log);
+}
+
+/* The checkpoints due after a step: every checkpoint_steps steps, every checkpoint_minutes. */
+static int periodic_save(run_state *r, const zoo_trainer *tr) {
+    const zoo_train_opts *o = r->o;
+    if (!o || !o->checkpoint) return 0;
+    bool due = (o->checkpoint_steps > 0 && tr->steps % o->checkpoint_steps == 0) ||
+               (o->checkpoint_minutes > 0 && now() - r->last_ckpt >= 60 * o->checkpoint_minutes);
+    if (!due) return 0;
+    r->last_ckpt = now();
+    return zoo_trainer_save(tr, r->data, o->checkpoint);
+}
+
+/* Batches of epoch tr->epochs_done from tr->epoch_batches on, until the epoch ends (then its
+ * stats go to the history) or a limit or a stop comes (*why). Returns 0 or -1. */
+static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, run_state *r,
+                     zoo_epoch_stats *out, run_why *why) {
+    const zoo_train_opts *o = r->o;
+    *why = RUN_ON;
     ds_batches_epoch(it, tr->epochs_done);
     ds_batch b;
+    for (int k = 0; k < tr->epoch_batches; k++) /* the batches a stopped run already did */
+        if (!ds_batches_next(it, &b)) return ag_error("resume: the epoch has fewer than %d batches", tr->epoch_batches);
     while (ds_batches_next(it, &b)) {
-        double loss;
+        double loss, t0 = now();
         if (train_step(tr, &b, bos, &loss)) return -1;
-        loss_sum += loss;
-        for (int i = 0; i < b.size; i++) tokens += b.tgt_valid_len[i];
+        tr->epoch_loss += loss;
+        for (int i = 0; i < b.size; i++) tr->epoch_tokens += b.tgt_valid_len[i];
+        tr->epoch_seconds += now() - t0;
+        tr->epoch_batches++;
+        tr->steps++;
+        report_step(r, tr, it);
+        if (periodic_save(r, tr)) return -1;
+        if (!o) continue;
+        if (o->stop && *o->stop) *why = RUN_STOP;
+        else if ((o->max_steps > 0 && tr->steps >= o->max_steps) ||
+                 (o->time_budget > 0 && now() - r->t0 >= o->time_budget))
+            *why = RUN_LIMIT;
+        if (*why != RUN_ON) return 0;
     }
-    *out = (zoo_epoch_stats){.loss = tokens ? loss_sum / tokens : 0, .tokens = tokens,
-                             .seconds = now() - t0};
+    *out = (zoo_epoch_stats){.loss = tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
+                             .tokens = tr->epoch_tokens, .seconds = tr->epoch_seconds};
     if (push_hist(tr, *out)) return -1;
     tr->epochs_done++;
+    tr->epoch_batches = 0;
+    tr->epoch_loss = tr->epoch_tokens = tr->epoch_seconds = 0;
     return 0;
+}
+
+int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out) {
+    run_state r = {.t0 = now()};
+    run_why why;
+    return run_epoch(tr, it, bos, &r, out, &why);
 }
 
 /* ---- the run ---- */
@@ -255,9 +324,17 @@ int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_tra
     int32_t bos = ds_vocab_id(ds_fra_vocab(data, DS_TGT), "<bos>");
     double elapsed = 0;
     for (int i = 0; i < tr->n_hist; i++) elapsed += tr->hist[i].seconds;
+    run_state r = {.o = o, .data = data, .t0 = now()};
+    r.last_ckpt = r.t0;
     while (tr->epochs_done < o->epochs) {
         zoo_epoch_stats s;
-        if (zoo_train_epoch(tr, it, bos, &s)) return -1;
+        run_why why;
+        if (run_epoch(tr, it, bos, &r, &s, &why)) return -1;
+        if (why != RUN_ON) { /* stopped inside or at the end of an epoch: save where it is */
+            if (o->checkpoint && zoo_trainer_save(tr, data, o->checkpoint)) return -1;
+            if (o->plots_dir && tr->n_hist && zoo_trainer_write_plots(tr, o->plots_dir)) return -1;
+            return why == RUN_STOP ? ZOO_TRAIN_STOPPED : ZOO_TRAIN_LIMIT;
+        }
         elapsed += s.seconds;
         report(o, tr, &s, elapsed, tr->epochs_done == o->epochs);
         bool periodic = o->checkpoint_every > 0 && tr->epochs_done % o->checkpoint_every == 0;
@@ -352,6 +429,9 @@ int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only) {
 }
 
 int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path) {
+    char partial[128]; /* the epoch under way: batches done, loss sum, tokens, seconds */
+    snprintf(partial, sizeof partial, "%d %.17g %.17g %.17g", tr->epoch_batches, tr->epoch_loss,
+             tr->epoch_tokens, tr->epoch_seconds);
     nn_ckpt *ck = nn_ckpt_new();
     char *hist = history_text(tr);
     int rc = -1;
@@ -361,6 +441,8 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
                !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
                !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
                !nn_ckpt_set_meta_int(ck, "train.shards", tr->shards) &&
+               !nn_ckpt_set_meta_int(ck, "train.steps", tr->steps) &&
+               !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
                !nn_ckpt_set_meta(ck, "train.history", hist) && !set_data_meta(ck, ds_fra_opts(data)) &&
                !set_meta_double(ck, "train.lr", optim_config(tr->opt)->lr) &&
                !set_meta_double(ck, "train.clip", optim_config(tr->opt)->clip_norm)) {
@@ -383,6 +465,24 @@ static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
         return ag_error("%s: metadata has no data.split", nn_ckpt_source(ck));
     *o = ds_fra_defaults();
     return zoo_data_meta_read(ck, o, NULL);
+}
+
+/* train.steps and train.epoch_partial (absent in checkpoints written before them: 0 and an
+ * epoch boundary). */
+static int get_progress(const nn_ckpt *ck, zoo_trainer *tr) {
+    const char *file = nn_ckpt_source(ck), *partial = nn_ckpt_meta(ck, "train.epoch_partial");
+    int64_t steps = 0;
+    if (nn_ckpt_meta(ck, "train.steps") && nn_ckpt_meta_int(ck, "train.steps", &steps)) return -1;
+    if (steps < 0) return ag_error("%s: metadata train.steps = %lld, expected >= 0", file, (long long)steps);
+    tr->steps = steps;
+    if (!partial) return 0;
+    int used = 0;
+    if (sscanf(partial, "%d %lf %lf %lf%n", &tr->epoch_batches, &tr->epoch_loss, &tr->epoch_tokens,
+               &tr->epoch_seconds, &used) != 4 || partial[used] || tr->epoch_batches < 0 ||
+        !isfinite(tr->epoch_loss) || !isfinite(tr->epoch_tokens) || !isfinite(tr->epoch_seconds))
+        return ag_error("%s: metadata train.epoch_partial: expected \"batches loss tokens seconds\", got '%s'",
+                        file, partial);
+    return 0;
 }
 
 static int parse_history(zoo_trainer *tr, const char *text, const char *file) {
@@ -438,7 +538,7 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
         ag_error("%s: not a training checkpoint (no train.history)", path);
         goto fail;
     }
-    if (parse_history(tr, hist, path)) goto fail;
+    if (parse_history(tr, hist, path) || get_progress(ck, tr)) goto fail;
     nn_ckpt_free(ck);
     return tr;
 fail:

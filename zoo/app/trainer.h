@@ -16,6 +16,7 @@
 #ifndef TG_ZOO_TRAINER_H
 #define TG_ZOO_TRAINER_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "datasets/fra_eng.h"
@@ -60,16 +61,34 @@ typedef struct zoo_trainer {
     int epochs_done;
     int n_hist, cap_hist;
     zoo_epoch_stats *hist; /* one per epoch done */
+    int64_t steps;        /* optimizer steps of the whole run */
+    /* The epoch under way when a run stopped inside it (all 0 at an epoch boundary): batches
+     * done, their loss sum, valid tokens and seconds. A resumed run skips those batches of the
+     * epoch's order, a function of (seed, epoch), and carries on with the same bits. */
+    int epoch_batches;
+    double epoch_loss, epoch_tokens, epoch_seconds;
 } zoo_trainer;
 
 typedef struct zoo_train_opts {
     int epochs;              /* total epochs of the run (a resumed run counts those done) */
-    const char *checkpoint;  /* written at the end and every checkpoint_every epochs; NULL: never */
-    int checkpoint_every;    /* 0: at the end only */
+    int64_t max_steps;       /* stop after this many steps of the whole run; 0: no limit */
+    double time_budget;      /* stop once this call has trained this many seconds; 0: none */
+    const char *checkpoint;  /* written at the end, at a stop and periodically; NULL: never */
+    int checkpoint_every;    /* also every N epochs; 0: none */
+    int64_t checkpoint_steps;   /* also every N steps; 0: none */
+    double checkpoint_minutes;  /* also every M minutes of training; 0: none */
     const char *plots_dir;   /* loss.csv and loss.svg written at the end; NULL: none */
     int log_every;           /* epochs between progress reports; 0: none */
+    int64_t log_steps;       /* also a progress line every N steps; 0: none */
     FILE *log;               /* progress stream; redrawn in place when it is a terminal */
+    /* Checked after every step: when *stop is set (e.g. by a SIGINT handler), the run saves and
+     * returns ZOO_TRAIN_STOPPED. NULL: never. */
+    volatile sig_atomic_t *stop;
 } zoo_train_opts;
+
+/* What zoo_train returns besides 0 (every epoch done) and -1 (an error). */
+enum { ZOO_TRAIN_LIMIT = 1,   /* max_steps or the time budget reached; the checkpoint saved */
+       ZOO_TRAIN_STOPPED = 2  /* *opts->stop was set; the checkpoint saved */ };
 
 /* A new run: takes ownership of model; Adam (PyTorch defaults) with lr and clipping by clip;
  * dropout RNG seeded from seed. NULL with ag_last_error(). */
@@ -86,14 +105,17 @@ void zoo_trainer_free(zoo_trainer *tr);
  * (ag_last_error) for shards outside [1, 64] or out of memory (the trainer is then unchanged). */
 int zoo_trainer_set_shards(zoo_trainer *tr, int shards);
 
-/* One epoch over `it` (positioned by this function at epoch tr->epochs_done). Returns 0 or -1
- * (an op failed: its message went to ag's error handler and is in ag_last_error(); or the
- * gradient norm was not finite). */
+/* The rest of epoch tr->epochs_done over `it` (positioned by this function, past the batches of
+ * that epoch already done). Returns 0 or -1 (an op failed: its message went to ag's error
+ * handler and is in ag_last_error(); or the gradient norm was not finite). */
 int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out);
 
-/* Epochs tr->epochs_done .. opts->epochs - 1, with progress, checkpoints and plots. data and
- * its vocabularies go into the checkpoints. Returns 0 or -1 (ag_last_error or ag_last_error
- * says why; checkpoints already written are intact). */
+/* Trains from where tr is (mid-epoch included) to opts->epochs, with progress, checkpoints and
+ * plots, stopping early at opts->max_steps, after opts->time_budget seconds, or when *opts->stop
+ * is set: then it saves the checkpoint (mid-epoch; zoo_trainer_resume continues it with the
+ * same bits as an uninterrupted run) and returns ZOO_TRAIN_LIMIT or ZOO_TRAIN_STOPPED. data and
+ * its vocabularies go into the checkpoints. Returns 0 when every epoch is done, or -1
+ * (ag_last_error says why; checkpoints already written are intact). */
 int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *opts);
 
 /* Writes the whole run to path (atomically): model, vocabularies, config, optimizer state and
