@@ -50,7 +50,7 @@
  * F8_E4M3 F8_E5M2): such a file is refused naming the tensor and the first bad element,
  * unless nn_ckpt_load_opts.allow_nonfinite asks to load it for inspection.
  *
- * Loading into a parameter store (nn_ckpt_load_params), the rule: every parameter of the store
+ * Loading into a parameter store (nn_ckpt_load_params), the rule: every parameter (and buffer) of the store
  * must be in the checkpoint with a float dtype (F32, F64, F16, BF16; converted to ag_real) and
  * exactly the parameter's shape. Tensors of the checkpoint that are not parameters are an
  * error, except those whose name starts with "optim." -- the optimizer state, which a
@@ -78,8 +78,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/base.h"
-#include "nn/params.h"
+#include "../base.h"
+#include "../params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define NN_CKPT_MAX_DIMS 8
 /* Metadata keys that nn_ckpt_save writes and nn_ckpt_set_meta refuses (see the top). */
@@ -171,7 +175,10 @@ int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape
 
 /* ---- Parameters --------------------------------------------------------------------------- */
 
-/* Adds every parameter of the finalized store under its name. Returns 0 or -1. */
+/* Adds every tensor of the finalized store, parameters and buffers (nn_params_tensor_at:
+ * registration order, PyTorch's state_dict order), under its name. A buffer named
+ * "num_batches_tracked" (BatchNorm's counter, a float in the store) is written as I64, as
+ * PyTorch does; loading converts it back (and also takes a float tensor). Returns 0 or -1. */
 int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps);
 
 #define NN_CKPT_ALLOW_EXTRA 1u  /* flag: tolerate tensors that are not parameters */
@@ -179,7 +186,28 @@ int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps);
  * NN_CKPT_ALLOW_EXTRA. Returns 0, or -1 leaving the store untouched. */
 int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags);
 
-/* Shortcuts: the parameters alone, no metadata. */
+/* PyTorch's load_state_dict(strict=False): copies every tensor of the checkpoint whose name is
+ * a parameter's or buffer's of the finalized store (the rule above for its dtype and shape; a
+ * shape that differs is an error naming both shapes), and reports in *report (may be NULL)
+ * how many were loaded, the store's names the checkpoint lacks (missing) and the checkpoint's
+ * names the store lacks (unexpected; "optim." tensors left out). A checkpoint that matches no
+ * name of the store is an error. Returns 0, or -1 leaving the store untouched. The names point
+ * into the store (missing) and the checkpoint (unexpected); free the report's arrays with
+ * nn_ckpt_load_report_free. */
+typedef struct nn_ckpt_load_report {
+    size_t loaded;
+    size_t n_missing, n_unexpected;
+    const char **missing, **unexpected;
+} nn_ckpt_load_report;
+int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_report *report);
+void nn_ckpt_load_report_free(nn_ckpt_load_report *r);  /* NULL is a no-op */
+
+/* Int64 tensors (dtype I64): add one from src, or read one into dst after checking that it
+ * exists with dtype I64 and exactly the shape. Return 0 or -1 (a message naming the tensor). */
+int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, const int64_t *src);
+int nn_ckpt_read_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape, int64_t *dst);
+
+/* Shortcuts: the parameters and buffers alone, no metadata. */
 int nn_save_params(const nn_params *ps, const char *path);
 int nn_load_params(nn_params *ps, const char *path);
 
@@ -204,5 +232,9 @@ int nn_ckpt_meta_rng(const nn_ckpt *ck, const char *key, ag_rng *r);
 
 /* Where ck came from ("path" or "(in memory)"), for messages. */
 const char *nn_ckpt_source(const nn_ckpt *ck);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

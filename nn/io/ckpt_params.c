@@ -1,21 +1,151 @@
-/* ckpt_params.c -- parameter stores to and from checkpoints; typed metadata helpers. */
+/* ckpt_params.c -- parameter stores (parameters and buffers) to and from checkpoints, strict
+ * and partial; int64 tensors; typed metadata helpers. */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/io/ckpt_internal.h"
+#include "nn/io/json.h"
+
+/* ---- int64 tensors ------------------------------------------------------------------------
+ * The store keeps every tensor as ag_real; PyTorch keeps some buffers as int64 (BatchNorm's
+ * num_batches_tracked). nn_ckpt_add_i64 writes such a tensor with dtype I64, nn_ckpt_read_i64
+ * reads one back. */
+
+static void le64_put(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t le64_get(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, const int64_t *src)
+{
+    char s[96];
+    if (!ck || !name || (!shape && ndim > 0)) return ag_error("nn_ckpt_add_i64: NULL argument");
+    if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
+        return ag_error("nn_ckpt_add_i64: invalid tensor name '%s' (empty, reserved or not UTF-8)", name);
+    if (nn_ckpt_find(ck, name)) return ag_error("nn_ckpt_add_i64: duplicate tensor '%s'", name);
+    if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
+        return ag_error("nn_ckpt_add_i64: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
+                        NN_CKPT_MAX_DIMS);
+    int64_t sh[NN_CKPT_MAX_DIMS];
+    uint64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        sh[i] = shape[i];
+        if (shape[i] < 0 || (shape[i] && numel > SIZE_MAX / 8 / (uint64_t)shape[i]))
+            return ag_error("nn_ckpt_add_i64: tensor '%s': bad shape %s", name,
+                            ck_shape_fmt(s, sizeof s, i + 1, sh));
+        numel *= (uint64_t)shape[i];
+    }
+    if (numel > 0 && !src) return ag_error("nn_ckpt_add_i64: tensor '%s': data is NULL", name);
+    size_t bytes = (size_t)numel * 8;
+    if (ck->len + bytes > ck->data_cap) {
+        size_t cap = ck->data_cap ? ck->data_cap : 4096;
+        while (cap < ck->len + bytes) cap *= 2;
+        unsigned char *d = realloc(ck->data, cap);
+        if (!d) return ag_error("nn_ckpt_add_i64: out of memory adding '%s'", name);
+        ck->data = d;
+        ck->data_cap = cap;
+    }
+    for (uint64_t i = 0; i < numel; i++) le64_put(ck->data + ck->len + 8 * i, (uint64_t)src[i]);
+    if (ck_push_tensor(ck, name, NN_I64, ndim, sh, numel, ck->len, ck->len + bytes))
+        return ag_error("nn_ckpt_add_i64: out of memory adding '%s'", name);
+    ck->len += bytes;
+    return 0;
+}
+
+/* Checks that tensor `name` exists with dtype I64 and shape (ndim, shape): 0 or -1. */
+static int check_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape)
+{
+    const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
+    char want[160], got[160];
+    int64_t sh[NN_CKPT_MAX_DIMS];
+    if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
+        return ag_error("%s: tensor '%s': ndim %d asked, expected 0 to %d", nn_ckpt_source(ck),
+                        name, ndim, NN_CKPT_MAX_DIMS);
+    for (int i = 0; i < ndim; i++) sh[i] = shape[i];
+    ck_shape_fmt(want, sizeof want, ndim, sh);
+    if (!t) return ag_error("%s: tensor '%s' is missing (expected shape %s)", nn_ckpt_source(ck), name, want);
+    if (t->dtype != NN_I64)
+        return ag_error("%s: tensor '%s' has dtype %s, expected I64", nn_ckpt_source(ck), name,
+                        nn_dtype_name(t->dtype));
+    bool same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == sh[i];
+    if (!same)
+        return ag_error("%s: tensor '%s' has shape %s, expected %s", nn_ckpt_source(ck), name,
+                        ck_shape_fmt(got, sizeof got, t->ndim, t->shape), want);
+    return 0;
+}
+
+int nn_ckpt_read_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape, int64_t *dst)
+{
+    if (!ck || !name || (!shape && ndim > 0) || !dst) return ag_error("nn_ckpt_read_i64: NULL argument");
+    if (check_i64(ck, name, ndim, shape)) return -1;
+    const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
+    for (uint64_t i = 0; i < t->numel; i++) dst[i] = (int64_t)le64_get(ck->data + t->begin + 8 * i);
+    return 0;
+}
+
+/* ---- stores ------------------------------------------------------------------------------
+ * A store's tensors, parameters and buffers, in registration order (PyTorch's state_dict
+ * order). A buffer named "num_batches_tracked" (BatchNorm's, int64 in PyTorch) is a float in
+ * the store and I64 in the file: converted on save (rounded) and on load (an I64 tensor, or a
+ * float one, is accepted). Every other tensor goes through nn_ckpt_add / ck_decode. */
+
+static bool is_count(const ag_tensor *p)
+{
+    static const char suffix[] = "num_batches_tracked";
+    const size_t n = strlen(p->name), k = sizeof suffix - 1;
+    return !p->requires_grad && n >= k && !strcmp(p->name + n - k, suffix) &&
+           (n == k || p->name[n - k - 1] == '.');
+}
+
+static int add_tensor(nn_ckpt *ck, const ag_tensor *p)
+{
+    if (!is_count(p)) return nn_ckpt_add(ck, p->name, p->ndim, p->shape, p->data);
+    int64_t v[16];
+    if (p->numel > 16)
+        return ag_error("nn_ckpt_add_params: counter '%s' has %td elements, expected at most 16",
+                        p->name, p->numel);
+    for (ptrdiff_t i = 0; i < p->numel; i++) v[i] = (int64_t)llround((double)p->data[i]);
+    return nn_ckpt_add_i64(ck, p->name, p->ndim, p->shape, v);
+}
+
+/* Checks the checkpoint's tensor for store tensor p (present, a dtype it can take, p's shape). */
+static int check_tensor(const nn_ckpt *ck, const ag_tensor *p)
+{
+    const nn_ckpt_tensor *t = nn_ckpt_find(ck, p->name);
+    if (is_count(p) && t && t->dtype == NN_I64) return check_i64(ck, p->name, p->ndim, p->shape);
+    return ck_check(ck, p->name, p->ndim, p->shape);
+}
+
+static void load_tensor(const nn_ckpt *ck, ag_tensor *p)
+{
+    const nn_ckpt_tensor *t = nn_ckpt_find(ck, p->name);
+    if (t->dtype != NN_I64) {
+        ck_decode(ck, t, p->data);
+        return;
+    }
+    for (uint64_t i = 0; i < t->numel; i++)
+        p->data[i] = (ag_real)(int64_t)le64_get(ck->data + t->begin + 8 * i);
+}
 
 int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps)
 {
     if (!ck || !ps) return ag_error("nn_ckpt_add_params: NULL argument");
     if (!nn_params_finalized(ps))
         return ag_error("nn_ckpt_add_params: the parameter store is not finalized");
-    for (size_t i = 0; i < nn_params_count(ps); i++) {
-        const ag_tensor *p = nn_params_at(ps, i);
-        if (nn_ckpt_add(ck, p->name, p->ndim, p->shape, p->data)) return -1;
-    }
+    for (size_t i = 0; i < nn_params_tensor_count(ps); i++)
+        if (add_tensor(ck, nn_params_tensor_at(ps, i))) return -1;
     return 0;
 }
 
@@ -31,25 +161,74 @@ int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags)
         return ag_error("nn_ckpt_load_params: the parameter store is not finalized");
     if (flags & ~NN_CKPT_ALLOW_EXTRA)
         return ag_error("nn_ckpt_load_params: unknown flags 0x%x", flags);
+    const size_t n = nn_params_tensor_count(ps);
     /* Every check first, so that a failure leaves the store untouched. */
-    for (size_t i = 0; i < nn_params_count(ps); i++) {
-        const ag_tensor *p = nn_params_at(ps, i);
-        if (ck_check(ck, p->name, p->ndim, p->shape)) return -1;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (check_tensor(ck, nn_params_tensor_at(ps, i))) return -1;
     if (!(flags & NN_CKPT_ALLOW_EXTRA)) {
         for (size_t i = 0; i < nn_ckpt_count(ck); i++) {
             const char *name = nn_ckpt_at(ck, i)->name;
             if (!has_prefix(name, NN_CKPT_OPTIM_PREFIX) && !nn_params_find(ps, name))
-                return ag_error("%s: unexpected tensor '%s': not a parameter of the model "
-                                    "(%zu parameters expected; pass NN_CKPT_ALLOW_EXTRA to "
-                                    "load a part of a larger model)", nn_ckpt_source(ck), name,
-                                    nn_params_count(ps));
+                return ag_error("%s: unexpected tensor '%s': not a tensor of the model "
+                                    "(%zu parameters and buffers expected; pass "
+                                    "NN_CKPT_ALLOW_EXTRA, or use nn_ckpt_load_params_partial, "
+                                    "to load a part of a larger model)", nn_ckpt_source(ck), name, n);
         }
     }
-    for (size_t i = 0; i < nn_params_count(ps); i++) {
-        ag_tensor *p = nn_params_at(ps, i);
-        ck_decode(ck, nn_ckpt_find(ck, p->name), p->data);
+    for (size_t i = 0; i < n; i++) load_tensor(ck, nn_params_tensor_at(ps, i));
+    return 0;
+}
+
+void nn_ckpt_load_report_free(nn_ckpt_load_report *r)
+{
+    if (!r) return;
+    free(r->missing);
+    free(r->unexpected);
+    memset(r, 0, sizeof *r);
+}
+
+int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_report *report)
+{
+    if (report) memset(report, 0, sizeof *report);
+    if (!ck || !ps) return ag_error("nn_ckpt_load_params_partial: NULL argument");
+    if (!nn_params_finalized(ps))
+        return ag_error("nn_ckpt_load_params_partial: the parameter store is not finalized");
+    const size_t n = nn_params_tensor_count(ps), nc = nn_ckpt_count(ck);
+    size_t loaded = 0;
+    /* checks first: a tensor present under a name of the store must fit it (shape, dtype) */
+    for (size_t i = 0; i < n; i++) {
+        const ag_tensor *p = nn_params_tensor_at(ps, i);
+        if (!nn_ckpt_find(ck, p->name)) continue;
+        if (check_tensor(ck, p)) return -1;
+        loaded++;
     }
+    if (!loaded)
+        return ag_error("%s: a non-strict load matched nothing: none of its %zu tensors is named "
+                        "as one of the %zu tensors of the model (e.g. '%s')", nn_ckpt_source(ck), nc,
+                        n, n ? nn_params_tensor_at(ps, 0)->name : "(none)");
+    nn_ckpt_load_report r = {.loaded = loaded};
+    if (report) {
+        r.missing = malloc(sizeof *r.missing * (n - loaded + 1));
+        r.unexpected = malloc(sizeof *r.unexpected * (nc + 1));
+        if (!r.missing || !r.unexpected) {
+            nn_ckpt_load_report_free(&r);
+            return ag_error("nn_ckpt_load_params_partial: out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+            const ag_tensor *p = nn_params_tensor_at(ps, i);
+            if (!nn_ckpt_find(ck, p->name)) r.missing[r.n_missing++] = p->name;
+        }
+        for (size_t i = 0; i < nc; i++) {
+            const char *name = nn_ckpt_at(ck, i)->name;
+            if (!has_prefix(name, NN_CKPT_OPTIM_PREFIX) && !nn_params_find(ps, name))
+                r.unexpected[r.n_unexpected++] = name;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        ag_tensor *p = nn_params_tensor_at(ps, i);
+        if (nn_ckpt_find(ck, p->name)) load_tensor(ck, p);
+    }
+    if (report) *report = r;
     return 0;
 }
 

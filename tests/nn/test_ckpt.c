@@ -890,6 +890,185 @@ static void test_file_stale_abort(void)
     HAS(ag_last_error(), "not open");
 }
 
+/* ---- buffers (BatchNorm's running statistics) -------------------------------------------- */
+
+static nn_params *make_bn(nn_batch_norm1d *bn, nn_linear *fc)
+{
+    nn_params *ps = nn_params_new();
+    nn_linear_init(fc, ps, "net.fc", 3, 2, true);
+    nn_batch_norm1d_init(bn, ps, "net.bn", 2, 1e-5, 0.1);
+    CU_ASSERT_EQUAL(nn_params_finalize(ps, 3), 0);
+    return ps;
+}
+
+/* A BatchNorm1d store trained three batches: its checkpoint holds the parameters and the
+ * buffers in the state_dict's order, num_batches_tracked as I64; a fresh store loads the same
+ * running statistics; a file written as PyTorch does (I64 counter) loads. */
+static void test_buffers(void)
+{
+    nn_batch_norm1d bn, bn2;
+    nn_linear fc, fc2;
+    nn_params *ps = make_bn(&bn, &fc);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = true};
+    for (int step = 0; step < 3; step++) {
+        ag_tensor *x = ag_tensor_new(t, AG_SHAPE(4, 2));
+        for (int i = 0; i < 8; i++) x->data[i] = (ag_real)(i * (step + 1) % 5) - 1;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(nn_batch_norm1d_forward(&bn, &c, x));
+        ag_tape_reset(t);
+    }
+    CU_ASSERT_EQUAL(bn.num_batches_tracked->data[0], 3);
+    CU_ASSERT_NOT_EQUAL(bn.running_mean->data[0], 0);
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_add_params(ck, ps), 0);
+    static const char *order[] = {"net.fc.weight", "net.fc.bias", "net.bn.weight", "net.bn.bias",
+                                  "net.bn.running_mean", "net.bn.running_var",
+                                  "net.bn.num_batches_tracked"};
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_count(ck), 7);
+    for (size_t i = 0; i < 7; i++) CU_ASSERT_STRING_EQUAL(nn_ckpt_at(ck, i)->name, order[i]);
+    const nn_ckpt_tensor *nbt = nn_ckpt_find(ck, "net.bn.num_batches_tracked");
+    CU_ASSERT_EQUAL(nbt->dtype, NN_I64);
+    CU_ASSERT_EQUAL(nbt->ndim, 0);
+    int64_t count = 0;
+    CU_ASSERT_EQUAL(nn_ckpt_read_i64(ck, "net.bn.num_batches_tracked", 0, NULL, &count), 0);
+    CU_ASSERT_EQUAL(count, 3);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("bn.safetensors")), 0);
+    nn_ckpt_free(ck);
+
+    nn_params *ps2 = make_bn(&bn2, &fc2);
+    CU_ASSERT_EQUAL_FATAL(nn_load_params(ps2, path_in("bn.safetensors")), 0);
+    for (size_t i = 0; i < nn_params_tensor_count(ps); i++) {
+        const ag_tensor *a = nn_params_tensor_at(ps, i), *b = nn_params_tensor_at(ps2, i);
+        CU_ASSERT_EQUAL_FATAL(a->numel, b->numel);
+        for (ptrdiff_t k = 0; k < a->numel; k++) CU_ASSERT_EQUAL(a->data[k], b->data[k]);
+    }
+    CU_ASSERT_EQUAL(bn2.num_batches_tracked->data[0], 3);
+    /* the eval forward of both agrees: the same running statistics */
+    c.training = false;
+    ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 2));
+    for (int i = 0; i < 4; i++) x->data[i] = (ag_real)i;
+    ag_tensor *y1 = nn_batch_norm1d_forward(&bn, &c, x), *y2 = nn_batch_norm1d_forward(&bn2, &c, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(y1->data[i], y2->data[i]);
+    nn_params_free(ps2);
+
+    /* as PyTorch writes a BatchNorm1d(2)'s state_dict: F32 and an I64 counter of 7 */
+    static const unsigned char data[] = {
+        0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0x40,  /* weight 1, 2 */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0xBF,  /* bias 0, -1 */
+        0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x40, 0x40,  /* running_mean 0.5, 3 */
+        0x00, 0x00, 0x80, 0x40, 0x00, 0x00, 0x80, 0x3E,  /* running_var 4, 0.25 */
+        0x07, 0, 0, 0, 0, 0, 0, 0,                       /* num_batches_tracked 7 */
+    };
+    const char *hdr = "{\"bn.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                      "\"bn.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]},"
+                      "\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
+                      "\"bn.running_var\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+                      "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[32,40]}}";
+    unsigned char buf[1024];
+    size_t n = make_file(buf, hdr, data, sizeof data, 0);
+    nn_ckpt *pt;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&pt, buf, n, "torch_bn.safetensors", NULL), 0);
+    nn_params *ps3 = nn_params_new();
+    nn_batch_norm1d bn3;
+    nn_batch_norm1d_init(&bn3, ps3, "bn", 2, 1e-5, 0.1);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps3, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_params(pt, ps3, 0), 0);
+    CU_ASSERT_EQUAL(bn3.weight->data[1], 2);
+    CU_ASSERT_EQUAL(bn3.bias->data[1], -1);
+    CU_ASSERT_EQUAL(bn3.running_mean->data[1], 3);
+    CU_ASSERT_EQUAL(bn3.running_var->data[1], 0.25f);
+    CU_ASSERT_EQUAL(bn3.num_batches_tracked->data[0], 7);
+    /* an I64 tensor where the store wants floats is refused */
+    CU_ASSERT_EQUAL(nn_ckpt_read(pt, "bn.num_batches_tracked", 0, NULL, (ag_real[1]){0}), -1);
+    HAS(ag_last_error(), "dtype I64, expected a float dtype");
+    nn_ckpt_free(pt);
+    nn_params_free(ps3);
+    nn_params_free(ps);
+    ag_tape_free(t);
+}
+
+/* ---- non-strict loads (PyTorch's strict=False) ------------------------------------------- */
+
+typedef struct encoder { nn_embedding emb; nn_lstm rnn; nn_batch_norm1d bn; } encoder;
+
+static void encoder_init(encoder *e, nn_params *ps)
+{
+    nn_embedding_init(&e->emb, ps, "encoder.embedding", 10, 4);
+    nn_lstm_init(&e->rnn, ps, "encoder.rnn", 4, 3, 1, 0);
+    nn_batch_norm1d_init(&e->bn, ps, "encoder.bn", 3, 1e-5, 0.1);
+}
+
+/* A pretrained encoder's checkpoint into a new model's store (encoder + decoder): the
+ * encoder's tensors loaded, the decoder's reported missing, the checkpoint's extra tensor
+ * unexpected; a shape mismatch names both shapes; a checkpoint matching nothing is an error. */
+static void test_partial_load(void)
+{
+    nn_params *pre = nn_params_new();
+    encoder e;
+    encoder_init(&e, pre);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(pre, 7), 0);
+    e.bn.num_batches_tracked->data[0] = 5;
+    e.bn.running_var->data[2] = 9;
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_add_params(ck, pre), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_add(ck, "head.weight", 1, (const int[]){2}, (const ag_real[]){1, 2}), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_add(ck, "optim.step", 0, NULL, (const ag_real[]){3}), 0);
+
+    nn_params *ps = nn_params_new();
+    encoder e2;
+    nn_linear dec;
+    encoder_init(&e2, ps);
+    nn_linear_init(&dec, ps, "decoder.dense", 3, 10, true);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 8), 0);
+    ag_real dec_before = dec.weight->data[0];
+    /* strict: refused, pointing at the non-strict load */
+    CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, ps, 0), -1);
+    HAS(ag_last_error(), "decoder.dense.weight' is missing");
+    nn_ckpt_load_report r;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_params_partial(ck, ps, &r), 0);
+    CU_ASSERT_EQUAL(r.loaded, 1 + 4 + 5);
+    CU_ASSERT_EQUAL_FATAL(r.n_missing, 2);
+    CU_ASSERT_STRING_EQUAL(r.missing[0], "decoder.dense.weight");
+    CU_ASSERT_STRING_EQUAL(r.missing[1], "decoder.dense.bias");
+    CU_ASSERT_EQUAL_FATAL(r.n_unexpected, 1);
+    CU_ASSERT_STRING_EQUAL(r.unexpected[0], "head.weight");
+    nn_ckpt_load_report_free(&r);
+    for (size_t i = 0; i < nn_params_tensor_count(pre); i++) {
+        const ag_tensor *a = nn_params_tensor_at(pre, i), *b = nn_params_find(ps, a->name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        for (ptrdiff_t k = 0; k < a->numel; k++) CU_ASSERT_EQUAL(a->data[k], b->data[k]);
+    }
+    CU_ASSERT_EQUAL(e2.bn.num_batches_tracked->data[0], 5);
+    CU_ASSERT_EQUAL(dec.weight->data[0], dec_before); /* untouched */
+    CU_ASSERT_EQUAL(nn_ckpt_load_params_partial(ck, ps, NULL), 0); /* no report wanted */
+
+    /* a shape mismatch: an error naming both shapes, the store untouched */
+    nn_params *wide = nn_params_new();
+    nn_embedding emb;
+    nn_embedding_init(&emb, wide, "encoder.embedding", 10, 5);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(wide, 1), 0);
+    ag_real w0 = emb.weight->data[0];
+    CU_ASSERT_EQUAL(nn_ckpt_load_params_partial(ck, wide, &r), -1);
+    HAS(ag_last_error(), "tensor 'encoder.embedding.weight' has shape [10, 4], expected [10, 5]");
+    CU_ASSERT_EQUAL(emb.weight->data[0], w0);
+    CU_ASSERT_EQUAL(r.n_missing + r.n_unexpected + r.loaded, 0);
+    nn_params_free(wide);
+
+    /* nothing matches: an error */
+    nn_params *other = nn_params_new();
+    nn_linear fc;
+    nn_linear_init(&fc, other, "net.fc", 3, 2, true);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(other, 1), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_load_params_partial(ck, other, &r), -1);
+    HAS(ag_last_error(), "a non-strict load matched nothing");
+    nn_params_free(other);
+    nn_ckpt_free(ck);
+    nn_params_free(ps);
+    nn_params_free(pre);
+}
+
 static CU_TestInfo tests[] = {
     {"round trip: bit-identical values and metadata", test_roundtrip},
     {"F64 store dtype, scalars, empty tensors", test_f64_store},
@@ -904,6 +1083,8 @@ static CU_TestInfo tests[] = {
     {"non-finite weights refused, loadable to inspect", test_nonfinite},
     {"ag_file: symlinks, modes, devices", test_file_symlink_mode},
     {"ag_file: stale temporaries, abort", test_file_stale_abort},
+    {"buffers: BatchNorm's running statistics, I64 counter", test_buffers},
+    {"non-strict load: a pretrained encoder into a new model", test_partial_load},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {

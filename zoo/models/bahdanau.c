@@ -7,7 +7,7 @@
 #include <string.h>
 
 const zoo_bahdanau_cfg zoo_bahdanau_default_cfg = {.embed = 32, .hiddens = 32, .layers = 2,
-                                                   .dropout = 0.1};
+                                                   .dropout = 0.1, .cell = ZOO_CELL_GRU};
 
 zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab) {
     zoo_bahdanau_cfg c = zoo_bahdanau_default_cfg;
@@ -16,46 +16,20 @@ zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab) {
     return c;
 }
 
-/* ids (B, T) batch-major -> (T, B) time-major, on the tape (NULL when out of memory). Gathering
- * the embedding rows in this order gives embedding(ids).permute(1, 0, 2) directly, contiguous,
- * so each step's slice (B, E) is a view. */
-static const int32_t *time_major(ag_tape *t, const int32_t *ids, int B, int T) {
-    int32_t *tm = ag_tape_alloc(t, sizeof *tm * (size_t)B * T);
-    if (tm)
-        for (int b = 0; b < B; b++)
-            for (int s = 0; s < T; s++) tm[(size_t)s * B + b] = ids[(size_t)b * T + s];
-    return tm;
-}
-
-/* ---- encoder ---- */
-
-int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix,
-                             int vocab, int embed, int hiddens, int layers, double dropout) {
-    char p[NN_NAME_MAX];
-    memset(e, 0, sizeof *e);
-    if (nn_embedding_init(&e->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab, embed))
-        return -1;
-    return nn_gru_init(&e->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), embed, hiddens, layers, dropout);
-}
-
-ag_tensor *zoo_seq2seq_encoder_forward(const zoo_seq2seq_encoder *e, const nn_ctx *c,
-                                       const int32_t *src, int B, int T, ag_tensor **state) {
-    if (state) *state = NULL;
-    if (!e || !c || !src) return NULL;
-    if (B < 1 || T < 1) return ag_report(c->tape, "seq2seq encoder: source (B = %d, T = %d), expected >= 1", B, T);
-    const int32_t *ids = time_major(c->tape, src, B, T);
-    if (!ids) return NULL;
-    /* (T, B, E) -> outputs (T, B, H), state (L, B, H); the padded positions go through too */
-    ag_tensor *x = nn_embedding_forward(&e->embedding, c, ids, AG_SHAPE(T, B));
-    return nn_gru_forward(&e->rnn, c, x, NULL, state);
-}
-
 /* ---- decoder ---- */
 
 int zoo_seq2seq_attn_decoder_init(zoo_seq2seq_attn_decoder *d, nn_params *ps, const char *prefix,
                                   int vocab, int embed, int hiddens, int layers, double dropout) {
+    return zoo_seq2seq_attn_decoder_init_cell(d, ps, prefix, ZOO_CELL_GRU, vocab, embed, hiddens,
+                                              layers, dropout);
+}
+
+int zoo_seq2seq_attn_decoder_init_cell(zoo_seq2seq_attn_decoder *d, nn_params *ps,
+                                       const char *prefix, zoo_cell cell, int vocab, int embed,
+                                       int hiddens, int layers, double dropout) {
     char p[NN_NAME_MAX];
     memset(d, 0, sizeof *d);
+    d->cell = cell;
     d->vocab = vocab;
     d->embed = embed;
     d->hiddens = hiddens;
@@ -63,8 +37,8 @@ int zoo_seq2seq_attn_decoder_init(zoo_seq2seq_attn_decoder *d, nn_params *ps, co
     if (zoo_additive_attention_init(&d->attention, ps, nn_join(p, sizeof p, prefix, "attention"),
                                     hiddens, hiddens, hiddens, dropout) ||
         nn_embedding_init(&d->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab, embed) ||
-        nn_gru_init(&d->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), embed + hiddens, hiddens, layers,
-                    dropout))
+        zoo_rnn_init(&d->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), cell, embed + hiddens, hiddens,
+                     layers, dropout))
         return -1;
     return nn_linear_init(&d->dense, ps, nn_join(p, sizeof p, prefix, "dense"), hiddens, vocab, true);
 }
@@ -73,6 +47,13 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(const zoo_seq2seq_attn_d
                                                         const nn_ctx *c, ag_tensor *enc_outputs,
                                                         ag_tensor *enc_state,
                                                         const int32_t *enc_valid) {
+    return zoo_seq2seq_attn_decoder_init_rnn_state(d, c, enc_outputs, enc_state, NULL, enc_valid);
+}
+
+zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_rnn_state(const zoo_seq2seq_attn_decoder *d,
+                                                            const nn_ctx *c, ag_tensor *enc_outputs,
+                                                            ag_tensor *enc_state, ag_tensor *enc_c,
+                                                            const int32_t *enc_valid) {
     if (!d || !c || !enc_outputs || !enc_state) return NULL;
     ag_tape *t = c->tape;
     const int H = d->hiddens, L = d->layers;
@@ -112,8 +93,11 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(const zoo_seq2seq_attn_d
     s->enc_out = ag_contiguous(t, ag_transpose(t, ag_narrow(t, enc_outputs, 0, 0, Tk), 0, 1));
     /* W_k enc_out (B, Tk, H): the key half of AdditiveAttention's features, step-independent */
     s->keys = zoo_additive_attention_keys(&d->attention, c, s->enc_out);
-    if (!s->keys || nn_gru_state_split(&d->rnn, c, enc_state, s->h0)) return NULL;
+    if (!s->keys || zoo_rnn_state_split(&d->rnn, c, "attention decoder init_state", enc_state,
+                                        enc_c, s->h0, s->c0))
+        return NULL;
     memcpy(s->h, s->h0, sizeof s->h);
+    memcpy(s->c, s->c0, sizeof s->c);
     s->enc_valid = lens;
     s->B = B;
     s->Ts = Ts;
@@ -141,16 +125,17 @@ ag_tensor *zoo_seq2seq_attn_decoder_attend(const zoo_seq2seq_attn_decoder *d, co
     return ag_reshape(t, ctx, AG_SHAPE(B, H));
 }
 
-/* One decoder step from h (L pointers (B, H), replaced by the new state) with the embedded
- * input token e (B, E): context = attention(h[L-1]); x = concat(context, e) (B, H + E); GRU
- * step. Returns the new h[L-1] (B, H), or NULL (h unchanged). *w gets the attention weights. */
+/* One decoder step from h (L pointers (B, H), replaced by the new state; and cs, an LSTM's
+ * cell states, likewise) with the embedded input token e (B, E): context = attention(h[L-1]);
+ * x = concat(context, e) (B, H + E); RNN step. Returns the new h[L-1] (B, H), or NULL (h
+ * unchanged). *w gets the attention weights. */
 static ag_tensor *one_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
-                           const zoo_bahdanau_state *s, ag_tensor **h, ag_tensor *e,
-                           ag_tensor **w) {
+                           const zoo_bahdanau_state *s, ag_tensor **h, ag_tensor **cs,
+                           ag_tensor *e, ag_tensor **w) {
     ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(d, c, s, h[d->layers - 1], w);
     if (!ctx || !e) return NULL;
     ag_tensor *x = ag_concat(c->tape, 2, (ag_tensor *[]){ctx, e}, 1);
-    return nn_gru_step(&d->rnn, c, x, h);
+    return zoo_rnn_step(&d->rnn, c, x, h, cs);
 }
 
 static bool check_batch(const nn_ctx *c, const zoo_bahdanau_state *s, int B, int T,
@@ -168,17 +153,18 @@ ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, c
     if (!check_batch(c, s, B, T, "forward")) return NULL;
     ag_tape *t = c->tape;
     const int E = d->embed, H = d->hiddens;
-    const int32_t *ids = time_major(t, dec_in, B, T);
+    const int32_t *ids = zoo_time_major(t, dec_in, B, T);
     ag_tensor **outs = ag_tape_alloc(t, sizeof *outs * (size_t)T);
     if (!ids || !outs) return NULL;
     /* all T embeddings at once: (T, B, E); step `i` reads the contiguous slice (B, E) */
     ag_tensor *emb = nn_embedding_forward(&d->embedding, c, ids, AG_SHAPE(T, B));
     if (!emb) return NULL;
-    ag_tensor *h[NN_GRU_MAX_LAYERS];
+    ag_tensor *h[ZOO_RNN_MAX_LAYERS], *cs[ZOO_RNN_MAX_LAYERS];
     memcpy(h, s->h0, sizeof h); /* from the encoder's state; s itself is not touched */
+    memcpy(cs, s->c0, sizeof cs);
     for (int i = 0; i < T; i++) {
         ag_tensor *e = ag_reshape(t, ag_narrow(t, emb, 0, i, 1), AG_SHAPE(B, E));
-        ag_tensor *out = one_step(d, c, s, h, e, weights ? &weights[i] : NULL);
+        ag_tensor *out = one_step(d, c, s, h, cs, e, weights ? &weights[i] : NULL);
         outs[i] = ag_reshape(t, out, AG_SHAPE(B, 1, H));
         if (!outs[i]) return NULL;
     }
@@ -199,20 +185,23 @@ ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, cons
     if (!d || !c || !s || !tokens) return NULL;
     if (!check_batch(c, s, B, 1, "step") || (s->rows_cap && records(d, c, "step"))) return NULL;
     ag_tape *t = c->tape;
-    ag_tensor *h[NN_GRU_MAX_LAYERS];
+    ag_tensor *h[ZOO_RNN_MAX_LAYERS], *cs[ZOO_RNN_MAX_LAYERS];
     memcpy(h, s->h, sizeof h);
+    memcpy(cs, s->c, sizeof cs);
     ag_tensor *e = nn_embedding_forward(&d->embedding, c, tokens, AG_SHAPE(B)); /* (B, E) */
-    ag_tensor *out = one_step(d, c, s, h, e, weights);
+    ag_tensor *out = one_step(d, c, s, h, cs, e, weights);
     ag_tensor *logits = nn_linear_forward(&d->dense, c, ag_reshape(t, out, AG_SHAPE(B, 1, d->hiddens)));
     if (!logits) return NULL;
-    if (s->rows_cap) { /* s->h are the leaves over the row buffers: copy the new state in */
-        for (int k = 0; k < d->layers; k++) {
-            ag_tensor *hk = ag_contiguous(t, h[k]);
-            if (!hk) return NULL;
-            memcpy(s->h[k]->data, hk->data, sizeof(ag_real) * (size_t)B * d->hiddens);
-        }
+    if (s->rows_cap) { /* s->h (s->c) are leaves over the row buffers: copy the new state in */
+        for (int k = 0; k < d->layers; k++)
+            for (int w = 0; w < (d->cell == ZOO_CELL_LSTM ? 2 : 1); w++) {
+                ag_tensor *v = ag_contiguous(t, w ? cs[k] : h[k]);
+                if (!v) return NULL;
+                memcpy((w ? s->c[k] : s->h[k])->data, v->data, sizeof(ag_real) * (size_t)B * d->hiddens);
+            }
     } else {
         memcpy(s->h, h, sizeof s->h);
+        memcpy(s->c, cs, sizeof s->c);
     }
     s->steps++;
     return logits;
@@ -220,14 +209,22 @@ ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, cons
 
 /* ---- rows for beam search ---- */
 
-/* The state's tensors in buffer order (enc_out, keys, h0[L], h[L]) into x; returns how many. */
+/* The state's tensors in buffer order (enc_out, keys, h0[L], then for an LSTM c0[L], then
+ * h[L], then for an LSTM c[L]) into x; returns how many. The first src_tensors(d) of them
+ * depend only on the row's source. */
 static int state_tensors(const zoo_seq2seq_attn_decoder *d, zoo_bahdanau_state *s, ag_tensor ***x) {
+    const bool lstm = d->cell == ZOO_CELL_LSTM;
     int n = 0;
     x[n++] = &s->enc_out;
     x[n++] = &s->keys;
     for (int k = 0; k < d->layers; k++) x[n++] = &s->h0[k];
+    for (int k = 0; lstm && k < d->layers; k++) x[n++] = &s->c0[k];
     for (int k = 0; k < d->layers; k++) x[n++] = &s->h[k];
+    for (int k = 0; lstm && k < d->layers; k++) x[n++] = &s->c[k];
     return n;
+}
+static int src_tensors(const zoo_seq2seq_attn_decoder *d) {
+    return 2 + d->layers * (d->cell == ZOO_CELL_LSTM ? 2 : 1);
 }
 
 /* Row bytes of tensor i of state_tensors: Tk H reals for enc_out and keys, H for the states. */
@@ -237,7 +234,7 @@ static size_t row_bytes(const zoo_seq2seq_attn_decoder *d, const zoo_bahdanau_st
 
 /* Points the state's tensors to leaves over buf, each its B rows of a block of rows_cap. */
 static void set_rows(const zoo_seq2seq_attn_decoder *d, zoo_bahdanau_state *s) {
-    ag_tensor **x[2 + 2 * NN_GRU_MAX_LAYERS];
+    ag_tensor **x[2 + 4 * ZOO_RNN_MAX_LAYERS];
     const int n = state_tensors(d, s, x), H = d->hiddens, Tk = s->Tk;
     unsigned char *p = (unsigned char *)s->buf;
     for (int i = 0; i < n; i++) {
@@ -254,7 +251,7 @@ static int ensure_rows(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c, zoo_b
                        int rows) {
     if (rows <= s->rows_cap) return 0;
     ag_tape *t = c->tape;
-    ag_tensor **x[2 + 2 * NN_GRU_MAX_LAYERS];
+    ag_tensor **x[2 + 4 * ZOO_RNN_MAX_LAYERS];
     const int n = state_tensors(d, s, x), cap = rows > s->B ? rows : s->B;
     size_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += row_bytes(d, s, i) * (size_t)cap;
@@ -303,7 +300,7 @@ int zoo_seq2seq_attn_decoder_select(const zoo_seq2seq_attn_decoder *d, const nn_
         }
     if (ensure_rows(d, c, s, n)) return -1;
     ag_tape *t = c->tape;
-    ag_tensor **x[2 + 2 * NN_GRU_MAX_LAYERS];
+    ag_tensor **x[2 + 4 * ZOO_RNN_MAX_LAYERS];
     const int m = state_tensors(d, s, x);
     const size_t I = sizeof(int32_t);
     bool *same = ag_tape_alloc(t, sizeof *same * (size_t)n); /* rows whose source stays */
@@ -311,7 +308,7 @@ int zoo_seq2seq_attn_decoder_select(const zoo_seq2seq_attn_decoder *d, const nn_
     zoo_rows_same_source(s->src_row, s->B, rows, n, same);
     for (int i = 0; i < m; i++) /* enc_out, keys and h0 follow the source, h the row */
         if (zoo_rows_gather(t, (*x[i])->data, row_bytes(d, s, i), row_bytes(d, s, i), rows, n,
-                            i < 2 + d->layers ? same : NULL))
+                            i < src_tensors(d) ? same : NULL))
             return -1;
     if ((s->enc_valid && zoo_rows_gather(t, s->enc_valid, I, I, rows, n, same)) ||
         zoo_rows_gather(t, s->src_row, I, I, rows, n, same))
@@ -328,24 +325,27 @@ int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *c
     bm->cfg = *cfg;
     const zoo_bahdanau_cfg *k = cfg;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
-        k->layers > NN_GRU_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1))
+        k->layers > ZOO_RNN_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1) ||
+        (k->cell != ZOO_CELL_GRU && k->cell != ZOO_CELL_LSTM))
         return nn_params_fail(ps, "bahdanau: bad config (vocab %d/%d, embed %d, hiddens %d, layers "
-                                  "%d, dropout %g): sizes must be >= 1, layers <= %d, 0 <= dropout < 1",
+                                  "%d, dropout %g, cell %d): sizes must be >= 1, layers <= %d, "
+                                  "0 <= dropout < 1, cell gru (%d) or lstm (%d)",
                               k->src_vocab, k->tgt_vocab, k->embed, k->hiddens, k->layers, k->dropout,
-                              NN_GRU_MAX_LAYERS);
-    if (zoo_seq2seq_encoder_init(&bm->encoder, ps, "encoder", k->src_vocab, k->embed, k->hiddens,
-                                 k->layers, k->dropout))
+                              k->cell, ZOO_RNN_MAX_LAYERS, ZOO_CELL_GRU, ZOO_CELL_LSTM);
+    if (zoo_seq2seq_encoder_init_cell(&bm->encoder, ps, "encoder", (zoo_cell)k->cell, k->src_vocab,
+                                      k->embed, k->hiddens, k->layers, k->dropout))
         return -1;
-    return zoo_seq2seq_attn_decoder_init(&bm->decoder, ps, "decoder", k->tgt_vocab, k->embed,
-                                         k->hiddens, k->layers, k->dropout);
+    return zoo_seq2seq_attn_decoder_init_cell(&bm->decoder, ps, "decoder", (zoo_cell)k->cell,
+                                              k->tgt_vocab, k->embed, k->hiddens, k->layers,
+                                              k->dropout);
 }
 
 zoo_bahdanau_state *zoo_bahdanau_encode(const zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
                                         const int32_t *src_len, int B, int Ts) {
     if (!bm || !c || !src || !src_len) return NULL;
-    ag_tensor *state;
-    ag_tensor *out = zoo_seq2seq_encoder_forward(&bm->encoder, c, src, B, Ts, &state);
-    return zoo_seq2seq_attn_decoder_init_state(&bm->decoder, c, out, state, src_len);
+    ag_tensor *h, *cs;
+    ag_tensor *out = zoo_seq2seq_encoder_run(&bm->encoder, c, src, B, Ts, &h, &cs);
+    return zoo_seq2seq_attn_decoder_init_rnn_state(&bm->decoder, c, out, h, cs, src_len);
 }
 
 ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,

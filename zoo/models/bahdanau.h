@@ -13,6 +13,11 @@
  * Shapes: batch B, source steps Ts, target steps T, embedding E, hidden H, GRU layers L,
  * vocabularies Vs (source) and V (target).
  *
+ * The cell (cfg.cell, docs/spec.md section 7): a GRU (d2l's, the default) or an LSTM (the seed's
+ * attention seq2seq) in both the encoder and the decoder; with an LSTM the state is (h, c), the
+ * attention's query is still the last layer's hidden state h, and the names are the same with
+ * weights of 4H rows instead of 3H (an LSTM's "GRU state" below is its h and c).
+ *
  * Encoder (d2l's Seq2SeqEncoder): x = embedding(src) (B, Ts, E) taken as (Ts, B, E); outputs,
  * state = GRU(x) with outputs (Ts, B, H) and state (L, B, H). As d2l, the encoder ignores the
  * valid lengths: the padded positions run through the GRU too (the attention masks them later).
@@ -51,6 +56,7 @@
 #define TG_ZOO_BAHDANAU_H
 
 #include "zoo/models/attention.h"
+#include "zoo/models/encdec.h" /* the shared encoder zoo_seq2seq_encoder and zoo_rnn */
 
 typedef struct zoo_bahdanau_cfg {
     int src_vocab, tgt_vocab;
@@ -58,6 +64,7 @@ typedef struct zoo_bahdanau_cfg {
     int hiddens;     /* H (32) */
     int layers;      /* GRU layers L of the encoder and of the decoder (2) */
     double dropout;  /* between GRU layers and on the attention weights (0.1) */
+    int cell;        /* zoo_cell of both RNNs (ZOO_CELL_GRU) */
 } zoo_bahdanau_cfg;
 
 /* docs/spec.md section 4's default configuration (vocabulary sizes 0), the one place it is written;
@@ -65,20 +72,7 @@ typedef struct zoo_bahdanau_cfg {
 extern const zoo_bahdanau_cfg zoo_bahdanau_default_cfg;
 zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab);
 
-/* ---- encoder ---- */
-
-typedef struct zoo_seq2seq_encoder {
-    nn_embedding embedding;  /* prefix.embedding (vocab, E) */
-    nn_gru rnn;              /* prefix.rnn: GRU(E, H, L, dropout) */
-} zoo_seq2seq_encoder;
-
-/* Registers prefix.embedding.weight then prefix.rnn.*. Returns 0 or -1 (ag_last_error). */
-int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix,
-                             int vocab, int embed, int hiddens, int layers, double dropout);
-/* src (B, T) ids -> outputs (T, B, H) (the last layer's output at every step); *state (when
- * not NULL) receives the final state (L, B, H). NULL (and *state NULL) after an error. */
-ag_tensor *zoo_seq2seq_encoder_forward(const zoo_seq2seq_encoder *e, const nn_ctx *c,
-                                       const int32_t *src, int B, int T, ag_tensor **state);
+/* ---- encoder: zoo_seq2seq_encoder (zoo/models/encdec.h), shared with the plain model ---- */
 
 /* ---- decoder ---- */
 
@@ -88,31 +82,39 @@ typedef struct zoo_bahdanau_state {
     ag_tensor *keys;                      /* (B, Tk, H) = enc_out W_k^T, computed once */
     int32_t *enc_valid;                   /* (B,) source valid lengths on the tape, or NULL */
     int32_t *src_row;                     /* (B,) the source (encoded row) of each row */
-    ag_tensor *h0[NN_GRU_MAX_LAYERS];     /* the encoder's final state, layer k (B, H) */
-    ag_tensor *h[NN_GRU_MAX_LAYERS];      /* the decoder's state after `steps` steps (B, H) */
+    ag_tensor *h0[ZOO_RNN_MAX_LAYERS];    /* the encoder's final state, layer k (B, H) */
+    ag_tensor *h[ZOO_RNN_MAX_LAYERS];     /* the decoder's state after `steps` steps (B, H) */
+    ag_tensor *c0[ZOO_RNN_MAX_LAYERS];    /* LSTM: the cell states likewise (NULL for a GRU) */
+    ag_tensor *c[ZOO_RNN_MAX_LAYERS];
     int B, Ts;                            /* batch, source steps */
     int Tk;                               /* attended source positions (see init_state), <= Ts */
     int steps;                            /* tokens decoded by the step function */
     /* Rows for beam search (select, reserve): once made, the tensors above are leaves over
      * buf, (2, rows_cap, Tk, H) for enc_out and keys then (2, L, rows_cap, H) for h0 and h,
-     * and enc_valid has room for rows_cap rows; a step copies the new h into buf. */
+     * (then c0 and c for an LSTM), and enc_valid has room for rows_cap rows; a step copies the
+     * new h (and c) into buf. */
     int rows_cap;                         /* 0: not made */
     ag_real *buf;
-    ag_tensor rows[2 + 2 * NN_GRU_MAX_LAYERS]; /* the leaves: enc_out, keys, h0[L], h[L] */
+    ag_tensor rows[2 + 4 * ZOO_RNN_MAX_LAYERS]; /* the leaves: enc_out, keys, h0[L], h[L], c0, c */
 } zoo_bahdanau_state;
 
 typedef struct zoo_seq2seq_attn_decoder {
     zoo_additive_attention attention;  /* prefix.attention: AdditiveAttention(H, H, H, dropout) */
     nn_embedding embedding;            /* prefix.embedding (vocab, E) */
-    nn_gru rnn;                        /* prefix.rnn: GRU(E + H, H, L, dropout) */
+    zoo_rnn rnn;                       /* prefix.rnn: GRU or LSTM(E + H, H, L, dropout) */
     nn_linear dense;                   /* prefix.dense: H -> vocab, with bias */
     int vocab, embed, hiddens, layers;
+    zoo_cell cell;
 } zoo_seq2seq_attn_decoder;
 
 /* Registers prefix.attention.{W_k,W_q,w_v}.weight, prefix.embedding.weight, prefix.rnn.*,
- * prefix.dense.{weight,bias} (PyTorch's order). Returns 0 or -1 (ag_last_error). */
+ * prefix.dense.{weight,bias} (PyTorch's order); a GRU. Returns 0 or -1 (ag_last_error). */
 int zoo_seq2seq_attn_decoder_init(zoo_seq2seq_attn_decoder *d, nn_params *ps, const char *prefix,
                                   int vocab, int embed, int hiddens, int layers, double dropout);
+/* The same with the cell given. */
+int zoo_seq2seq_attn_decoder_init_cell(zoo_seq2seq_attn_decoder *d, nn_params *ps,
+                                       const char *prefix, zoo_cell cell, int vocab, int embed,
+                                       int hiddens, int layers, double dropout);
 
 /* d2l's init_state: enc_outputs (Ts, B, H) and enc_state (L, B, H) from the encoder, enc_valid
  * (B,) (copied), or NULL for no mask (d2l's `init_state(encoder(X), None)`). Returns the state
@@ -128,6 +130,12 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(const zoo_seq2seq_attn_d
                                                         const nn_ctx *c, ag_tensor *enc_outputs,
                                                         ag_tensor *enc_state,
                                                         const int32_t *enc_valid);
+/* The same for either cell: enc_h (L, B, H) and, for an LSTM, enc_c (L, B, H) (NULL for a GRU;
+ * a GRU given a c, or an LSTM given none, is refused naming the op and the shapes). */
+zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_rnn_state(const zoo_seq2seq_attn_decoder *d,
+                                                            const nn_ctx *c, ag_tensor *enc_outputs,
+                                                            ag_tensor *enc_h, ag_tensor *enc_c,
+                                                            const int32_t *enc_valid);
 
 /* The attention of one step with the state's precomputed keys: query (B, H) -> context (B, H)
  * = dropout(a) enc_out with a = masked_softmax(w_v tanh(W_q query + keys)) (B, 1, Tk), which
@@ -172,7 +180,7 @@ typedef struct zoo_bahdanau {
 } zoo_bahdanau;
 
 /* Registers every parameter in ps (names above). Returns 0, or -1 with ag_last_error() (bad
- * config: a size < 1, layers > NN_GRU_MAX_LAYERS, dropout outside [0, 1)). */
+ * config: a size < 1, layers > ZOO_RNN_MAX_LAYERS, dropout outside [0, 1), an unknown cell). */
 int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *cfg);
 
 /* src (B, Ts) ids, src_len (B,) valid lengths (used by the attention only). Returns the

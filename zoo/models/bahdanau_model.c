@@ -1,4 +1,4 @@
-/* bahdanau_model.c -- the Bahdanau GRU seq2seq as a zoo_model: its hyperparameters (flags,
+/* bahdanau_model.c -- the Bahdanau GRU (or, --cell lstm, LSTM) seq2seq as a zoo_model: its hyperparameters (flags,
  * checkpoint config) and the encoder-decoder interface over zoo/models/bahdanau.h.
  *
  * Attention for the heatmaps: the model has one attention, the decoder's cross-attention over
@@ -77,6 +77,7 @@ static const zoo_field bm_fields[] = {
     {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "GRU hidden size (also the attention's width)"},
     {"layers", ZOO_INT, F(layers), 1, NN_GRU_MAX_LAYERS, "GRU layers in the encoder and in the decoder"},
     {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout between GRU layers and on the attention weights"},
+    {"cell", ZOO_CHOICE, F(cell), 0, 0, "gru|lstm: the recurrent cell of the encoder and the decoder"},
 };
 #undef F
 

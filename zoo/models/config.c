@@ -27,6 +27,23 @@ static char *shortest(double v, char *buf, size_t len) {
     return buf;
 }
 
+/* A choice field's name number i (its help starts "a|b|c: ..."): copies it into buf and returns
+ * buf, or NULL when there are not that many names. */
+static const char *choice_name(const zoo_field *f, int i, char *buf, size_t len) {
+    const char *p = f->help, *end = strchr(p, ':');
+    if (!end) end = p + strlen(p);
+    for (int k = 0; p < end; k++) {
+        const char *bar = memchr(p, '|', (size_t)(end - p));
+        const char *stop = bar ? bar : end;
+        if (k == i) {
+            snprintf(buf, len, "%.*s", (int)(stop - p), p);
+            return buf;
+        }
+        p = stop + 1;
+    }
+    return NULL;
+}
+
 const char *zoo_field_expects(const zoo_field *f, char *buf, size_t len) {
     char lo[32], hi[32];
     shortest(f->min, lo, sizeof lo);
@@ -39,6 +56,12 @@ const char *zoo_field_expects(const zoo_field *f, char *buf, size_t len) {
         snprintf(buf, len, "a number in [%s, %s]", lo, hi);
     else if (f->type == ZOO_BOOL)
         snprintf(buf, len, "0 or 1");
+    else if (f->type == ZOO_CHOICE) {
+        char name[64];
+        size_t at = (size_t)snprintf(buf, len, "one of");
+        for (int i = 0; choice_name(f, i, name, sizeof name) && at < len; i++)
+            at += (size_t)snprintf(buf + at, len - at, "%s %s", i ? "," : "", name);
+    }
     else
         snprintf(buf, len, f->type == ZOO_STR ? "a text" : "no value");
     return buf;
@@ -75,6 +98,15 @@ int zoo_field_parse(const zoo_field *f, void *obj, const char *text, const char 
     case ZOO_SWITCH:
         *(int *)dst = 1;
         return 0;
+    case ZOO_CHOICE: {
+        char name[64];
+        for (int i = 0; choice_name(f, i, name, sizeof name); i++)
+            if (!strcmp(name, text)) {
+                *(int *)dst = i;
+                return 0;
+            }
+        break;
+    }
     case ZOO_BOOL:
         if (!strcmp(text, "0") || !strcmp(text, "false")) *(bool *)dst = false;
         else if (!strcmp(text, "1") || !strcmp(text, "true")) *(bool *)dst = true;
@@ -109,6 +141,7 @@ double zoo_field_number(const zoo_field *f, const void *obj) {
     case ZOO_REAL: return *(const double *)src;
     case ZOO_BOOL: return *(const bool *)src;
     case ZOO_SWITCH: return *(const int *)src;
+    case ZOO_CHOICE: return *(const int *)src;
     case ZOO_STR: break;
     }
     return NAN;
@@ -124,6 +157,9 @@ char *zoo_field_format(const zoo_field *f, const void *obj, char *buf, size_t le
     case ZOO_BOOL: snprintf(buf, len, "%d", *(const bool *)src ? 1 : 0); break;
     case ZOO_SWITCH: snprintf(buf, len, "%s", *(const int *)src ? "on" : "off"); break;
     case ZOO_STR: snprintf(buf, len, "%s", *(const char *const *)src ? *(const char *const *)src : "(none)"); break;
+    case ZOO_CHOICE:
+        if (!choice_name(f, *(const int *)src, buf, len)) snprintf(buf, len, "(choice %d)", *(const int *)src);
+        break;
     }
     return buf;
 }

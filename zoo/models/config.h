@@ -30,6 +30,9 @@ typedef enum zoo_type {
     ZOO_BOOL,   /* bool: "0" / "1" (also "false" / "true") */
     ZOO_STR,    /* const char * (a flag: points into argv; min and max unused) */
     ZOO_SWITCH, /* int set to 1 by a flag without a value */
+    ZOO_CHOICE, /* int: the index of one of the names listed at the start of help, separated by
+                 * '|' and ended by ':' ("gru|lstm: the recurrent cell": 0 gru, 1 lstm); parsed
+                 * and formatted by name (min and max unused) */
 } zoo_type;
 
 typedef struct zoo_field {
@@ -53,10 +56,12 @@ int zoo_field_parse(const zoo_field *f, void *obj, const char *text, const char 
  * Returns buf. */
 char *zoo_field_format(const zoo_field *f, const void *obj, char *buf, size_t len);
 
-/* "an integer in [1, 64]", "a number in [0, 0.99]", "0 or 1", "a text": what f accepts. */
+/* "an integer in [1, 64]", "a number in [0, 0.99]", "0 or 1", "a text", "one of gru, lstm":
+ * what f accepts. */
 const char *zoo_field_expects(const zoo_field *f, char *buf, size_t len);
 
-/* The value of a numeric field as a double (bools and switches as 0 / 1). */
+/* The value of a numeric field as a double (bools and switches as 0 / 1, a choice as its
+ * index). */
 double zoo_field_number(const zoo_field *f, const void *obj);
 
 #endif
