@@ -33,7 +33,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "autograd/ag_base.h"
+#include "ag_base.h"
+
+#ifdef __cplusplus
+#include <initializer_list>
+extern "C" {
+#endif
 
 #ifdef TG_DOUBLE
 typedef double ag_real;
@@ -44,9 +49,18 @@ typedef float ag_real;
 #define AG_MAX_DIMS 6
 /* Axis argument meaning "all axes" for the reductions. */
 #define AG_ALL (-100)
-/* AG_SHAPE(2, 3) expands to `2, (const int[]){2, 3}`: the (ndim, shape) argument pair. */
+/* AG_SHAPE(2, 3) expands to `2, (const int[]){2, 3}`: the (ndim, shape) argument pair.
+ * In C++ (no compound literals) the pair is taken from a temporary std::initializer_list<int>,
+ * whose array lives to the end of the full expression, as a C compound literal in a call lives
+ * to the end of its block at least: use AG_SHAPE in a call's arguments, never keep the pointer. */
+#ifdef __cplusplus
+#define AG_SHAPE(...)                                                                            \
+    (int)std::initializer_list<int>{__VA_ARGS__}.size(),                                        \
+        std::initializer_list<int>{__VA_ARGS__}.begin()
+#else
 #define AG_SHAPE(...) \
     (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]){__VA_ARGS__}
+#endif
 
 typedef struct ag_tape ag_tape;
 
@@ -340,6 +354,18 @@ typedef struct ag_gradcheck_result {
     int skipped;       /* elements skipped as kinks */
     double max_abs_err;
     char msg[512];     /* on failure: op, input, element, numeric and analytic values */
+    /* What a report of the check needs (a row of the tables of docs/gradcheck.md):
+     * with numeric n and analytic a of a checked element, |diff| = |n - a|, scale = max(|n|, |a|),
+     * and an element passes when |diff| <= atol + rtol * scale. */
+    char name[96];      /* the name given (truncated) */
+    char shapes[160];   /* the inputs' shapes and the output's: "[4, 5] [6, 5] -> [3, 4]";
+                         * an input that requires no gradient is marked "(const)" */
+    int elems;          /* elements of the inputs that require a gradient (checked + skipped +
+                         * those max_elems left out) */
+    double max_rel_err; /* max |diff| / scale over the checked elements with scale >= atol
+                         * (below it the absolute tolerance rules); 0 when there are none */
+    double worst;       /* max |diff| / (atol + rtol * scale): the check passes while <= 1 */
+    double eps, atol, rtol; /* the knobs used, defaults filled in */
 } ag_gradcheck_result;
 
 /* Checks the gradients of the scalar L = sum(R * f(inputs)), R a fixed random normal
@@ -349,5 +375,9 @@ typedef struct ag_gradcheck_result {
 ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inputs,
                                  ag_tensor *const *inputs, void *user,
                                  const ag_gradcheck_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

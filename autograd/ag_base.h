@@ -8,6 +8,10 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- Errors: one channel for every library of tapegrad ---------------------------------
  *
  * Every failing function of autograd, nn, optim, datasets and the zoo leaves one line in a
@@ -59,5 +63,9 @@ uint32_t ag_rng_below(ag_rng *r, uint32_t n); /* uniform integer in [0, n), n > 
 void ag_rng_seed_stream(ag_rng *r, uint64_t seed, uint64_t stream);
 uint64_t ag_rng_below64(ag_rng *r, uint64_t n);  /* n >= 1 */
 void ag_rng_permutation(int64_t *p, int64_t n, uint64_t seed, uint64_t stream);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

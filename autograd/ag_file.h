@@ -43,6 +43,10 @@
 
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One file being written. Fields are read-only for the caller; all are NULL when the ag_file
  * is not open (after commit, abort, or a failed open). */
 typedef struct ag_file {
@@ -65,5 +69,9 @@ int ag_file_commit(ag_file *f);
  * written directly, a FIFO or a device, has had what was written). A no-op on a closed
  * ag_file (so it is safe on every cleanup path). Records no error. */
 void ag_file_abort(ag_file *f);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

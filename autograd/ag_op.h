@@ -36,7 +36,14 @@
 #include <math.h>
 #include <string.h>
 
-#include "autograd/ag.h"
+#include "ag.h"
+
+/* C's restrict, spelled __restrict in C++ (GCC, Clang and MSVC all take it). */
+#ifdef __cplusplus
+#define AG_RESTRICT __restrict
+#else
+#define AG_RESTRICT restrict
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -223,7 +230,7 @@ static inline void ag_dropmask_apply(ag_real *y, const ag_real *x, ptrdiff_t n, 
 }
 
 /* d[e] += g[e] * M[e] for e < n: a masked gradient added (d and g distinct). */
-static inline void ag_dropmask_accumulate(ag_real *restrict d, const ag_real *restrict g,
+static inline void ag_dropmask_accumulate(ag_real *AG_RESTRICT d, const ag_real *AG_RESTRICT g,
                                            ptrdiff_t n, ag_dropmask dm) {
     for (ptrdiff_t e = 0; e < n; e++) d[e] += g[e] * ag_dropmask_at(&dm, (uint32_t)e);
 }

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct gc_run {
     ag_gradcheck_fn fn;
@@ -57,18 +58,34 @@ static void fail(ag_gradcheck_result *res, const char *fmt, ...) {
     res->ok = false;
 }
 
+/* Appends prefix, x's shape ("[4, 5]") and suffix to the report's shapes (truncated when full). */
+static void add_shape(ag_gradcheck_result *res, const char *prefix, const ag_tensor *x,
+                      const char *suffix) {
+    size_t len = strlen(res->shapes);
+    char buf[64];
+    if (len + 1 >= sizeof res->shapes) return;
+    snprintf(res->shapes + len, sizeof res->shapes - len, "%s%s%s", prefix,
+             ag_shape_str(x, buf, sizeof buf), suffix);
+}
+
 ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inputs,
                                  ag_tensor *const *inputs, void *user,
                                  const ag_gradcheck_opts *opts) {
     ag_gradcheck_result res = {.ok = true};
     ag_gradcheck_opts o = opts ? *opts : (ag_gradcheck_opts){0};
     defaults(&o);
+    snprintf(res.name, sizeof res.name, "%s", name ? name : "");
+    res.eps = o.eps;
+    res.atol = o.atol;
+    res.rtol = o.rtol;
     for (int i = 0; i < n_inputs; i++) {
         if (!inputs[i] || inputs[i]->tape || !ag_is_contiguous(inputs[i])) {
             fail(&res, "gradcheck %s: input %d must be a contiguous leaf", name, i);
             return res;
         }
         if (inputs[i]->grad) memset(inputs[i]->grad, 0, (size_t)inputs[i]->numel * sizeof(ag_real));
+        add_shape(&res, "", inputs[i], inputs[i]->requires_grad ? " " : " (const) ");
+        if (inputs[i]->requires_grad) res.elems += (int)inputs[i]->numel;
     }
     gc_run g = {fn, inputs, user, ag_tape_new(), NULL, 0};
     ag_real *seed = NULL;
@@ -83,6 +100,7 @@ ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inp
         goto done;
     }
     g.numel = y->numel;
+    add_shape(&res, "-> ", y, "");
     g.proj = malloc((size_t)(g.numel ? g.numel : 1) * sizeof *g.proj);
     seed = malloc((size_t)(g.numel ? g.numel : 1) * sizeof *seed);
     if (!g.proj || !seed) {
@@ -119,10 +137,14 @@ ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inp
                     continue;
                 }
             }
-            double err = fabs(num - ana);
+            double err = fabs(num - ana), scale = fmax(fabs(num), fabs(ana));
+            double allowed = o.atol + o.rtol * scale;
             if (err > res.max_abs_err || isnan(err)) res.max_abs_err = err;
+            if (scale >= o.atol && (err / scale > res.max_rel_err || isnan(err)))
+                res.max_rel_err = err / scale;
+            if (err / allowed > res.worst || isnan(err)) res.worst = err / allowed;
             res.checked++;
-            if (!(err <= o.atol + o.rtol * fmax(fabs(num), fabs(ana)))) {
+            if (!(err <= allowed)) {
                 fail(&res, "gradcheck %s: input %d (%s) element %td: numeric %.10g, analytic %.10g "
                            "(|diff| %.3g > atol %.1g + rtol %.1g * |value|)",
                      name, i, x->name ? x->name : "unnamed", j, num, ana, err, o.atol, o.rtol);

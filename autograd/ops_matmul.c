@@ -9,6 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A portable build (TG_NATIVE=OFF, x86-64 GCC: CMake defines TG_MULTIVERSION) compiles the hot
+ * loops below three times, for the x86-64 baseline, AVX2 and AVX-512 (x86-64-v4: its masks let
+ * GCC vectorize exp's clamps, which it will not do without them under IEEE traps), and the
+ * loader picks one from the CPU (GCC's target_clones, glibc's ifunc). Same code, same bits: ISO
+ * C mode contracts no a * b + c into an FMA. */
+#if defined(TG_MULTIVERSION) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TG_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define TG_CLONES
+#endif
+
 /* Products of at most this many multiply-adds run in the engine's own loop: below it, BLIS's
  * per-call set-up (packing, about 0.3-1 us) costs more than the arithmetic. */
 #define SMALL_GEMM_MACS 4096
@@ -54,6 +65,7 @@ static ag_real *scratch(size_t n) {
 #define SMALL_K 64
 
 #define DEFINE_SMALL_GEMM(W)                                                                     \
+    TG_CLONES                                                                                    \
     static void small_gemm_##W(int m, int n, int k, ag_real alpha, const ag_real *a,            \
                                ptrdiff_t rsa, ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb,   \
                                ptrdiff_t csb, ag_real beta, ag_real *c, ptrdiff_t rsc,          \

@@ -36,7 +36,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/common.h"
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Arrays one loader serves at most. */
 #define DS_LOADER_MAX_ARRAYS 8
@@ -49,7 +53,11 @@ typedef struct ds_array {
 } ds_array;
 
 /* The array of a flat pointer p (float *, int32_t * ...) with row_elems elements a row. */
+#ifdef __cplusplus
+#define DS_ARRAY(p, row_elems) (ds_array{(p), sizeof *(p), (size_t)(row_elems)})
+#else
 #define DS_ARRAY(p, row_elems) ((ds_array){(p), sizeof *(p), (row_elems)})
+#endif
 
 typedef struct ds_loader_opts {
     int64_t batch_size;  /* rows per batch, >= 1 */
@@ -80,5 +88,9 @@ bool ds_loader_next(ds_loader *it, ds_minibatch *b);
 int64_t ds_loader_count(const ds_loader *it);
 /* NULL is a no-op. */
 void ds_loader_free(ds_loader *it);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,10 +20,18 @@ typedef enum {
 
 /* The message of a failed ds_ call is read with ag_last_error() (autograd/ag_base.h): the one
  * error channel of every tapegrad library. */
-#include "autograd/ag_base.h"
+#include "../autograd/ag_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Short name of a status code ("ok", "bad argument", "I/O error", "bad data",
  * "out of memory"); "unknown status" for anything else. Static string. */
 const char *ds_status_name(int status);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -52,8 +52,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/common.h"
-#include "datasets/vocab.h"
+#include "common.h"
+#include "vocab.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum { DS_SRC = 0, DS_TGT = 1 } ds_side;
 /* DS_TRAIN is every pair when there is no split (valid_frac = test_frac = 0). */
@@ -190,5 +194,9 @@ int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out);
  * On success the path is copied to out[0..cap). Returns DS_OK, DS_EIO (not found: the
  * message lists every path tried), DS_EARG (path longer than cap). */
 int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -36,7 +36,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/common.h"
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* d2l's bleu(pred_seq, label_seq, k) into *score. Returns DS_OK, DS_EARG (k < 1 or NULL),
  * DS_ENOMEM. Any bytes are fine (only ' ' separates tokens). */
@@ -84,5 +88,9 @@ int ds_chrf_add(ds_chrf_stats *s, const char *hyp, const char *ref);
 double ds_chrf_compute(const ds_chrf_stats *s);
 /* Convenience: corpus chrF of n hypotheses against one reference each. */
 int ds_corpus_chrf(const char *const *hyps, const char *const *refs, size_t n, double *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Unicode version of the generated tables, e.g. "14.0.0". */
 extern const char ds_unicode_version[];
 
@@ -52,5 +56,9 @@ extern const ds_u_run ds_u_lower_runs[];
 extern const size_t ds_u_lower_runs_len;
 extern const ds_u_range ds_u_cased[], ds_u_case_ignorable[], ds_u_space[];
 extern const size_t ds_u_cased_len, ds_u_case_ignorable_len, ds_u_space_len;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

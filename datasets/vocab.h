@@ -18,7 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/common.h"
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 enum { DS_UNK = 0, DS_PAD = 1, DS_BOS = 2, DS_EOS = 3 };
 
@@ -87,5 +91,9 @@ int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len);
 int ds_vocab_load(const char *path, ds_vocab **out);
 /* The same parser on a buffer; `name` is used in messages. */
 int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

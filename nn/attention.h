@@ -16,7 +16,7 @@
 #ifndef TG_NN_ATTENTION_H
 #define TG_NN_ATTENTION_H
 
-#include "nn/layers.h"
+#include "layers.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,7 +6,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "autograd/ag.h"
+#include "../autograd/ag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The context every forward takes. No hidden global mode: dropout is active only when
  * training is true (then rng must be non-NULL if any dropout probability is > 0). */
@@ -43,5 +47,9 @@ static inline void nn_eval_end(nn_ctx *c, nn_eval_saved s)
     c->training = s.training;
     if (c->tape) ag_tape_set_recording(c->tape, s.recording);
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -32,8 +32,12 @@
 #ifndef TG_NN_BATCHNORM_H
 #define TG_NN_BATCHNORM_H
 
-#include "nn/base.h"
-#include "nn/params.h"
+#include "base.h"
+#include "params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* PyTorch's defaults. */
 #define NN_BATCH_NORM_EPS 1e-5
@@ -58,5 +62,9 @@ int nn_batch_norm1d_init(nn_batch_norm1d *bn, nn_params *ps, const char *prefix,
  * number of channels or dimensions (the message names both shapes), when training with
  * N L = 1 value per channel, or when the store is not finalized. */
 ag_tensor *nn_batch_norm1d_forward(const nn_batch_norm1d *bn, const nn_ctx *c, ag_tensor *x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,8 +20,12 @@
 #ifndef TG_NN_GRU_H
 #define TG_NN_GRU_H
 
-#include "nn/base.h"
-#include "nn/params.h"
+#include "base.h"
+#include "params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define NN_GRU_MAX_LAYERS 8
 
@@ -77,5 +81,9 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
 int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_tensor **h);
 /* Stacks h[0 .. num_layers-1] (B, H) back into (num_layers, B, H); NULL on error. */
 ag_tensor *nn_gru_state_join(const nn_gru *g, const nn_ctx *c, ag_tensor *const *h);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

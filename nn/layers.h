@@ -14,8 +14,12 @@
 #ifndef TG_NN_LAYERS_H
 #define TG_NN_LAYERS_H
 
-#include "nn/base.h"
-#include "nn/params.h"
+#include "base.h"
+#include "params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- Linear: y = x W^T + b ---------------------------------------------------------------- */
 
@@ -97,5 +101,9 @@ ag_tensor *nn_layer_norm_add_composite(const nn_layer_norm *ln, const nn_dropout
 
 /* max(x, 0) elementwise; no parameters, so no struct. */
 ag_tensor *nn_relu(const nn_ctx *c, ag_tensor *x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

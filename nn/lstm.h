@@ -23,8 +23,12 @@
 #ifndef TG_NN_LSTM_H
 #define TG_NN_LSTM_H
 
-#include "nn/base.h"
-#include "nn/params.h"
+#include "base.h"
+#include "params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define NN_LSTM_MAX_LAYERS 8
 
@@ -87,5 +91,9 @@ ag_tensor *nn_lstm_step(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, ag_tens
 int nn_lstm_state_split(const nn_lstm *l, const nn_ctx *c, ag_tensor *state, ag_tensor **parts);
 /* Stacks parts[0 .. num_layers-1] (B, H) back into (num_layers, B, H); NULL on error. */
 ag_tensor *nn_lstm_state_join(const nn_lstm *l, const nn_ctx *c, ag_tensor *const *parts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

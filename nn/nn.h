@@ -44,13 +44,13 @@
 #ifndef TG_NN_H
 #define TG_NN_H
 
-#include "nn/base.h"
-#include "nn/params.h"
-#include "nn/layers.h"
-#include "nn/gru.h"
-#include "nn/lstm.h"
-#include "nn/batchnorm.h"
-#include "nn/attention.h"
-#include "nn/io/checkpoint.h"
+#include "base.h"
+#include "params.h"
+#include "layers.h"
+#include "gru.h"
+#include "lstm.h"
+#include "batchnorm.h"
+#include "attention.h"
+#include "io/checkpoint.h"
 
 #endif

@@ -42,7 +42,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nn/base.h"
+#include "base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Longest parameter name, terminating NUL included. */
 #define NN_NAME_MAX 256
@@ -64,20 +68,35 @@ typedef struct nn_init {
     double a, b;
 } nn_init;
 
-static inline nn_init nn_init_zeros(void) { return (nn_init){NN_INIT_CONSTANT, 0.0, 0.0}; }
-static inline nn_init nn_init_ones(void) { return (nn_init){NN_INIT_CONSTANT, 1.0, 0.0}; }
-static inline nn_init nn_init_constant(double v) { return (nn_init){NN_INIT_CONSTANT, v, 0.0}; }
+static inline nn_init nn_init_zeros(void)
+{
+    nn_init r = {NN_INIT_CONSTANT, 0.0, 0.0};
+    return r;
+}
+static inline nn_init nn_init_ones(void)
+{
+    nn_init r = {NN_INIT_CONSTANT, 1.0, 0.0};
+    return r;
+}
+static inline nn_init nn_init_constant(double v)
+{
+    nn_init r = {NN_INIT_CONSTANT, v, 0.0};
+    return r;
+}
 static inline nn_init nn_init_uniform(double lo, double hi)
 {
-    return (nn_init){NN_INIT_UNIFORM, lo, hi};
+    nn_init r = {NN_INIT_UNIFORM, lo, hi};
+    return r;
 }
 static inline nn_init nn_init_normal(double mean, double std)
 {
-    return (nn_init){NN_INIT_NORMAL, mean, std};
+    nn_init r = {NN_INIT_NORMAL, mean, std};
+    return r;
 }
 static inline nn_init nn_init_xavier_uniform(void)
 {
-    return (nn_init){NN_INIT_XAVIER_UNIFORM, 1.0, 0.0};
+    nn_init r = {NN_INIT_XAVIER_UNIFORM, 1.0, 0.0};
+    return r;
 }
 
 /* Fills x (numel values, row-major, shape (ndim, shape) for Xavier's fans) from rng.
@@ -177,5 +196,9 @@ char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -31,9 +31,14 @@
 #define TG_OPTIM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "nn/nn.h"
+#include "../nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- Learning-rate schedules ---------------------------------------------------------------- */
 
@@ -65,31 +70,37 @@ typedef struct optim_schedule {
     double min_ratio;   /* COSINE, LINEAR: final lr / lr, 0 to 1 */
 } optim_schedule;
 
+/* (Fields in declaration order: kind, step_size, gamma, d_model, warmup, total, min_ratio; one
+ * spelling for C and C++, which has no compound literals.) */
 static inline optim_schedule optim_lr_constant(void)
 {
-    return (optim_schedule){.kind = OPTIM_LR_CONSTANT};
+    optim_schedule s = {OPTIM_LR_CONSTANT, 0, 0.0, 0, 0, 0, 0.0};
+    return s;
 }
 static inline optim_schedule optim_lr_step(int step_size, double gamma)
 {
-    return (optim_schedule){.kind = OPTIM_LR_STEP, .step_size = step_size, .gamma = gamma};
+    optim_schedule s = {OPTIM_LR_STEP, step_size, gamma, 0, 0, 0, 0.0};
+    return s;
 }
 static inline optim_schedule optim_lr_noam(int d_model, int warmup)
 {
-    return (optim_schedule){.kind = OPTIM_LR_NOAM, .d_model = d_model, .warmup = warmup};
+    optim_schedule s = {OPTIM_LR_NOAM, 0, 0.0, d_model, warmup, 0, 0.0};
+    return s;
 }
 static inline optim_schedule optim_lr_warmup_cosine(int warmup, int64_t total, double min_ratio)
 {
-    return (optim_schedule){.kind = OPTIM_LR_COSINE, .warmup = warmup, .total = total,
-                            .min_ratio = min_ratio};
+    optim_schedule s = {OPTIM_LR_COSINE, 0, 0.0, 0, warmup, total, min_ratio};
+    return s;
 }
 static inline optim_schedule optim_lr_warmup_linear(int warmup, int64_t total, double min_ratio)
 {
-    return (optim_schedule){.kind = OPTIM_LR_LINEAR, .warmup = warmup, .total = total,
-                            .min_ratio = min_ratio};
+    optim_schedule s = {OPTIM_LR_LINEAR, 0, 0.0, 0, warmup, total, min_ratio};
+    return s;
 }
 static inline optim_schedule optim_lr_warmup_invsqrt(int warmup)
 {
-    return (optim_schedule){.kind = OPTIM_LR_INVSQRT, .warmup = warmup};
+    optim_schedule s = {OPTIM_LR_INVSQRT, 0, 0.0, 0, warmup, 0, 0.0};
+    return s;
 }
 
 /* The learning rate of update t (t >= 1) for base rate lr. Returns NaN for t < 1 or an
@@ -128,19 +139,26 @@ typedef struct optim_cfg {
 
 /* Configurations with PyTorch's defaults (AdamW: weight_decay 0.01), constant lr, no
  * clipping; change fields before optim_new. */
+/* (Fields in declaration order, one spelling for C and C++: kind, lr, beta1, beta2, eps,
+ * momentum, dampening, nesterov, weight_decay, decay_filter, decay_filter_user, clip_norm,
+ * schedule.) */
 static inline optim_cfg optim_sgd(double lr)
 {
-    return (optim_cfg){.kind = OPTIM_SGD, .lr = lr};
+    optim_cfg c = {OPTIM_SGD, lr, 0.0, 0.0, 0.0, 0.0, 0.0, false, 0.0, NULL, NULL, 0.0,
+                   optim_lr_constant()};
+    return c;
 }
 static inline optim_cfg optim_adam(double lr)
 {
-    return (optim_cfg){.kind = OPTIM_ADAM, .lr = lr, .beta1 = 0.9, .beta2 = 0.999,
-                       .eps = 1e-8};
+    optim_cfg c = {OPTIM_ADAM, lr, 0.9, 0.999, 1e-8, 0.0, 0.0, false, 0.0, NULL, NULL, 0.0,
+                   optim_lr_constant()};
+    return c;
 }
 static inline optim_cfg optim_adamw(double lr)
 {
-    return (optim_cfg){.kind = OPTIM_ADAMW, .lr = lr, .beta1 = 0.9, .beta2 = 0.999,
-                       .eps = 1e-8, .weight_decay = 0.01};
+    optim_cfg c = {OPTIM_ADAMW, lr, 0.9, 0.999, 1e-8, 0.0, 0.0, false, 0.01, NULL, NULL, 0.0,
+                   optim_lr_constant()};
+    return c;
 }
 
 /* "sgd", "adam", "adamw". */
@@ -196,5 +214,9 @@ double optim_clip_grad_norm(nn_params *ps, double max_norm);
  * stored: the caller passes the same cfg to optim_new. */
 int optim_save_state(const optim *o, nn_ckpt *ck);
 int optim_load_state(optim *o, const nn_ckpt *ck);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -42,6 +42,15 @@ allowed() { # from-library to-header -> 0 if the include is allowed
     return 1
 }
 
+# An include resolves as the compiler resolves it: first beside the including file (public
+# headers include each other relatively, "ag_base.h", "../autograd/ag.h", so that they work
+# installed under include/tapegrad/), then from the source root ("autograd/ag_op.h").
+resolve() { # including-file include -> path from the root
+    local rel
+    rel=$(realpath -m --relative-to=. "$(dirname "$1")/$2")
+    if [ -e "$rel" ]; then echo "$rel"; else echo "$2"; fi
+}
+
 bad=0
 edges=$(mktemp)
 trap 'rm -f "$edges" "$edges".*' EXIT
@@ -49,6 +58,7 @@ while IFS= read -r f; do
     from=$(lib_of "$f")
     while IFS= read -r hdr; do
         [ -n "$hdr" ] || continue
+        hdr=$(resolve "$f" "$hdr")
         to=$(lib_of "$hdr")
         if ! allowed "$from" "$hdr"; then
             echo "layering: $f includes $hdr ($from may not depend on ${to:-?})"

@@ -10,6 +10,7 @@
 
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "tests/gradcheck_table.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -331,7 +332,7 @@ static void test_gradcheck(void) {
             for (ptrdiff_t e = 0; e < in[k]->numel; e++)
                 in[k]->data[e] = ag_rng_normal(&r) + (k == 1);
         ag_gradcheck_result res =
-            ag_gradcheck(cases[i].name, f_bn, 3, in, (void *)&cases[i].k, NULL);
+            tg_gradcheck(cases[i].name, f_bn, 3, in, (void *)&cases[i].k, NULL);
         if (!res.ok) fprintf(stderr, "\n  %s\n", res.msg);
         CU_ASSERT_TRUE(res.ok);
         CU_ASSERT_EQUAL(res.checked, (int)(in[0]->numel + 2 * cases[i].C));
@@ -354,4 +355,8 @@ static CU_TestInfo tests[] = {
 static CU_SuiteInfo suites[] = {{"nn_batchnorm", NULL, NULL, NULL, NULL, tests},
                                 CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) {
+    int rc = tg_test_run(suites);
+    tg_gc_print("nn: BatchNorm1d (float64, tests/nn/test_batchnorm.c)");
+    return rc;
+}

@@ -1,13 +1,14 @@
 /* test_layers.c -- every layer in float64 (links nn64): gradient checks through the whole
  * layer with its parameters as gradcheck inputs (ag_gradcheck: central differences through a
  * fixed random projection of the output), plus values against hand computations: LayerNorm on
- * SPEC.md's literal, one GRU step worked out by hand, dropout's statistics, and the GRU's
+ * docs/spec.md's literal, one GRU step worked out by hand, dropout's statistics, and the GRU's
  * step function against its sequence forward. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "nn/nn.h"
+#include "tests/gradcheck_table.h"
 #include "tests/tg_test.h"
 
 #ifndef TG_DOUBLE
@@ -34,7 +35,7 @@ static void check(const char *name, ag_gradcheck_fn fn, int n, ag_tensor *const 
                   bool kinks)
 {
     ag_gradcheck_opts o = {.skip_kinks = kinks};
-    ag_gradcheck_result r = ag_gradcheck(name, fn, n, in, u, &o);
+    ag_gradcheck_result r = tg_gradcheck(name, fn, n, in, u, &o);
     if (!r.ok) fprintf(stderr, "\n%s: %s\n", name, r.msg);
     CU_ASSERT_TRUE(r.ok);
     ptrdiff_t total = 0;
@@ -104,7 +105,7 @@ static void test_embedding(void)
     nn_embedding_init(&k.e, ps, "emb", 5, 4);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 3), 0);
     ag_gradcheck_opts o = {0};
-    ag_gradcheck_result r = ag_gradcheck("embedding", f_embedding, 1,
+    ag_gradcheck_result r = tg_gradcheck("embedding", f_embedding, 1,
                                          (ag_tensor *[]){k.e.weight}, &k, &o);
     if (!r.ok) fprintf(stderr, "\n%s\n", r.msg);
     CU_ASSERT_TRUE(r.ok);
@@ -153,7 +154,7 @@ static void test_layer_norm(void)
     ag_leaf_free(y);
     nn_params_free(ps);
 
-    /* SPEC.md 3: LayerNorm(2) at init maps [[1, 2], [2, 3]] to [[-1, 1], [-1, 1]] (4 decimals). */
+    /* docs/spec.md 3: LayerNorm(2) at init maps [[1, 2], [2, 3]] to [[-1, 1], [-1, 1]] (4 decimals). */
     ps = nn_params_new();
     nn_layer_norm ln;
     nn_layer_norm_init(&ln, ps, "ln", 1, (const int[]){2}, NN_LAYER_NORM_EPS);
@@ -421,7 +422,7 @@ static void test_composite(void)
 static CU_TestInfo tests[] = {
     {"linear: gradcheck (3-D input, no bias) and value", test_linear},
     {"embedding: gradcheck with repeated ids", test_embedding},
-    {"layer_norm: gradcheck (1 and 2 dims), SPEC literal", test_layer_norm},
+    {"layer_norm: gradcheck (1 and 2 dims), spec literal", test_layer_norm},
     {"dropout and relu: gradcheck, statistics, eval", test_dropout_relu},
     {"gru: gradcheck 2 layers x 3 steps (eval, dropout, step)", test_gru_gradcheck},
     {"gru: one step against a hand computation", test_gru_hand_value},
@@ -431,4 +432,8 @@ static CU_TestInfo tests[] = {
 };
 static CU_SuiteInfo suites[] = {{"nn_layers", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) {
+    int rc = tg_test_run(suites);
+    tg_gc_print("nn: layers with their parameters (float64, tests/nn/test_layers.c)");
+    return rc;
+}

@@ -1,6 +1,6 @@
 /* test_lstm.c -- the LSTM (nn/lstm.h): the fused cell against its composite (values and
  * gradients), the multi-layer layer against a naive loop written from PyTorch's equations and
- * layout, SPEC.md 7's shapes, step-by-step against the whole sequence, dropout determinism,
+ * layout, docs/spec.md 7's shapes, step-by-step against the whole sequence, dropout determinism,
  * and the refusal of bad inputs (a GRU's one-tensor state among them). Built twice
  * (CMakeLists.txt): against nn64 (float64, which adds the central-difference checks of the
  * fused cell, the composite and the whole layer) and against nn (float32, the product). */
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
+#include "tests/gradcheck_table.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -185,7 +186,7 @@ static double diff_to(const ag_tensor *a, const double *ref) {
     return m;
 }
 
-/* SPEC.md 7's check (embed 8, H 16, 2 layers, X (4, 7) -> outputs (7, 4, 16), state two
+/* docs/spec.md 7's check (embed 8, H 16, 2 layers, X (4, 7) -> outputs (7, 4, 16), state two
  * (2, 4, 16)), the parameter names and shapes, and the values against the naive loop, from
  * zeros and from a given state. */
 static void test_layer_shapes_and_values(void) {
@@ -460,7 +461,7 @@ static void test_gradcheck_cell(void) {
             }
             char name[128];
             snprintf(name, sizeof name, "%s (%s)", cell_cases[k].name, v ? "composite" : "fused");
-            report(ag_gradcheck(name, cell_cases[k].fn, cell_cases[k].n_in, in,
+            report(tg_gradcheck(name, cell_cases[k].fn, cell_cases[k].n_in, in,
                                 (void *)&variants[v], NULL));
             for (int i = 0; i < 3; i++) ag_leaf_free(in[i]);
         }
@@ -495,7 +496,7 @@ static void test_gradcheck_layer(void) {
             for (ptrdiff_t e = 0; e < in[i]->numel; e++) in[i]->data[e] = ag_rng_normal(&rng);
         for (size_t i = 0; i < nn_params_count(ps); i++) in[3 + i] = nn_params_at(ps, i);
         layer_case k = {&l, dropouts[d] > 0};
-        report(ag_gradcheck(d ? "lstm layer, 2 layers, dropout 0.3 in training"
+        report(tg_gradcheck(d ? "lstm layer, 2 layers, dropout 0.3 in training"
                               : "lstm layer, 2 layers, no dropout",
                             f_layer, 3 + 4 * NL, in, &k, NULL));
         for (int i = 0; i < 3; i++) ag_leaf_free(in[i]);
@@ -506,7 +507,7 @@ static void test_gradcheck_layer(void) {
 
 static CU_TestInfo tests[] = {
     {"fused cell against its composite; cell errors", test_cell_vs_composite},
-    {"SPEC 7 shapes, names, values against a naive loop", test_layer_shapes_and_values},
+    {"spec section 7 shapes, names, values against a naive loop", test_layer_shapes_and_values},
     {"step by step equals the whole sequence", test_step_equals_sequence},
     {"dropout: same seed same bits, between layers only", test_dropout},
     {"bad inputs refused (a GRU state among them)", test_bad_inputs},
@@ -518,4 +519,8 @@ static CU_TestInfo tests[] = {
 };
 static CU_SuiteInfo suites[] = {{"nn_lstm", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) {
+    int rc = tg_test_run(suites);
+    tg_gc_print("nn: LSTM cell and layer (float64, tests/nn/test_lstm.c)");
+    return rc;
+}

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
+#include "tests/gradcheck_table.h"
 #include "tests/tg_test.h"
 
 #ifndef TG_DOUBLE
@@ -117,7 +118,7 @@ static void test_fused_and_composite(void) {
             }
             char name[160];
             snprintf(name, sizeof name, "%s (%s)", k->name, v ? "composite" : "fused");
-            ag_gradcheck_result r = ag_gradcheck(name, k->fn, k->n_in, in, (void *)&variants[v], NULL);
+            ag_gradcheck_result r = tg_gradcheck(name, k->fn, k->n_in, in, (void *)&variants[v], NULL);
             if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
             CU_ASSERT_TRUE(r.ok);
             CU_ASSERT_TRUE(r.checked > 0);
@@ -133,4 +134,8 @@ static CU_TestInfo tests[] = {
 };
 static CU_SuiteInfo suites[] = {{"nn_gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) {
+    int rc = tg_test_run(suites);
+    tg_gc_print("nn: fused kernels and their composites (float64, tests/nn/test_nn_gradcheck.c)");
+    return rc;
+}

@@ -302,7 +302,7 @@ static void test_init_statistics(void)
     check_uniform(x, -b, b);
     b = sqrt(6.0 / (10 * 30 + 20 * 30));               /* receptive field 30 */
     check_uniform(x3, -b, b);
-    /* d2l defaults of the layers (SPEC.md 5). */
+    /* d2l defaults of the layers (docs/spec.md 5). */
     b = sqrt(6.0 / (400 + 300));
     check_uniform(fc.weight, -b, b);
     check_uniform(fc.bias, -1 / sqrt(400.0), 1 / sqrt(400.0));

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "datasets/batches.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include <tapegrad/datasets/batches.h>
+#include <tapegrad/nn/nn.h>
+#include <tapegrad/optim/optim.h>
 
 static const char TEXT[] =
     "alice was beginning to get very tired of sitting by her sister on the bank, and of "

@@ -11,9 +11,9 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "datasets/batches.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include <tapegrad/datasets/batches.h>
+#include <tapegrad/nn/nn.h>
+#include <tapegrad/optim/optim.h>
 
 enum { PER_CLASS = 200, CLASSES = 3, N = PER_CLASS * CLASSES, N_TEST = N / 5,
        N_TRAIN = N - N_TEST, IN = 2, HIDDEN = 64, BATCH = 32, EPOCHS = 60 };
