@@ -13,7 +13,7 @@
  *     }
  *     ds_batches_free(it); ds_fra_free(d);
  *
- * What the loader computes, exactly as d2l (SPEC.md section 1), quirks included:
+ * What the loader computes, exactly as d2l (docs/spec.md section 1), quirks included:
  *  - the file is strict UTF-8 read in Python text mode: "\r\n" and a lone "\r" end lines too;
  *  - preprocess: U+202F and U+00A0 become a space; lowercase as Python's str.lower()
  *    (datasets/unicode.h); a space is inserted before each of , . ! ? whose previous

@@ -1,7 +1,7 @@
 /* datasets/metrics.h -- translation metrics: d2l's sentence BLEU, corpus BLEU-4 and chrF
  * computed as sacreBLEU 2.x does.
  *
- * d2l BLEU (SPEC.md section 5), one sentence, tokens = split on single spaces:
+ * d2l BLEU (docs/spec.md section 5), one sentence, tokens = split on single spaces:
  *     score = exp(min(0, 1 - len_label / len_pred)) * prod_{n=1..k} p_n ^ (1/2^n)
  *     p_n   = clipped n-gram matches / (len_pred - n + 1)
  * An empty prediction, or one shorter than n for some n <= k, scores 0 (d2l would divide

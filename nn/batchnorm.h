@@ -1,4 +1,4 @@
-/* batchnorm.h -- BatchNorm1d with PyTorch's semantics (SPEC.md 7).
+/* batchnorm.h -- BatchNorm1d with PyTorch's semantics (docs/spec.md 7).
  *
  * Input x (N, C) or (N, C, L); statistics per channel c over the M = N L values x[:, c(, :)]:
  *   training:  mean_c = mean(x_c),  var_c = mean((x_c - mean_c)^2)      (biased)

@@ -1,4 +1,4 @@
-/* gru.h -- multi-layer GRU with PyTorch's semantics and weight layout (SPEC.md 4).
+/* gru.h -- multi-layer GRU with PyTorch's semantics and weight layout (docs/spec.md 4).
  *
  * Layer k (input size in_k = input_size for k = 0, else hidden), gates in the order r, z, n:
  *     weight_ih_l{k} (3H, in_k)  = [W_ir; W_iz; W_in]     bias_ih_l{k} (3H) = [b_ir; b_iz; b_in]

@@ -3,7 +3,7 @@
  * Every layer is a small struct the caller owns (usually a member of the model's struct):
  *   nn_X_init(&layer, ps, prefix, sizes...)  registers the layer's parameters in ps under
  *       prefix + "." + PyTorch's names ("weight", "bias") with d2l's default initialisers
- *       (SPEC.md 5) and fills the struct. Returns 0, or -1 (message in ag_last_error; the
+ *       (docs/spec.md 5) and fills the struct. Returns 0, or -1 (message in ag_last_error; the
  *       store then refuses to finalize). The struct holds pointers into the store: it stays
  *       valid as long as the store does, and needs no free.
  *   nn_X_forward(&layer, &ctx, x)  builds the layer on ctx->tape. Returns a tensor owned by

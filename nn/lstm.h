@@ -1,4 +1,4 @@
-/* lstm.h -- multi-layer LSTM with PyTorch's semantics and weight layout (SPEC.md 7).
+/* lstm.h -- multi-layer LSTM with PyTorch's semantics and weight layout (docs/spec.md 7).
  *
  * Layer k (input size in_k = input_size for k = 0, else hidden), gates in the order i, f, g, o:
  *     weight_ih_l{k} (4H, in_k) = [W_ii; W_if; W_ig; W_io]   bias_ih_l{k} (4H) = [b_ii; ...; b_io]

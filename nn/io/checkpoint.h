@@ -6,7 +6,7 @@
  *               "<tensor name>": {"dtype": "F32", "shape": [out, in], "data_offsets": [b, e]},
  *               ...}
  * Offsets are relative to the data section; each tensor's bytes are its values in row-major
- * order. Tensor names and layouts are PyTorch's state_dict ones (SPEC.md 6), so a file moves
+ * order. Tensor names and layouts are PyTorch's state_dict ones (docs/spec.md 6), so a file moves
  * between tapegrad and PyTorch (safetensors.torch.save_file / load_file) both ways.
  *
  * Writing: F32 by default (values converted from ag_real), F64 on request; the JSON is padded

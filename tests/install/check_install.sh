@@ -30,7 +30,7 @@ else
 fi
 cc=${1:-cc}
 cxx=${2:-c++}
-pending=${TG_HEADERS_PENDING-^zoo/}
+pending=${TG_HEADERS_PENDING-}
 inc=$prefix/include
 [ -d "$inc/tapegrad" ] || { echo "check_install: no $inc/tapegrad" >&2; exit 1; }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "nn/nn.h"
+#include "tests/gradcheck_table.h"
 #include "tests/tg_test.h"
 
 #ifndef TG_DOUBLE
@@ -45,7 +46,7 @@ static inline void finish(harness *h) {
 /* kinks: skip points where one-sided differences disagree (ReLU at 0); at most a quarter. */
 static inline void check(harness *h, const char *name, ag_gradcheck_fn fn, void *user, bool kinks) {
     ag_gradcheck_opts o = {.skip_kinks = kinks, .max_elems = 24};
-    ag_gradcheck_result r = ag_gradcheck(name, fn, h->n, h->in, user, &o);
+    ag_gradcheck_result r = tg_gradcheck(name, fn, h->n, h->in, user, &o);
     if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
     CU_ASSERT_TRUE(r.ok);
     CU_ASSERT_TRUE(r.checked > 0);

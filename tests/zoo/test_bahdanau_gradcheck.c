@@ -130,4 +130,8 @@ static CU_TestInfo tests[] = {
 };
 static CU_SuiteInfo suites[] = {{"bahdanau gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) {
+    int rc = tg_test_run(suites);
+    tg_gc_print("zoo: the Bahdanau seq2seq, GRU and LSTM (float64, tests/zoo/test_bahdanau_gradcheck.c)");
+    return rc;
+}

@@ -97,4 +97,8 @@ static CU_TestInfo tests[] = {
 };
 static CU_SuiteInfo suites[] = {{"encdec gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) {
+    int rc = tg_test_run(suites);
+    tg_gc_print("zoo: the plain encoder-decoder, LSTM and GRU (float64, tests/zoo/test_encdec_gradcheck.c)");
+    return rc;
+}

@@ -125,4 +125,8 @@ static CU_TestInfo tests[] = {
 };
 static CU_SuiteInfo suites[] = {{"zoo gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) {
+    int rc = tg_test_run(suites);
+    tg_gc_print("zoo: attention modules, Transformer blocks and model (float64, tests/zoo/test_zoo_gradcheck.c)");
+    return rc;
+}

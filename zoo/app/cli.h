@@ -15,8 +15,16 @@
 #ifndef TG_ZOO_CLI_H
 #define TG_ZOO_CLI_H
 
-#include "zoo/models/seq2seq.h"
+#include "../models/seq2seq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,8 +11,12 @@
 #ifndef TG_ZOO_DECODE_H
 #define TG_ZOO_DECODE_H
 
-#include "datasets/fra_eng.h"
-#include "zoo/models/seq2seq.h"
+#include "../../datasets/fra_eng.h"
+#include "../models/seq2seq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Greedy decoding of B sources at once, as d2l: decoder input <bos>; at each of max_steps steps
  * take the argmax (ties: lowest id), stop a row at <eos>, else feed the token back. src is
@@ -90,5 +94,9 @@ typedef struct zoo_eval_result {
  * other options than the model was trained on. Returns 0 or -1. */
 int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                  const ds_fra *data, ds_part part, int num_steps, zoo_eval_result *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

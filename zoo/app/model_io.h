@@ -3,9 +3,13 @@
 #ifndef TG_ZOO_MODEL_IO_H
 #define TG_ZOO_MODEL_IO_H
 
-#include "datasets/vocab.h"
-#include "nn/io/checkpoint.h"
-#include "zoo/models/seq2seq.h"
+#include "../../datasets/vocab.h"
+#include "../../nn/io/checkpoint.h"
+#include "../models/seq2seq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- checkpoints: a model, its vocabularies, its config, and optionally the training state ----
  * Metadata keys: tapegrad.model (kind name), config.<hparam>, vocab.src / vocab.tgt (the
@@ -26,5 +30,9 @@ int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
                                const void *cfg, const char *src_vocab_path,
                                const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
                                ds_vocab **tgt);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,6 +7,10 @@
 
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct zoo_series {
     const char *label;
     const double *x, *y;
@@ -28,5 +32,9 @@ int zoo_svg_heatmaps(const char *path, const char *title, int n_rows, int n_cols
 int zoo_svg_histogram(const char *path, const char *title, const char *xlabel,
                       const char *ylabel, int n_groups, const char *const *group_labels,
                       const double *const *counts, int n_bins, const char *const *bin_labels);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,9 +19,13 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "datasets/fra_eng.h"
-#include "optim/optim.h"
-#include "zoo/app/model_io.h"
+#include "../../datasets/fra_eng.h"
+#include "../../optim/optim.h"
+#include "model_io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- the loss of d2l's train_seq2seq ---- */
 
@@ -134,5 +138,9 @@ int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data);
 /* Writes the history as CSV (epoch,loss,tokens,seconds,tokens_per_sec) and as an SVG line plot
  * of the loss. Returns 0 or -1. */
 int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

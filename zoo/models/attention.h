@@ -14,7 +14,11 @@
 #ifndef TG_ZOO_ATTENTION_H
 #define TG_ZOO_ATTENTION_H
 
-#include "nn/nn.h"
+#include "../../nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Where a model's forward puts its attention weights, for the heatmaps: each array has one
  * entry per attention layer and receives tensors on the forward's tape; a NULL array (or a NULL
@@ -111,5 +115,9 @@ void zoo_rows_same_source(const int32_t *src, int n_old, const int32_t *rows, in
  * the n rows of src (len bytes each, src_stride apart). NULL when out of memory (reported). */
 void *zoo_rows_move(ag_tape *t, const void *src, size_t src_stride, size_t len, int n, int cap,
                     size_t stride);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

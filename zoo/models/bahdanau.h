@@ -55,8 +55,12 @@
 #ifndef TG_ZOO_BAHDANAU_H
 #define TG_ZOO_BAHDANAU_H
 
-#include "zoo/models/attention.h"
-#include "zoo/models/encdec.h" /* the shared encoder zoo_seq2seq_encoder and zoo_rnn */
+#include "attention.h"
+#include "encdec.h" /* the shared encoder zoo_seq2seq_encoder and zoo_rnn */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct zoo_bahdanau_cfg {
     int src_vocab, tgt_vocab;
@@ -194,5 +198,9 @@ ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zo
  * attention weights in dec_cross[0]. */
 ag_tensor *zoo_bahdanau_step(const zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
                              const int32_t *tokens, int B, const zoo_attn_trace *trace);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

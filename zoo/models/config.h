@@ -22,6 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum zoo_type {
     ZOO_INT,    /* int */
     ZOO_I64,    /* int64_t */
@@ -63,5 +67,9 @@ const char *zoo_field_expects(const zoo_field *f, char *buf, size_t len);
 /* The value of a numeric field as a double (bools and switches as 0 / 1, a choice as its
  * index). */
 double zoo_field_number(const zoo_field *f, const void *obj);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -43,8 +43,12 @@
 #ifndef TG_ZOO_ENCDEC_H
 #define TG_ZOO_ENCDEC_H
 
-#include "nn/nn.h"
-#include "zoo/models/config.h"
+#include "../../nn/nn.h"
+#include "config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- the recurrent cell ---- */
 
@@ -196,5 +200,9 @@ ag_tensor *zoo_encdec_step(const zoo_encdec *ed, const nn_ctx *c, zoo_encdec_sta
 /* The model kind behind seq2seq_nmt (zoo/models/seq2seq.h), defined in encdec_model.c. */
 struct zoo_model_kind;
 extern const struct zoo_model_kind zoo_encdec_kind;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,8 +17,12 @@
 #ifndef TG_ZOO_SEQ2SEQ_H
 #define TG_ZOO_SEQ2SEQ_H
 
-#include "zoo/models/attention.h"
-#include "zoo/models/config.h"
+#include "attention.h"
+#include "config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* ---- models ---- */
 
@@ -99,5 +103,9 @@ void zoo_model_free(zoo_model *m);
 /* Sets the field `name` of cfg (a config of kind k) from text, strictly (config.h). Returns 0,
  * or -1 with ag_last_error() naming "--name", what it expects and the text, or an unknown name. */
 int zoo_config_set(const zoo_model_kind *k, void *cfg, const char *name, const char *text);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,7 +26,11 @@
 #ifndef TG_ZOO_TRANSFORMER_H
 #define TG_ZOO_TRANSFORMER_H
 
-#include "zoo/models/attention.h"
+#include "attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct zoo_transformer_cfg {
     int src_vocab, tgt_vocab;
@@ -183,5 +187,9 @@ int zoo_transformer_select(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_st
  * if not done yet. Returns 0 or -1 (reported). */
 int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                             int rows, int steps);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
