@@ -19,7 +19,7 @@ trap cleanup EXIT INT TERM
 
 "$CC" -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-  -I"$ROOT" "$HERE/fuzz_fra.c" "$ROOT"/datasets/*.c "$ROOT"/autograd/base.c -lxxhash -lm -o "$WORK/fuzz_fra"
+  -I"$ROOT" "$HERE/fuzz_fra.c" "$ROOT"/datasets/*.c "$ROOT"/autograd/base.c "$ROOT"/autograd/file.c -lxxhash -lm -o "$WORK/fuzz_fra"
 
 # Seed corpus: first byte = options, then file content.
 C="$WORK/corpus"
