@@ -54,12 +54,12 @@ typedef float ag_real;
  * whose array lives to the end of the full expression, as a C compound literal in a call lives
  * to the end of its block at least: use AG_SHAPE in a call's arguments, never keep the pointer. */
 #ifdef __cplusplus
-#define AG_SHAPE(...)                                                                            \
-    (int)std::initializer_list<int>{__VA_ARGS__}.size(),                                        \
+#define AG_SHAPE(...)                                                                              \
+    (int)std::initializer_list<int>{__VA_ARGS__}.size(),                                           \
         std::initializer_list<int>{__VA_ARGS__}.begin()
 #else
-#define AG_SHAPE(...) \
-    (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]){__VA_ARGS__}
+#define AG_SHAPE(...)                                                                              \
+    (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (const int[]) { __VA_ARGS__ }
 #endif
 
 typedef struct ag_tape ag_tape;
@@ -69,16 +69,16 @@ typedef struct ag_tape ag_tape;
  * transpose, narrow) shares both the values and the gradient of the tensor it views. */
 typedef struct ag_tensor {
     ag_real *data;
-    ag_real *grad;                  /* NULL when no gradient is tracked */
-    int ndim;                       /* 0 for a scalar */
+    ag_real *grad; /* NULL when no gradient is tracked */
+    int ndim;      /* 0 for a scalar */
     int shape[AG_MAX_DIMS];
-    ptrdiff_t stride[AG_MAX_DIMS];  /* in elements */
+    ptrdiff_t stride[AG_MAX_DIMS]; /* in elements */
     ptrdiff_t numel;
     bool requires_grad;
-    const char *name;               /* optional, for messages (parameters carry their name) */
+    const char *name; /* optional, for messages (parameters carry their name) */
     /* engine bookkeeping */
-    ag_tape *tape;                  /* NULL for leaves */
-    uint32_t gen;                   /* the tape's generation when created */
+    ag_tape *tape; /* NULL for leaves */
+    uint32_t gen;  /* the tape's generation when created */
     uint32_t magic;
 } ag_tensor;
 
@@ -157,12 +157,12 @@ ag_tape_pos ag_tape_mark(const ag_tape *t);
 int ag_tape_rewind(ag_tape *t, ag_tape_pos mark);
 
 typedef struct ag_tape_stats {
-    size_t bytes_used;   /* arena bytes in use now */
-    size_t high_water;   /* most arena bytes used by one step since the tape was made */
-    size_t capacity;     /* arena bytes held */
-    size_t chunks;       /* arena chunks held (1 in steady state) */
-    size_t nodes;        /* nodes recorded since the last reset */
-    size_t mallocs;      /* chunk allocations since the tape was made */
+    size_t bytes_used; /* arena bytes in use now */
+    size_t high_water; /* most arena bytes used by one step since the tape was made */
+    size_t capacity;   /* arena bytes held */
+    size_t chunks;     /* arena chunks held (1 in steady state) */
+    size_t nodes;      /* nodes recorded since the last reset */
+    size_t mallocs;    /* chunk allocations since the tape was made */
 } ag_tape_stats;
 ag_tape_stats ag_tape_stats_get(const ag_tape *t);
 
@@ -204,15 +204,15 @@ ag_tensor *ag_add(ag_tape *t, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_sub(ag_tape *t, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_mul(ag_tape *t, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_div(ag_tape *t, ag_tensor *a, ag_tensor *b);
-ag_tensor *ag_add_scalar(ag_tape *t, ag_tensor *x, double c);  /* x + c */
-ag_tensor *ag_scale(ag_tape *t, ag_tensor *x, double c);       /* x * c */
+ag_tensor *ag_add_scalar(ag_tape *t, ag_tensor *x, double c); /* x + c */
+ag_tensor *ag_scale(ag_tape *t, ag_tensor *x, double c);      /* x * c */
 ag_tensor *ag_neg(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_exp(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_log(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_sqrt(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_tanh(ag_tape *t, ag_tensor *x);
 ag_tensor *ag_sigmoid(ag_tape *t, ag_tensor *x);
-ag_tensor *ag_relu(ag_tape *t, ag_tensor *x);                  /* gradient 0 at x = 0 */
+ag_tensor *ag_relu(ag_tape *t, ag_tensor *x); /* gradient 0 at x = 0 */
 /* GELU, the exact erf form (PyTorch's default): x * 0.5 * (1 + erf(x / sqrt 2)). */
 ag_tensor *ag_gelu(ag_tape *t, ag_tensor *x);
 
@@ -229,9 +229,9 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias);
 /* Shape ops. reshape, permute, transpose and narrow return views (sharing data and grad) when
  * the layout allows; reshape copies a non-contiguous input. One shape entry may be -1. */
 ag_tensor *ag_reshape(ag_tape *t, ag_tensor *x, int ndim, const int *shape);
-ag_tensor *ag_permute(ag_tape *t, ag_tensor *x, const int *perm);  /* perm has x->ndim axes */
+ag_tensor *ag_permute(ag_tape *t, ag_tensor *x, const int *perm); /* perm has x->ndim axes */
 ag_tensor *ag_transpose(ag_tape *t, ag_tensor *x, int axis0, int axis1);
-ag_tensor *ag_contiguous(ag_tape *t, ag_tensor *x);  /* x itself when already contiguous */
+ag_tensor *ag_contiguous(ag_tape *t, ag_tensor *x); /* x itself when already contiguous */
 ag_tensor *ag_narrow(ag_tape *t, ag_tensor *x, int axis, int start, int len);
 /* Concatenation of n tensors along axis; all other dimensions must agree. */
 ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis);
@@ -305,8 +305,7 @@ ag_tensor *ag_bce_with_logits(ag_tape *t, ag_tensor *x, ag_tensor *target,
  * class_weights (C) or NULL for ones; the mean divides by the sum of w[label] over the positions
  * not ignored. NONE gives (...). */
 ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
-                       const ag_real *class_weights, int32_t ignore_index,
-                       ag_reduction reduction);
+                       const ag_real *class_weights, int32_t ignore_index, ag_reduction reduction);
 /* Fused softmax cross-entropy with label smoothing eps in [0, 1] (PyTorch's definition: eps
  * spread uniformly over ALL C classes), on logits (..., C), labels (...) in [0, C):
  *   l = w ((1 - eps) (lse - x[label]) + eps (lse - mean_c x[c])),  lse = log sum_c exp(x[c]),
@@ -314,8 +313,8 @@ ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
  * ones; the mean divides by the sum of the weights of the positions not ignored. NONE gives
  * the per-position losses (...). With eps = 0, no ignored label and NONE it is ag_softmax_ce. */
 ag_tensor *ag_cross_entropy(ag_tape *t, ag_tensor *logits, const int32_t *labels,
-                            const ag_real *weights, double label_smoothing,
-                            int32_t ignore_index, ag_reduction reduction);
+                            const ag_real *weights, double label_smoothing, int32_t ignore_index,
+                            ag_reduction reduction);
 
 /* ---- Values out of the engine (no tape, nothing recorded) ----
  * Both read any tensor (a leaf, a tensor of a tape, a strided view) in row-major order of its
@@ -340,31 +339,31 @@ int ag_copy_out_f64(const ag_tensor *x, double *dst, size_t n);
 typedef ag_tensor *(*ag_gradcheck_fn)(ag_tape *t, ag_tensor *const *inputs, void *user);
 
 typedef struct ag_gradcheck_opts {
-    double eps;        /* central-difference step; 0 -> 1e-6 (double) or 1e-2 (float) */
-    double atol;       /* 0 -> 1e-6 (double) / 1e-2 (float) */
-    double rtol;       /* 0 -> 1e-5 (double) / 5e-2 (float) */
-    int max_elems;     /* elements checked per input, evenly spread; 0 -> all */
-    bool skip_kinks;   /* skip points whose one-sided differences disagree (ReLU at 0, ties) */
-    uint64_t seed;     /* of the random projection; 0 -> a fixed default */
+    double eps;      /* central-difference step; 0 -> 1e-6 (double) or 1e-2 (float) */
+    double atol;     /* 0 -> 1e-6 (double) / 1e-2 (float) */
+    double rtol;     /* 0 -> 1e-5 (double) / 5e-2 (float) */
+    int max_elems;   /* elements checked per input, evenly spread; 0 -> all */
+    bool skip_kinks; /* skip points whose one-sided differences disagree (ReLU at 0, ties) */
+    uint64_t seed;   /* of the random projection; 0 -> a fixed default */
 } ag_gradcheck_opts;
 
 typedef struct ag_gradcheck_result {
     bool ok;
-    int checked;       /* elements compared */
-    int skipped;       /* elements skipped as kinks */
+    int checked; /* elements compared */
+    int skipped; /* elements skipped as kinks */
     double max_abs_err;
-    char msg[512];     /* on failure: op, input, element, numeric and analytic values */
+    char msg[512]; /* on failure: op, input, element, numeric and analytic values */
     /* What a report of the check needs (a row of the tables of docs/gradcheck.md):
      * with numeric n and analytic a of a checked element, |diff| = |n - a|, scale = max(|n|, |a|),
      * and an element passes when |diff| <= atol + rtol * scale. */
-    char name[96];      /* the name given (truncated) */
-    char shapes[160];   /* the inputs' shapes and the output's: "[4, 5] [6, 5] -> [3, 4]";
+    char name[96];          /* the name given (truncated) */
+    char shapes[160];       /* the inputs' shapes and the output's: "[4, 5] [6, 5] -> [3, 4]";
                          * an input that requires no gradient is marked "(const)" */
-    int elems;          /* elements of the inputs that require a gradient (checked + skipped +
+    int elems;              /* elements of the inputs that require a gradient (checked + skipped +
                          * those max_elems left out) */
-    double max_rel_err; /* max |diff| / scale over the checked elements with scale >= atol
+    double max_rel_err;     /* max |diff| / scale over the checked elements with scale >= atol
                          * (below it the absolute tolerance rules); 0 when there are none */
-    double worst;       /* max |diff| / (atol + rtol * scale): the check passes while <= 1 */
+    double worst;           /* max |diff| / (atol + rtol * scale): the check passes while <= 1 */
     double eps, atol, rtol; /* the knobs used, defaults filled in */
 } ag_gradcheck_result;
 

@@ -44,11 +44,13 @@ int ag_error_context(const char *fmt, ...)
     ;
 /* ---- Random numbers (xoshiro256**; same seed, same stream on every machine) --------------- */
 
-typedef struct ag_rng { uint64_t s[4]; } ag_rng;
+typedef struct ag_rng {
+    uint64_t s[4];
+} ag_rng;
 void ag_rng_seed(ag_rng *r, uint64_t seed);
 uint64_t ag_rng_next(ag_rng *r);
-double ag_rng_uniform(ag_rng *r);            /* [0, 1), 53 random bits */
-double ag_rng_normal(ag_rng *r);             /* N(0, 1), Box-Muller */
+double ag_rng_uniform(ag_rng *r);             /* [0, 1), 53 random bits */
+double ag_rng_normal(ag_rng *r);              /* N(0, 1), Box-Muller */
 uint32_t ag_rng_below(ag_rng *r, uint32_t n); /* uniform integer in [0, n), n > 0, unbiased */
 
 /* Streams, for shuffles and data splits that other tools must reproduce exactly:
@@ -61,7 +63,7 @@ uint32_t ag_rng_below(ag_rng *r, uint32_t n); /* uniform integer in [0, n), n > 
  *                  swap p[i], p[j]   (Fisher-Yates)
  * (ag_rng_seed(r, seed) is the state of four successive splitmix64(seed) outputs.) */
 void ag_rng_seed_stream(ag_rng *r, uint64_t seed, uint64_t stream);
-uint64_t ag_rng_below64(ag_rng *r, uint64_t n);  /* n >= 1 */
+uint64_t ag_rng_below64(ag_rng *r, uint64_t n); /* n >= 1 */
 void ag_rng_permutation(int64_t *p, int64_t n, uint64_t seed, uint64_t stream);
 
 #ifdef __cplusplus

@@ -50,10 +50,10 @@ extern "C" {
 /* One file being written. Fields are read-only for the caller; all are NULL when the ag_file
  * is not open (after commit, abort, or a failed open). */
 typedef struct ag_file {
-    FILE *fp;      /* the stream ag_file_open returned; owned: commit / abort close it */
-    char *path;    /* the path given to ag_file_open (for messages); owned */
-    char *target;  /* the file replaced on commit: path with its symlinks followed; owned */
-    char *tmp;     /* the temporary file, or NULL when the target is written directly; owned */
+    FILE *fp;     /* the stream ag_file_open returned; owned: commit / abort close it */
+    char *path;   /* the path given to ag_file_open (for messages); owned */
+    char *target; /* the file replaced on commit: path with its symlinks followed; owned */
+    char *tmp;    /* the temporary file, or NULL when the target is written directly; owned */
 } ag_file;
 
 /* Opens a temporary file to write `path` through, after removing stale temporaries of the

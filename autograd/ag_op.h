@@ -62,10 +62,10 @@ typedef struct ag_op {
 struct ag_node {
     const ag_op *op;
     ag_tensor *out;
-    ag_tensor **in;   /* n_in inputs, arena copy */
+    ag_tensor **in; /* n_in inputs, arena copy */
     int n_in;
-    void *saved;      /* op-specific state in the arena (NULL when none asked) */
-    ag_node *prev;    /* the tape is a list from the newest node back */
+    void *saved;   /* op-specific state in the arena (NULL when none asked) */
+    ag_node *prev; /* the tape is a list from the newest node back */
 };
 
 /* ---- memory and validation ----
@@ -87,12 +87,12 @@ ag_tensor *ag_op_new(ag_tape *t, int ndim, const int *shape, bool rg);
 /* ag_op_new with rg = ag_op_wants_grad(t, n, in). */
 ag_tensor *ag_op_out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *const *in);
 /* A view of x's data and grad: new shape and strides, element offset. */
-ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape,
-                    const ptrdiff_t *stride, ptrdiff_t offset);
+ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape, const ptrdiff_t *stride,
+                      ptrdiff_t offset);
 /* Records a node when y requires a gradient (else records nothing and returns NULL); saved
  * gets saved_bytes of zeroed arena memory. Runs the NaN tripwire when it is on. */
 ag_node *ag_op_record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor *const *in,
-                    size_t saved_bytes);
+                      size_t saved_bytes);
 /* The same input, contiguous (a recorded copy when x is a view). */
 static inline ag_tensor *ag_op_contig(ag_tape *t, ag_tensor *x) {
     return x && !ag_is_contiguous(x) ? ag_contiguous(t, x) : x;
@@ -123,10 +123,10 @@ typedef struct ag_iter {
     int shape[AG_MAX_DIMS];
     ptrdiff_t st[3][AG_MAX_DIMS];
     int idx[AG_MAX_DIMS];
-    ptrdiff_t off[3];   /* offsets of the current run, per stride set */
-    ptrdiff_t inner;    /* length of a run */
-    ptrdiff_t is[3];    /* strides within a run */
-    ptrdiff_t outer;    /* number of runs */
+    ptrdiff_t off[3]; /* offsets of the current run, per stride set */
+    ptrdiff_t inner;  /* length of a run */
+    ptrdiff_t is[3];  /* strides within a run */
+    ptrdiff_t outer;  /* number of runs */
 } ag_iter;
 void ag_iter_init(ag_iter *it, int nd, const int *shape, int k, const ptrdiff_t *const *st);
 static inline void ag_iter_next(ag_iter *it) {
@@ -164,8 +164,12 @@ static inline float ag_exp1(float v) {
     c = c != c ? 0.0f : c;
     float k = (c * log2e + round) - round;
     float r = (c - k * ln2_hi) - k * ln2_lo;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
-                                     r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    float p =
+        1.0f +
+        r * (1.0f +
+             r * (0.5f +
+                  r * (1.0f / 6 +
+                       r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
     float s = k > 0 ? 1.0f : 0.0f;
     int32_t bits = ((int32_t)(k - s) + 127) << 23;
     float two_ks;
@@ -178,7 +182,11 @@ static inline float ag_exp1(float v) {
 static inline float ag_tanh1(float x) {
     float a = x < 0 ? -x : x, z = x * x;
     float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
-                    1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+                    1.33314422036e-1f) *
+                       z -
+                   3.33332819422e-1f) *
+                      z * x +
+                  x;
     float big = 1.0f - 2.0f / (ag_exp1(2.0f * a) + 1.0f);
     big = x < 0 ? -big : big;
     return a < 0.625f ? small : big; /* NaN: big, which is NaN */
@@ -199,7 +207,7 @@ void ag_vexp_inplace(ag_real *x, ptrdiff_t n);
 typedef struct ag_dropmask {
     uint32_t k0, k1;
     uint64_t threshold;
-    ag_real keep;          /* 1 / (1 - p), the factor of a kept element (0 when p = 1) */
+    ag_real keep; /* 1 / (1 - p), the factor of a kept element (0 when p = 1) */
 } ag_dropmask;
 
 static inline uint32_t ag_hash32(uint32_t x) {
@@ -213,8 +221,8 @@ static inline uint32_t ag_hash32(uint32_t x) {
 
 static inline ag_dropmask ag_dropmask_new(double p, uint64_t key) {
     ag_dropmask m = {(uint32_t)key, (uint32_t)(key >> 32),
-                      p >= 1 ? UINT64_C(1) << 32 : (uint64_t)(p * 4294967296.0),
-                      p < 1 ? (ag_real)(1 / (1 - p)) : 0};
+                     p >= 1 ? UINT64_C(1) << 32 : (uint64_t)(p * 4294967296.0),
+                     p < 1 ? (ag_real)(1 / (1 - p)) : 0};
     return m;
 }
 
@@ -225,13 +233,13 @@ static inline ag_real ag_dropmask_at(const ag_dropmask *m, uint32_t i) {
 
 /* y[e] = x[e] * M[base + e] for e < n (y may be x): the mask of elements base.. applied. */
 static inline void ag_dropmask_apply(ag_real *y, const ag_real *x, ptrdiff_t n, ag_dropmask dm,
-                                      uint32_t base) {
+                                     uint32_t base) {
     for (ptrdiff_t e = 0; e < n; e++) y[e] = x[e] * ag_dropmask_at(&dm, base + (uint32_t)e);
 }
 
 /* d[e] += g[e] * M[e] for e < n: a masked gradient added (d and g distinct). */
 static inline void ag_dropmask_accumulate(ag_real *AG_RESTRICT d, const ag_real *AG_RESTRICT g,
-                                           ptrdiff_t n, ag_dropmask dm) {
+                                          ptrdiff_t n, ag_dropmask dm) {
     for (ptrdiff_t e = 0; e < n; e++) d[e] += g[e] * ag_dropmask_at(&dm, (uint32_t)e);
 }
 
@@ -257,18 +265,17 @@ ag_real ag_row_logsumexp(const ag_real *x, ptrdiff_t n);
 void ag_layer_norm_rows(const ag_real *z, ag_real *y, ptrdiff_t rows, ptrdiff_t d,
                         const ag_real *gamma, const ag_real *beta, double eps, ag_real *mean,
                         ag_real *rstd);
-void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g, ptrdiff_t rows,
-                                 ptrdiff_t d, const ag_real *gamma, const ag_real *mean,
-                                 const ag_real *rstd, ag_real *dgamma, ag_real *dbeta,
-                                 ag_real *dz, bool accumulate);
+void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g, ptrdiff_t rows, ptrdiff_t d,
+                                 const ag_real *gamma, const ag_real *mean, const ag_real *rstd,
+                                 ag_real *dgamma, ag_real *dbeta, ag_real *dz, bool accumulate);
 
 /* ---- the one GEMM entry (ops_matmul.c) ----
  * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides
  * (rs = between rows, cs = between columns), so a transposed view costs nothing. Small
  * products use the engine's own loop; the rest go to BLIS. */
-void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
-              ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
-              ag_real *c, ptrdiff_t rsc, ptrdiff_t csc);
+void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
+             const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
+             ptrdiff_t rsc, ptrdiff_t csc);
 
 #ifdef __cplusplus
 }

@@ -15,20 +15,18 @@
 
 #include "autograd/ag_base.h"
 
-#define MAX_LINKS 40       /* symlinks followed, as Linux's ELOOP limit */
-#define NAME_KEEP 200      /* bytes of the target's name kept in the temporary's name */
-#define SUFFIX_LEN 6       /* random characters at the end of the temporary's name */
+#define MAX_LINKS 40  /* symlinks followed, as Linux's ELOOP limit */
+#define NAME_KEEP 200 /* bytes of the target's name kept in the temporary's name */
+#define SUFFIX_LEN 6  /* random characters at the end of the temporary's name */
 
-static char *dup_str(const char *s)
-{
+static char *dup_str(const char *s) {
     char *d = malloc(strlen(s) + 1);
     if (d) strcpy(d, s);
     return d;
 }
 
 /* Frees f's strings and marks it closed. */
-static void reset(ag_file *f)
-{
+static void reset(ag_file *f) {
     free(f->path);
     free(f->target);
     free(f->tmp);
@@ -36,15 +34,13 @@ static void reset(ag_file *f)
 }
 
 /* Length of p's directory with its trailing slash ("a/b/c" -> 4, "/c" -> 1, "c" -> 0). */
-static size_t head_len(const char *p)
-{
+static size_t head_len(const char *p) {
     const char *slash = strrchr(p, '/');
     return slash ? (size_t)(slash - p) + 1 : 0;
 }
 
 /* The first n bytes of s as a new string; NULL when out of memory. */
-static char *dup_head(const char *s, size_t n)
-{
+static char *dup_head(const char *s, size_t n) {
     char *d = malloc(n + 1);
     if (d) {
         memcpy(d, s, n);
@@ -55,13 +51,12 @@ static char *dup_head(const char *s, size_t n)
 
 /* Follows the symlinks of path's last component. Returns the final name (new string; it may
  * not exist yet), or NULL with a message. */
-static char *resolve_links(const char *path)
-{
+static char *resolve_links(const char *path) {
     char *cur = dup_str(path);
     for (int hops = 0; cur; hops++) {
         struct stat st;
         if (lstat(cur, &st) != 0) {
-            if (errno == ENOENT) return cur;  /* a new file (or a dangling link's target) */
+            if (errno == ENOENT) return cur; /* a new file (or a dangling link's target) */
             ag_error("%s: cannot stat %s: %s", path, cur, strerror(errno));
             break;
         }
@@ -82,7 +77,7 @@ static char *resolve_links(const char *path)
         link[n] = '\0';
         char *next = link;
         size_t hl = head_len(cur);
-        if (link[0] != '/' && hl > 0) {  /* relative to the link's directory */
+        if (link[0] != '/' && hl > 0) { /* relative to the link's directory */
             next = malloc(hl + (size_t)n + 1);
             if (next) {
                 memcpy(next, cur, hl);
@@ -99,8 +94,7 @@ static char *resolve_links(const char *path)
 }
 
 /* If name is "<prefix><pid>.<SUFFIX_LEN chars>", returns the pid, else 0. */
-static long temp_pid(const char *name, const char *prefix)
-{
+static long temp_pid(const char *name, const char *prefix) {
     size_t pl = strlen(prefix);
     if (strncmp(name, prefix, pl) != 0) return 0;
     const char *p = name + pl;
@@ -116,15 +110,14 @@ static long temp_pid(const char *name, const char *prefix)
 /* Removes "<head><prefix><pid>.XXXXXX" files (head: a directory with its trailing slash, or
  * "" for the current one) whose pid is another process that no longer exists. Best effort:
  * errors are ignored (the open that follows reports what matters). */
-static void remove_stale(const char *head, const char *prefix)
-{
+static void remove_stale(const char *head, const char *prefix) {
     DIR *d = opendir(head[0] ? head : ".");
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
         long pid = temp_pid(e->d_name, prefix);
         if (pid <= 0 || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  /* alive, or not ours */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours */
         char *p = malloc(strlen(head) + strlen(e->d_name) + 1);
         if (!p) break;
         sprintf(p, "%s%s", head, e->d_name);
@@ -136,17 +129,14 @@ static void remove_stale(const char *head, const char *prefix)
 }
 
 /* SUFFIX_LEN random characters [A-Za-z0-9] into s (not a secret: O_EXCL makes it safe). */
-static void random_suffix(char *s)
-{
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+static void random_suffix(char *s) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     static _Thread_local uint64_t counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
-                 ((uint64_t)getpid() << 40) ^ (++counter * 0x9e3779b97f4a7c15ull) ^
-                 (uint64_t)(uintptr_t)&counter;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;  /* splitmix64's finalizer */
+    uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 40) ^
+                 (++counter * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uintptr_t)&counter;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull; /* splitmix64's finalizer */
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     z ^= z >> 31;
     for (int i = 0; i < SUFFIX_LEN; i++, z /= 62) s[i] = alphabet[z % 62];
@@ -155,12 +145,11 @@ static void random_suffix(char *s)
 
 /* Creates the temporary file of f->target (O_EXCL, mode 0666 & ~umask). Returns its fd and
  * sets f->tmp, or returns -1 with a message. */
-static int create_temp(ag_file *f)
-{
+static int create_temp(ag_file *f) {
     size_t hl = head_len(f->target);
     char prefix[NAME_KEEP + 8];
     snprintf(prefix, sizeof prefix, ".%.*s.tmp.", NAME_KEEP, f->target + hl);
-    char *head = dup_head(f->target, hl);  /* "dir/" or "" */
+    char *head = dup_head(f->target, hl); /* "dir/" or "" */
     char *tmp = head ? malloc(hl + strlen(prefix) + 24 + SUFFIX_LEN + 1) : NULL;
     if (!tmp) {
         free(head);
@@ -179,15 +168,13 @@ static int create_temp(ag_file *f)
     free(head);
     if (fd < 0) {
         free(tmp);
-        return ag_error("%s: cannot create a temporary file beside it: %s", f->path,
-                        strerror(e));
+        return ag_error("%s: cannot create a temporary file beside it: %s", f->path, strerror(e));
     }
     f->tmp = tmp;
     return fd;
 }
 
-FILE *ag_file_open(ag_file *f, const char *path)
-{
+FILE *ag_file_open(ag_file *f, const char *path) {
     if (!f) {
         ag_error("ag_file_open: f is NULL");
         return NULL;
@@ -220,7 +207,7 @@ FILE *ag_file_open(ag_file *f, const char *path)
         reset(f);
         return NULL;
     }
-    if (exists && !S_ISREG(st.st_mode)) {  /* FIFO, device: written in place */
+    if (exists && !S_ISREG(st.st_mode)) { /* FIFO, device: written in place */
         f->fp = fopen(f->target, "wb");
         if (!f->fp) {
             ag_error("%s: cannot open: %s", path, strerror(errno));
@@ -233,7 +220,7 @@ FILE *ag_file_open(ag_file *f, const char *path)
         reset(f);
         return NULL;
     }
-    if (exists) {  /* the target's owner (best effort), then its permission bits */
+    if (exists) { /* the target's owner (best effort), then its permission bits */
         if ((st.st_uid != geteuid() || st.st_gid != getegid()) &&
             fchown(fd, st.st_uid, st.st_gid) != 0) {
             /* not permitted: the new file is the writer's, as a copy would be */
@@ -260,8 +247,7 @@ FILE *ag_file_open(ag_file *f, const char *path)
 }
 
 /* fsyncs the directory holding path so that a rename into it is durable (best effort). */
-static void sync_dir(const char *path)
-{
+static void sync_dir(const char *path) {
     size_t hl = head_len(path);
     char *dir = hl ? dup_head(path, hl) : dup_head(".", 1);
     int fd = dir ? open(dir, O_RDONLY | O_CLOEXEC) : -1;
@@ -272,8 +258,7 @@ static void sync_dir(const char *path)
     free(dir);
 }
 
-int ag_file_commit(ag_file *f)
-{
+int ag_file_commit(ag_file *f) {
     if (!f || !f->fp) return ag_error("ag_file_commit: the file is not open");
     const char *step = NULL;
     int e = 0;
@@ -282,10 +267,10 @@ int ag_file_commit(ag_file *f)
     else if (f->tmp && fsync(fileno(f->fp)) != 0) step = "fsync of", e = errno;
     if (fclose(f->fp) != 0 && !step) step = "closing", e = errno;
     f->fp = NULL;
-    if (!f->tmp) {  /* written in place */
-        int rc = step ? ag_error("%s: %s it failed: %s", f->path, step,
-                                 e ? strerror(e) : "write error")
-                      : 0;
+    if (!f->tmp) { /* written in place */
+        int rc =
+            step ? ag_error("%s: %s it failed: %s", f->path, step, e ? strerror(e) : "write error")
+                 : 0;
         reset(f);
         return rc;
     }
@@ -296,8 +281,8 @@ int ag_file_commit(ag_file *f)
             ag_error("%s (a link to %s): %s the temporary file failed: %s (previous file kept)",
                      f->path, f->target, step, e ? strerror(e) : "write error");
         else
-            ag_error("%s: %s the temporary file failed: %s (previous file kept)", f->path,
-                     step, e ? strerror(e) : "write error");
+            ag_error("%s: %s the temporary file failed: %s (previous file kept)", f->path, step,
+                     e ? strerror(e) : "write error");
         reset(f);
         return -1;
     }
@@ -306,8 +291,7 @@ int ag_file_commit(ag_file *f)
     return 0;
 }
 
-void ag_file_abort(ag_file *f)
-{
+void ag_file_abort(ag_file *f) {
     if (!f || !f->fp) return;
     fclose(f->fp);
     if (f->tmp) unlink(f->tmp);

@@ -17,7 +17,7 @@ typedef struct gc_run {
     ag_tensor *const *inputs;
     void *user;
     ag_tape *tape;
-    double *proj;     /* R, numel of the output */
+    double *proj; /* R, numel of the output */
     ptrdiff_t numel;
 } gc_run;
 
@@ -145,8 +145,9 @@ ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inp
             if (err / allowed > res.worst || isnan(err)) res.worst = err / allowed;
             res.checked++;
             if (!(err <= allowed)) {
-                fail(&res, "gradcheck %s: input %d (%s) element %td: numeric %.10g, analytic %.10g "
-                           "(|diff| %.3g > atol %.1g + rtol %.1g * |value|)",
+                fail(&res,
+                     "gradcheck %s: input %d (%s) element %td: numeric %.10g, analytic %.10g "
+                     "(|diff| %.3g > atol %.1g + rtol %.1g * |value|)",
                      name, i, x->name ? x->name : "unnamed", j, num, ana, err, o.atol, o.rtol);
                 break;
             }

@@ -37,7 +37,7 @@
 /* What the backward needs of the reduction: which one, and dout -> g_i's factor. */
 typedef struct loss_red {
     ag_reduction red;
-    ag_real scale;   /* 1 (NONE, SUM) or 1 / D (MEAN) */
+    ag_real scale; /* 1 (NONE, SUM) or 1 / D (MEAN) */
 } loss_red;
 
 static inline ag_real grad_at(const ag_tensor *out, loss_red r, ptrdiff_t i) {
@@ -154,8 +154,8 @@ static inline ag_real sigmoid_neg(ag_real x) {
 
 typedef struct bce_saved {
     loss_red r;
-    ag_real *pos_weight;   /* C values, or NULL for ones */
-    ptrdiff_t C;           /* the last dimension (1 for a scalar) */
+    ag_real *pos_weight; /* C values, or NULL for ones */
+    ptrdiff_t C;         /* the last dimension (1 for a scalar) */
 } bce_saved;
 
 static void bce_backward(ag_node *nd) {
@@ -214,9 +214,9 @@ static bool check_labels(ag_tape *t, const char *op, const char *what, const ag_
     }
     for (ptrdiff_t r = 0; r < rows; r++) {
         if (labels[r] != ignore && (labels[r] < 0 || labels[r] >= C)) {
-            ag_report(t, "%s: label %d at position %td is outside [0, %td) (labels %s, %s %s)",
-                      op, (int)labels[r], r, C, ag_dims_str(x->ndim - 1, x->shape, sl, sizeof sl),
-                      what, ag_shape_str(x, sx, sizeof sx));
+            ag_report(t, "%s: label %d at position %td is outside [0, %td) (labels %s, %s %s)", op,
+                      (int)labels[r], r, C, ag_dims_str(x->ndim - 1, x->shape, sl, sizeof sl), what,
+                      ag_shape_str(x, sx, sizeof sx));
             return false;
         }
     }
@@ -228,7 +228,7 @@ static bool check_labels(ag_tape *t, const char *op, const char *what, const ag_
 typedef struct nll_saved {
     loss_red r;
     int32_t *labels;
-    ag_real *w;         /* class weights (C), NULL for ones */
+    ag_real *w; /* class weights (C), NULL for ones */
     int32_t ignore;
 } nll_saved;
 
@@ -245,8 +245,7 @@ static void nll_backward(ag_node *nd) {
 static const ag_op nll_op = {"nll_loss", nll_backward};
 
 ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
-                       const ag_real *class_weights, int32_t ignore_index,
-                       ag_reduction reduction) {
+                       const ag_real *class_weights, int32_t ignore_index, ag_reduction reduction) {
     const char *op = "nll_loss";
     if (!ag_op_check(t, op, 1, &logp) || !check_reduction(t, op, reduction) ||
         !check_labels(t, op, "log-probabilities", logp, labels, ignore_index))
@@ -284,8 +283,8 @@ ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
 typedef struct ce_saved {
     loss_red r;
     int32_t *labels;
-    ag_real *w;         /* per-position weights, NULL for ones */
-    ag_real *lse;       /* per row */
+    ag_real *w;   /* per-position weights, NULL for ones */
+    ag_real *lse; /* per row */
     double eps;
     int32_t ignore;
 } ce_saved;
@@ -295,7 +294,7 @@ typedef struct ce_job {
     const int32_t *labels;
     const ag_real *w;
     ce_saved *s;
-    ag_real *per;       /* forward: the per-row losses */
+    ag_real *per; /* forward: the per-row losses */
 } ce_job;
 
 static ptrdiff_t rows_per_thread(ptrdiff_t C) { return 16384 / C + 1; }
@@ -354,8 +353,8 @@ static void ce_backward(ag_node *nd) {
 static const ag_op ce_op = {"cross_entropy", ce_backward};
 
 ag_tensor *ag_cross_entropy(ag_tape *t, ag_tensor *logits, const int32_t *labels,
-                            const ag_real *weights, double label_smoothing,
-                            int32_t ignore_index, ag_reduction reduction) {
+                            const ag_real *weights, double label_smoothing, int32_t ignore_index,
+                            ag_reduction reduction) {
     const char *op = "cross_entropy";
     if (!ag_op_check(t, op, 1, &logits) || !check_reduction(t, op, reduction) ||
         !check_labels(t, op, "logits", logits, labels, ignore_index))

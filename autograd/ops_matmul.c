@@ -64,56 +64,56 @@ static ag_real *scratch(size_t n) {
  * when beta = 0. Needs k <= SMALL_K. */
 #define SMALL_K 64
 
-#define DEFINE_SMALL_GEMM(W)                                                                     \
-    TG_CLONES                                                                                    \
-    static void small_gemm_##W(int m, int n, int k, ag_real alpha, const ag_real *a,            \
-                               ptrdiff_t rsa, ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb,   \
-                               ptrdiff_t csb, ag_real beta, ag_real *c, ptrdiff_t rsc,          \
-                               ptrdiff_t csc) {                                                 \
-        ag_real panel[SMALL_K * W], arow[SMALL_K];                                              \
-        for (int j0 = 0; j0 < n; j0 += W) {                                                     \
-            int nb = n - j0 < W ? n - j0 : W;                                                   \
-            const ag_real *bw = b + j0 * csb;                                                   \
-            ptrdiff_t rsw = rsb;                                                                \
-            if (csb != 1 || nb != W) {                                                          \
-                for (int p = 0; p < k; p++) {                                                   \
-                    const ag_real *bp = bw + p * rsb;                                           \
-                    ag_real *dst = panel + p * W;                                               \
-                    for (int j = 0; j < nb; j++) dst[j] = bp[j * csb];                          \
-                    for (int j = nb; j < W; j++) dst[j] = 0;                                    \
-                }                                                                               \
-                bw = panel;                                                                     \
-                rsw = W;                                                                        \
-            }                                                                                   \
-            for (int i = 0; i < m; i++) {                                                       \
-                const ag_real *ai = a + i * rsa;                                                \
-                if (csa != 1) {                                                                 \
-                    for (int p = 0; p < k; p++) arow[p] = ai[p * csa];                          \
-                    ai = arow;                                                                  \
-                }                                                                               \
-                ag_real acc[W] = {0};                                                           \
-                for (int p = 0; p < k; p++) {                                                   \
-                    const ag_real x = ai[p], *bp = bw + p * rsw;                                \
-                    for (int j = 0; j < W; j++) acc[j] += x * bp[j];                            \
-                }                                                                               \
-                ag_real *ci = c + i * rsc + j0 * csc;                                           \
-                if (csc == 1 && nb == W) {                                                      \
-                    if (beta == 1)                                                              \
-                        for (int j = 0; j < W; j++) ci[j] += alpha * acc[j];                    \
-                    else if (beta == 0)                                                         \
-                        for (int j = 0; j < W; j++) ci[j] = alpha * acc[j];                     \
-                    else                                                                        \
-                        for (int j = 0; j < W; j++) ci[j] = alpha * acc[j] + beta * ci[j];      \
-                } else if (csc == 1 && beta == 1) {                                             \
-                    for (int j = 0; j < nb; j++) ci[j] += alpha * acc[j];                       \
-                } else if (csc == 1 && beta == 0) {                                             \
-                    for (int j = 0; j < nb; j++) ci[j] = alpha * acc[j];                        \
-                } else {                                                                        \
-                    for (int j = 0; j < nb; j++)                                                \
-                        ci[j * csc] = alpha * acc[j] + (beta == 0 ? 0 : beta * ci[j * csc]);    \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
+#define DEFINE_SMALL_GEMM(W)                                                                       \
+    TG_CLONES                                                                                      \
+    static void small_gemm_##W(int m, int n, int k, ag_real alpha, const ag_real *a,               \
+                               ptrdiff_t rsa, ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb,      \
+                               ptrdiff_t csb, ag_real beta, ag_real *c, ptrdiff_t rsc,             \
+                               ptrdiff_t csc) {                                                    \
+        ag_real panel[SMALL_K * W], arow[SMALL_K];                                                 \
+        for (int j0 = 0; j0 < n; j0 += W) {                                                        \
+            int nb = n - j0 < W ? n - j0 : W;                                                      \
+            const ag_real *bw = b + j0 * csb;                                                      \
+            ptrdiff_t rsw = rsb;                                                                   \
+            if (csb != 1 || nb != W) {                                                             \
+                for (int p = 0; p < k; p++) {                                                      \
+                    const ag_real *bp = bw + p * rsb;                                              \
+                    ag_real *dst = panel + p * W;                                                  \
+                    for (int j = 0; j < nb; j++) dst[j] = bp[j * csb];                             \
+                    for (int j = nb; j < W; j++) dst[j] = 0;                                       \
+                }                                                                                  \
+                bw = panel;                                                                        \
+                rsw = W;                                                                           \
+            }                                                                                      \
+            for (int i = 0; i < m; i++) {                                                          \
+                const ag_real *ai = a + i * rsa;                                                   \
+                if (csa != 1) {                                                                    \
+                    for (int p = 0; p < k; p++) arow[p] = ai[p * csa];                             \
+                    ai = arow;                                                                     \
+                }                                                                                  \
+                ag_real acc[W] = {0};                                                              \
+                for (int p = 0; p < k; p++) {                                                      \
+                    const ag_real x = ai[p], *bp = bw + p * rsw;                                   \
+                    for (int j = 0; j < W; j++) acc[j] += x * bp[j];                               \
+                }                                                                                  \
+                ag_real *ci = c + i * rsc + j0 * csc;                                              \
+                if (csc == 1 && nb == W) {                                                         \
+                    if (beta == 1)                                                                 \
+                        for (int j = 0; j < W; j++) ci[j] += alpha * acc[j];                       \
+                    else if (beta == 0)                                                            \
+                        for (int j = 0; j < W; j++) ci[j] = alpha * acc[j];                        \
+                    else                                                                           \
+                        for (int j = 0; j < W; j++) ci[j] = alpha * acc[j] + beta * ci[j];         \
+                } else if (csc == 1 && beta == 1) {                                                \
+                    for (int j = 0; j < nb; j++) ci[j] += alpha * acc[j];                          \
+                } else if (csc == 1 && beta == 0) {                                                \
+                    for (int j = 0; j < nb; j++) ci[j] = alpha * acc[j];                           \
+                } else {                                                                           \
+                    for (int j = 0; j < nb; j++)                                                   \
+                        ci[j * csc] = alpha * acc[j] + (beta == 0 ? 0 : beta * ci[j * csc]);       \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
 DEFINE_SMALL_GEMM(8)
 DEFINE_SMALL_GEMM(16)
@@ -139,13 +139,13 @@ static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
               g->c + r0 * g->rsc, g->rsc, g->csc);
 }
 
-void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa,
-              ptrdiff_t csa, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta,
-              ag_real *c, ptrdiff_t rsc, ptrdiff_t csc) {
+void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
+             const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
+             ptrdiff_t rsc, ptrdiff_t csc) {
     if (m == 0 || n == 0) return;
     if (k <= SMALL_K && (double)m * n * k <= SMALL_GEMM_MACS) {
         (n <= 8 ? small_gemm_8 : small_gemm_16)(m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c,
-                                                 rsc, csc);
+                                                rsc, csc);
         return;
     }
     /* BLIS packs a column-major B (a transposed view, rsb = 1) at about half the speed of a
@@ -175,7 +175,7 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
 #define MM_MAX_BATCH 2
 
 typedef struct mm_plan {
-    int nb;                               /* batch axes, 0 to 2 */
+    int nb; /* batch axes, 0 to 2 */
     int bshape[MM_MAX_BATCH];
     int m, n, k;
     ptrdiff_t sa[MM_MAX_BATCH], sb[MM_MAX_BATCH], sy[MM_MAX_BATCH]; /* 0 for a shared operand */
@@ -242,13 +242,13 @@ static void mm_batch_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
         mm_offsets(p, i, &oa, &ob, &oy);
         if (j->what == 0)
             ag_gemm(p->m, p->n, p->k, 1, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
-                     p->csb, 0, j->y->data + oy, p->n, 1);
+                    p->csb, 0, j->y->data + oy, p->n, 1);
         else if (j->what == 1) /* da_i += dy_i b_i^T */
             ag_gemm(p->m, p->k, p->n, 1, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
-                     1, j->a->grad + oa, p->rsa, p->csa);
+                    1, j->a->grad + oa, p->rsa, p->csa);
         else /* db_i += a_i^T dy_i */
             ag_gemm(p->k, p->n, p->m, 1, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
-                     1, j->b->grad + ob, p->rsb, p->csb);
+                    1, j->b->grad + ob, p->rsb, p->csb);
     }
 }
 
@@ -260,7 +260,9 @@ static void mm_run(const mm_plan *p, ag_tensor *a, ag_tensor *b, ag_tensor *y, i
     bool shared = (what == 1 && a->ndim == 2) || (what == 2 && b->ndim == 2);
     ptrdiff_t per_batch = (ptrdiff_t)p->m * p->n * p->k;
     if (shared || nb < 2) mm_batch_range(&j, 0, nb);
-    else ag_parallel_for(nb, per_batch >= 32768 ? 1 : 32768 / (per_batch + 1) + 1, mm_batch_range, &j);
+    else
+        ag_parallel_for(nb, per_batch >= 32768 ? 1 : 32768 / (per_batch + 1) + 1, mm_batch_range,
+                        &j);
 }
 
 static void matmul_backward(ag_node *nd) {
@@ -309,11 +311,11 @@ static void linear_backward(ag_node *nd) {
     int out = w->shape[0], in = w->shape[1];
     int rows = out ? (int)(y->numel / out) : 0;
     if (x->requires_grad)
-        ag_gemm(rows, in, out, 1, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1,
-                 x->grad, in, 1);
+        ag_gemm(rows, in, out, 1, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1, x->grad,
+                in, 1);
     if (w->requires_grad)
         ag_gemm(out, in, rows, 1, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
-                 w->stride[1]);
+                w->stride[1]);
     if (bias && bias->requires_grad) { /* bias is contiguous (ag_linear) */
         for (int r = 0; r < rows; r++) {
             const ag_real *restrict g = y->grad + (ptrdiff_t)r * out;
@@ -332,11 +334,11 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     ag_shape_str(x, sx, sizeof sx);
     ag_shape_str(w, sw, sizeof sw);
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
-        return ag_report(t, "linear: input %s does not fit weight %s (expected [..., %d])", sx,
-                        sw, w->ndim == 2 ? w->shape[1] : -1);
+        return ag_report(t, "linear: input %s does not fit weight %s (expected [..., %d])", sx, sw,
+                         w->ndim == 2 ? w->shape[1] : -1);
     if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
         return ag_report(t, "linear: bias %s does not fit weight %s (expected [%d])",
-                        ag_shape_str(bias, sbias, sizeof sbias), sw, w->shape[0]);
+                         ag_shape_str(bias, sbias, sizeof sbias), sw, w->shape[0]);
     in[0] = x = ag_op_contig(t, x);
     if (bias) in[2] = bias = ag_op_contig(t, bias);
     if (!x || (n_in > 2 && !bias)) return NULL;
@@ -354,8 +356,8 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
             for (int o = 0; o < out; o++) yr[o] = bd[o];
         }
     }
-    ag_gemm(rows, out, inf, 1, x->data, inf, 1, w->data, w->stride[1], w->stride[0],
-             bias ? 1 : 0, y->data, out, 1);
+    ag_gemm(rows, out, inf, 1, x->data, inf, 1, w->data, w->stride[1], w->stride[0], bias ? 1 : 0,
+            y->data, out, 1);
     ag_op_record(t, &linear_op, y, n_in, in, 0);
     return y;
 }

@@ -28,10 +28,9 @@ void ag_layer_norm_rows(const ag_real *z, ag_real *y, ptrdiff_t rows, ptrdiff_t 
     }
 }
 
-void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g0, ptrdiff_t rows,
-                                 ptrdiff_t d, const ag_real *gm, const ag_real *mean,
-                                 const ag_real *rstd, ag_real *dgm, ag_real *dbt,
-                                 ag_real *dz, bool accumulate) {
+void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g0, ptrdiff_t rows, ptrdiff_t d,
+                                 const ag_real *gm, const ag_real *mean, const ag_real *rstd,
+                                 ag_real *dgm, ag_real *dbt, ag_real *dz, bool accumulate) {
     for (ptrdiff_t r = 0; r < rows; r++) {
         const ag_real *zr = z + r * d, *g = g0 + r * d;
         ag_real mu = mean[r], rs = rstd[r];
@@ -56,15 +55,13 @@ void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g0, ptrdiff_t 
 }
 
 typedef struct ln_saved {
-    ptrdiff_t d;           /* row length */
+    ptrdiff_t d; /* row length */
     ag_tensor *gamma, *beta;
-    ag_real *mean, *rstd;  /* per row */
+    ag_real *mean, *rstd; /* per row */
 } ln_saved;
 
 static const ag_real *data_or_null(const ag_tensor *p) { return p ? p->data : NULL; }
-static ag_real *grad_or_null(const ag_tensor *p) {
-    return p && p->requires_grad ? p->grad : NULL;
-}
+static ag_real *grad_or_null(const ag_tensor *p) { return p && p->requires_grad ? p->grad : NULL; }
 
 static void layer_norm_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->out;
@@ -93,12 +90,12 @@ ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *g
     char sx[64], sp[64];
     if (n_norm_dims < 1 || n_norm_dims > x->ndim)
         return ag_report(t, "layer_norm: cannot normalise the last %d axes of %s", n_norm_dims,
-                        ag_shape_str(x, sx, sizeof sx));
+                         ag_shape_str(x, sx, sizeof sx));
     for (int i = 1; i < n_in; i++) {
         if (!fits_trailing(in[i], x, n_norm_dims))
             return ag_report(t, "layer_norm: %s %s does not match the last %d axes of input %s",
-                            in[i] == gamma ? "weight" : "bias", ag_shape_str(in[i], sp, sizeof sp),
-                            n_norm_dims, ag_shape_str(x, sx, sizeof sx));
+                             in[i] == gamma ? "weight" : "bias", ag_shape_str(in[i], sp, sizeof sp),
+                             n_norm_dims, ag_shape_str(x, sx, sizeof sx));
     }
     for (int i = 0; i < n_in; i++)
         if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
@@ -110,8 +107,8 @@ ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *g
     s.mean = ag_tape_alloc(t, (size_t)rows * sizeof(ag_real));
     s.rstd = ag_tape_alloc(t, (size_t)rows * sizeof(ag_real));
     if (!s.mean || !s.rstd) return NULL;
-    ag_layer_norm_rows(in[0]->data, y->data, rows, s.d, data_or_null(s.gamma),
-                       data_or_null(s.beta), eps, s.mean, s.rstd);
+    ag_layer_norm_rows(in[0]->data, y->data, rows, s.d, data_or_null(s.gamma), data_or_null(s.beta),
+                       eps, s.mean, s.rstd);
     ag_node *nd = ag_op_record(t, &layer_norm_op, y, n_in, in, sizeof s);
     if (nd) *(ln_saved *)nd->saved = s;
     return y;

@@ -54,15 +54,17 @@ ag_tensor *ag_reshape(ag_tape *t, ag_tensor *x, int ndim, const int *shape) {
             infer = d;
         } else if (shape[d] < 0) {
             return ag_report(t, "reshape: bad target shape %s for %s",
-                            ag_dims_str(ndim, shape, sn, sizeof sn), ag_shape_str(x, sx, sizeof sx));
+                             ag_dims_str(ndim, shape, sn, sizeof sn),
+                             ag_shape_str(x, sx, sizeof sx));
         } else {
             known *= shape[d];
         }
     }
     if (infer >= 0 && known > 0 && x->numel % known == 0) dims[infer] = (int)(x->numel / known);
     if ((infer >= 0 && (known == 0 || x->numel % known)) || ag_numel(ndim, dims) != x->numel)
-        return ag_report(t, "reshape: cannot view %s (%td elements) as %s", ag_shape_str(x, sx, sizeof sx),
-                        x->numel, ag_dims_str(ndim, shape, sn, sizeof sn));
+        return ag_report(t, "reshape: cannot view %s (%td elements) as %s",
+                         ag_shape_str(x, sx, sizeof sx), x->numel,
+                         ag_dims_str(ndim, shape, sn, sizeof sn));
     x = ag_op_contig(t, x);
     if (!x) return NULL;
     ptrdiff_t st[AG_MAX_DIMS];
@@ -80,7 +82,8 @@ ag_tensor *ag_permute(ag_tape *t, ag_tensor *x, const int *perm) {
         if (p < 0 || p >= x->ndim || seen[p]) {
             char sx[64], sp[96];
             return ag_report(t, "permute: %s is not a permutation of the axes of %s",
-                            ag_dims_str(x->ndim, perm, sp, sizeof sp), ag_shape_str(x, sx, sizeof sx));
+                             ag_dims_str(x->ndim, perm, sp, sizeof sp),
+                             ag_shape_str(x, sx, sizeof sx));
         }
         seen[p] = true;
         shape[d] = x->shape[p];
@@ -108,7 +111,7 @@ ag_tensor *ag_narrow(ag_tape *t, ag_tensor *x, int axis, int start, int len) {
     if (start < 0 || len < 0 || start > x->shape[a] - len) {
         char sx[64];
         return ag_report(t, "narrow: [%d, %d) is outside axis %d of %s", start, start + len, a,
-                        ag_shape_str(x, sx, sizeof sx));
+                         ag_shape_str(x, sx, sizeof sx));
     }
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
@@ -145,8 +148,9 @@ ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis) {
         for (int d = 0; fits && d < xs[0]->ndim; d++) fits = d == a || xs[i]->shape[d] == shape[d];
         if (!fits) {
             char s0[64], si[64];
-            return ag_report(t, "concat: input %d has shape %s, input 0 has %s (only axis %d may differ)",
-                            i, ag_shape_str(xs[i], si, sizeof si), ag_shape_str(xs[0], s0, sizeof s0), a);
+            return ag_report(
+                t, "concat: input %d has shape %s, input 0 has %s (only axis %d may differ)", i,
+                ag_shape_str(xs[i], si, sizeof si), ag_shape_str(xs[0], s0, sizeof s0), a);
         }
         shape[a] += xs[i]->shape[a];
     }
@@ -166,7 +170,9 @@ ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis) {
 /* ---- repeat_interleave: y[.., i*R + r, ..] = x[.., i, ..]; dx_i += sum_r dy_{i*R+r} ----
  * For each r, the elements y[.., i*R + r, ..] form a strided view of y with x's shape. */
 
-typedef struct repeat_saved { int axis, repeats; } repeat_saved;
+typedef struct repeat_saved {
+    int axis, repeats;
+} repeat_saved;
 
 static void repeat_strides(const ag_tensor *y, int axis, int repeats, ptrdiff_t *st) {
     memcpy(st, y->stride, sizeof y->stride);
@@ -179,7 +185,8 @@ static void repeat_backward(ag_node *n) {
     ptrdiff_t st[AG_MAX_DIMS];
     repeat_strides(y, s->axis, s->repeats, st);
     for (int r = 0; r < s->repeats; r++)
-        copy_strided(x->ndim, x->shape, y->grad + r * y->stride[s->axis], st, x->grad, x->stride, true);
+        copy_strided(x->ndim, x->shape, y->grad + r * y->stride[s->axis], st, x->grad, x->stride,
+                     true);
 }
 static const ag_op repeat_op = {"repeat_interleave", repeat_backward};
 
@@ -187,7 +194,8 @@ ag_tensor *ag_repeat_interleave(ag_tape *t, ag_tensor *x, int repeats, int axis)
     if (!ag_op_check(t, "repeat_interleave", 1, &x)) return NULL;
     int a = ag_op_axis(t, "repeat_interleave", x, axis, x->ndim);
     if (a < 0) return NULL;
-    if (repeats < 1) return ag_report(t, "repeat_interleave: repeats must be >= 1, got %d", repeats);
+    if (repeats < 1)
+        return ag_report(t, "repeat_interleave: repeats must be >= 1, got %d", repeats);
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[a] *= repeats;
@@ -204,7 +212,10 @@ ag_tensor *ag_repeat_interleave(ag_tape *t, ag_tensor *x, int repeats, int axis)
 
 /* ---- gather_rows: y[r, :] = table[ids[r], :]; dtable[ids[r], :] += dy[r, :] ---- */
 
-typedef struct gather_saved { ptrdiff_t n; int32_t ids[]; } gather_saved;
+typedef struct gather_saved {
+    ptrdiff_t n;
+    int32_t ids[];
+} gather_saved;
 
 static void gather_backward(ag_node *nd) {
     ag_tensor *tab = nd->in[0], *y = nd->out;
@@ -224,15 +235,17 @@ ag_tensor *ag_gather_rows(ag_tape *t, ag_tensor *table, const int32_t *ids, int 
     char st[64], si[96];
     if (table->ndim != 2)
         return ag_report(t, "gather_rows: the table must be 2-D (rows, dim), got %s",
-                        ag_shape_str(table, st, sizeof st));
+                         ag_shape_str(table, st, sizeof st));
     if (ids_ndim < 0 || ids_ndim + 1 > AG_MAX_DIMS)
-        return ag_report(t, "gather_rows: ids have %d dimensions (at most %d)", ids_ndim, AG_MAX_DIMS - 1);
+        return ag_report(t, "gather_rows: ids have %d dimensions (at most %d)", ids_ndim,
+                         AG_MAX_DIMS - 1);
     ptrdiff_t n = ag_numel(ids_ndim, ids_shape);
     for (ptrdiff_t r = 0; r < n; r++) {
         if (ids[r] < 0 || ids[r] >= table->shape[0])
-            return ag_report(t, "gather_rows: id %d at position %td of ids %s is outside the table %s",
-                            ids[r], r, ag_dims_str(ids_ndim, ids_shape, si, sizeof si),
-                            ag_shape_str(table, st, sizeof st));
+            return ag_report(t,
+                             "gather_rows: id %d at position %td of ids %s is outside the table %s",
+                             ids[r], r, ag_dims_str(ids_ndim, ids_shape, si, sizeof si),
+                             ag_shape_str(table, st, sizeof st));
     }
     int shape[AG_MAX_DIMS];
     memcpy(shape, ids_shape, (size_t)ids_ndim * sizeof *shape);
@@ -245,7 +258,8 @@ ag_tensor *ag_gather_rows(ag_tape *t, ag_tensor *table, const int32_t *ids, int 
         ag_real *yr = y->data + r * dim;
         for (int j = 0; j < dim; j++) yr[j] = row[j * table->stride[1]];
     }
-    ag_node *nd = ag_op_record(t, &gather_op, y, 1, &table, sizeof(gather_saved) + (size_t)n * sizeof(int32_t));
+    ag_node *nd = ag_op_record(t, &gather_op, y, 1, &table,
+                               sizeof(gather_saved) + (size_t)n * sizeof(int32_t));
     if (nd) {
         gather_saved *s = nd->saved;
         s->n = n;

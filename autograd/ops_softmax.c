@@ -62,7 +62,7 @@ static ptrdiff_t last_dim(const ag_tensor *x) { return x->ndim ? x->shape[x->ndi
 /* ---- softmax and masked softmax share one backward ---- */
 
 typedef struct softmax_saved {
-    int32_t *lens;   /* per-row valid length, NULL when unmasked */
+    int32_t *lens; /* per-row valid length, NULL when unmasked */
 } softmax_saved;
 
 /* Rows of softmax, its backward, and the cross-entropy are independent: they are split between
@@ -132,11 +132,11 @@ ag_tensor *ag_masked_softmax(ag_tape *t, ag_tensor *x, const int32_t *valid_lens
     char sx[64];
     if (x->ndim != 3)
         return ag_report(t, "masked_softmax: scores must be 3-D (B, Tq, Tk), got %s",
-                        ag_shape_str(x, sx, sizeof sx));
+                         ag_shape_str(x, sx, sizeof sx));
     if (!valid_lens || vl_ndim == 0) return softmax_impl(t, &masked_softmax_op, x, NULL);
     if (vl_ndim != 1 && vl_ndim != 2)
         return ag_report(t, "masked_softmax: valid_lens must be 1-D (B,) or 2-D (B, Tq), got %d-D",
-                        vl_ndim);
+                         vl_ndim);
     int B = x->shape[0], Tq = x->shape[1];
     int32_t *lens = ag_tape_alloc(t, (size_t)B * Tq * sizeof *lens);
     if (!lens) return NULL;
@@ -144,8 +144,10 @@ ag_tensor *ag_masked_softmax(ag_tape *t, ag_tensor *x, const int32_t *valid_lens
         for (int q = 0; q < Tq; q++) {
             int32_t len = vl_ndim == 1 ? valid_lens[b] : valid_lens[(ptrdiff_t)b * Tq + q];
             if (len < 0)
-                return ag_report(t, "masked_softmax: negative valid length %d (row %d, query %d) "
-                                   "for scores %s", len, b, q, ag_shape_str(x, sx, sizeof sx));
+                return ag_report(t,
+                                 "masked_softmax: negative valid length %d (row %d, query %d) "
+                                 "for scores %s",
+                                 len, b, q, ag_shape_str(x, sx, sizeof sx));
             lens[(ptrdiff_t)b * Tq + q] = len;
         }
     }
@@ -242,12 +244,13 @@ ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
     char sx[64];
     if (logits->ndim < 1 || last_dim(logits) < 1)
         return ag_report(t, "softmax_ce: logits must be (..., V) with V >= 1, got %s",
-                        ag_shape_str(logits, sx, sizeof sx));
+                         ag_shape_str(logits, sx, sizeof sx));
     ptrdiff_t n = last_dim(logits), rows = logits->numel / n;
     for (ptrdiff_t r = 0; r < rows; r++) {
         if (labels[r] < 0 || labels[r] >= n)
-            return ag_report(t, "softmax_ce: label %d at position %td is outside [0, %td) for logits %s",
-                            labels[r], r, n, ag_shape_str(logits, sx, sizeof sx));
+            return ag_report(
+                t, "softmax_ce: label %d at position %td is outside [0, %td) for logits %s",
+                labels[r], r, n, ag_shape_str(logits, sx, sizeof sx));
     }
     ag_tensor *x = ag_op_contig(t, logits);
     ag_tensor *y = x ? ag_op_out(t, x->ndim - 1, x->shape, 1, &x) : NULL;

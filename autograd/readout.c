@@ -75,25 +75,25 @@ int ag_argmax(const ag_tensor *x, int axis, int32_t *out, size_t n) {
 /* ---- copies out ---- */
 
 /* dst[i] = (T)x[i] in row-major order, for T = float or double. */
-#define COPY_OUT(fname, T)                                                                    \
-    int fname(const ag_tensor *x, T *dst, size_t n) {                                         \
-        if (!x || !dst) {                                                                     \
-            ag_report(NULL, "copy_out: %s is NULL", x ? "dst" : "the tensor");                \
-            return -1;                                                                        \
-        }                                                                                     \
-        if ((size_t)x->numel > n) {                                                           \
-            char sx[64];                                                                      \
-            ag_report(NULL, "copy_out: %s has %td values, dst holds %zu",                      \
-                      ag_shape_str(x, sx, sizeof sx), x->numel, n);                           \
-            return -1;                                                                        \
-        }                                                                                     \
-        ag_iter it;                                                                           \
-        ag_iter_init(&it, x->ndim, x->shape, 1, (const ptrdiff_t *[]){x->stride});           \
-        for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {                        \
-            const ag_real *xs = x->data + it.off[0];                                          \
-            for (ptrdiff_t j = 0; j < it.inner; j++) *dst++ = (T)xs[j * it.is[0]];            \
-        }                                                                                     \
-        return 0;                                                                             \
+#define COPY_OUT(fname, T)                                                                         \
+    int fname(const ag_tensor *x, T *dst, size_t n) {                                              \
+        if (!x || !dst) {                                                                          \
+            ag_report(NULL, "copy_out: %s is NULL", x ? "dst" : "the tensor");                     \
+            return -1;                                                                             \
+        }                                                                                          \
+        if ((size_t)x->numel > n) {                                                                \
+            char sx[64];                                                                           \
+            ag_report(NULL, "copy_out: %s has %td values, dst holds %zu",                          \
+                      ag_shape_str(x, sx, sizeof sx), x->numel, n);                                \
+            return -1;                                                                             \
+        }                                                                                          \
+        ag_iter it;                                                                                \
+        ag_iter_init(&it, x->ndim, x->shape, 1, (const ptrdiff_t *[]){x->stride});                 \
+        for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {                              \
+            const ag_real *xs = x->data + it.off[0];                                               \
+            for (ptrdiff_t j = 0; j < it.inner; j++) *dst++ = (T)xs[j * it.is[0]];                 \
+        }                                                                                          \
+        return 0;                                                                                  \
     }
 
 COPY_OUT(ag_copy_out_f32, float)

@@ -26,22 +26,22 @@
 #define ARENA_FIRST_CHUNK ((size_t)1 << 20)
 
 typedef struct chunk {
-    struct chunk *next;  /* older chunk */
+    struct chunk *next; /* older chunk */
     size_t cap, used;
     unsigned char *base; /* ARENA_ALIGN-aligned start of the usable bytes */
 } chunk;
 
 struct ag_tape {
-    chunk *head;         /* the newest chunk */
-    chunk *spare;        /* a chunk a rewind dropped, kept for reuse, or NULL */
-    size_t bytes_prev;   /* bytes used in the older chunks (their `used`) */
-    size_t floor;        /* position of the last rewind since the last reset (0: none) */
+    chunk *head;       /* the newest chunk */
+    chunk *spare;      /* a chunk a rewind dropped, kept for reuse, or NULL */
+    size_t bytes_prev; /* bytes used in the older chunks (their `used`) */
+    size_t floor;      /* position of the last rewind since the last reset (0: none) */
     size_t high_water;
     size_t mallocs;
     ag_node *last;
     size_t nodes;
-    uint32_t gen;        /* generation of the tensors made now */
-    uint32_t reset_gen;  /* generation started by the last reset */
+    uint32_t gen;       /* generation of the tensors made now */
+    uint32_t reset_gen; /* generation started by the last reset */
     bool recording, nan_check, failed, backward_done;
 };
 
@@ -174,7 +174,8 @@ void *ag_tape_alloc(ag_tape *t, size_t bytes) {
     if (c->cap - c->used < bytes) {
         size_t cap = c->cap * 2 > bytes ? c->cap * 2 : bytes;
         chunk *nc = t->spare && t->spare->cap >= bytes ? t->spare : chunk_new(t, cap);
-        if (!nc) return ag_report(t, "out of memory: the tape's arena could not grow by %zu bytes", cap);
+        if (!nc)
+            return ag_report(t, "out of memory: the tape's arena could not grow by %zu bytes", cap);
         if (nc == t->spare) t->spare = NULL;
         nc->used = 0;
         nc->next = c;
@@ -232,8 +233,8 @@ void ag__mark_failed(ag_tape *t) {
 
 /* A tensor at arena position off made in generation x->gen is still valid (see the head). */
 static bool gen_valid(const ag_tape *t, const ag_tensor *x, size_t off) {
-    return x->gen == t->gen ||
-           (off < t->floor && (uint32_t)(x->gen - t->reset_gen) < (uint32_t)(t->gen - t->reset_gen));
+    return x->gen == t->gen || (off < t->floor && (uint32_t)(x->gen - t->reset_gen) <
+                                                      (uint32_t)(t->gen - t->reset_gen));
 }
 
 bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
@@ -249,9 +250,12 @@ bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
         size_t off = 0;
         int where = arena_where(t, x, &off);
         /* a leaf may live in the arena (a header in ag_tape_alloc memory): no generation */
-        if (where < 0 || (where > 0 && (x->magic != AG_MAGIC || (x->tape && !gen_valid(t, x, off))))) {
-            ag_report(t, "%s: input %d was made before the tape was last reset, or after the "
-                        "mark it was rewound to (a tensor of an earlier step)", op, i);
+        if (where < 0 ||
+            (where > 0 && (x->magic != AG_MAGIC || (x->tape && !gen_valid(t, x, off))))) {
+            ag_report(t,
+                      "%s: input %d was made before the tape was last reset, or after the "
+                      "mark it was rewound to (a tensor of an earlier step)",
+                      op, i);
             return false;
         }
         if (x->magic != AG_MAGIC) {
@@ -308,8 +312,8 @@ ag_tensor *ag_op_out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *c
     return ag_op_new(t, ndim, shape, ag_op_wants_grad(t, n, in));
 }
 
-ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape,
-                    const ptrdiff_t *stride, ptrdiff_t offset) {
+ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape, const ptrdiff_t *stride,
+                      ptrdiff_t offset) {
     ag_tensor *y = tensor_header(t, ndim, shape);
     if (!y) return NULL;
     memcpy(y->stride, stride, (size_t)ndim * sizeof *stride);
@@ -333,11 +337,11 @@ static bool all_finite(const ag_tensor *y) {
 }
 
 ag_node *ag_op_record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tensor *const *in,
-                    size_t saved_bytes) {
+                      size_t saved_bytes) {
     if (t->nan_check && !all_finite(y)) {
         char s[64];
         ag_report(t, "%s: produced a NaN or an infinity (output %s)", op->name,
-                 ag_shape_str(y, s, sizeof s));
+                  ag_shape_str(y, s, sizeof s));
     }
     if (!y->requires_grad) return NULL;
     ag_node *nd = ag_tape_alloc(t, sizeof *nd + (size_t)n * sizeof(ag_tensor *));
@@ -379,7 +383,7 @@ int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
     }
     if (!root->requires_grad) {
         ag_report(t, "backward: the root does not require a gradient (no input tracked one, or "
-                    "it was computed with recording off)");
+                     "it was computed with recording off)");
         return -1;
     }
     /* root->grad shares the root's layout (it may be a view): seed through the strides. */
@@ -397,7 +401,7 @@ int ag_backward(ag_tape *t, ag_tensor *root) {
     if (root && root->numel != 1) {
         char s[64];
         ag_report(t, "backward: the root must be a scalar, got shape %s",
-                 ag_shape_str(root, s, sizeof s));
+                  ag_shape_str(root, s, sizeof s));
         return -1;
     }
     const ag_real one = 1;

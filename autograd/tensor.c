@@ -28,7 +28,7 @@ int ag_op_axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndi
     if (a < 0 || a >= ndim) {
         char s[64];
         ag_report(t, "%s: axis %d out of range for shape %s", op, axis,
-                 ag_shape_str(x, s, sizeof s));
+                  ag_shape_str(x, s, sizeof s));
         return -1;
     }
     return a;
@@ -102,7 +102,8 @@ static bool valid_shape(ag_tape *t, const char *op, int ndim, const int *shape) 
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0) {
             char s[96];
-            ag_report(t, "%s: negative dimension in shape %s", op, ag_dims_str(ndim, shape, s, sizeof s));
+            ag_report(t, "%s: negative dimension in shape %s", op,
+                      ag_dims_str(ndim, shape, s, sizeof s));
             return false;
         }
     }
@@ -134,7 +135,8 @@ int ag_leaf_init(ag_tensor *x, ag_real *data, ag_real *grad, int ndim, const int
     y.grad = grad;
     y.requires_grad = grad != NULL;
     y.ndim = ndim;
-    if (ndim > 0) memcpy(y.shape, shape, (size_t)ndim * sizeof *shape); /* shape may be NULL for a scalar */
+    if (ndim > 0)
+        memcpy(y.shape, shape, (size_t)ndim * sizeof *shape); /* shape may be NULL for a scalar */
     ag_contig_strides(ndim, y.shape, y.stride);
     y.numel = ag_numel(ndim, y.shape);
     y.magic = AG_MAGIC;
@@ -169,8 +171,7 @@ void ag_iter_init(ag_iter *it, int nd, const int *shape, int k, const ptrdiff_t 
         if (shape[d] == 1) continue;
         if (m > 0) {
             bool merge = true;
-            for (int s = 0; s < k; s++)
-                merge &= it->st[s][m - 1] == st[s][d] * shape[d];
+            for (int s = 0; s < k; s++) merge &= it->st[s][m - 1] == st[s][d] * shape[d];
             if (merge) {
                 it->shape[m - 1] *= shape[d];
                 for (int s = 0; s < k; s++) it->st[s][m - 1] = st[s][d];

@@ -21,23 +21,33 @@
 typedef void (*range_fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end);
 
 static struct {
-    pthread_mutex_t mu;          /* for sleeping and waking only */
+    pthread_mutex_t mu; /* for sleeping and waking only */
     pthread_cond_t start, done;
-    pthread_mutex_t region;      /* held by the caller of a parallel region, and by set_threads */
+    pthread_mutex_t region; /* held by the caller of a parallel region, and by set_threads */
     pthread_t *workers;
-    int nthreads;                /* workers + the caller */
-    _Atomic uint64_t gen;        /* bumped per region: workers run when it changes */
-    _Atomic int pending;         /* workers still running the current region */
+    int nthreads;         /* workers + the caller */
+    _Atomic uint64_t gen; /* bumped per region: workers run when it changes */
+    _Atomic int pending;  /* workers still running the current region */
     _Atomic bool quit;
-    range_fn fn;                 /* the current region, published before gen changes */
+    range_fn fn; /* the current region, published before gen changes */
     void *ctx;
     ptrdiff_t n;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_MUTEX_INITIALIZER, NULL, 1, 0, 0, false, NULL, NULL, 0};
+} pool = {PTHREAD_MUTEX_INITIALIZER,
+          PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER,
+          PTHREAD_MUTEX_INITIALIZER,
+          NULL,
+          1,
+          0,
+          0,
+          false,
+          NULL,
+          NULL,
+          0};
 
 typedef struct worker_arg {
-    int id;          /* 1 .. nthreads-1 */
-    uint64_t seen;   /* the generation when the worker was created */
+    int id;        /* 1 .. nthreads-1 */
+    uint64_t seen; /* the generation when the worker was created */
 } worker_arg;
 
 static _Thread_local bool in_worker;
@@ -59,7 +69,8 @@ static void *worker_main(void *p) {
     in_worker = true;
     uint64_t seen = arg.seen;
     for (;;) {
-        for (int i = 0; i < SPINS && atomic_load(&pool.gen) == seen && !atomic_load(&pool.quit); i++)
+        for (int i = 0; i < SPINS && atomic_load(&pool.gen) == seen && !atomic_load(&pool.quit);
+             i++)
             cpu_relax();
         if (atomic_load(&pool.gen) == seen && !atomic_load(&pool.quit)) {
             pthread_mutex_lock(&pool.mu);
@@ -151,4 +162,3 @@ void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *c
     }
     pthread_mutex_unlock(&pool.region);
 }
-

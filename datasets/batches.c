@@ -12,9 +12,9 @@ struct ds_loader {
     int n_arrays;
     ds_array arrays[DS_LOADER_MAX_ARRAYS];
     size_t row_bytes[DS_LOADER_MAX_ARRAYS];
-    int64_t *order;                        /* this epoch's row order */
-    int64_t pos, index;                    /* next position in order, next batch number */
-    char *buf[DS_LOADER_MAX_ARRAYS];       /* (B, row) gathered rows per array */
+    int64_t *order;                  /* this epoch's row order */
+    int64_t pos, index;              /* next position in order, next batch number */
+    char *buf[DS_LOADER_MAX_ARRAYS]; /* (B, row) gathered rows per array */
 };
 
 void ds_loader_free(ds_loader *it) {
@@ -24,8 +24,8 @@ void ds_loader_free(ds_loader *it) {
     free(it);
 }
 
-int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays,
-                  const ds_loader_opts *opts, ds_loader **out) {
+int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays, const ds_loader_opts *opts,
+                  ds_loader **out) {
     if (!out) return ds_fail(DS_EARG, "ds_loader_new: out is NULL");
     *out = NULL;
     if (!opts) return ds_fail(DS_EARG, "ds_loader_new: opts is NULL");
@@ -37,17 +37,20 @@ int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays,
     if (n_arrays < 1 || n_arrays > DS_LOADER_MAX_ARRAYS || !arrays)
         return ds_fail(DS_EARG, "ds_loader_new: %d arrays, expected 1 to %d", n_arrays,
                        DS_LOADER_MAX_ARRAYS);
-    int64_t B = opts->batch_size < n_rows ? opts->batch_size : n_rows;  /* buffer rows */
+    int64_t B = opts->batch_size < n_rows ? opts->batch_size : n_rows; /* buffer rows */
     for (int k = 0; k < n_arrays; k++) {
         const ds_array *a = &arrays[k];
         if (!a->data || a->elem_size == 0 || a->row_elems == 0)
-            return ds_fail(DS_EARG, "ds_loader_new: array %d has data %s, elem_size %zu, "
-                           "row_elems %zu (expected data, and sizes > 0)", k,
-                           a->data ? "set" : "NULL", a->elem_size, a->row_elems);
+            return ds_fail(DS_EARG,
+                           "ds_loader_new: array %d has data %s, elem_size %zu, "
+                           "row_elems %zu (expected data, and sizes > 0)",
+                           k, a->data ? "set" : "NULL", a->elem_size, a->row_elems);
         if (a->row_elems > SIZE_MAX / a->elem_size ||
             (uint64_t)B > SIZE_MAX / (a->row_elems * a->elem_size))
-            return ds_fail(DS_ENOMEM, "ds_loader_new: array %d: a batch of %lld rows of %zu x "
-                           "%zu bytes is too large", k, (long long)B, a->row_elems, a->elem_size);
+            return ds_fail(DS_ENOMEM,
+                           "ds_loader_new: array %d: a batch of %lld rows of %zu x "
+                           "%zu bytes is too large",
+                           k, (long long)B, a->row_elems, a->elem_size);
     }
     ds_loader *it = calloc(1, sizeof *it);
     if (!it) return ds_fail(DS_ENOMEM, "ds_loader_new: out of memory");
@@ -65,8 +68,10 @@ int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays,
     }
     if (!ok) {
         ds_loader_free(it);
-        return ds_fail(DS_ENOMEM, "ds_loader_new: out of memory for batches of %lld rows over "
-                       "%lld rows", (long long)B, (long long)n_rows);
+        return ds_fail(DS_ENOMEM,
+                       "ds_loader_new: out of memory for batches of %lld rows over "
+                       "%lld rows",
+                       (long long)B, (long long)n_rows);
     }
     ds_loader_epoch(it, 0);
     *out = it;

@@ -48,8 +48,8 @@ extern "C" {
 /* One array: n_rows rows of row_elems elements of elem_size bytes each, row-major. */
 typedef struct ds_array {
     const void *data;
-    size_t elem_size;   /* bytes per element, > 0 (e.g. sizeof(float)) */
-    size_t row_elems;   /* elements per row, > 0 */
+    size_t elem_size; /* bytes per element, > 0 (e.g. sizeof(float)) */
+    size_t row_elems; /* elements per row, > 0 */
 } ds_array;
 
 /* The array of a flat pointer p (float *, int32_t * ...) with row_elems elements a row. */
@@ -60,17 +60,17 @@ typedef struct ds_array {
 #endif
 
 typedef struct ds_loader_opts {
-    int64_t batch_size;  /* rows per batch, >= 1 */
-    bool shuffle;        /* false: rows in order 0..n-1 every epoch */
-    bool drop_last;      /* drop a last batch smaller than batch_size */
-    uint64_t seed;       /* of the shuffle */
+    int64_t batch_size; /* rows per batch, >= 1 */
+    bool shuffle;       /* false: rows in order 0..n-1 every epoch */
+    bool drop_last;     /* drop a last batch smaller than batch_size */
+    uint64_t seed;      /* of the shuffle */
 } ds_loader_opts;
 
 typedef struct ds_minibatch {
-    int64_t size;                            /* rows in this batch */
-    int64_t index;                           /* the batch's number in the epoch, from 0 */
-    const int64_t *rows;                     /* the size row indices gathered */
-    const void *data[DS_LOADER_MAX_ARRAYS];  /* array k's rows, (size, row_elems), row-major */
+    int64_t size;                           /* rows in this batch */
+    int64_t index;                          /* the batch's number in the epoch, from 0 */
+    const int64_t *rows;                    /* the size row indices gathered */
+    const void *data[DS_LOADER_MAX_ARRAYS]; /* array k's rows, (size, row_elems), row-major */
 } ds_minibatch;
 
 typedef struct ds_loader ds_loader;
@@ -78,8 +78,8 @@ typedef struct ds_loader ds_loader;
 /* A loader over n_rows >= 1 rows of n_arrays (1 to DS_LOADER_MAX_ARRAYS) arrays, positioned
  * at the start of epoch 0. Returns DS_OK, DS_EARG (the argument named) or DS_ENOMEM; *out is
  * NULL on failure. */
-int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays,
-                  const ds_loader_opts *opts, ds_loader **out);
+int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays, const ds_loader_opts *opts,
+                  ds_loader **out);
 /* Restarts at the beginning of epoch `epoch` (>= 0). */
 void ds_loader_epoch(ds_loader *it, int64_t epoch);
 /* Fills *b with the next batch of the epoch and returns true, or returns false at its end. */

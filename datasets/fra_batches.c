@@ -44,10 +44,13 @@ int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out
     return ds_batches_new_sized(d, part, shuffle, 0, out);
 }
 
-int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t batch_size, ds_batches **out) {
+int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t batch_size,
+                         ds_batches **out) {
     *out = NULL;
-    if ((unsigned)part > DS_ALL) return ds_fail(DS_EARG, "ds_batches_new: part %d is not a ds_part", (int)part);
-    if (batch_size < 0) return ds_fail(DS_EARG, "ds_batches_new: batch_size = %d, expected >= 0", (int)batch_size);
+    if ((unsigned)part > DS_ALL)
+        return ds_fail(DS_EARG, "ds_batches_new: part %d is not a ds_part", (int)part);
+    if (batch_size < 0)
+        return ds_fail(DS_EARG, "ds_batches_new: batch_size = %d, expected >= 0", (int)batch_size);
     int64_t n = d->part_n[part];
     static const char *const names[] = {"train", "valid", "test", "all"};
     if (n == 0) return ds_fail(DS_EARG, "ds_batches_new: the %s part is empty", names[part]);
@@ -67,9 +70,11 @@ int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t ba
     it->src_len = malloc(B * sizeof *it->src_len);
     it->tgt_len = malloc(B * sizeof *it->tgt_len);
     it->pairs = malloc(B * sizeof *it->pairs);
-    if (!it->order || (shuffle && !it->perm) || !it->src || !it->tgt || !it->src_len || !it->tgt_len || !it->pairs) {
+    if (!it->order || (shuffle && !it->perm) || !it->src || !it->tgt || !it->src_len ||
+        !it->tgt_len || !it->pairs) {
         ds_batches_free(it);
-        return ds_fail(DS_ENOMEM, "out of memory for a batch iterator over %lld pairs", (long long)n);
+        return ds_fail(DS_ENOMEM, "out of memory for a batch iterator over %lld pairs",
+                       (long long)n);
     }
     ds_batches_epoch(it, 0);
     *out = it;
@@ -100,8 +105,13 @@ bool ds_batches_next(ds_batches *it, ds_batch *b) {
         it->tgt_len[r] = t->valid_len[p];
     }
     it->pos += B;
-    *b = (ds_batch){.size = B, .num_steps = T, .src = it->src, .src_valid_len = it->src_len,
-                    .tgt = it->tgt, .tgt_valid_len = it->tgt_len, .pairs = it->pairs};
+    *b = (ds_batch){.size = B,
+                    .num_steps = T,
+                    .src = it->src,
+                    .src_valid_len = it->src_len,
+                    .tgt = it->tgt,
+                    .tgt_valid_len = it->tgt_len,
+                    .pairs = it->pairs};
     return true;
 }
 
@@ -123,12 +133,15 @@ int ds_fra_write_split(const ds_fra *d, const char *path) {
         if (d->part[p] != d->part[DS_ALL])
             for (int64_t i = 0; i < d->part_n[p]; i++) part[d->part[p][i]] = (char)p;
     static const char *const names[] = {"train", "valid", "test"};
-    fprintf(f, "# tapegrad fra-eng split: pairs=%lld num_examples=%lld valid_frac=%.17g test_frac=%.17g split_seed=%llu\n",
-            (long long)d->n_pairs, (long long)d->opt.num_examples, d->opt.valid_frac, d->opt.test_frac,
-            (unsigned long long)d->opt.split_seed);
+    fprintf(f,
+            "# tapegrad fra-eng split: pairs=%lld num_examples=%lld valid_frac=%.17g "
+            "test_frac=%.17g split_seed=%llu\n",
+            (long long)d->n_pairs, (long long)d->opt.num_examples, d->opt.valid_frac,
+            d->opt.test_frac, (unsigned long long)d->opt.split_seed);
     fprintf(f, "# pair\tline\tpart\n");
     for (int64_t i = 0; i < d->n_pairs; i++)
-        fprintf(f, "%lld\t%lld\t%s\n", (long long)i, (long long)d->line_of_pair[i], names[(int)part[i]]);
+        fprintf(f, "%lld\t%lld\t%s\n", (long long)i, (long long)d->line_of_pair[i],
+                names[(int)part[i]]);
     free(part);
     return ag_file_commit(&out) ? DS_EIO : DS_OK;
 }
@@ -137,7 +150,9 @@ int ds_fra_write_split(const ds_fra *d, const char *path) {
 
 int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_steps, int32_t *ids,
                        int32_t *valid_len) {
-    if (num_steps < 1) return ds_fail(DS_EARG, "ds_encode_sentence: num_steps = %d, expected >= 1", (int)num_steps);
+    if (num_steps < 1)
+        return ds_fail(DS_EARG, "ds_encode_sentence: num_steps = %d, expected >= 1",
+                       (int)num_steps);
     char *low;
     size_t n;
     int rc = ds_utf8_lower(sentence, strlen(sentence), &low, &n);
@@ -169,8 +184,8 @@ int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out) {
     for (; m < n && ids[m] != DS_EOS; m++) {
         size_t len;
         if (!ds_vocab_token(v, ids[m], &len))
-            return ds_fail(DS_EARG, "ids[%zu] = %d is not an id of this vocabulary (size %d)", m, (int)ids[m],
-                           (int)ds_vocab_size(v));
+            return ds_fail(DS_EARG, "ids[%zu] = %d is not an id of this vocabulary (size %d)", m,
+                           (int)ids[m], (int)ds_vocab_size(v));
         total += len + 1;
     }
     char *s = malloc(total);
@@ -207,7 +222,9 @@ static const char *why_unreadable(const char *p) {
 
 static int use_path(const char *p, char *out, size_t cap) {
     size_t n = strlen(p);
-    if (n + 1 > cap) return ds_fail(DS_EARG, "data path of %zu bytes does not fit the %zu-byte buffer: %s", n, cap, p);
+    if (n + 1 > cap)
+        return ds_fail(DS_EARG, "data path of %zu bytes does not fit the %zu-byte buffer: %s", n,
+                       cap, p);
     memcpy(out, p, n + 1);
     return DS_OK;
 }
@@ -225,16 +242,20 @@ int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *o
     char tried[3][4096];
     int nt = 0;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0] == '/') snprintf(tried[nt++], sizeof tried[0], "%s/tapegrad/fra-eng/fra.txt", xdg);
-    else if (home && *home) snprintf(tried[nt++], sizeof tried[0], "%s/.cache/tapegrad/fra-eng/fra.txt", home);
+    if (xdg && xdg[0] == '/')
+        snprintf(tried[nt++], sizeof tried[0], "%s/tapegrad/fra-eng/fra.txt", xdg);
+    else if (home && *home)
+        snprintf(tried[nt++], sizeof tried[0], "%s/.cache/tapegrad/fra-eng/fra.txt", home);
     snprintf(tried[nt++], sizeof tried[0], "../shared/data/fra-eng/fra.txt");
     if (source_dir && *source_dir)
         snprintf(tried[nt++], sizeof tried[0], "%s/../shared/data/fra-eng/fra.txt", source_dir);
     for (int i = 0; i < nt; i++)
         if (readable_file(tried[i])) return use_path(tried[i], out, cap);
     /* 1 <= nt <= 3 */
-    return ds_fail(DS_EIO,
-                   "fra.txt not found; tried (TG_FRA_ENG unset): %s%s%s%s%s. Get it: see docs/datasets.md "
-                   "(unzip d2l's fra-eng.zip into ~/.cache/tapegrad/)",
-                   tried[0], nt > 1 ? ", " : "", nt > 1 ? tried[1] : "", nt > 2 ? ", " : "", nt > 2 ? tried[2] : "");
+    return ds_fail(
+        DS_EIO,
+        "fra.txt not found; tried (TG_FRA_ENG unset): %s%s%s%s%s. Get it: see docs/datasets.md "
+        "(unzip d2l's fra-eng.zip into ~/.cache/tapegrad/)",
+        tried[0], nt > 1 ? ", " : "", nt > 1 ? tried[1] : "", nt > 2 ? ", " : "",
+        nt > 2 ? tried[2] : "");
 }

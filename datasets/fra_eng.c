@@ -16,8 +16,14 @@
 #include "datasets/unicode.h"
 
 ds_fra_options ds_fra_defaults(void) {
-    return (ds_fra_options){.num_examples = 600, .num_steps = 10, .min_freq = 2, .batch_size = 64,
-                            .seed = 0, .valid_frac = 0, .test_frac = 0, .split_seed = 0};
+    return (ds_fra_options){.num_examples = 600,
+                            .num_steps = 10,
+                            .min_freq = 2,
+                            .batch_size = 64,
+                            .seed = 0,
+                            .valid_frac = 0,
+                            .test_frac = 0,
+                            .split_seed = 0};
 }
 
 void ds_fra_free(ds_fra *d) {
@@ -45,7 +51,7 @@ typedef struct {
     const char *name;
     unsigned char *lb; /* the current line, preprocessed */
     size_t lbcap;
-    bool first;        /* at the file's first character, which gets no space */
+    bool first; /* at the file's first character, which gets no space */
 } parser;
 
 /* Splits lb[a..b) on single spaces and appends the tokens' type ids to one side. */
@@ -82,7 +88,8 @@ static int add_pair(ds_fra *d, const unsigned char *lb, size_t tab, size_t k, in
         }
         d->cap_pairs = cap;
     }
-    if (add_sentence(&d->side[DS_SRC], lb, 0, tab) || add_sentence(&d->side[DS_TGT], lb, tab + 1, k))
+    if (add_sentence(&d->side[DS_SRC], lb, 0, tab) ||
+        add_sentence(&d->side[DS_TGT], lb, tab + 1, k))
         return DS_ENOMEM;
     d->line_of_pair[np] = line;
     d->side[DS_SRC].off[np + 1] = (int64_t)d->side[DS_SRC].ntok;
@@ -94,18 +101,20 @@ static int add_pair(ds_fra *d, const unsigned char *lb, size_t tab, size_t k, in
 /* Byte classes of the preprocessing loop. */
 enum { C_COPY = 0, C_UPPER = 1, C_PUNCT = 2, C_OTHER = 3 };
 static const uint8_t byte_class[256] = {
-    [0] = C_OTHER, ['\t'] = C_OTHER,
-    ['A'] = C_UPPER, ['B'] = C_UPPER, ['C'] = C_UPPER, ['D'] = C_UPPER, ['E'] = C_UPPER, ['F'] = C_UPPER,
-    ['G'] = C_UPPER, ['H'] = C_UPPER, ['I'] = C_UPPER, ['J'] = C_UPPER, ['K'] = C_UPPER, ['L'] = C_UPPER,
-    ['M'] = C_UPPER, ['N'] = C_UPPER, ['O'] = C_UPPER, ['P'] = C_UPPER, ['Q'] = C_UPPER, ['R'] = C_UPPER,
-    ['S'] = C_UPPER, ['T'] = C_UPPER, ['U'] = C_UPPER, ['V'] = C_UPPER, ['W'] = C_UPPER, ['X'] = C_UPPER,
-    ['Y'] = C_UPPER, ['Z'] = C_UPPER,
-    [','] = C_PUNCT, ['.'] = C_PUNCT, ['!'] = C_PUNCT, ['?'] = C_PUNCT,
-#define X16(a) [a] = C_OTHER, [a + 1] = C_OTHER, [a + 2] = C_OTHER, [a + 3] = C_OTHER, [a + 4] = C_OTHER, \
-                [a + 5] = C_OTHER, [a + 6] = C_OTHER, [a + 7] = C_OTHER, [a + 8] = C_OTHER, [a + 9] = C_OTHER, \
-                [a + 10] = C_OTHER, [a + 11] = C_OTHER, [a + 12] = C_OTHER, [a + 13] = C_OTHER, \
-                [a + 14] = C_OTHER, [a + 15] = C_OTHER
-    X16(0x80), X16(0x90), X16(0xA0), X16(0xB0), X16(0xC0), X16(0xD0), X16(0xE0), X16(0xF0),
+    [0] = C_OTHER,   ['\t'] = C_OTHER, ['A'] = C_UPPER, ['B'] = C_UPPER, ['C'] = C_UPPER,
+    ['D'] = C_UPPER, ['E'] = C_UPPER,  ['F'] = C_UPPER, ['G'] = C_UPPER, ['H'] = C_UPPER,
+    ['I'] = C_UPPER, ['J'] = C_UPPER,  ['K'] = C_UPPER, ['L'] = C_UPPER, ['M'] = C_UPPER,
+    ['N'] = C_UPPER, ['O'] = C_UPPER,  ['P'] = C_UPPER, ['Q'] = C_UPPER, ['R'] = C_UPPER,
+    ['S'] = C_UPPER, ['T'] = C_UPPER,  ['U'] = C_UPPER, ['V'] = C_UPPER, ['W'] = C_UPPER,
+    ['X'] = C_UPPER, ['Y'] = C_UPPER,  ['Z'] = C_UPPER, [','] = C_PUNCT, ['.'] = C_PUNCT,
+    ['!'] = C_PUNCT, ['?'] = C_PUNCT,
+#define X16(a)                                                                                     \
+    [a] = C_OTHER, [a + 1] = C_OTHER, [a + 2] = C_OTHER, [a + 3] = C_OTHER, [a + 4] = C_OTHER,     \
+    [a + 5] = C_OTHER, [a + 6] = C_OTHER, [a + 7] = C_OTHER, [a + 8] = C_OTHER, [a + 9] = C_OTHER, \
+    [a + 10] = C_OTHER, [a + 11] = C_OTHER, [a + 12] = C_OTHER, [a + 13] = C_OTHER,                \
+    [a + 14] = C_OTHER, [a + 15] = C_OTHER
+    X16(0x80),       X16(0x90),        X16(0xA0),       X16(0xB0),       X16(0xC0),
+    X16(0xD0),       X16(0xE0),        X16(0xF0),
 #undef X16
 };
 
@@ -116,8 +125,8 @@ static const uint8_t byte_class[256] = {
  * previous character of any other position is the last byte written (inserted spaces only
  * precede punctuation, so "previous input character is a space" = "last output byte is a
  * space"). */
-static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, size_t *len, int *tabs,
-                           size_t *tab) {
+static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, size_t *len,
+                           int *tabs, size_t *tab) {
     /* Worst case per input byte: 2 output bytes (space + punctuation); 2-byte code points
      * grow to at most 3. */
     unsigned char *lb = ds_regrow(p->lb, &p->lbcap, 2 * (end - start) + 8, 1);
@@ -143,8 +152,7 @@ static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, si
             o[k++] = (unsigned char)c;
             i++;
             continue;
-        default:
-            break;
+        default: break;
         }
         if (c == '\t') {
             if (ntabs++ == 0) *tab = k;
@@ -152,17 +160,20 @@ static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, si
             i++;
             continue;
         }
-        if (c == 0) return ds_fail(DS_EFORMAT, "%s:%lld:%zu: NUL byte", p->name, (long long)line + 1, i - start + 1);
+        if (c == 0)
+            return ds_fail(DS_EFORMAT, "%s:%lld:%zu: NUL byte", p->name, (long long)line + 1,
+                           i - start + 1);
         uint32_t cp, low[2];
         int l = ds_utf8_decode(s + i, p->n - i, &cp);
         if (l == 0 || i + (size_t)l > end)
-            return ds_fail(DS_EFORMAT, "%s:%lld:%zu: invalid UTF-8 byte 0x%02X", p->name, (long long)line + 1,
-                           i - start + 1, s[i]);
+            return ds_fail(DS_EFORMAT, "%s:%lld:%zu: invalid UTF-8 byte 0x%02X", p->name,
+                           (long long)line + 1, i - start + 1, s[i]);
         if (cp == 0xA0 || cp == 0x202F) { /* no-break spaces -> ' ' (before lowercasing) */
             o[k++] = ' ';
         } else {
             /* Lowercase letters are never ' ' or , . ! ? so no rule applies to them. */
-            int m = cp == 0x3A3 ? (low[0] = ds_u_sigma_lower(s, start, i, p->n), 1) : ds_u_lower(cp, low);
+            int m = cp == 0x3A3 ? (low[0] = ds_u_sigma_lower(s, start, i, p->n), 1)
+                                : ds_u_lower(cp, low);
             for (int t = 0; t < m; t++) k += (size_t)ds_utf8_encode(low[t], o + k);
         }
         i += (size_t)l;
@@ -215,8 +226,9 @@ static int parse(ds_fra *d, const char *data, size_t n, const char *name) {
     if (rc) return rc;
     if (n == 0) return ds_fail(DS_EFORMAT, "%s: empty file", name);
     if (d->n_pairs == 0)
-        return ds_fail(DS_EFORMAT, "%s: no sentence pair: none of the %lld lines read has exactly one tab", name,
-                       (long long)line);
+        return ds_fail(DS_EFORMAT,
+                       "%s: no sentence pair: none of the %lld lines read has exactly one tab",
+                       name, (long long)line);
     return DS_OK;
 }
 
@@ -242,8 +254,8 @@ static int make_parts(ds_fra *d) {
         return DS_OK;
     }
     if (n_test + n_valid >= n)
-        return ds_fail(DS_EARG, "split leaves no training pair (%lld pairs, %lld valid, %lld test)", (long long)n,
-                       (long long)n_valid, (long long)n_test);
+        return ds_fail(DS_EARG, "split leaves no training pair (%lld pairs, %lld valid, %lld test)",
+                       (long long)n, (long long)n_valid, (long long)n_test);
     int64_t *perm = malloc((size_t)n * sizeof *perm);
     if (!perm) return ds_fail(DS_ENOMEM, "out of memory for the split");
     ag_rng_permutation(perm, n, d->opt.split_seed, DS_SPLIT_STREAM);
@@ -271,7 +283,8 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
     int32_t *map = malloc((nt + 1) * sizeof *map);
     const int T = d->opt.num_steps;
     int rc = DS_OK;
-    if (!count || !rank || !map) rc = ds_fail(DS_ENOMEM, "out of memory counting %zu token types", nt);
+    if (!count || !rank || !map)
+        rc = ds_fail(DS_ENOMEM, "out of memory counting %zu token types", nt);
     if (!rc) {
         int64_t r = 0;
         for (int64_t q = 0; q < d->part_n[DS_TRAIN]; q++) {
@@ -281,7 +294,8 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
                 if (count[t]++ == 0) rank[t] = r++;
             }
         }
-        rc = ds_vocab_build_ranked(sd->types, count, rank, d->opt.min_freq, ds_reserved_tokens, 3, &sd->vocab);
+        rc = ds_vocab_build_ranked(sd->types, count, rank, d->opt.min_freq, ds_reserved_tokens, 3,
+                                   &sd->vocab);
     }
     if (!rc) { /* type id -> vocabulary id (or <unk>): one lookup per type, not per token */
         for (size_t t = 0; t < nt; t++) {
@@ -292,7 +306,8 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
         }
         sd->ids = malloc((size_t)d->n_pairs * (size_t)T * sizeof *sd->ids);
         sd->valid_len = malloc((size_t)d->n_pairs * sizeof *sd->valid_len);
-        if (!sd->ids || !sd->valid_len) rc = ds_fail(DS_ENOMEM, "out of memory for %lld x %d ids", (long long)d->n_pairs, T);
+        if (!sd->ids || !sd->valid_len)
+            rc = ds_fail(DS_ENOMEM, "out of memory for %lld x %d ids", (long long)d->n_pairs, T);
     }
     for (int64_t p = 0; !rc && p < d->n_pairs; p++) {
         int32_t *row = sd->ids + p * T;
@@ -303,7 +318,8 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
         if (j < T) row[j++] = DS_EOS;
         else (*truncated)++; /* len + 1 > T: the <eos> is cut off */
         for (; j < T; j++) row[j] = DS_PAD;
-        int32_t v = 0; /* d2l: (array != <pad>).sum(1) -- a literal "<pad>" token counts as padding too */
+        int32_t v =
+            0; /* d2l: (array != <pad>).sum(1) -- a literal "<pad>" token counts as padding too */
         for (j = 0; j < T; j++) v += row[j] != DS_PAD;
         sd->valid_len[p] = v;
     }
@@ -314,23 +330,29 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
 }
 
 static int check_options(const ds_fra_options *o) {
-    if (o->num_examples < 0) return ds_fail(DS_EARG, "num_examples = %lld, expected >= 0", (long long)o->num_examples);
-    if (o->num_steps < 1) return ds_fail(DS_EARG, "num_steps = %d, expected >= 1", (int)o->num_steps);
-    if (o->batch_size < 1) return ds_fail(DS_EARG, "batch_size = %d, expected >= 1", (int)o->batch_size);
+    if (o->num_examples < 0)
+        return ds_fail(DS_EARG, "num_examples = %lld, expected >= 0", (long long)o->num_examples);
+    if (o->num_steps < 1)
+        return ds_fail(DS_EARG, "num_steps = %d, expected >= 1", (int)o->num_steps);
+    if (o->batch_size < 1)
+        return ds_fail(DS_EARG, "batch_size = %d, expected >= 1", (int)o->batch_size);
     if (!(o->valid_frac >= 0 && o->valid_frac < 1) || !(o->test_frac >= 0 && o->test_frac < 1) ||
         !(o->valid_frac + o->test_frac < 1))
-        return ds_fail(DS_EARG, "valid_frac = %g, test_frac = %g: expected each in [0, 1) and a sum below 1",
+        return ds_fail(DS_EARG,
+                       "valid_frac = %g, test_frac = %g: expected each in [0, 1) and a sum below 1",
                        o->valid_frac, o->test_frac);
     return DS_OK;
 }
 
-int ds_fra_load_mem(const char *data, size_t len, const char *name, const ds_fra_options *opt, ds_fra **out) {
+int ds_fra_load_mem(const char *data, size_t len, const char *name, const ds_fra_options *opt,
+                    ds_fra **out) {
     *out = NULL;
     ds_fra_options o = opt ? *opt : ds_fra_defaults();
     if (!name) name = "<memory>";
     int rc = check_options(&o);
     if (rc) return rc;
-    if ((size_t)o.num_steps > SIZE_MAX / 4 / 2) return ds_fail(DS_EARG, "num_steps = %d too large", (int)o.num_steps);
+    if ((size_t)o.num_steps > SIZE_MAX / 4 / 2)
+        return ds_fail(DS_EARG, "num_steps = %d too large", (int)o.num_steps);
     ds_fra *d = calloc(1, sizeof *d);
     if (!d) return ds_fail(DS_ENOMEM, "out of memory");
     d->opt = o;
@@ -345,7 +367,8 @@ int ds_fra_load_mem(const char *data, size_t len, const char *name, const ds_fra
     }
     if (!rc) rc = parse(d, data, len, name);
     if (!rc && (size_t)d->n_pairs > SIZE_MAX / sizeof(int32_t) / (size_t)o.num_steps)
-        rc = ds_fail(DS_ENOMEM, "%lld pairs x %d steps too large", (long long)d->n_pairs, (int)o.num_steps);
+        rc = ds_fail(DS_ENOMEM, "%lld pairs x %d steps too large", (long long)d->n_pairs,
+                     (int)o.num_steps);
     if (!rc) rc = make_parts(d);
     for (int s = 0; s < 2 && !rc; s++) rc = build_side(d, &d->side[s], &d->stats.truncated[s]);
     if (rc) {
@@ -426,7 +449,9 @@ const char *ds_fra_token(const ds_fra *d, ds_side side, int64_t pair, int32_t j,
 int ds_fra_sentence(const ds_fra *d, ds_side side, int64_t pair, char **out) {
     *out = NULL;
     int32_t n = ds_fra_sentence_len(d, side, pair);
-    if (n < 0) return ds_fail(DS_EARG, "pair %lld out of range (%lld pairs)", (long long)pair, (long long)d->n_pairs);
+    if (n < 0)
+        return ds_fail(DS_EARG, "pair %lld out of range (%lld pairs)", (long long)pair,
+                       (long long)d->n_pairs);
     size_t total = 1;
     for (int32_t j = 0; j < n; j++) {
         size_t len = 0;

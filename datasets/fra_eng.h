@@ -156,7 +156,8 @@ typedef struct ds_batches ds_batches;
 int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out);
 /* The same with batch_size rows per batch instead of opts.batch_size (e.g. a larger batch
  * for evaluation); batch_size 0 means opts.batch_size. DS_EARG if batch_size < 0. */
-int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t batch_size, ds_batches **out);
+int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t batch_size,
+                         ds_batches **out);
 /* Restarts the iterator at the beginning of epoch `epoch` (>= 0). */
 void ds_batches_epoch(ds_batches *it, int64_t epoch);
 /* Fills *b with the next batch of the epoch and returns true, or returns false at the end of

@@ -33,7 +33,8 @@ typedef struct {
 static int ng_reserve(ng_tab *t, size_t entries) {
     size_t cap = 16;
     while (cap < 2 * entries + 2) cap *= 2;
-    if (cap > ((size_t)1 << 31)) return ds_fail(DS_ENOMEM, "sentence of %zu n-grams too long", entries);
+    if (cap > ((size_t)1 << 31))
+        return ds_fail(DS_ENOMEM, "sentence of %zu n-grams too long", entries);
     t->e = malloc(cap / 2 * sizeof *t->e);
     t->slot = malloc(cap * sizeof *t->slot);
     t->cap = cap;
@@ -60,8 +61,8 @@ static ng_ent *ng_find(ng_tab *t, const uint32_t *key, size_t n, uint64_t h, siz
 }
 
 /* Matches of order n of hyp against refs; t must have room for every reference n-gram. */
-static int64_t ng_match(ng_tab *t, const uint32_t *hyp, size_t hl, const uint32_t *const *refs, const size_t *rl,
-                        size_t nr, size_t n) {
+static int64_t ng_match(ng_tab *t, const uint32_t *hyp, size_t hl, const uint32_t *const *refs,
+                        const size_t *rl, size_t nr, size_t n) {
     memset(t->slot, 0, t->cap * sizeof *t->slot);
     size_t ne = 0;
     for (size_t r = 0; r < nr; r++) {
@@ -129,7 +130,9 @@ static int split_spaces(ds_vocab *voc, const char *s, u32buf *out) {
 }
 
 static int bad_utf8(const char *what, const unsigned char *s, size_t i, uint32_t cp, int len) {
-    if (len == 0) return ds_fail(DS_EFORMAT, "%s: invalid UTF-8 byte 0x%02X at byte offset %zu", what, s[i], i);
+    if (len == 0)
+        return ds_fail(DS_EFORMAT, "%s: invalid UTF-8 byte 0x%02X at byte offset %zu", what, s[i],
+                       i);
     (void)cp;
     return ds_fail(DS_EFORMAT, "%s: NUL byte at byte offset %zu", what, i);
 }
@@ -206,11 +209,12 @@ int ds_bleu_d2l(const char *pred, const char *label, int k, double *score) {
 
 /* ---- corpus BLEU ---------------------------------------------------------------------- */
 
-static int bleu_add_seqs(ds_bleu_stats *s, const uint32_t *h, size_t hl, const uint32_t *const *refs,
-                         const size_t *rl, size_t nr) {
+static int bleu_add_seqs(ds_bleu_stats *s, const uint32_t *h, size_t hl,
+                         const uint32_t *const *refs, const size_t *rl, size_t nr) {
     size_t ref_len = rl[0], most = 0;
     for (size_t r = 0; r < nr; r++) {
-        size_t d = rl[r] > hl ? rl[r] - hl : hl - rl[r], best = ref_len > hl ? ref_len - hl : hl - ref_len;
+        size_t d = rl[r] > hl ? rl[r] - hl : hl - rl[r],
+               best = ref_len > hl ? ref_len - hl : hl - ref_len;
         if (d < best || (d == best && rl[r] < ref_len)) ref_len = rl[r];
         most += rl[r];
     }
@@ -229,14 +233,16 @@ static int bleu_add_seqs(ds_bleu_stats *s, const uint32_t *h, size_t hl, const u
     return rc;
 }
 
-int ds_bleu_add_ids(ds_bleu_stats *s, const int32_t *hyp, size_t hyp_len, const int32_t *ref, size_t ref_len) {
+int ds_bleu_add_ids(ds_bleu_stats *s, const int32_t *hyp, size_t hyp_len, const int32_t *ref,
+                    size_t ref_len) {
     /* int32_t and uint32_t may alias; only the bit patterns are compared and hashed. */
     const uint32_t *refs[1] = {(const uint32_t *)ref};
     return bleu_add_seqs(s, (const uint32_t *)hyp, hyp_len, refs, &ref_len, 1);
 }
 
 int ds_bleu_add(ds_bleu_stats *s, const char *hyp, const char *const *refs, size_t n_refs) {
-    if (!s || !hyp || !refs || n_refs < 1) return ds_fail(DS_EARG, "ds_bleu_add: NULL argument or no reference");
+    if (!s || !hyp || !refs || n_refs < 1)
+        return ds_fail(DS_EARG, "ds_bleu_add: NULL argument or no reference");
     for (size_t r = 0; r < n_refs; r++)
         if (!refs[r]) return ds_fail(DS_EARG, "ds_bleu_add: reference %zu is NULL", r);
     ds_vocab *voc = ds_vocab_new();
@@ -267,7 +273,8 @@ ds_bleu_score ds_bleu_compute(const ds_bleu_stats *s) {
     ds_bleu_score r = {0};
     r.sys_len = s->sys_len;
     r.ref_len = s->ref_len;
-    if (s->sys_len < s->ref_len) r.bp = s->sys_len > 0 ? exp(1.0 - (double)s->ref_len / (double)s->sys_len) : 0.0;
+    if (s->sys_len < s->ref_len)
+        r.bp = s->sys_len > 0 ? exp(1.0 - (double)s->ref_len / (double)s->sys_len) : 0.0;
     else r.bp = 1.0;
     bool any = false;
     for (int n = 0; n < DS_BLEU_ORDER; n++) any = any || s->correct[n] > 0;
@@ -310,8 +317,11 @@ int ds_chrf_add(ds_chrf_stats *s, const char *hyp, const char *ref) {
     if (!rc) {
         const uint32_t *refs[1] = {r.v};
         for (size_t n = 1; n <= DS_CHRF_ORDER; n++) {
-            int64_t nh = h.n >= n ? (int64_t)(h.n - n + 1) : 0, nr = r.n >= n ? (int64_t)(r.n - n + 1) : 0;
-            s->hyp[n - 1] += nr ? nh : 0; /* sacreBLEU: hypothesis n-grams count only if the reference has some */
+            int64_t nh = h.n >= n ? (int64_t)(h.n - n + 1) : 0,
+                    nr = r.n >= n ? (int64_t)(r.n - n + 1) : 0;
+            s->hyp[n - 1] +=
+                nr ? nh
+                   : 0; /* sacreBLEU: hypothesis n-grams count only if the reference has some */
             s->ref[n - 1] += nr;
             s->match[n - 1] += nr ? ng_match(&t, h.v, h.n, refs, &r.n, 1, n) : 0;
         }

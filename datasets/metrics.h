@@ -56,15 +56,16 @@ typedef struct {
 } ds_bleu_stats;
 
 typedef struct {
-    double score;                    /* [0, 100]                              */
+    double score;                     /* [0, 100]                              */
     double precisions[DS_BLEU_ORDER]; /* p_n in percent, after smoothing       */
-    double bp;                       /* brevity penalty                       */
+    double bp;                        /* brevity penalty                       */
     int64_t sys_len, ref_len;
 } ds_bleu_score;
 
 /* Adds one sentence given as token ids (e.g. predicted ids against reference ids; any
  * int32 values). Returns DS_OK or DS_ENOMEM. */
-int ds_bleu_add_ids(ds_bleu_stats *s, const int32_t *hyp, size_t hyp_len, const int32_t *ref, size_t ref_len);
+int ds_bleu_add_ids(ds_bleu_stats *s, const int32_t *hyp, size_t hyp_len, const int32_t *ref,
+                    size_t ref_len);
 /* Adds one sentence given as text against n_refs >= 1 references. Returns DS_OK, DS_EARG,
  * DS_EFORMAT (invalid UTF-8 / NUL), DS_ENOMEM. */
 int ds_bleu_add(ds_bleu_stats *s, const char *hyp, const char *const *refs, size_t n_refs);

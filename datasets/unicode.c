@@ -101,7 +101,8 @@ int ds_u_lower(uint32_t cp, uint32_t out[2]) {
     if (lo > 0) {
         const ds_u_run *r = &ds_u_lower_runs[lo - 1];
         uint32_t k = cp - r->first;
-        if (k % r->stride == 0 && k / r->stride < r->count) out[0] = (uint32_t)((int64_t)cp + r->delta);
+        if (k % r->stride == 0 && k / r->stride < r->count)
+            out[0] = (uint32_t)((int64_t)cp + r->delta);
     }
     return 1;
 }
@@ -160,7 +161,8 @@ int ds_utf8_lower(const char *src, size_t n, char **out, size_t *out_len) {
         int len = ds_utf8_decode(s + i, n - i, &cp);
         if (len == 0 || cp == 0) {
             free(o);
-            if (len == 0) return ds_fail(DS_EFORMAT, "invalid UTF-8 byte 0x%02X at byte offset %zu", s[i], i);
+            if (len == 0)
+                return ds_fail(DS_EFORMAT, "invalid UTF-8 byte 0x%02X at byte offset %zu", s[i], i);
             return ds_fail(DS_EFORMAT, "NUL byte at byte offset %zu", i);
         }
         int m = (cp == 0x3A3) ? (low[0] = ds_u_sigma_lower(s, 0, i, n), 1) : ds_u_lower(cp, low);

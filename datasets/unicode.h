@@ -50,8 +50,13 @@ uint32_t ds_u_sigma_lower(const unsigned char *s, size_t lo, size_t pos, size_t 
 int ds_utf8_lower(const char *s, size_t n, char **out, size_t *out_len);
 
 /* Tables (generated). */
-typedef struct { uint32_t first, count, stride; int32_t delta; } ds_u_run;
-typedef struct { uint32_t lo, hi; } ds_u_range;
+typedef struct {
+    uint32_t first, count, stride;
+    int32_t delta;
+} ds_u_run;
+typedef struct {
+    uint32_t lo, hi;
+} ds_u_range;
 extern const ds_u_run ds_u_lower_runs[];
 extern const size_t ds_u_lower_runs_len;
 extern const ds_u_range ds_u_cased[], ds_u_case_ignorable[], ds_u_space[];

@@ -28,7 +28,7 @@ typedef struct block {
 typedef struct {
     const char *str; /* NUL-terminated copy in the arena */
     uint32_t len;
-    uint64_t hash;   /* XXH3-64 of the bytes */
+    uint64_t hash; /* XXH3-64 of the bytes */
     int64_t freq;
 } entry;
 
@@ -209,7 +209,7 @@ typedef struct {
 static int cmp_ranked(const void *a, const void *b) {
     const ranked *x = a, *y = b;
     if (x->count != y->count) return x->count > y->count ? -1 : 1; /* descending frequency */
-    return (x->rank > y->rank) - (x->rank < y->rank);               /* then first seen */
+    return (x->rank > y->rank) - (x->rank < y->rank);              /* then first seen */
 }
 
 int ds_vocab_build_ranked(const ds_vocab *types, const int64_t *count, const int64_t *rank,
@@ -222,7 +222,8 @@ int ds_vocab_build_ranked(const ds_vocab *types, const int64_t *count, const int
     for (int i = 0; !rc && i < n_reserved; i++) {
         size_t len = strlen(reserved[i]);
         if (ds_vocab_find(v, reserved[i], len) >= 0) {
-            rc = ds_fail(DS_EARG, "reserved token \"%s\" given twice (or equal to <unk>)", reserved[i]);
+            rc = ds_fail(DS_EARG, "reserved token \"%s\" given twice (or equal to <unk>)",
+                         reserved[i]);
             break;
         }
         rc = ds_vocab_add(v, reserved[i], len, NULL);
@@ -284,7 +285,8 @@ int ds_vocab_check_reserved(const ds_vocab *v) {
     for (int i = 0; i < 4; i++) {
         if ((size_t)i >= v->n || strcmp(v->ent[i].str, want[i]) != 0)
             return ds_fail(DS_EFORMAT, "vocabulary id %d is %s%s%s, expected %s", i,
-                           (size_t)i < v->n ? "\"" : "", (size_t)i < v->n ? v->ent[i].str : "missing",
+                           (size_t)i < v->n ? "\"" : "",
+                           (size_t)i < v->n ? v->ent[i].str : "missing",
                            (size_t)i < v->n ? "\"" : "", want[i]);
     }
     return DS_OK;
@@ -295,8 +297,10 @@ int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len) 
     *len = 0;
     size_t total = 1;
     for (size_t id = 0; id < v->n; id++) {
-        if (memchr(v->ent[id].str, '\n', v->ent[id].len) || memchr(v->ent[id].str, '\r', v->ent[id].len))
-            return ds_fail(DS_EARG, "%s: token %zu contains a line break; not representable", name, id);
+        if (memchr(v->ent[id].str, '\n', v->ent[id].len) ||
+            memchr(v->ent[id].str, '\r', v->ent[id].len))
+            return ds_fail(DS_EARG, "%s: token %zu contains a line break; not representable", name,
+                           id);
         total += v->ent[id].len + 1;
     }
     char *s = malloc(total);
@@ -350,19 +354,23 @@ int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **ou
             uint32_t cp;
             int l = ds_utf8_decode(s + i, tend - i, &cp);
             if (l == 0)
-                rc = ds_fail(DS_EFORMAT, "%s:%zu:%zu: invalid UTF-8 byte 0x%02X", name, line, i - pos + 1, s[i]);
+                rc = ds_fail(DS_EFORMAT, "%s:%zu:%zu: invalid UTF-8 byte 0x%02X", name, line,
+                             i - pos + 1, s[i]);
             else if (cp == 0)
-                rc = ds_fail(DS_EFORMAT, "%s:%zu:%zu: NUL byte in a token", name, line, i - pos + 1);
+                rc =
+                    ds_fail(DS_EFORMAT, "%s:%zu:%zu: NUL byte in a token", name, line, i - pos + 1);
             else if (cp == '\r')
-                rc = ds_fail(DS_EFORMAT, "%s:%zu:%zu: carriage return inside a token", name, line, i - pos + 1);
+                rc = ds_fail(DS_EFORMAT, "%s:%zu:%zu: carriage return inside a token", name, line,
+                             i - pos + 1);
             i += l ? (size_t)l : 1;
         }
         if (!rc) {
             int32_t before = (int32_t)v->n, id;
             rc = ds_vocab_add(v, data + pos, tend - pos, &id);
             if (!rc && id < before)
-                rc = ds_fail(DS_EFORMAT, "%s:%zu: duplicate token \"%.*s\" (first at line %d)", name, line,
-                             (int)(tend - pos > 64 ? 64 : tend - pos), data + pos, (int)id + 1);
+                rc = ds_fail(DS_EFORMAT, "%s:%zu: duplicate token \"%.*s\" (first at line %d)",
+                             name, line, (int)(tend - pos > 64 ? 64 : tend - pos), data + pos,
+                             (int)id + 1);
         }
         pos = end + 1;
         line++;

@@ -33,10 +33,10 @@ int nn_attention_init(nn_attention *a, int heads, double dropout) {
  */
 
 typedef struct attn_saved {
-    ag_tensor *w;         /* P, (B * heads, Tq, Tk) */
-    ag_real *d;           /* D = P .* M, or NULL without dropout (D = P) */
-    ag_real *scratch;     /* dP / dS of every pair, for the backward */
-    const int32_t *lens;  /* copied; NULL: no mask */
+    ag_tensor *w;        /* P, (B * heads, Tq, Tk) */
+    ag_real *d;          /* D = P .* M, or NULL without dropout (D = P) */
+    ag_real *scratch;    /* dP / dS of every pair, for the backward */
+    const int32_t *lens; /* copied; NULL: no mask */
     int vl_ndim, heads;
     ag_real scale;
     ag_dropmask dm;
@@ -67,7 +67,8 @@ static void attn_forward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
         ag_real *P = s->w->data + r * block;
         ag_gemm(Tq, Tk, d, s->scale, Q, H, 1, K, 1, H, 0, P, Tk, 1);
         for (int i = 0; i < Tq; i++)
-            ag_row_shift_max(P + (ptrdiff_t)i * Tk, P + (ptrdiff_t)i * Tk, Tk, valid_len(s, b, i, Tq, Tk));
+            ag_row_shift_max(P + (ptrdiff_t)i * Tk, P + (ptrdiff_t)i * Tk, Tk,
+                             valid_len(s, b, i, Tq, Tk));
         ag_vexp_inplace(P, block);
         for (int i = 0; i < Tq; i++) ag_row_normalize(P + (ptrdiff_t)i * Tk, Tk);
         const ag_real *D = P;
@@ -75,7 +76,8 @@ static void attn_forward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
             ag_dropmask_apply(s->d + r * block, P, block, s->dm, (uint32_t)(r * block));
             D = s->d + r * block;
         }
-        ag_gemm(Tq, dv, Tk, 1, D, Tk, 1, V, Hv, 1, 0, j->y->data + (ptrdiff_t)b * Tq * Hv + h * dv, Hv, 1);
+        ag_gemm(Tq, dv, Tk, 1, D, Tk, 1, V, Hv, 1, 0, j->y->data + (ptrdiff_t)b * Tq * Hv + h * dv,
+                Hv, 1);
     }
 }
 
@@ -105,27 +107,30 @@ static void attn_backward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
             for (int c = 0; c < Tk; c++) dot += dSi[c] * Pi[c];
             for (int c = 0; c < Tk; c++) dSi[c] = c < len ? Pi[c] * (dSi[c] - dot) : 0;
         }
-        if (q->grad) ag_gemm(Tq, d, Tk, s->scale, dS, Tk, 1, k->data + ok, H, 1, 1, q->grad + oq, H, 1);
-        if (k->grad) ag_gemm(Tk, d, Tq, s->scale, dS, 1, Tk, q->data + oq, H, 1, 1, k->grad + ok, H, 1);
+        if (q->grad)
+            ag_gemm(Tq, d, Tk, s->scale, dS, Tk, 1, k->data + ok, H, 1, 1, q->grad + oq, H, 1);
+        if (k->grad)
+            ag_gemm(Tk, d, Tq, s->scale, dS, 1, Tk, q->data + oq, H, 1, 1, k->grad + ok, H, 1);
     }
 }
 
 /* Pairs per thread: at least ~32K multiply-adds each. */
-static ptrdiff_t pairs_per_thread(const ag_tensor *q, const ag_tensor *k, const ag_tensor *v, int heads) {
+static ptrdiff_t pairs_per_thread(const ag_tensor *q, const ag_tensor *k, const ag_tensor *v,
+                                  int heads) {
     double macs = (double)q->shape[1] * k->shape[1] * (q->shape[2] + v->shape[2]) / heads;
     return (ptrdiff_t)(32768 / (macs + 1)) + 1;
 }
 
 static void attention_backward(ag_node *nd) {
     attn_job j = {nd->in[0], nd->in[1], nd->in[2], nd->out, nd->saved};
-    ag_parallel_for((ptrdiff_t)j.q->shape[0] * j.s->heads, pairs_per_thread(j.q, j.k, j.v, j.s->heads),
-                     attn_backward_pairs, &j);
+    ag_parallel_for((ptrdiff_t)j.q->shape[0] * j.s->heads,
+                    pairs_per_thread(j.q, j.k, j.v, j.s->heads), attn_backward_pairs, &j);
 }
 static const ag_op attention_op = {"attention", attention_backward};
 
-static ag_tensor *attention_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v,
-                                  int heads, const int32_t *valid_lens, int vl_ndim, double p,
-                                  ag_rng *rng, ag_tensor **weights) {
+static ag_tensor *attention_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, int heads,
+                                  const int32_t *valid_lens, int vl_ndim, double p, ag_rng *rng,
+                                  ag_tensor **weights) {
     if (weights) *weights = NULL;
     ag_tensor *in[3] = {q, k, v};
     if (!ag_op_check(t, "attention", 3, in)) return NULL;
@@ -135,22 +140,31 @@ static ag_tensor *attention_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_ten
     ag_shape_str(v, sv, sizeof sv);
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || k->shape[0] != q->shape[0] ||
         v->shape[0] != q->shape[0] || v->shape[1] != k->shape[1] || k->shape[2] != q->shape[2])
-        return ag_report(t, "attention: queries %s, keys %s, values %s; expected (B, Tq, H), "
-                           "(B, Tk, H), (B, Tk, Hv)", sq, sk, sv);
+        return ag_report(t,
+                         "attention: queries %s, keys %s, values %s; expected (B, Tq, H), "
+                         "(B, Tk, H), (B, Tk, Hv)",
+                         sq, sk, sv);
     if (heads < 1 || q->shape[2] % heads || v->shape[2] % heads)
-        return ag_report(t, "attention: %d heads do not divide the features of queries %s and "
-                           "values %s", heads, sq, sv);
+        return ag_report(t,
+                         "attention: %d heads do not divide the features of queries %s and "
+                         "values %s",
+                         heads, sq, sv);
     if (vl_ndim < 0 || vl_ndim > 2)
-        return ag_report(t, "attention: valid lengths of %d dimensions (expected 0, 1 or 2)", vl_ndim);
-    if (!(p >= 0 && p <= 1)) return ag_report(t, "attention: dropout probability %g is outside [0, 1]", p);
+        return ag_report(t, "attention: valid lengths of %d dimensions (expected 0, 1 or 2)",
+                         vl_ndim);
+    if (!(p >= 0 && p <= 1))
+        return ag_report(t, "attention: dropout probability %g is outside [0, 1]", p);
     bool drop = p > 0;
     if (drop && !rng)
-        return ag_report(t, "attention: dropout %g in training needs an RNG (nn_ctx.rng is NULL)", p);
+        return ag_report(t, "attention: dropout %g in training needs an RNG (nn_ctx.rng is NULL)",
+                         p);
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1];
     for (int i = 0; i < 3; i++)
         if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
     ag_tensor *y = ag_op_out(t, AG_SHAPE(B, Tq, v->shape[2]), 3, in);
-    attn_saved s = {.heads = heads, .vl_ndim = vl_ndim, .scale = (ag_real)(1 / sqrt((double)(q->shape[2] / heads)))};
+    attn_saved s = {.heads = heads,
+                    .vl_ndim = vl_ndim,
+                    .scale = (ag_real)(1 / sqrt((double)(q->shape[2] / heads)))};
     s.w = y ? ag_op_new(t, AG_SHAPE(B * heads, Tq, Tk), false) : NULL;
     if (!s.w) return NULL;
     ptrdiff_t n_lens = vl_ndim == 2 ? (ptrdiff_t)B * Tq : B, n_w = s.w->numel;
@@ -164,19 +178,20 @@ static ag_tensor *attention_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_ten
         s.dm = ag_dropmask_new(p, ag_rng_next(rng));
         if (!(s.d = ag_tape_alloc(t, sizeof *s.d * (size_t)n_w))) return NULL;
     }
-    if (y->requires_grad && !(s.scratch = ag_tape_alloc(t, sizeof *s.scratch * (size_t)n_w))) return NULL;
+    if (y->requires_grad && !(s.scratch = ag_tape_alloc(t, sizeof *s.scratch * (size_t)n_w)))
+        return NULL;
     attn_job j = {in[0], in[1], in[2], y, &s};
     ag_parallel_for((ptrdiff_t)B * heads, pairs_per_thread(in[0], in[1], in[2], heads),
-                     attn_forward_pairs, &j);
+                    attn_forward_pairs, &j);
     ag_node *nd = ag_op_record(t, &attention_op, y, 3, in, sizeof s);
     if (nd) *(attn_saved *)nd->saved = s;
     if (weights) *weights = s.w;
     return y;
 }
 
-ag_tensor *nn_attention_forward(const nn_attention *a, const nn_ctx *c, ag_tensor *q,
-                                ag_tensor *k, ag_tensor *v, const int32_t *valid_lens,
-                                int vl_ndim, ag_tensor **weights) {
+ag_tensor *nn_attention_forward(const nn_attention *a, const nn_ctx *c, ag_tensor *q, ag_tensor *k,
+                                ag_tensor *v, const int32_t *valid_lens, int vl_ndim,
+                                ag_tensor **weights) {
     if (weights) *weights = NULL;
     if (!a || !c) return NULL;
     return attention_fused(c->tape, q, k, v, a->heads, valid_lens, vl_ndim,
@@ -191,16 +206,16 @@ ag_tensor *nn_attention_forward(const nn_attention *a, const nn_ctx *c, ag_tenso
 
 static ag_tensor *split_heads(ag_tape *t, ag_tensor *x, int heads) {
     const int B = x->shape[0], T = x->shape[1], d = x->shape[2] / heads;
-    ag_tensor *y = ag_permute(t, ag_reshape(t, x, AG_SHAPE(B, T, heads, d)),
-                              (const int[]){0, 2, 1, 3});
+    ag_tensor *y =
+        ag_permute(t, ag_reshape(t, x, AG_SHAPE(B, T, heads, d)), (const int[]){0, 2, 1, 3});
     return ag_reshape(t, y, AG_SHAPE(B * heads, T, d));
 }
 
 static ag_tensor *merge_heads(ag_tape *t, ag_tensor *x, int heads) {
     if (!x) return NULL;
     const int B = x->shape[0] / heads, T = x->shape[1], d = x->shape[2];
-    ag_tensor *y = ag_permute(t, ag_reshape(t, x, AG_SHAPE(B, heads, T, d)),
-                              (const int[]){0, 2, 1, 3});
+    ag_tensor *y =
+        ag_permute(t, ag_reshape(t, x, AG_SHAPE(B, heads, T, d)), (const int[]){0, 2, 1, 3});
     return ag_reshape(t, y, AG_SHAPE(B, T, heads * d));
 }
 
@@ -215,7 +230,8 @@ ag_tensor *nn_attention_composite(const nn_attention *a, const nn_ctx *c, ag_ten
     if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || heads < 1 || q->shape[2] % heads ||
         v->shape[2] % heads) {
         char sq[64], sk[64], sv[64];
-        return ag_report(t, "attention_composite: queries %s, keys %s, values %s with %d heads; "
+        return ag_report(t,
+                         "attention_composite: queries %s, keys %s, values %s with %d heads; "
                          "expected (B, Tq, H), (B, Tk, H), (B, Tk, Hv), heads dividing H and Hv",
                          ag_shape_str(q, sq, sizeof sq), ag_shape_str(k, sk, sizeof sk),
                          ag_shape_str(v, sv, sizeof sv), heads);
@@ -229,13 +245,13 @@ ag_tensor *nn_attention_composite(const nn_attention *a, const nn_ctx *c, ag_ten
                 for (int i = 0; i < per; i++)
                     lens[((ptrdiff_t)b * heads + h) * per + i] = valid_lens[(ptrdiff_t)b * per + i];
     }
-    ag_tensor *s = ag_scale(t, ag_matmul(t, split_heads(t, q, heads),
-                                         ag_transpose(t, split_heads(t, k, heads), 1, 2)),
-                            1 / sqrt((double)(q->shape[2] / heads)));
+    ag_tensor *s = ag_scale(
+        t, ag_matmul(t, split_heads(t, q, heads), ag_transpose(t, split_heads(t, k, heads), 1, 2)),
+        1 / sqrt((double)(q->shape[2] / heads)));
     ag_tensor *w = ag_masked_softmax(t, s, lens ? lens : valid_lens, vl_ndim);
     if (w && weights) *weights = w;
-    return merge_heads(t, ag_matmul(t, nn_dropout_forward(&a->dropout, c, w),
-                                    split_heads(t, v, heads)), heads);
+    return merge_heads(
+        t, ag_matmul(t, nn_dropout_forward(&a->dropout, c, w), split_heads(t, v, heads)), heads);
 }
 
 /* ---- additive scores, fused ----
@@ -281,9 +297,11 @@ static ag_tensor *additive_scores_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, 
     if (q->ndim != 3 || k->ndim != 3 || w->ndim != 1 || k->shape[0] != q->shape[0] ||
         k->shape[2] != q->shape[2] || w->shape[0] != q->shape[2] || q->shape[2] < 1) {
         char sq[64], sk[64], sw[64];
-        return ag_report(t, "additive_scores: queries %s, keys %s, weight %s; expected (B, Tq, H), "
-                           "(B, Tk, H), (H)", ag_shape_str(q, sq, sizeof sq),
-                        ag_shape_str(k, sk, sizeof sk), ag_shape_str(w, sw, sizeof sw));
+        return ag_report(t,
+                         "additive_scores: queries %s, keys %s, weight %s; expected (B, Tq, H), "
+                         "(B, Tk, H), (H)",
+                         ag_shape_str(q, sq, sizeof sq), ag_shape_str(k, sk, sizeof sk),
+                         ag_shape_str(w, sw, sizeof sw));
     }
     for (int i = 0; i < 3; i++)
         if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
@@ -313,8 +331,10 @@ static ag_tensor *additive_scores_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, 
 /* w_v must be a Linear(H -> 1) without bias: false after reporting. */
 static bool check_w_v(const nn_linear *w_v, const nn_ctx *c) {
     if (w_v->out == 1 && !w_v->bias) return true;
-    ag_report(c->tape, "additive_scores: w_v is a Linear(%d -> %d)%s; expected a Linear(H -> 1) "
-              "without bias", w_v->in, w_v->out, w_v->bias ? " with bias" : "");
+    ag_report(c->tape,
+              "additive_scores: w_v is a Linear(%d -> %d)%s; expected a Linear(H -> 1) "
+              "without bias",
+              w_v->in, w_v->out, w_v->bias ? " with bias" : "");
     return false;
 }
 
@@ -329,15 +349,17 @@ ag_tensor *nn_additive_scores_forward(const nn_linear *w_v, const nn_ctx *c, ag_
  * (B, Tq, Tk, H), then the linear map f w^T -> (B, Tq, Tk, 1) -> (B, Tq, Tk). */
 ag_tensor *nn_additive_scores_composite(const nn_linear *w_v, const nn_ctx *c, ag_tensor *q,
                                         ag_tensor *k) {
-    if (!w_v || !c || !ag_op_check(c->tape, "additive_scores_composite", 2, (ag_tensor *[]){q, k}) ||
+    if (!w_v || !c ||
+        !ag_op_check(c->tape, "additive_scores_composite", 2, (ag_tensor *[]){q, k}) ||
         !check_w_v(w_v, c))
         return NULL;
     ag_tape *t = c->tape;
     if (q->ndim != 3 || k->ndim != 3) {
         char sq[64], sk[64];
-        return ag_report(t, "additive_scores_composite: queries %s, keys %s; expected "
-                         "(B, Tq, H), (B, Tk, H)", ag_shape_str(q, sq, sizeof sq),
-                         ag_shape_str(k, sk, sizeof sk));
+        return ag_report(t,
+                         "additive_scores_composite: queries %s, keys %s; expected "
+                         "(B, Tq, H), (B, Tk, H)",
+                         ag_shape_str(q, sq, sizeof sq), ag_shape_str(k, sk, sizeof sk));
     }
     const int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1];
     ag_tensor *f = ag_tanh(t, ag_add(t, ag_reshape(t, q, AG_SHAPE(B, Tq, 1, q->shape[2])),

@@ -42,9 +42,9 @@ int nn_attention_init(nn_attention *a, int heads, double dropout);
  * NULL, or receives W before dropout (on the tape, no gradient), e.g. for plots. The fused
  * kernel reads and writes the heads in place. NULL (reported) on bad shapes, heads or vl_ndim
  * (0, 1 or 2), or training with dropout and no c->rng. */
-ag_tensor *nn_attention_forward(const nn_attention *a, const nn_ctx *c, ag_tensor *q,
-                                ag_tensor *k, ag_tensor *v, const int32_t *valid_lens,
-                                int vl_ndim, ag_tensor **weights);
+ag_tensor *nn_attention_forward(const nn_attention *a, const nn_ctx *c, ag_tensor *q, ag_tensor *k,
+                                ag_tensor *v, const int32_t *valid_lens, int vl_ndim,
+                                ag_tensor **weights);
 /* The same from primitives: q, k, v split into heads (reshape (B, T, heads, d), permute to
  * (B, heads, T, d), reshape (B heads, T, d)), the lengths repeated for every head, then
  * W = ag_masked_softmax(ag_matmul(q_s, k_s^T) / sqrt(d)), out = merge(ag_matmul(dropout(W),

@@ -15,9 +15,9 @@ extern "C" {
 /* The context every forward takes. No hidden global mode: dropout is active only when
  * training is true (then rng must be non-NULL if any dropout probability is > 0). */
 typedef struct nn_ctx {
-    ag_tape *tape;   /* where the forward records its ops and allocates its results */
-    bool training;   /* true: dropout active; false: eval mode, dropout is the identity */
-    ag_rng *rng;     /* dropout's random stream (caller-owned); may be NULL in eval */
+    ag_tape *tape; /* where the forward records its ops and allocates its results */
+    bool training; /* true: dropout active; false: eval mode, dropout is the identity */
+    ag_rng *rng;   /* dropout's random stream (caller-owned); may be NULL in eval */
 } nn_ctx;
 
 /* Evaluation for a stretch of code, in one call: training off (dropout is the identity,
@@ -34,16 +34,14 @@ typedef struct nn_eval_saved {
     bool training, recording;
 } nn_eval_saved;
 
-static inline nn_eval_saved nn_eval_begin(nn_ctx *c)
-{
+static inline nn_eval_saved nn_eval_begin(nn_ctx *c) {
     nn_eval_saved s = {c->training, false};
     c->training = false;
     if (c->tape) s.recording = ag_tape_set_recording(c->tape, false);
     return s;
 }
 
-static inline void nn_eval_end(nn_ctx *c, nn_eval_saved s)
-{
+static inline void nn_eval_end(nn_ctx *c, nn_eval_saved s) {
     c->training = s.training;
     if (c->tape) ag_tape_set_recording(c->tape, s.recording);
 }

@@ -24,8 +24,7 @@
  */
 
 /* The inputs usable and shaped (B, 3H), (B, 3H), (B, H); false after reporting. */
-static bool gru_cell_check(ag_tape *t, const char *op, ag_tensor *const *in)
-{
+static bool gru_cell_check(ag_tape *t, const char *op, ag_tensor *const *in) {
     if (!ag_op_check(t, op, 3, in)) return false;
     const ag_tensor *gi = in[0], *gh = in[1], *h = in[2];
     if (h->ndim != 2 || gi->ndim != 2 || gh->ndim != 2 || gi->shape[0] != h->shape[0] ||
@@ -41,8 +40,8 @@ static bool gru_cell_check(ag_tape *t, const char *op, ag_tensor *const *in)
 }
 
 typedef struct gru_saved {
-    ag_real *rzn;   /* (B, 3H): r, z, n */
-    ag_real *a;     /* (B, 3H) scratch for the backward */
+    ag_real *rzn; /* (B, 3H): r, z, n */
+    ag_real *a;   /* (B, 3H) scratch for the backward */
 } gru_saved;
 
 static void gru_cell_backward(ag_node *nd) {
@@ -50,10 +49,13 @@ static void gru_cell_backward(ag_node *nd) {
     const gru_saved *s = nd->saved;
     const int B = h->shape[0], H = h->shape[1];
     for (int b = 0; b < B; b++) {
-        const ag_real *restrict g = y->grad + (ptrdiff_t)b * H, *restrict hb = h->data + (ptrdiff_t)b * H;
-        const ag_real *restrict r = s->rzn + (ptrdiff_t)b * 3 * H, *restrict z = r + H, *restrict n = z + H;
+        const ag_real *restrict g = y->grad + (ptrdiff_t)b * H, *restrict hb =
+                                                                    h->data + (ptrdiff_t)b * H;
+        const ag_real *restrict r = s->rzn + (ptrdiff_t)b * 3 * H, *restrict z = r + H,
+                                *restrict n = z + H;
         const ag_real *restrict ghn = gh->data + (ptrdiff_t)b * 3 * H + 2 * H;
-        ag_real *restrict ar = s->a + (ptrdiff_t)b * 3 * H, *restrict az = ar + H, *restrict an = az + H;
+        ag_real *restrict ar = s->a + (ptrdiff_t)b * 3 * H, *restrict az = ar + H,
+                          *restrict an = az + H;
         for (int j = 0; j < H; j++) an[j] = g[j] * (1 - z[j]) * (1 - n[j] * n[j]);
         for (int j = 0; j < H; j++) az[j] = g[j] * (hb[j] - n[j]) * z[j] * (1 - z[j]);
         for (int j = 0; j < H; j++) ar[j] = an[j] * ghn[j] * r[j] * (1 - r[j]);
@@ -67,7 +69,9 @@ static void gru_cell_backward(ag_node *nd) {
     if (gh->grad) {
         for (int b = 0; b < B; b++) {
             ag_real *restrict d = gh->grad + (ptrdiff_t)b * 3 * H;
-            const ag_real *restrict a = s->a + (ptrdiff_t)b * 3 * H, *restrict r = s->rzn + (ptrdiff_t)b * 3 * H;
+            const ag_real *restrict a = s->a + (ptrdiff_t)b * 3 * H, *restrict r =
+                                                                         s->rzn +
+                                                                         (ptrdiff_t)b * 3 * H;
             for (int j = 0; j < 2 * H; j++) d[j] += a[j];
             for (int j = 2 * H; j < 3 * H; j++) d[j] += a[j] * r[j - 2 * H];
         }
@@ -75,15 +79,16 @@ static void gru_cell_backward(ag_node *nd) {
     if (h->grad) {
         for (int b = 0; b < B; b++) {
             ag_real *restrict d = h->grad + (ptrdiff_t)b * H;
-            const ag_real *restrict g = y->grad + (ptrdiff_t)b * H, *restrict z = s->rzn + (ptrdiff_t)b * 3 * H + H;
+            const ag_real *restrict g = y->grad + (ptrdiff_t)b * H, *restrict z =
+                                                                        s->rzn +
+                                                                        (ptrdiff_t)b * 3 * H + H;
             for (int j = 0; j < H; j++) d[j] += g[j] * z[j];
         }
     }
 }
 static const ag_op gru_cell_op = {"gru_cell", gru_cell_backward};
 
-ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h)
-{
+ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h) {
     ag_tensor *in[3] = {gi, gh, h};
     if (!c || !gru_cell_check(c->tape, "gru_cell", in)) return NULL;
     ag_tape *t = c->tape;
@@ -97,9 +102,12 @@ ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag
     if (!s.rzn || (y->requires_grad && !(s.a = ag_tape_alloc(t, sizeof *s.a * (size_t)B * 3 * H))))
         return NULL;
     for (int b = 0; b < B; b++) {
-        const ag_real *restrict xi = gi->data + (ptrdiff_t)b * 3 * H, *restrict xh = gh->data + (ptrdiff_t)b * 3 * H;
+        const ag_real *restrict xi = gi->data + (ptrdiff_t)b * 3 * H, *restrict xh =
+                                                                          gh->data +
+                                                                          (ptrdiff_t)b * 3 * H;
         const ag_real *restrict hb = h->data + (ptrdiff_t)b * H;
-        ag_real *restrict r = s.rzn + (ptrdiff_t)b * 3 * H, *restrict z = r + H, *restrict n = z + H;
+        ag_real *restrict r = s.rzn + (ptrdiff_t)b * 3 * H, *restrict z = r + H,
+                          *restrict n = z + H;
         ag_real *restrict yb = y->data + (ptrdiff_t)b * H;
         /* one loop per gate: each vectorizes (a single loop with three inlined
          * transcendentals does not) */
@@ -114,31 +122,29 @@ ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag
 }
 
 /* The same from primitives: narrow the gates out of gi and gh, then sigmoid, tanh, mul, add. */
-ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h)
-{
+ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h) {
     if (!c || !gru_cell_check(c->tape, "gru_cell_composite", (ag_tensor *[]){gi, gh, h}))
         return NULL;
     ag_tape *t = c->tape;
     const int H = h->shape[1];
     ag_tensor *r = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, 0, H), ag_narrow(t, gh, 1, 0, H)));
     ag_tensor *z = ag_sigmoid(t, ag_add(t, ag_narrow(t, gi, 1, H, H), ag_narrow(t, gh, 1, H, H)));
-    ag_tensor *n = ag_tanh(t, ag_add(t, ag_narrow(t, gi, 1, 2 * H, H),
-                                     ag_mul(t, r, ag_narrow(t, gh, 1, 2 * H, H))));
+    ag_tensor *n = ag_tanh(
+        t, ag_add(t, ag_narrow(t, gi, 1, 2 * H, H), ag_mul(t, r, ag_narrow(t, gh, 1, 2 * H, H))));
     return ag_add(t, n, ag_mul(t, z, ag_sub(t, h, n)));
 }
 
 /* ---- the layers ---- */
 
 int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
-                int num_layers, double dropout)
-{
+                int num_layers, double dropout) {
     const char *p = prefix ? prefix : "(null)";
     if (!g) return nn_params_fail(ps, "nn_gru_init: layer is NULL (prefix '%s')", p);
-    *g = (nn_gru){.input_size = input_size, .hidden = hidden, .num_layers = num_layers,
-                  .dropout = dropout};
+    *g = (nn_gru){
+        .input_size = input_size, .hidden = hidden, .num_layers = num_layers, .dropout = dropout};
     if (input_size <= 0 || hidden <= 0)
-        return nn_params_fail(ps, "nn_gru_init '%s': input_size = %d, hidden = %d, expected > 0",
-                              p, input_size, hidden);
+        return nn_params_fail(ps, "nn_gru_init '%s': input_size = %d, hidden = %d, expected > 0", p,
+                              input_size, hidden);
     if (num_layers < 1 || num_layers > NN_GRU_MAX_LAYERS)
         return nn_params_fail(ps, "nn_gru_init '%s': num_layers = %d, expected 1 to %d", p,
                               num_layers, NN_GRU_MAX_LAYERS);
@@ -152,11 +158,11 @@ int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, in
         nn_gru_layer *L = &g->layer[l];
         int in = l == 0 ? input_size : H;
         snprintf(name, sizeof name, "weight_ih_l%d", l);
-        L->weight_ih = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, in),
-                                     nn_init_xavier_uniform());
+        L->weight_ih =
+            nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, in), nn_init_xavier_uniform());
         snprintf(name, sizeof name, "weight_hh_l%d", l);
-        L->weight_hh = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, H),
-                                     nn_init_xavier_uniform());
+        L->weight_hh =
+            nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, H), nn_init_xavier_uniform());
         snprintf(name, sizeof name, "bias_ih_l%d", l);
         L->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H), nn_init_uniform(-k, k));
         snprintf(name, sizeof name, "bias_hh_l%d", l);
@@ -169,36 +175,32 @@ int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, in
 /* One cell update of layer L: gi (B, 3H) = x W_ih^T + b_ih, already computed; h (B, H) the
  * layer's previous state; gh = h W_hh^T + b_hh here. Returns h' (B, H), or NULL when an op
  * failed. */
-static ag_tensor *gru_cell(const nn_ctx *c, const nn_gru_layer *L, ag_tensor *gi, ag_tensor *h)
-{
+static ag_tensor *gru_cell(const nn_ctx *c, const nn_gru_layer *L, ag_tensor *gi, ag_tensor *h) {
     return nn_gru_cell_forward(c, gi, ag_linear(c->tape, h, L->weight_hh, L->bias_hh), h);
 }
 
 /* Dropout between layers: training only; needs an rng when p > 0. */
-static ag_tensor *between_layers(const nn_gru *g, const nn_ctx *c, ag_tensor *x, const char *fn)
-{
+static ag_tensor *between_layers(const nn_gru *g, const nn_ctx *c, ag_tensor *x, const char *fn) {
     if (!x || !c->training || g->dropout == 0) return x;
     if (!c->rng)
         return ag_report(c->tape, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)", fn,
-                                g->dropout);
+                         g->dropout);
     return ag_dropout(c->tape, x, g->dropout, c->rng);
 }
 
 static int check_shape3(const nn_ctx *c, const ag_tensor *x, int d0, int d1, int d2,
-                        const char *what, const char *expect)
-{
+                        const char *what, const char *expect) {
     char s[96];
     if (x->ndim == 3 && (d0 < 0 || x->shape[0] == d0) && (d1 < 0 || x->shape[1] == d1) &&
         x->shape[2] == d2 && x->shape[0] > 0 && x->shape[1] > 0)
         return 0;
     ag_report(c->tape, "%s has shape %s, expected %s", what,
-                     nn_shape_fmt(s, sizeof s, x->ndim, x->shape), expect);
+              nn_shape_fmt(s, sizeof s, x->ndim, x->shape), expect);
     return -1;
 }
 
 ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
-                          ag_tensor **state_out)
-{
+                          ag_tensor **state_out) {
     char ex[96];
     if (state_out) *state_out = NULL;
     if (!g || !c || !x) return NULL;
@@ -228,7 +230,7 @@ ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_ten
             if (!outs[s]) h = NULL;
         }
         final_h[k] = h;
-        out = h ? ag_concat(t, T, outs, 0) : NULL;  /* (T, B, H) */
+        out = h ? ag_concat(t, T, outs, 0) : NULL; /* (T, B, H) */
         in = out;
     }
     if (!out) return NULL;
@@ -239,20 +241,20 @@ ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_ten
     return out;
 }
 
-ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor **h)
-{
+ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor **h) {
     char s[96];
     if (!g || !c || !x || !h) return NULL;
     if (x->ndim != 2 || x->shape[1] != g->input_size) {
         return ag_report(c->tape, "nn_gru_step: x has shape %s, expected (B, input_size = %d)",
-                                nn_shape_fmt(s, sizeof s, x->ndim, x->shape), g->input_size);
+                         nn_shape_fmt(s, sizeof s, x->ndim, x->shape), g->input_size);
     }
     const int B = x->shape[0], H = g->hidden;
     for (int k = 0; k < g->num_layers; k++) {
         if (!h[k]) return NULL;
         if (h[k]->ndim != 2 || h[k]->shape[0] != B || h[k]->shape[1] != H) {
-            return ag_report(c->tape, "nn_gru_step: h[%d] has shape %s, expected (B = %d, hidden = %d)",
-                                    k, nn_shape_fmt(s, sizeof s, h[k]->ndim, h[k]->shape), B, H);
+            return ag_report(c->tape,
+                             "nn_gru_step: h[%d] has shape %s, expected (B = %d, hidden = %d)", k,
+                             nn_shape_fmt(s, sizeof s, h[k]->ndim, h[k]->shape), B, H);
         }
     }
     ag_tensor *nh[NN_GRU_MAX_LAYERS];
@@ -260,7 +262,7 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
     for (int k = 0; k < g->num_layers; k++) {
         const nn_gru_layer *L = &g->layer[k];
         if (k > 0) in = between_layers(g, c, in, "nn_gru_step");
-        ag_tensor *gi = ag_linear(c->tape, in, L->weight_ih, L->bias_ih);  /* (B, 3H) */
+        ag_tensor *gi = ag_linear(c->tape, in, L->weight_ih, L->bias_ih); /* (B, 3H) */
         nh[k] = gru_cell(c, L, gi, h[k]);
         if (!nh[k]) return NULL;
         in = nh[k];
@@ -269,8 +271,7 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
     return h[g->num_layers - 1];
 }
 
-int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_tensor **h)
-{
+int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_tensor **h) {
     char ex[96];
     if (!g || !c || !state || !h) return ag_error("nn_gru_state_split: NULL argument");
     snprintf(ex, sizeof ex, "(num_layers = %d, B, hidden = %d)", g->num_layers, g->hidden);
@@ -284,19 +285,19 @@ int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_te
     return 0;
 }
 
-ag_tensor *nn_gru_state_join(const nn_gru *g, const nn_ctx *c, ag_tensor *const *h)
-{
+ag_tensor *nn_gru_state_join(const nn_gru *g, const nn_ctx *c, ag_tensor *const *h) {
     ag_tensor *parts[NN_GRU_MAX_LAYERS];
     if (!g || !c || !h) return NULL;
     for (int k = 0; k < g->num_layers; k++) {
         if (!h[k]) return NULL;
         if (h[k]->ndim != 2 || h[k]->shape[1] != g->hidden) {
             char s[96];
-            return ag_report(c->tape, "nn_gru_state_join: h[%d] has shape %s, expected (B, hidden = %d)",
-                                    k, nn_shape_fmt(s, sizeof s, h[k]->ndim, h[k]->shape), g->hidden);
+            return ag_report(c->tape,
+                             "nn_gru_state_join: h[%d] has shape %s, expected (B, hidden = %d)", k,
+                             nn_shape_fmt(s, sizeof s, h[k]->ndim, h[k]->shape), g->hidden);
         }
         parts[k] = ag_reshape(c->tape, h[k], AG_SHAPE(1, h[k]->shape[0], g->hidden));
         if (!parts[k]) return NULL;
     }
-    return ag_concat(c->tape, g->num_layers, parts, 0);  /* (num_layers, B, H) */
+    return ag_concat(c->tape, g->num_layers, parts, 0); /* (num_layers, B, H) */
 }

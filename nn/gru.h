@@ -30,15 +30,15 @@ extern "C" {
 #define NN_GRU_MAX_LAYERS 8
 
 typedef struct nn_gru_layer {
-    ag_tensor *weight_ih;  /* (3H, in_k) */
-    ag_tensor *weight_hh;  /* (3H, H) */
-    ag_tensor *bias_ih;    /* (3H) */
-    ag_tensor *bias_hh;    /* (3H) */
+    ag_tensor *weight_ih; /* (3H, in_k) */
+    ag_tensor *weight_hh; /* (3H, H) */
+    ag_tensor *bias_ih;   /* (3H) */
+    ag_tensor *bias_hh;   /* (3H) */
 } nn_gru_layer;
 
 typedef struct nn_gru {
     int input_size, hidden, num_layers;
-    double dropout;        /* between layers, training only */
+    double dropout; /* between layers, training only */
     nn_gru_layer layer[NN_GRU_MAX_LAYERS];
 } nn_gru;
 

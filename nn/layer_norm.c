@@ -7,18 +7,19 @@
 /* ---- LayerNorm --------------------------------------------------------------------------- */
 
 int nn_layer_norm_init(nn_layer_norm *ln, nn_params *ps, const char *prefix, int ndim,
-                       const int *shape, double eps)
-{
+                       const int *shape, double eps) {
     const char *p = prefix ? prefix : "(null)";
     if (!ln) return nn_params_fail(ps, "nn_layer_norm_init: layer is NULL (prefix '%s')", p);
     *ln = (nn_layer_norm){.ndim = ndim, .eps = eps};
     if (ndim < 1 || ndim > AG_MAX_DIMS || !shape)
-        return nn_params_fail(ps, "nn_layer_norm_init '%s': ndim = %d, expected 1 to %d "
-                                  "normalised dims", p, ndim, AG_MAX_DIMS);
+        return nn_params_fail(ps,
+                              "nn_layer_norm_init '%s': ndim = %d, expected 1 to %d "
+                              "normalised dims",
+                              p, ndim, AG_MAX_DIMS);
     for (int i = 0; i < ndim; i++) ln->shape[i] = shape[i];
     if (!(eps > 0))
-        return nn_params_fail(ps, "nn_layer_norm_init '%s': eps = %g, expected > 0 (d2l: %g)",
-                              p, eps, NN_LAYER_NORM_EPS);
+        return nn_params_fail(ps, "nn_layer_norm_init '%s': eps = %g, expected > 0 (d2l: %g)", p,
+                              eps, NN_LAYER_NORM_EPS);
     ln->weight = nn_params_add(ps, prefix, "weight", ndim, shape, nn_init_ones());
     ln->bias = nn_params_add(ps, prefix, "bias", ndim, shape, nn_init_zeros());
     return ln->weight && ln->bias ? 0 : -1;
@@ -26,8 +27,7 @@ int nn_layer_norm_init(nn_layer_norm *ln, nn_params *ps, const char *prefix, int
 
 /* x (..., S) with S the ndim normalised dims -> (..., S):
  * y = (x - mean_S(x)) / sqrt(var_S(x) + eps) * weight + bias, biased variance. */
-ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_tensor *x)
-{
+ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_tensor *x) {
     if (!ln || !c || !x) return NULL;
     return ag_layer_norm(c->tape, x, ln->ndim, ln->weight, ln->bias, ln->eps);
 }
@@ -45,12 +45,12 @@ ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_te
  */
 
 typedef struct addnorm_saved {
-    ptrdiff_t d;           /* row length */
+    ptrdiff_t d; /* row length */
     ag_tensor *gamma, *beta;
-    ag_real *mean, *rstd;  /* per row */
-    const ag_real *z;      /* x + dropout(y) */
-    ag_real *dz;           /* d loss / dz, scratch for the backward */
-    ag_dropmask dm;        /* the dropout of y, when drop */
+    ag_real *mean, *rstd; /* per row */
+    const ag_real *z;     /* x + dropout(y) */
+    ag_real *dz;          /* d loss / dz, scratch for the backward */
+    ag_dropmask dm;       /* the dropout of y, when drop */
     bool drop;
 } addnorm_saved;
 
@@ -69,8 +69,7 @@ static void add_layer_norm_backward(ag_node *nd) {
     }
     if (y->requires_grad) {
         ag_real *restrict gy = y->grad;
-        if (s->drop)
-            ag_dropmask_accumulate(gy, dz, y->numel, s->dm);
+        if (s->drop) ag_dropmask_accumulate(gy, dz, y->numel, s->dm);
         else
             for (ptrdiff_t i = 0; i < y->numel; i++) gy[i] += dz[i];
     }
@@ -94,8 +93,10 @@ static ag_tensor *add_layer_norm_fused(ag_tape *t, ag_tensor *x, ag_tensor *y, d
         return ag_report(t, "add_layer_norm: dropout probability %g is outside [0, 1]", p);
     bool drop = p > 0;
     if (drop && !rng)
-        return ag_report(t, "add_layer_norm: dropout %g in training needs an RNG (nn_ctx.rng is "
-                         "NULL)", p);
+        return ag_report(t,
+                         "add_layer_norm: dropout %g in training needs an RNG (nn_ctx.rng is "
+                         "NULL)",
+                         p);
     ag_tensor *in[4] = {x, y};
     int n_in = 2;
     if (gamma) in[n_in++] = gamma;
@@ -103,8 +104,8 @@ static ag_tensor *add_layer_norm_fused(ag_tape *t, ag_tensor *x, ag_tensor *y, d
     if (!ag_op_check(t, "add_layer_norm", n_in, in)) return NULL;
     char sx[64], sp[64];
     if (n_norm_dims < 1 || n_norm_dims > x->ndim)
-        return ag_report(t, "add_layer_norm: cannot normalise the last %d axes of %s",
-                         n_norm_dims, ag_shape_str(x, sx, sizeof sx));
+        return ag_report(t, "add_layer_norm: cannot normalise the last %d axes of %s", n_norm_dims,
+                         ag_shape_str(x, sx, sizeof sx));
     if (!ag_same_shape(x, y))
         return ag_report(t, "add_layer_norm: input %s and residual branch %s differ in shape",
                          ag_shape_str(x, sx, sizeof sx), ag_shape_str(y, sp, sizeof sp));
@@ -132,7 +133,8 @@ static ag_tensor *add_layer_norm_fused(ag_tape *t, ag_tensor *x, ag_tensor *y, d
         s.drop = true;
         s.dm = ag_dropmask_new(p, ag_rng_next(rng));
         const ag_dropmask dm = s.dm;
-        for (ptrdiff_t i = 0; i < out->numel; i++) zs[i] = ys[i] * ag_dropmask_at(&dm, (uint32_t)i) + xs[i];
+        for (ptrdiff_t i = 0; i < out->numel; i++)
+            zs[i] = ys[i] * ag_dropmask_at(&dm, (uint32_t)i) + xs[i];
     } else {
         for (ptrdiff_t i = 0; i < out->numel; i++) zs[i] = ys[i] + xs[i];
     }
@@ -145,8 +147,7 @@ static ag_tensor *add_layer_norm_fused(ag_tape *t, ag_tensor *x, ag_tensor *y, d
 }
 
 ag_tensor *nn_layer_norm_add_forward(const nn_layer_norm *ln, const nn_dropout *drop,
-                                     const nn_ctx *c, ag_tensor *x, ag_tensor *y)
-{
+                                     const nn_ctx *c, ag_tensor *x, ag_tensor *y) {
     if (!ln || !drop || !c) return NULL;
     return add_layer_norm_fused(c->tape, x, y, c->training ? drop->p : 0, c->rng, ln->ndim,
                                 ln->weight, ln->bias, ln->eps);
@@ -154,14 +155,14 @@ ag_tensor *nn_layer_norm_add_forward(const nn_layer_norm *ln, const nn_dropout *
 
 /* The same from primitives: nn_layer_norm_forward(ag_add(nn_dropout_forward(y), x)). */
 ag_tensor *nn_layer_norm_add_composite(const nn_layer_norm *ln, const nn_dropout *drop,
-                                       const nn_ctx *c, ag_tensor *x, ag_tensor *y)
-{
+                                       const nn_ctx *c, ag_tensor *x, ag_tensor *y) {
     if (!ln || !drop || !c || !x || !y) return NULL;
     if (!ag_same_shape(x, y)) {
         char sx[64], sy[64];
-        return ag_report(c->tape, "add_layer_norm_composite: input %s and residual branch %s "
-                         "differ in shape", ag_shape_str(x, sx, sizeof sx),
-                         ag_shape_str(y, sy, sizeof sy));
+        return ag_report(c->tape,
+                         "add_layer_norm_composite: input %s and residual branch %s "
+                         "differ in shape",
+                         ag_shape_str(x, sx, sizeof sx), ag_shape_str(y, sy, sizeof sy));
     }
     return nn_layer_norm_forward(ln, c, ag_add(c->tape, nn_dropout_forward(drop, c, y), x));
 }

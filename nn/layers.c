@@ -6,10 +6,10 @@
 
 /* ---- Linear ------------------------------------------------------------------------------ */
 
-int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int out, bool bias)
-{
-    if (!l) return nn_params_fail(ps, "nn_linear_init: layer is NULL (prefix '%s')",
-                                  prefix ? prefix : "(null)");
+int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int out, bool bias) {
+    if (!l)
+        return nn_params_fail(ps, "nn_linear_init: layer is NULL (prefix '%s')",
+                              prefix ? prefix : "(null)");
     *l = (nn_linear){.in = in, .out = out};
     if (in <= 0 || out <= 0)
         return nn_params_fail(ps, "nn_linear_init '%s': in = %d, out = %d, expected > 0",
@@ -26,18 +26,17 @@ int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int 
 }
 
 /* x (..., in) -> y (..., out) = x W^T + b, W (out, in), b (out). */
-ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x)
-{
+ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x) {
     if (!l || !c || !x) return NULL;
     return ag_linear(c->tape, x, l->weight, l->bias);
 }
 
 /* ---- Embedding --------------------------------------------------------------------------- */
 
-int nn_embedding_init(nn_embedding *e, nn_params *ps, const char *prefix, int num, int dim)
-{
-    if (!e) return nn_params_fail(ps, "nn_embedding_init: layer is NULL (prefix '%s')",
-                                  prefix ? prefix : "(null)");
+int nn_embedding_init(nn_embedding *e, nn_params *ps, const char *prefix, int num, int dim) {
+    if (!e)
+        return nn_params_fail(ps, "nn_embedding_init: layer is NULL (prefix '%s')",
+                              prefix ? prefix : "(null)");
     *e = (nn_embedding){.num = num, .dim = dim};
     if (num <= 0 || dim <= 0)
         return nn_params_fail(ps, "nn_embedding_init '%s': num = %d, dim = %d, expected > 0",
@@ -48,38 +47,34 @@ int nn_embedding_init(nn_embedding *e, nn_params *ps, const char *prefix, int nu
 
 /* ids (ids_shape) -> out (ids_shape..., dim), out[i, :] = weight[ids[i], :]. */
 ag_tensor *nn_embedding_forward(const nn_embedding *e, const nn_ctx *c, const int32_t *ids,
-                                int ids_ndim, const int *ids_shape)
-{
+                                int ids_ndim, const int *ids_shape) {
     if (!e || !c || !ids) return NULL;
     return ag_gather_rows(c->tape, e->weight, ids, ids_ndim, ids_shape);
 }
 
 /* ---- Dropout ----------------------------------------------------------------------------- */
 
-int nn_dropout_init(nn_dropout *d, double p)
-{
+int nn_dropout_init(nn_dropout *d, double p) {
     if (!d) return ag_error("nn_dropout_init: layer is NULL");
     d->p = 0;
-    if (!(p >= 0 && p < 1))
-        return ag_error("nn_dropout_init: p = %g, expected 0 <= p < 1", p);
+    if (!(p >= 0 && p < 1)) return ag_error("nn_dropout_init: p = %g, expected 0 <= p < 1", p);
     d->p = p;
     return 0;
 }
 
-ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x)
-{
+ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x) {
     if (!d || !c || !x) return NULL;
     if (!c->training || d->p == 0) return x;
     if (!c->rng)
-        return ag_report(c->tape, "nn_dropout_forward: training with p = %g needs nn_ctx.rng (it is NULL)",
-                                d->p);
+        return ag_report(c->tape,
+                         "nn_dropout_forward: training with p = %g needs nn_ctx.rng (it is NULL)",
+                         d->p);
     return ag_dropout(c->tape, x, d->p, c->rng);
 }
 
 /* ---- ReLU -------------------------------------------------------------------------------- */
 
-ag_tensor *nn_relu(const nn_ctx *c, ag_tensor *x)
-{
+ag_tensor *nn_relu(const nn_ctx *c, ag_tensor *x) {
     if (!c || !x) return NULL;
     return ag_relu(c->tape, x);
 }

@@ -24,8 +24,8 @@ extern "C" {
 /* ---- Linear: y = x W^T + b ---------------------------------------------------------------- */
 
 typedef struct nn_linear {
-    ag_tensor *weight;  /* (out, in) as PyTorch; init Xavier-uniform */
-    ag_tensor *bias;    /* (out), init U(-1/sqrt(in), 1/sqrt(in)); NULL without bias */
+    ag_tensor *weight; /* (out, in) as PyTorch; init Xavier-uniform */
+    ag_tensor *bias;   /* (out), init U(-1/sqrt(in), 1/sqrt(in)); NULL without bias */
     int in, out;
 } nn_linear;
 
@@ -37,7 +37,7 @@ ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x);
 /* ---- Embedding: row lookup ------------------------------------------------------------------ */
 
 typedef struct nn_embedding {
-    ag_tensor *weight;  /* (num, dim), init N(0, 1) */
+    ag_tensor *weight; /* (num, dim), init N(0, 1) */
     int num, dim;
 } nn_embedding;
 
@@ -54,9 +54,9 @@ ag_tensor *nn_embedding_forward(const nn_embedding *e, const nn_ctx *c, const in
 #define NN_LAYER_NORM_EPS 1e-5
 
 typedef struct nn_layer_norm {
-    ag_tensor *weight;  /* gamma, shape = the normalised dims, init 1 */
-    ag_tensor *bias;    /* beta, same shape, init 0 */
-    int ndim;           /* number of trailing dims normalised (1 to AG_MAX_DIMS) */
+    ag_tensor *weight; /* gamma, shape = the normalised dims, init 1 */
+    ag_tensor *bias;   /* beta, same shape, init 0 */
+    int ndim;          /* number of trailing dims normalised (1 to AG_MAX_DIMS) */
     int shape[AG_MAX_DIMS];
     double eps;
 } nn_layer_norm;
@@ -72,7 +72,7 @@ ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_te
 /* ---- Dropout ---------------------------------------------------------------------------- */
 
 typedef struct nn_dropout {
-    double p;  /* probability of zeroing an element, 0 <= p < 1 */
+    double p; /* probability of zeroing an element, 0 <= p < 1 */
 } nn_dropout;
 
 /* No parameters; fails only for p outside [0, 1). */

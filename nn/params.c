@@ -13,11 +13,11 @@
 #define NN_ERR_LEN 1024
 
 typedef struct param_rec {
-    ag_tensor t;              /* returned to the layer; its address is stable */
-    char name[NN_NAME_MAX];   /* t.name points here */
+    ag_tensor t;            /* returned to the layer; its address is stable */
+    char name[NN_NAME_MAX]; /* t.name points here */
     nn_init init;
-    size_t offset;            /* into the flat buffers, or into `buffers` (set at finalize) */
-    bool buffer;              /* a non-trainable buffer (nn_params_add_buffer) */
+    size_t offset; /* into the flat buffers, or into `buffers` (set at finalize) */
+    bool buffer;   /* a non-trainable buffer (nn_params_add_buffer) */
 } param_rec;
 
 /* A growable array of records. */
@@ -27,27 +27,25 @@ typedef struct rec_list {
 } rec_list;
 
 struct nn_params {
-    rec_list all;             /* every tensor, registration order; owns the records */
-    rec_list params;          /* the trainable ones (all minus the buffers), same order */
-    size_t numel;             /* sum of the parameters' numel, padding excluded */
-    size_t flat;              /* buffer length in elements, padding included */
-    ag_real *values, *grads;  /* flat buffers of the parameters, NULL before finalize */
-    ag_real *buffers;         /* values of the buffers (no gradient), NULL before finalize */
+    rec_list all;            /* every tensor, registration order; owns the records */
+    rec_list params;         /* the trainable ones (all minus the buffers), same order */
+    size_t numel;            /* sum of the parameters' numel, padding excluded */
+    size_t flat;             /* buffer length in elements, padding included */
+    ag_real *values, *grads; /* flat buffers of the parameters, NULL before finalize */
+    ag_real *buffers;        /* values of the buffers (no gradient), NULL before finalize */
     bool finalized;
-    bool shares_values;       /* values belong to another store (nn_params_share_values) */
-    bool failed;              /* sticky: first registration error, reported by finalize */
+    bool shares_values; /* values belong to another store (nn_params_share_values) */
+    bool failed;        /* sticky: first registration error, reported by finalize */
     char err[NN_ERR_LEN];
 };
 
-nn_params *nn_params_new(void)
-{
+nn_params *nn_params_new(void) {
     nn_params *ps = calloc(1, sizeof *ps);
     if (!ps) ag_error("nn_params_new: out of memory");
     return ps;
 }
 
-void nn_params_free(nn_params *ps)
-{
+void nn_params_free(nn_params *ps) {
     if (!ps) return;
     for (size_t i = 0; i < ps->all.n; i++) free(ps->all.r[i]);
     free(ps->all.r);
@@ -59,8 +57,7 @@ void nn_params_free(nn_params *ps)
 }
 
 /* Records msg as the store's sticky error (the first one wins) and as ag_last_error. */
-static int store_fail_msg(nn_params *ps, const char *msg)
-{
+static int store_fail_msg(nn_params *ps, const char *msg) {
     if (!ps->failed) {
         ps->failed = true;
         snprintf(ps->err, sizeof ps->err, "%s", msg);
@@ -68,8 +65,7 @@ static int store_fail_msg(nn_params *ps, const char *msg)
     return ag_error("%s", msg);
 }
 
-int nn_params_fail(nn_params *ps, const char *fmt, ...)
-{
+int nn_params_fail(nn_params *ps, const char *fmt, ...) {
     char msg[NN_ERR_LEN];
     va_list ap;
     va_start(ap, fmt);
@@ -79,16 +75,14 @@ int nn_params_fail(nn_params *ps, const char *fmt, ...)
     return store_fail_msg(ps, msg);
 }
 
-static param_rec *find_rec(const nn_params *ps, const char *name)
-{
+static param_rec *find_rec(const nn_params *ps, const char *name) {
     for (size_t i = 0; i < ps->all.n; i++)
         if (strcmp(ps->all.r[i]->name, name) == 0) return ps->all.r[i];
     return NULL;
 }
 
 /* Makes room for one more record in l; false when out of memory. */
-static bool list_reserve(rec_list *l)
-{
+static bool list_reserve(rec_list *l) {
     if (l->n < l->cap) return true;
     size_t cap = l->cap ? 2 * l->cap : 16;
     param_rec **r = realloc(l->r, cap * sizeof *r);
@@ -100,8 +94,7 @@ static bool list_reserve(rec_list *l)
 
 /* Registers a parameter (buffer false) or a buffer; messages name the public function. */
 static ag_tensor *add_rec(nn_params *ps, const char *prefix, const char *name, int ndim,
-                          const int *shape, nn_init init, bool buffer)
-{
+                          const int *shape, nn_init init, bool buffer) {
     const char *fn = buffer ? "nn_params_add_buffer" : "nn_params_add";
     const char *kind = buffer ? "buffer" : "parameter";
     char full[NN_NAME_MAX], msg[NN_ERR_LEN], s[96];
@@ -110,13 +103,14 @@ static ag_tensor *add_rec(nn_params *ps, const char *prefix, const char *name, i
         return NULL;
     }
     if (!name || !name[0]) {
-        nn_params_fail(ps, "%s: empty %s name (prefix '%s')", fn, kind,
-                       prefix ? prefix : "(null)");
+        nn_params_fail(ps, "%s: empty %s name (prefix '%s')", fn, kind, prefix ? prefix : "(null)");
         return NULL;
     }
     if (!prefix) {
-        nn_params_fail(ps, "%s: prefix is NULL for %s '%s' (a prefix built by nn_join that "
-                           "did not fit in its buffer?)", fn, kind, name);
+        nn_params_fail(ps,
+                       "%s: prefix is NULL for %s '%s' (a prefix built by nn_join that "
+                       "did not fit in its buffer?)",
+                       fn, kind, name);
         return NULL;
     }
     int len = prefix[0] ? snprintf(full, sizeof full, "%s.%s", prefix, name)
@@ -181,30 +175,30 @@ static ag_tensor *add_rec(nn_params *ps, const char *prefix, const char *name, i
 }
 
 ag_tensor *nn_params_add(nn_params *ps, const char *prefix, const char *name, int ndim,
-                         const int *shape, nn_init init)
-{
+                         const int *shape, nn_init init) {
     return add_rec(ps, prefix, name, ndim, shape, init, false);
 }
 
 ag_tensor *nn_params_add_buffer(nn_params *ps, const char *prefix, const char *name, int ndim,
-                                const int *shape, nn_init init)
-{
+                                const int *shape, nn_init init) {
     return add_rec(ps, prefix, name, ndim, shape, init, true);
 }
 
-int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init)
-{
+int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init) {
     char msg[NN_ERR_LEN];
     if (!ps || !p) return ag_error("nn_params_set_init: NULL argument");
     param_rec *rec = NULL;
     for (size_t i = 0; i < ps->all.n && !rec; i++)
         if (&ps->all.r[i]->t == p) rec = ps->all.r[i];
     if (!rec)
-        return nn_params_fail(ps, "nn_params_set_init: tensor '%s' is not a parameter or buffer "
-                                  "of this store", p->name ? p->name : "(unnamed)");
+        return nn_params_fail(ps,
+                              "nn_params_set_init: tensor '%s' is not a parameter or buffer "
+                              "of this store",
+                              p->name ? p->name : "(unnamed)");
     if (ps->finalized)
-        return nn_params_fail(ps, "nn_params_set_init: parameter '%s': store already "
-                                  "finalized (use nn_params_reinit or write the values)",
+        return nn_params_fail(ps,
+                              "nn_params_set_init: parameter '%s': store already "
+                              "finalized (use nn_params_reinit or write the values)",
                               rec->name);
     if (nn_init_check(init, rec->name, rec->t.ndim, rec->t.shape, msg, sizeof msg))
         return store_fail_msg(ps, msg);
@@ -214,14 +208,13 @@ int nn_params_set_init(nn_params *ps, ag_tensor *p, nn_init init)
 
 /* Runs every initialiser (parameters and buffers) in registration order from one rng seeded
  * with `seed`. */
-static int run_inits(nn_params *ps, uint64_t seed)
-{
+static int run_inits(nn_params *ps, uint64_t seed) {
     ag_rng rng;
     ag_rng_seed(&rng, seed);
     for (size_t i = 0; i < ps->all.n; i++) {
         param_rec *r = ps->all.r[i];
         if (nn_init_fill(r->init, r->t.data, r->t.ndim, r->t.shape, &rng)) {
-            char msg[NN_ERR_LEN];  /* copied: ag_last_error's buffer is rewritten below */
+            char msg[NN_ERR_LEN]; /* copied: ag_last_error's buffer is rewritten below */
             snprintf(msg, sizeof msg, "%s", ag_last_error());
             return ag_error("%s '%s': %s", r->buffer ? "buffer" : "parameter", r->name, msg);
         }
@@ -229,16 +222,14 @@ static int run_inits(nn_params *ps, uint64_t seed)
     return 0;
 }
 
-static ag_real *alloc_flat(size_t n)
-{
-    size_t bytes = n * sizeof(ag_real);  /* a multiple of 64: n is a multiple of 16 */
+static ag_real *alloc_flat(size_t n) {
+    size_t bytes = n * sizeof(ag_real); /* a multiple of 64: n is a multiple of 16 */
     ag_real *p = aligned_alloc(64, bytes);
     if (p) memset(p, 0, bytes);
     return p;
 }
 
-int nn_params_finalize(nn_params *ps, uint64_t seed)
-{
+int nn_params_finalize(nn_params *ps, uint64_t seed) {
     if (!ps) return ag_error("nn_params_finalize: store is NULL");
     if (ps->failed) return ag_error("%s", ps->err);
     if (ps->finalized) return ag_error("nn_params_finalize: store already finalized");
@@ -262,11 +253,12 @@ int nn_params_finalize(nn_params *ps, uint64_t seed)
         free(ps->buffers);
         ps->values = ps->grads = ps->buffers = NULL;
         return ag_error("nn_params_finalize: out of memory for %zu parameters (%zu bytes, "
-                        "twice) and %zu buffer elements", ps->numel, off * sizeof(ag_real), boff);
+                        "twice) and %zu buffer elements",
+                        ps->numel, off * sizeof(ag_real), boff);
     }
     for (size_t i = 0; i < ps->all.n; i++) {
         param_rec *r = ps->all.r[i];
-        int ndim = r->t.ndim, shape[AG_MAX_DIMS];  /* copied: ag_leaf_init rewrites r->t */
+        int ndim = r->t.ndim, shape[AG_MAX_DIMS]; /* copied: ag_leaf_init rewrites r->t */
         memcpy(shape, r->t.shape, sizeof shape);
         ag_real *data = r->buffer ? ps->buffers + r->offset : ps->values + r->offset;
         ag_real *grad = r->buffer ? NULL : ps->grads + r->offset;
@@ -279,8 +271,7 @@ int nn_params_finalize(nn_params *ps, uint64_t seed)
     return run_inits(ps, seed);
 }
 
-int nn_params_reinit(nn_params *ps, uint64_t seed)
-{
+int nn_params_reinit(nn_params *ps, uint64_t seed) {
     if (!ps || !ps->finalized) return ag_error("nn_params_reinit: store not finalized");
     if (ps->shares_values)
         return ag_error("nn_params_reinit: the store's values belong to another store");
@@ -288,29 +279,27 @@ int nn_params_reinit(nn_params *ps, uint64_t seed)
     return run_inits(ps, seed);
 }
 
-int nn_params_share_values(nn_params *replica, nn_params *master)
-{
+int nn_params_share_values(nn_params *replica, nn_params *master) {
     if (!replica || !master || !replica->finalized || !master->finalized)
         return ag_error("nn_params_share_values: both stores must be finalized");
     if (replica == master || replica->shares_values)
         return ag_error("nn_params_share_values: the replica already shares its values");
     if (replica->all.n != master->all.n || replica->flat != master->flat)
         return ag_error("nn_params_share_values: the stores differ (%zu and %zu tensors)",
-                            replica->all.n, master->all.n);
+                        replica->all.n, master->all.n);
     for (size_t i = 0; i < master->all.n; i++) {
         const param_rec *r = replica->all.r[i], *m = master->all.r[i];
         if (strcmp(r->name, m->name) || r->buffer != m->buffer || r->offset != m->offset ||
             r->t.ndim != m->t.ndim ||
             memcmp(r->t.shape, m->t.shape, sizeof(int) * (size_t)m->t.ndim))
-            return ag_error("nn_params_share_values: tensor %zu differs ('%s' and '%s')",
-                                i, r->name, m->name);
+            return ag_error("nn_params_share_values: tensor %zu differs ('%s' and '%s')", i,
+                            r->name, m->name);
     }
     for (size_t i = 0; i < replica->all.n; i++) {
         param_rec *r = replica->all.r[i];
         if (r->buffer) /* a copy: the replica's buffers stay its own */
             memcpy(r->t.data, master->buffers + r->offset, sizeof(ag_real) * (size_t)r->t.numel);
-        else
-            r->t.data = master->values + r->offset;
+        else r->t.data = master->values + r->offset;
     }
     free(replica->values);
     replica->values = master->values;
@@ -325,37 +314,31 @@ size_t nn_params_flat_size(const nn_params *ps) { return ps && ps->finalized ? p
 ag_real *nn_params_values(nn_params *ps) { return ps ? ps->values : NULL; }
 ag_real *nn_params_grads(nn_params *ps) { return ps ? ps->grads : NULL; }
 
-ag_tensor *nn_params_at(const nn_params *ps, size_t i)
-{
+ag_tensor *nn_params_at(const nn_params *ps, size_t i) {
     return ps && i < ps->params.n ? &ps->params.r[i]->t : NULL;
 }
 
-size_t nn_params_offset(const nn_params *ps, size_t i)
-{
+size_t nn_params_offset(const nn_params *ps, size_t i) {
     return ps && i < ps->params.n ? ps->params.r[i]->offset : 0;
 }
 
 size_t nn_params_tensor_count(const nn_params *ps) { return ps ? ps->all.n : 0; }
 
-ag_tensor *nn_params_tensor_at(const nn_params *ps, size_t i)
-{
+ag_tensor *nn_params_tensor_at(const nn_params *ps, size_t i) {
     return ps && i < ps->all.n ? &ps->all.r[i]->t : NULL;
 }
 
-ag_tensor *nn_params_find(const nn_params *ps, const char *name)
-{
+ag_tensor *nn_params_find(const nn_params *ps, const char *name) {
     if (!ps || !name) return NULL;
     param_rec *r = find_rec(ps, name);
     return r ? &r->t : NULL;
 }
 
-void nn_params_zero_grad(nn_params *ps)
-{
+void nn_params_zero_grad(nn_params *ps) {
     if (ps && ps->grads) memset(ps->grads, 0, ps->flat * sizeof(ag_real));
 }
 
-char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
-{
+char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...) {
     char suffix[NN_NAME_MAX];
     if (!buf || len == 0 || !prefix || !fmt) {
         ag_error("nn_join: NULL argument");
@@ -369,8 +352,8 @@ char *nn_join(char *buf, size_t len, const char *prefix, const char *fmt, ...)
         ag_error("nn_join: name suffix longer than %d characters", NN_NAME_MAX - 1);
         return NULL;
     }
-    int m = prefix[0] ? snprintf(buf, len, "%s.%s", prefix, suffix)
-                      : snprintf(buf, len, "%s", suffix);
+    int m =
+        prefix[0] ? snprintf(buf, len, "%s.%s", prefix, suffix) : snprintf(buf, len, "%s", suffix);
     if (m < 0 || (size_t)m >= len) {
         ag_error("nn_join: '%s.%s' does not fit in %zu bytes", prefix, suffix, len);
         buf[0] = '\0';

@@ -54,10 +54,10 @@ extern "C" {
 /* ---- Initialisers ------------------------------------------------------------------------ */
 
 typedef enum nn_init_kind {
-    NN_INIT_CONSTANT,        /* every element = a (zeros: a = 0, ones: a = 1) */
-    NN_INIT_UNIFORM,         /* U(a, b) */
-    NN_INIT_NORMAL,          /* N(mean a, std b) */
-    NN_INIT_XAVIER_UNIFORM,  /* U(-g, g), g = a * sqrt(6 / (fan_in + fan_out)); a = gain */
+    NN_INIT_CONSTANT,       /* every element = a (zeros: a = 0, ones: a = 1) */
+    NN_INIT_UNIFORM,        /* U(a, b) */
+    NN_INIT_NORMAL,         /* N(mean a, std b) */
+    NN_INIT_XAVIER_UNIFORM, /* U(-g, g), g = a * sqrt(6 / (fan_in + fan_out)); a = gain */
 } nn_init_kind;
 
 /* An initialiser: a kind and its two numbers. Build one with the functions below.
@@ -68,33 +68,27 @@ typedef struct nn_init {
     double a, b;
 } nn_init;
 
-static inline nn_init nn_init_zeros(void)
-{
+static inline nn_init nn_init_zeros(void) {
     nn_init r = {NN_INIT_CONSTANT, 0.0, 0.0};
     return r;
 }
-static inline nn_init nn_init_ones(void)
-{
+static inline nn_init nn_init_ones(void) {
     nn_init r = {NN_INIT_CONSTANT, 1.0, 0.0};
     return r;
 }
-static inline nn_init nn_init_constant(double v)
-{
+static inline nn_init nn_init_constant(double v) {
     nn_init r = {NN_INIT_CONSTANT, v, 0.0};
     return r;
 }
-static inline nn_init nn_init_uniform(double lo, double hi)
-{
+static inline nn_init nn_init_uniform(double lo, double hi) {
     nn_init r = {NN_INIT_UNIFORM, lo, hi};
     return r;
 }
-static inline nn_init nn_init_normal(double mean, double std)
-{
+static inline nn_init nn_init_normal(double mean, double std) {
     nn_init r = {NN_INIT_NORMAL, mean, std};
     return r;
 }
-static inline nn_init nn_init_xavier_uniform(void)
-{
+static inline nn_init nn_init_xavier_uniform(void) {
     nn_init r = {NN_INIT_XAVIER_UNIFORM, 1.0, 0.0};
     return r;
 }
@@ -168,7 +162,7 @@ size_t nn_params_numel(const nn_params *ps);
 /* Flat buffers (after finalize; NULL before). Both hold nn_params_flat_size() elements, the
  * zero padding included. Owned by the store. */
 size_t nn_params_flat_size(const nn_params *ps);
-size_t nn_params_offset(const nn_params *ps, size_t i);  /* parameter i's first element */
+size_t nn_params_offset(const nn_params *ps, size_t i); /* parameter i's first element */
 ag_real *nn_params_values(nn_params *ps);
 ag_real *nn_params_grads(nn_params *ps);
 

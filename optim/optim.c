@@ -5,8 +5,7 @@
 
 #include "optim/optim_internal.h"
 
-const char *optim_kind_name(optim_kind k)
-{
+const char *optim_kind_name(optim_kind k) {
     switch (k) {
     case OPTIM_SGD: return "sgd";
     case OPTIM_ADAM: return "adam";
@@ -16,56 +15,54 @@ const char *optim_kind_name(optim_kind k)
 }
 
 /* Checks cfg; 0 or -1 with a message naming the field and the allowed range. */
-static int check_cfg(const optim_cfg *c)
-{
+static int check_cfg(const optim_cfg *c) {
     const char *k = optim_kind_name(c->kind);
     if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAM && c->kind != OPTIM_ADAMW)
         return ag_error("optim_new: unknown kind %d", (int)c->kind);
     if (!(c->lr >= 0) || !isfinite(c->lr))
         return ag_error("optim_new (%s): lr = %g, expected a finite value >= 0", k, c->lr);
     if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
-        return ag_error("optim_new (%s): weight_decay = %g, expected >= 0", k,
-                            c->weight_decay);
+        return ag_error("optim_new (%s): weight_decay = %g, expected >= 0", k, c->weight_decay);
     if (!(c->clip_norm >= 0) || !isfinite(c->clip_norm))
-        return ag_error("optim_new (%s): clip_norm = %g, expected > 0 (or 0: no clipping)",
-                            k, c->clip_norm);
+        return ag_error("optim_new (%s): clip_norm = %g, expected > 0 (or 0: no clipping)", k,
+                        c->clip_norm);
     if (c->kind == OPTIM_SGD) {
         if (!(c->momentum >= 0) || !isfinite(c->momentum))
             return ag_error("optim_new (sgd): momentum = %g, expected >= 0", c->momentum);
         if (!(c->dampening >= 0 && c->dampening <= 1))
-            return ag_error("optim_new (sgd): dampening = %g, expected 0 to 1",
-                                c->dampening);
+            return ag_error("optim_new (sgd): dampening = %g, expected 0 to 1", c->dampening);
         if (c->nesterov && (c->momentum <= 0 || c->dampening != 0))
             return ag_error("optim_new (sgd): nesterov needs momentum > 0 and dampening "
-                                "0 (got %g, %g)", c->momentum, c->dampening);
+                            "0 (got %g, %g)",
+                            c->momentum, c->dampening);
     } else {
         if (!(c->beta1 >= 0 && c->beta1 < 1))
-            return ag_error("optim_new (%s): beta1 = %g, expected 0 <= beta1 < 1", k,
-                                c->beta1);
+            return ag_error("optim_new (%s): beta1 = %g, expected 0 <= beta1 < 1", k, c->beta1);
         if (!(c->beta2 >= 0 && c->beta2 < 1))
-            return ag_error("optim_new (%s): beta2 = %g, expected 0 <= beta2 < 1", k,
-                                c->beta2);
+            return ag_error("optim_new (%s): beta2 = %g, expected 0 <= beta2 < 1", k, c->beta2);
         if (!(c->eps >= 0) || !isfinite(c->eps))
             return ag_error("optim_new (%s): eps = %g, expected >= 0", k, c->eps);
     }
     const optim_schedule *s = &c->schedule;
     switch (s->kind) {
-    case OPTIM_LR_CONSTANT:
-        return 0;
+    case OPTIM_LR_CONSTANT: return 0;
     case OPTIM_LR_STEP:
         if (s->step_size <= 0 || !(s->gamma > 0))
             return ag_error("optim_new (%s): step schedule with step_size = %d, gamma = %g, "
-                            "expected step_size > 0 and gamma > 0", k, s->step_size, s->gamma);
+                            "expected step_size > 0 and gamma > 0",
+                            k, s->step_size, s->gamma);
         return 0;
     case OPTIM_LR_NOAM:
         if (s->d_model <= 0 || s->warmup <= 0)
             return ag_error("optim_new (%s): Noam schedule with d_model = %d, warmup = %d, "
-                            "expected both > 0", k, s->d_model, s->warmup);
+                            "expected both > 0",
+                            k, s->d_model, s->warmup);
         return 0;
     case OPTIM_LR_INVSQRT:
         if (s->warmup <= 0)
             return ag_error("optim_new (%s): inverse-square-root schedule with warmup = %d, "
-                            "expected > 0", k, s->warmup);
+                            "expected > 0",
+                            k, s->warmup);
         return 0;
     case OPTIM_LR_COSINE:
     case OPTIM_LR_LINEAR:
@@ -82,8 +79,7 @@ static int check_cfg(const optim_cfg *c)
 /* The runs of parameters that share a weight decay (cfg.decay_filter), each running to the
  * next run's first parameter (the zero padding between parameters goes with the run before:
  * an update leaves zeros at zero). */
-static int make_runs(optim *o)
-{
+static int make_runs(optim *o) {
     size_t n = nn_params_count(o->ps);
     o->runs = malloc((n ? n : 1) * sizeof *o->runs);
     if (!o->runs) return -1;
@@ -102,21 +98,19 @@ static int make_runs(optim *o)
     return 0;
 }
 
-static ag_real *alloc_state(size_t n)
-{
+static ag_real *alloc_state(size_t n) {
     ag_real *p = calloc(n ? n : 1, sizeof *p);
     return p;
 }
 
-optim *optim_new(nn_params *ps, optim_cfg cfg)
-{
+optim *optim_new(nn_params *ps, optim_cfg cfg) {
     if (!ps) {
         ag_error("optim_new: parameter store is NULL");
         return NULL;
     }
     if (!nn_params_finalized(ps)) {
         ag_error("optim_new: the parameter store is not finalized (call "
-                     "nn_params_finalize first)");
+                 "nn_params_finalize first)");
         return NULL;
     }
     if (check_cfg(&cfg)) return NULL;
@@ -139,15 +133,13 @@ optim *optim_new(nn_params *ps, optim_cfg cfg)
     }
     if (!ok) {
         optim_free(o);
-        ag_error("optim_new: out of memory for the state of %zu parameters",
-                     nn_params_numel(ps));
+        ag_error("optim_new: out of memory for the state of %zu parameters", nn_params_numel(ps));
         return NULL;
     }
     return o;
 }
 
-void optim_free(optim *o)
-{
+void optim_free(optim *o) {
     if (!o) return;
     free(o->m);
     free(o->v);
@@ -175,8 +167,7 @@ typedef struct update_job {
 /* SGD with momentum mu, dampening d, weight decay wd (PyTorch's torch.optim.SGD):
  *   g = grad + wd p;  b = (t == 1) ? g : mu b + (1 - d) g;  g = nesterov ? g + mu b : b;
  *   p -= lr g. */
-static void sgd_span(const update_job *j, size_t i0, size_t i1, double weight_decay)
-{
+static void sgd_span(const update_job *j, size_t i0, size_t i1, double weight_decay) {
     optim *o = j->o;
     const optim_cfg *c = &o->cfg;
     ag_real *restrict p = nn_params_values(o->ps), *restrict gr = nn_params_grads(o->ps);
@@ -199,8 +190,7 @@ static void sgd_span(const update_job *j, size_t i0, size_t i1, double weight_de
  *   AdamW: p *= 1 - lr wd           Adam: g = grad + wd p
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
-static void adam_span(const update_job *j, size_t i0, size_t i1, double weight_decay)
-{
+static void adam_span(const update_job *j, size_t i0, size_t i1, double weight_decay) {
     optim *o = j->o;
     const optim_cfg *c = &o->cfg;
     const int64_t t = o->t + 1;
@@ -227,8 +217,7 @@ static void adam_span(const update_job *j, size_t i0, size_t i1, double weight_d
 }
 
 /* Elements [i0, i1) of the flat buffers, cut at the runs' borders. */
-static void update_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
-{
+static void update_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
     const update_job *j = ctx;
     const optim *o = j->o;
     for (size_t r = 0; r < o->n_runs; r++) {
@@ -241,16 +230,16 @@ static void update_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1)
     }
 }
 
-int optim_step(optim *o)
-{
+int optim_step(optim *o) {
     if (!o) return ag_error("optim_step: optimizer is NULL");
     double norm = optim_grad_norm(o->ps), clip = o->cfg.clip_norm;
     o->last_norm = norm;
     if (!isfinite(norm)) {
         nn_params_zero_grad(o->ps);
         return ag_error("optim_step: the gradient norm is %g at update %lld; update "
-                            "skipped, gradients zeroed (check the loss for NaN/inf, e.g. with "
-                            "ag_tape_set_nan_check)", norm, (long long)(o->t + 1));
+                        "skipped, gradients zeroed (check the loss for NaN/inf, e.g. with "
+                        "ag_tape_set_nan_check)",
+                        norm, (long long)(o->t + 1));
     }
     /* d2l's grad_clipping, as optim_clip_grad_norm, folded into the update */
     update_job j = {o, optim_lr(o), clip > 0 && norm > clip ? (ag_real)(clip / norm) : 1};
@@ -260,12 +249,10 @@ int optim_step(optim *o)
 }
 
 int64_t optim_steps(const optim *o) { return o ? o->t : 0; }
-double optim_lr(const optim *o)
-{
+double optim_lr(const optim *o) {
     return o ? optim_schedule_lr(o->cfg.schedule, o->cfg.lr, o->t + 1) : NAN;
 }
-int optim_set_lr(optim *o, double lr)
-{
+int optim_set_lr(optim *o, double lr) {
     if (!o) return ag_error("optim_set_lr: optimizer is NULL");
     if (!(lr >= 0) || !isfinite(lr))
         return ag_error("optim_set_lr (%s): lr = %g, expected a finite value >= 0",

@@ -51,54 +51,48 @@ extern "C" {
  * (Hugging Face's get_cosine/linear_schedule_with_warmup give update t the value these give
  * update t - 1: their first update runs at lr 0.) INVSQRT is NOAM scaled to peak at lr. */
 typedef enum optim_lr_kind {
-    OPTIM_LR_CONSTANT,  /* lr_t = lr */
-    OPTIM_LR_STEP,      /* lr_t = lr * gamma^floor((t - 1) / step_size)  (PyTorch StepLR) */
-    OPTIM_LR_NOAM,      /* lr_t = lr * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5): the
+    OPTIM_LR_CONSTANT, /* lr_t = lr */
+    OPTIM_LR_STEP,     /* lr_t = lr * gamma^floor((t - 1) / step_size)  (PyTorch StepLR) */
+    OPTIM_LR_NOAM,     /* lr_t = lr * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5): the
                          * Transformer's warmup; cfg.lr plays the role of the "factor" */
-    OPTIM_LR_COSINE,    /* linear warm-up, then cosine decay to lr * min_ratio at total */
-    OPTIM_LR_LINEAR,    /* linear warm-up, then linear decay to lr * min_ratio at total */
-    OPTIM_LR_INVSQRT,   /* linear warm-up, then lr * sqrt(warmup / t) */
+    OPTIM_LR_COSINE,   /* linear warm-up, then cosine decay to lr * min_ratio at total */
+    OPTIM_LR_LINEAR,   /* linear warm-up, then linear decay to lr * min_ratio at total */
+    OPTIM_LR_INVSQRT,  /* linear warm-up, then lr * sqrt(warmup / t) */
 } optim_lr_kind;
 
 typedef struct optim_schedule {
     optim_lr_kind kind;
-    int step_size;      /* STEP: updates per decay, > 0 */
-    double gamma;       /* STEP: decay factor, > 0 */
-    int d_model;        /* NOAM: model width, > 0 */
-    int warmup;         /* NOAM, INVSQRT: warm-up updates, > 0; COSINE, LINEAR: >= 0 */
-    int64_t total;      /* COSINE, LINEAR: the update where the decay ends, > warmup */
-    double min_ratio;   /* COSINE, LINEAR: final lr / lr, 0 to 1 */
+    int step_size;    /* STEP: updates per decay, > 0 */
+    double gamma;     /* STEP: decay factor, > 0 */
+    int d_model;      /* NOAM: model width, > 0 */
+    int warmup;       /* NOAM, INVSQRT: warm-up updates, > 0; COSINE, LINEAR: >= 0 */
+    int64_t total;    /* COSINE, LINEAR: the update where the decay ends, > warmup */
+    double min_ratio; /* COSINE, LINEAR: final lr / lr, 0 to 1 */
 } optim_schedule;
 
 /* (Fields in declaration order: kind, step_size, gamma, d_model, warmup, total, min_ratio; one
  * spelling for C and C++, which has no compound literals.) */
-static inline optim_schedule optim_lr_constant(void)
-{
+static inline optim_schedule optim_lr_constant(void) {
     optim_schedule s = {OPTIM_LR_CONSTANT, 0, 0.0, 0, 0, 0, 0.0};
     return s;
 }
-static inline optim_schedule optim_lr_step(int step_size, double gamma)
-{
+static inline optim_schedule optim_lr_step(int step_size, double gamma) {
     optim_schedule s = {OPTIM_LR_STEP, step_size, gamma, 0, 0, 0, 0.0};
     return s;
 }
-static inline optim_schedule optim_lr_noam(int d_model, int warmup)
-{
+static inline optim_schedule optim_lr_noam(int d_model, int warmup) {
     optim_schedule s = {OPTIM_LR_NOAM, 0, 0.0, d_model, warmup, 0, 0.0};
     return s;
 }
-static inline optim_schedule optim_lr_warmup_cosine(int warmup, int64_t total, double min_ratio)
-{
+static inline optim_schedule optim_lr_warmup_cosine(int warmup, int64_t total, double min_ratio) {
     optim_schedule s = {OPTIM_LR_COSINE, 0, 0.0, 0, warmup, total, min_ratio};
     return s;
 }
-static inline optim_schedule optim_lr_warmup_linear(int warmup, int64_t total, double min_ratio)
-{
+static inline optim_schedule optim_lr_warmup_linear(int warmup, int64_t total, double min_ratio) {
     optim_schedule s = {OPTIM_LR_LINEAR, 0, 0.0, 0, warmup, total, min_ratio};
     return s;
 }
-static inline optim_schedule optim_lr_warmup_invsqrt(int warmup)
-{
+static inline optim_schedule optim_lr_warmup_invsqrt(int warmup) {
     optim_schedule s = {OPTIM_LR_INVSQRT, 0, 0.0, 0, warmup, 0, 0.0};
     return s;
 }
@@ -124,17 +118,17 @@ bool optim_decay_matrices(const ag_tensor *param, void *user);
 
 typedef struct optim_cfg {
     optim_kind kind;
-    double lr;                 /* base learning rate, >= 0 */
-    double beta1, beta2, eps;  /* Adam, AdamW: 0 <= beta < 1, eps >= 0 */
-    double momentum;           /* SGD: >= 0 (0: plain SGD) */
-    double dampening;          /* SGD: in [0, 1] */
-    bool nesterov;             /* SGD: needs momentum > 0 and dampening 0 */
-    double weight_decay;       /* >= 0; L2 in the gradient (SGD, Adam), decoupled (AdamW) */
-    optim_decay_fn decay_filter;  /* NULL: weight decay for every parameter; else for those
+    double lr;                   /* base learning rate, >= 0 */
+    double beta1, beta2, eps;    /* Adam, AdamW: 0 <= beta < 1, eps >= 0 */
+    double momentum;             /* SGD: >= 0 (0: plain SGD) */
+    double dampening;            /* SGD: in [0, 1] */
+    bool nesterov;               /* SGD: needs momentum > 0 and dampening 0 */
+    double weight_decay;         /* >= 0; L2 in the gradient (SGD, Adam), decoupled (AdamW) */
+    optim_decay_fn decay_filter; /* NULL: weight decay for every parameter; else for those
                                    * it accepts (e.g. optim_decay_matrices) */
     void *decay_filter_user;
-    double clip_norm;          /* > 0: clip the gradients by global L2 norm first; 0: off */
-    optim_schedule schedule;   /* constant unless set */
+    double clip_norm;        /* > 0: clip the gradients by global L2 norm first; 0: off */
+    optim_schedule schedule; /* constant unless set */
 } optim_cfg;
 
 /* Configurations with PyTorch's defaults (AdamW: weight_decay 0.01), constant lr, no
@@ -142,21 +136,18 @@ typedef struct optim_cfg {
 /* (Fields in declaration order, one spelling for C and C++: kind, lr, beta1, beta2, eps,
  * momentum, dampening, nesterov, weight_decay, decay_filter, decay_filter_user, clip_norm,
  * schedule.) */
-static inline optim_cfg optim_sgd(double lr)
-{
-    optim_cfg c = {OPTIM_SGD, lr, 0.0, 0.0, 0.0, 0.0, 0.0, false, 0.0, NULL, NULL, 0.0,
+static inline optim_cfg optim_sgd(double lr) {
+    optim_cfg c = {OPTIM_SGD,          lr, 0.0, 0.0, 0.0, 0.0, 0.0, false, 0.0, NULL, NULL, 0.0,
                    optim_lr_constant()};
     return c;
 }
-static inline optim_cfg optim_adam(double lr)
-{
-    optim_cfg c = {OPTIM_ADAM, lr, 0.9, 0.999, 1e-8, 0.0, 0.0, false, 0.0, NULL, NULL, 0.0,
+static inline optim_cfg optim_adam(double lr) {
+    optim_cfg c = {OPTIM_ADAM,         lr, 0.9, 0.999, 1e-8, 0.0, 0.0, false, 0.0, NULL, NULL, 0.0,
                    optim_lr_constant()};
     return c;
 }
-static inline optim_cfg optim_adamw(double lr)
-{
-    optim_cfg c = {OPTIM_ADAMW, lr, 0.9, 0.999, 1e-8, 0.0, 0.0, false, 0.01, NULL, NULL, 0.0,
+static inline optim_cfg optim_adamw(double lr) {
+    optim_cfg c = {OPTIM_ADAMW,        lr, 0.9, 0.999, 1e-8, 0.0, 0.0, false, 0.01, NULL, NULL, 0.0,
                    optim_lr_constant()};
     return c;
 }
@@ -172,7 +163,7 @@ typedef struct optim optim;
  * zero and its update count at 0; NULL on an invalid cfg (the message names the field and the
  * allowed range), a store not finalized, or out of memory. */
 optim *optim_new(nn_params *ps, optim_cfg cfg);
-void optim_free(optim *o);  /* NULL is a no-op */
+void optim_free(optim *o); /* NULL is a no-op */
 
 /* One update from the gradients in the store: computes their global L2 norm, clips when
  * cfg.clip_norm > 0 and the norm exceeds it, applies the update with lr_t for t = steps + 1,
@@ -180,14 +171,14 @@ void optim_free(optim *o);  /* NULL is a no-op */
  * infinite: then nothing is updated, the gradients are zeroed and the step is not counted. */
 int optim_step(optim *o);
 
-int64_t optim_steps(const optim *o);             /* updates done so far */
-double optim_lr(const optim *o);                 /* lr the next optim_step will use */
+int64_t optim_steps(const optim *o); /* updates done so far */
+double optim_lr(const optim *o);     /* lr the next optim_step will use */
 /* Changes the base learning rate (cfg.lr) from the next step on, e.g. a schedule of your own
  * or a cut on a plateau: the cfg's schedule still applies on top (with the constant schedule
  * the next step runs at exactly lr). lr finite and >= 0; returns 0, or -1 (nothing changed).
  * The base rate is part of the saved state (see Checkpoints). */
 int optim_set_lr(optim *o, double lr);
-double optim_last_grad_norm(const optim *o);     /* norm before clipping, at the last step */
+double optim_last_grad_norm(const optim *o); /* norm before clipping, at the last step */
 const optim_cfg *optim_config(const optim *o);
 
 /* ---- Gradient utilities (usable without an optimizer) ----------------------------------- */

@@ -11,8 +11,7 @@
 #define KEY_LR "optim.lr"
 
 /* The state buffers of o with their tensor-name parts: "m", "v" or "momentum". */
-static int state_slots(const optim *o, ag_real **bufs, const char **names)
-{
+static int state_slots(const optim *o, ag_real **bufs, const char **names) {
     if (o->m) {
         bufs[0] = o->m, names[0] = "m";
         bufs[1] = o->v, names[1] = "v";
@@ -26,19 +25,17 @@ static int state_slots(const optim *o, ag_real **bufs, const char **names)
 }
 
 /* "optim.<kind>.<slot>.<param name>" into buf. */
-static void state_name(char *buf, size_t len, const optim *o, const char *slot, const char *p)
-{
+static void state_name(char *buf, size_t len, const optim *o, const char *slot, const char *p) {
     snprintf(buf, len, "optim.%s.%s.%s", optim_kind_name(o->cfg.kind), slot, p);
 }
 
-int optim_save_state(const optim *o, nn_ckpt *ck)
-{
+int optim_save_state(const optim *o, nn_ckpt *ck) {
     char name[NN_NAME_MAX + 64];
     ag_real *bufs[2];
     const char *slots[2];
     if (!o || !ck) return ag_error("optim_save_state: NULL argument");
     char lr[32];
-    snprintf(lr, sizeof lr, "%.17g", o->cfg.lr);  /* 17 digits: the double, exactly */
+    snprintf(lr, sizeof lr, "%.17g", o->cfg.lr); /* 17 digits: the double, exactly */
     if (nn_ckpt_set_meta(ck, KEY_KIND, optim_kind_name(o->cfg.kind)) ||
         nn_ckpt_set_meta_int(ck, KEY_STEP, o->t) || nn_ckpt_set_meta(ck, KEY_LR, lr))
         return -1;
@@ -47,16 +44,14 @@ int optim_save_state(const optim *o, nn_ckpt *ck)
         for (size_t i = 0; i < nn_params_count(o->ps); i++) {
             const ag_tensor *p = nn_params_at(o->ps, i);
             state_name(name, sizeof name, o, slots[s], p->name);
-            if (nn_ckpt_add(ck, name, p->ndim, p->shape,
-                            bufs[s] + nn_params_offset(o->ps, i)))
+            if (nn_ckpt_add(ck, name, p->ndim, p->shape, bufs[s] + nn_params_offset(o->ps, i)))
                 return -1;
         }
     return 0;
 }
 
 /* Is `name` one of the state tensors o expects? */
-static bool expected_name(const optim *o, const char *name)
-{
+static bool expected_name(const optim *o, const char *name) {
     char want[NN_NAME_MAX + 64];
     ag_real *bufs[2];
     const char *slots[2];
@@ -69,8 +64,7 @@ static bool expected_name(const optim *o, const char *name)
     return false;
 }
 
-int optim_load_state(optim *o, const nn_ckpt *ck)
-{
+int optim_load_state(optim *o, const nn_ckpt *ck) {
     char name[NN_NAME_MAX + 64];
     ag_real *bufs[2];
     const char *slots[2];
@@ -78,17 +72,16 @@ int optim_load_state(optim *o, const nn_ckpt *ck)
     const char *src = nn_ckpt_source(ck);
     const char *kind = nn_ckpt_meta(ck, KEY_KIND);
     if (!kind)
-        return ag_error("%s: no optimizer state (metadata '%s' is missing; expected '%s')",
-                            src, KEY_KIND, optim_kind_name(o->cfg.kind));
+        return ag_error("%s: no optimizer state (metadata '%s' is missing; expected '%s')", src,
+                        KEY_KIND, optim_kind_name(o->cfg.kind));
     if (strcmp(kind, optim_kind_name(o->cfg.kind)) != 0)
         return ag_error("%s: optimizer state of kind '%s', expected '%s'", src, kind,
-                            optim_kind_name(o->cfg.kind));
+                        optim_kind_name(o->cfg.kind));
     int64_t t;
     if (nn_ckpt_meta_int(ck, KEY_STEP, &t)) return -1;
     if (t < 0)
-        return ag_error("%s: metadata '%s' = %lld, expected >= 0", src, KEY_STEP,
-                            (long long)t);
-    double lr = o->cfg.lr;  /* kept when the checkpoint has no KEY_LR */
+        return ag_error("%s: metadata '%s' = %lld, expected >= 0", src, KEY_STEP, (long long)t);
+    double lr = o->cfg.lr; /* kept when the checkpoint has no KEY_LR */
     const char *lr_text = nn_ckpt_meta(ck, KEY_LR);
     if (lr_text) {
         char *end;
@@ -102,8 +95,8 @@ int optim_load_state(optim *o, const nn_ckpt *ck)
         if (strncmp(n, NN_CKPT_OPTIM_PREFIX, strlen(NN_CKPT_OPTIM_PREFIX)) == 0 &&
             !expected_name(o, n))
             return ag_error("%s: unexpected optimizer tensor '%s' (not part of the state "
-                                "of this %s optimizer over this model)", src, n,
-                                optim_kind_name(o->cfg.kind));
+                            "of this %s optimizer over this model)",
+                            src, n, optim_kind_name(o->cfg.kind));
     }
     /* Read into fresh buffers; commit only when every tensor passed. */
     int ns = state_slots(o, bufs, slots);

@@ -14,12 +14,12 @@ typedef struct optim_run {
 struct optim {
     optim_cfg cfg;
     nn_params *ps;
-    size_t flat;           /* nn_params_flat_size(ps) */
-    ag_real *m, *v;        /* Adam / AdamW moments (flat layout); NULL otherwise */
-    ag_real *buf;          /* SGD momentum buffers (flat layout); NULL without momentum */
-    optim_run *runs;       /* ascending, covering [0, flat) */
+    size_t flat;     /* nn_params_flat_size(ps) */
+    ag_real *m, *v;  /* Adam / AdamW moments (flat layout); NULL otherwise */
+    ag_real *buf;    /* SGD momentum buffers (flat layout); NULL without momentum */
+    optim_run *runs; /* ascending, covering [0, flat) */
     size_t n_runs;
-    int64_t t;             /* updates done */
+    int64_t t; /* updates done */
     double last_norm;
 };
 

@@ -8,8 +8,7 @@
 
 /* The factor of the warm-up schedules at update t >= 1 (math in optim.h): t / w during the
  * warm-up, then the decay of p = (t - w) / (total - w) in (0, 1], or sqrt(w / t). */
-static double warmup_decay(optim_schedule s, int64_t t)
-{
+static double warmup_decay(optim_schedule s, int64_t t) {
     const double w = s.warmup, r = s.min_ratio;
     if (s.kind == OPTIM_LR_INVSQRT) {
         if (s.warmup <= 0) return NAN;
@@ -22,23 +21,20 @@ static double warmup_decay(optim_schedule s, int64_t t)
     return r + (1 - r) * (s.kind == OPTIM_LR_COSINE ? 0.5 * (1 + cos(PI * p)) : 1 - p);
 }
 
-double optim_schedule_lr(optim_schedule s, double lr, int64_t t)
-{
+double optim_schedule_lr(optim_schedule s, double lr, int64_t t) {
     if (t < 1) return NAN;
     switch (s.kind) {
-    case OPTIM_LR_CONSTANT:
-        return lr;
-    case OPTIM_LR_STEP:  /* lr * gamma^floor((t - 1) / step_size) */
+    case OPTIM_LR_CONSTANT: return lr;
+    case OPTIM_LR_STEP: /* lr * gamma^floor((t - 1) / step_size) */
         if (s.step_size <= 0 || !(s.gamma > 0)) return NAN;
         return lr * pow(s.gamma, (double)((t - 1) / s.step_size));
-    case OPTIM_LR_NOAM:  /* lr * d^-0.5 * min(t^-0.5, t * w^-1.5) */
+    case OPTIM_LR_NOAM: /* lr * d^-0.5 * min(t^-0.5, t * w^-1.5) */
         if (s.d_model <= 0 || s.warmup <= 0) return NAN;
         return lr * pow((double)s.d_model, -0.5) *
                fmin(pow((double)t, -0.5), (double)t * pow((double)s.warmup, -1.5));
     case OPTIM_LR_COSINE:
     case OPTIM_LR_LINEAR:
-    case OPTIM_LR_INVSQRT:
-        return lr * warmup_decay(s, t);
+    case OPTIM_LR_INVSQRT: return lr * warmup_decay(s, t);
     }
     return NAN;
 }
@@ -51,8 +47,7 @@ double optim_schedule_lr(optim_schedule s, double lr, int64_t t)
 #define NORM_CHUNK 4096
 #define NORM_LANES 8
 
-static double chunk_sumsq(const ag_real *g, size_t n)
-{
+static double chunk_sumsq(const ag_real *g, size_t n) {
     double lane[NORM_LANES] = {0}, s = 0;
     size_t i = 0;
     for (; i + NORM_LANES <= n; i += NORM_LANES)
@@ -68,8 +63,7 @@ typedef struct norm_job {
     double *part;
 } norm_job;
 
-static void norm_chunks(void *ctx, ptrdiff_t c0, ptrdiff_t c1)
-{
+static void norm_chunks(void *ctx, ptrdiff_t c0, ptrdiff_t c1) {
     const norm_job *j = ctx;
     for (ptrdiff_t c = c0; c < c1; c++) {
         size_t b = (size_t)c * NORM_CHUNK, e = b + NORM_CHUNK < j->n ? b + NORM_CHUNK : j->n;
@@ -77,8 +71,7 @@ static void norm_chunks(void *ctx, ptrdiff_t c0, ptrdiff_t c1)
     }
 }
 
-double optim_grad_norm(nn_params *ps)
-{
+double optim_grad_norm(nn_params *ps) {
     const ag_real *g = nn_params_grads(ps);
     size_t n = nn_params_flat_size(ps), chunks = (n + NORM_CHUNK - 1) / NORM_CHUNK;
     double stack[256], *part = chunks <= 256 ? stack : malloc(chunks * sizeof *part), s = 0;
@@ -95,8 +88,7 @@ double optim_grad_norm(nn_params *ps)
 }
 
 /* d2l: if norm > theta, g *= theta / norm for every gradient element. */
-double optim_clip_grad_norm(nn_params *ps, double max_norm)
-{
+double optim_clip_grad_norm(nn_params *ps, double max_norm) {
     double norm = optim_grad_norm(ps);
     if (max_norm > 0 && norm > max_norm) {
         ag_real *g = nn_params_grads(ps);
@@ -108,8 +100,7 @@ double optim_clip_grad_norm(nn_params *ps, double max_norm)
 }
 
 /* Weight decay for parameters of 2 or more dimensions only (optim.h). */
-bool optim_decay_matrices(const ag_tensor *param, void *user)
-{
+bool optim_decay_matrices(const ag_tensor *param, void *user) {
     (void)user;
     return param && param->ndim >= 2;
 }

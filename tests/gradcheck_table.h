@@ -26,10 +26,8 @@ static struct {
 } tg_gc_table;
 
 static inline void tg_gc_record(const ag_gradcheck_result *r) {
-    if (tg_gc_table.n < TG_GC_MAX_ROWS)
-        tg_gc_table.rows[tg_gc_table.n++] = *r;
-    else
-        tg_gc_table.dropped++;
+    if (tg_gc_table.n < TG_GC_MAX_ROWS) tg_gc_table.rows[tg_gc_table.n++] = *r;
+    else tg_gc_table.dropped++;
 }
 
 /* ag_gradcheck, its result recorded as a row of the table. */
@@ -64,8 +62,8 @@ static inline void tg_gc_print(const char *title) {
         tg_gc_cell(r->shapes);
         printf(" | %d of %d", r->checked, r->elems);
         if (r->skipped) printf(" (%d kinks skipped)", r->skipped);
-        printf(" | %.1e | %.1e | %.1e | %.0e, %.0e | %.0e | %s |\n", r->max_abs_err,
-               r->max_rel_err, r->worst, r->atol, r->rtol, r->eps, r->ok ? "pass" : "FAIL");
+        printf(" | %.1e | %.1e | %.1e | %.0e, %.0e | %.0e | %s |\n", r->max_abs_err, r->max_rel_err,
+               r->worst, r->atol, r->rtol, r->eps, r->ok ? "pass" : "FAIL");
     }
     if (tg_gc_table.dropped) printf("\n(%d more checks not shown)\n", tg_gc_table.dropped);
     printf("<!-- gradcheck table end -->\n");

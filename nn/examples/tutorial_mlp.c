@@ -26,8 +26,7 @@ typedef struct mlp {
 } mlp;
 
 /* Registers fc1.weight, fc1.bias, ... under `prefix` ("" at the top level). */
-static int mlp_init(mlp *m, nn_params *ps, const char *prefix)
-{
+static int mlp_init(mlp *m, nn_params *ps, const char *prefix) {
     char p[NN_NAME_MAX];
     if (nn_linear_init(&m->fc1, ps, nn_join(p, sizeof p, prefix, "fc1"), IN, HIDDEN, true) ||
         nn_linear_init(&m->fc2, ps, nn_join(p, sizeof p, prefix, "fc2"), HIDDEN, HIDDEN, true) ||
@@ -37,8 +36,7 @@ static int mlp_init(mlp *m, nn_params *ps, const char *prefix)
 }
 
 /* x (B, 2) -> logits (B, 3). NULL if anything failed (ag reported it). */
-static ag_tensor *mlp_forward(const mlp *m, const nn_ctx *c, ag_tensor *x)
-{
+static ag_tensor *mlp_forward(const mlp *m, const nn_ctx *c, ag_tensor *x) {
     ag_tensor *h = nn_relu(c, nn_linear_forward(&m->fc1, c, x));
     h = nn_dropout_forward(&m->drop, c, h);
     h = nn_relu(c, nn_linear_forward(&m->fc2, c, h));
@@ -47,27 +45,24 @@ static ag_tensor *mlp_forward(const mlp *m, const nn_ctx *c, ag_tensor *x)
 
 /* ---- 2. Data: N points, label = angular sector ---------------------------------------------- */
 
-static void make_data(ag_real *x, int32_t *y)
-{
+static void make_data(ag_real *x, int32_t *y) {
     ag_rng r;
     ag_rng_seed(&r, 7);
     for (int i = 0; i < N; i++) {
         double a = 2 * ag_rng_uniform(&r) - 1, b = 2 * ag_rng_uniform(&r) - 1;
-        double angle = atan2(b, a) + PI;  /* [0, 2 pi] */
+        double angle = atan2(b, a) + PI; /* [0, 2 pi] */
         x[2 * i] = (ag_real)a;
         x[2 * i + 1] = (ag_real)b;
         y[i] = (int32_t)(angle / (2 * PI / CLASSES)) % CLASSES;
     }
 }
 
-static int fail(const char *what)
-{
+static int fail(const char *what) {
     fprintf(stderr, "tutorial_mlp: %s\n", what);
     return 1;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "tutorial_mlp.safetensors";
     static ag_real xs[N * IN];
     static int32_t ys[N];
@@ -101,7 +96,7 @@ int main(int argc, char **argv)
         last = l;
         if (step % 50 == 0 || step == STEPS - 1) printf("step %3d  loss %.4f\n", step, l);
         if (optim_step(opt)) return fail(ag_last_error());
-        ag_tape_reset(t);  /* every intermediate of the step freed at once */
+        ag_tape_reset(t); /* every intermediate of the step freed at once */
     }
 
     /* ---- 6. Evaluate: training = false turns dropout off; no tape recording needed -------- */
@@ -125,8 +120,7 @@ int main(int argc, char **argv)
     /* ---- 7. Save: parameters, optimizer state and metadata, atomically -------------------- */
     nn_ckpt *ck = nn_ckpt_new();
     if (!ck || nn_ckpt_add_params(ck, ps) || optim_save_state(opt, ck) ||
-        nn_ckpt_set_meta(ck, "model", "mlp 2-32-32-3, relu, dropout 0.1") ||
-        nn_ckpt_save(ck, path))
+        nn_ckpt_set_meta(ck, "model", "mlp 2-32-32-3, relu, dropout 0.1") || nn_ckpt_save(ck, path))
         return fail(ag_last_error());
     nn_ckpt_free(ck);
 
@@ -134,7 +128,7 @@ int main(int argc, char **argv)
     nn_params *ps2 = nn_params_new();
     mlp model2;
     if (mlp_init(&model2, ps2, "") || nn_params_finalize(ps2, 999) ||
-        nn_load_params(ps2, path))  /* the optim.* tensors are skipped by a model-only load */
+        nn_load_params(ps2, path)) /* the optim.* tensors are skipped by a model-only load */
         return fail(ag_last_error());
     ag_tape_reset(t);
     ag_tensor *again = mlp_forward(&model2, &c, ag_tensor_from(t, AG_SHAPE(N, IN), xs));

@@ -8,11 +8,14 @@
 #include "nn/io/ckpt_internal.h"
 #include "nn/io/json.h"
 
-static const struct { const char *name; size_t size; } dtypes[] = {
-    [NN_BOOL] = {"BOOL", 1}, [NN_U8] = {"U8", 1},     [NN_I8] = {"I8", 1},
-    [NN_U16] = {"U16", 2},   [NN_I16] = {"I16", 2},   [NN_U32] = {"U32", 4},
-    [NN_I32] = {"I32", 4},   [NN_U64] = {"U64", 8},   [NN_I64] = {"I64", 8},
-    [NN_F16] = {"F16", 2},   [NN_BF16] = {"BF16", 2}, [NN_F32] = {"F32", 4},
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[] = {
+    [NN_BOOL] = {"BOOL", 1}, [NN_U8] = {"U8", 1},           [NN_I8] = {"I8", 1},
+    [NN_U16] = {"U16", 2},   [NN_I16] = {"I16", 2},         [NN_U32] = {"U32", 4},
+    [NN_I32] = {"I32", 4},   [NN_U64] = {"U64", 8},         [NN_I64] = {"I64", 8},
+    [NN_F16] = {"F16", 2},   [NN_BF16] = {"BF16", 2},       [NN_F32] = {"F32", 4},
     [NN_F64] = {"F64", 8},   [NN_F8_E4M3] = {"F8_E4M3", 1}, [NN_F8_E5M2] = {"F8_E5M2", 1},
 };
 #define N_DTYPES (sizeof dtypes / sizeof dtypes[0])
@@ -20,8 +23,7 @@ static const struct { const char *name; size_t size; } dtypes[] = {
 const char *nn_dtype_name(nn_dtype d) { return (unsigned)d < N_DTYPES ? dtypes[d].name : "?"; }
 size_t nn_dtype_size(nn_dtype d) { return (unsigned)d < N_DTYPES ? dtypes[d].size : 0; }
 
-int ck_dtype_parse(const char *s, nn_dtype *d)
-{
+int ck_dtype_parse(const char *s, nn_dtype *d) {
     for (unsigned i = 0; i < N_DTYPES; i++)
         if (strcmp(s, dtypes[i].name) == 0) {
             *d = (nn_dtype)i;
@@ -30,21 +32,18 @@ int ck_dtype_parse(const char *s, nn_dtype *d)
     return -1;
 }
 
-const char *ck_dtype_list(void)
-{
+const char *ck_dtype_list(void) {
     return "BOOL, U8, I8, U16, I16, U32, I32, U64, I64, F16, BF16, F32, F64, F8_E4M3, F8_E5M2";
 }
 
-nn_ckpt *nn_ckpt_new(void)
-{
+nn_ckpt *nn_ckpt_new(void) {
     nn_ckpt *ck = calloc(1, sizeof *ck);
     if (!ck) ag_error("nn_ckpt_new: out of memory");
     else ck->store = NN_F32;
     return ck;
 }
 
-void nn_ckpt_free(nn_ckpt *ck)
-{
+void nn_ckpt_free(nn_ckpt *ck) {
     if (!ck) return;
     for (size_t i = 0; i < ck->n; i++) {
         free(ck->recs[i]->name);
@@ -62,15 +61,13 @@ void nn_ckpt_free(nn_ckpt *ck)
     free(ck);
 }
 
-const char *nn_ckpt_source(const nn_ckpt *ck)
-{
+const char *nn_ckpt_source(const nn_ckpt *ck) {
     return ck && ck->source ? ck->source : "(in memory)";
 }
 
 nn_ckpt_check nn_ckpt_checked(const nn_ckpt *ck) { return ck ? ck->checked : NN_CKPT_UNCHECKED; }
 
-char *ck_shape_fmt(char *buf, size_t len, int ndim, const int64_t *shape)
-{
+char *ck_shape_fmt(char *buf, size_t len, int ndim, const int64_t *shape) {
     size_t u = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < ndim && u < len; i++)
         u += (size_t)snprintf(buf + u, len - u, i ? ", %lld" : "%lld", (long long)shape[i]);
@@ -79,14 +76,12 @@ char *ck_shape_fmt(char *buf, size_t len, int ndim, const int64_t *shape)
 }
 
 /* (ndim <= NN_CKPT_MAX_DIMS, shape) as int64 into out. */
-static void shape64(int ndim, const int *shape, int64_t *out)
-{
+static void shape64(int ndim, const int *shape, int64_t *out) {
     for (int i = 0; i < ndim; i++) out[i] = shape[i];
 }
 
-int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim,
-                   const int64_t *shape, uint64_t numel, uint64_t begin, uint64_t end)
-{
+int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim, const int64_t *shape,
+                   uint64_t numel, uint64_t begin, uint64_t end) {
     if (ck->n == ck->cap) {
         size_t cap = ck->cap ? 2 * ck->cap : 16;
         ck_rec **r = realloc(ck->recs, cap * sizeof *r);
@@ -102,8 +97,8 @@ int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim,
     }
     strcpy(nm, name);
     rec->name = nm;
-    rec->t = (nn_ckpt_tensor){.name = nm, .dtype = dtype, .ndim = ndim, .numel = numel,
-                              .begin = begin, .end = end};
+    rec->t = (nn_ckpt_tensor){
+        .name = nm, .dtype = dtype, .ndim = ndim, .numel = numel, .begin = begin, .end = end};
     for (int i = 0; i < ndim; i++) rec->t.shape[i] = shape[i];
     ck->recs[ck->n++] = rec;
     return 0;
@@ -111,76 +106,68 @@ int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim,
 
 size_t nn_ckpt_count(const nn_ckpt *ck) { return ck ? ck->n : 0; }
 
-const nn_ckpt_tensor *nn_ckpt_at(const nn_ckpt *ck, size_t i)
-{
+const nn_ckpt_tensor *nn_ckpt_at(const nn_ckpt *ck, size_t i) {
     return ck && i < ck->n ? &ck->recs[i]->t : NULL;
 }
 
-const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name)
-{
+const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name) {
     if (!ck || !name) return NULL;
     for (size_t i = 0; i < ck->n; i++)
         if (strcmp(ck->recs[i]->name, name) == 0) return &ck->recs[i]->t;
     return NULL;
 }
 
-int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d)
-{
+int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d) {
     if (!ck) return ag_error("nn_ckpt_set_store_dtype: checkpoint is NULL");
     if (d != NN_F32 && d != NN_F64)
-        return ag_error("nn_ckpt_set_store_dtype: dtype %s, expected F32 or F64",
-                            nn_dtype_name(d));
+        return ag_error("nn_ckpt_set_store_dtype: dtype %s, expected F32 or F64", nn_dtype_name(d));
     ck->store = d;
     return 0;
 }
 
 /* ---- Little-endian encoding ------------------------------------------------------------- */
 
-static void put_le(unsigned char *p, uint64_t v, int nbytes)
-{
+static void put_le(unsigned char *p, uint64_t v, int nbytes) {
     for (int i = 0; i < nbytes; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint64_t get_le(const unsigned char *p, int nbytes)
-{
+static uint64_t get_le(const unsigned char *p, int nbytes) {
     uint64_t v = 0;
     for (int i = 0; i < nbytes; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
 
 /* IEEE half: sign 1, exponent 5 (bias 15), mantissa 10. */
-static double half_to_double(uint16_t h)
-{
+static double half_to_double(uint16_t h) {
     int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
     double v;
-    if (exp == 0) v = ldexp((double)mant, -24);                 /* zero / subnormal */
+    if (exp == 0) v = ldexp((double)mant, -24); /* zero / subnormal */
     else if (exp == 31) v = mant ? NAN : INFINITY;
-    else v = ldexp((double)(mant | 0x400), exp - 25);           /* (1 + m/1024) 2^(e-15) */
+    else v = ldexp((double)(mant | 0x400), exp - 25); /* (1 + m/1024) 2^(e-15) */
     return (h & 0x8000) ? -v : v;
 }
 
-int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src)
-{
+int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src) {
     char s[96];
     if (!ck || !name || (!shape && ndim > 0)) return ag_error("nn_ckpt_add: NULL argument");
     if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
         return ag_error("nn_ckpt_add: invalid tensor name '%s' (empty, reserved or not "
-                            "UTF-8)", name);
-    if (nn_ckpt_find(ck, name))
-        return ag_error("nn_ckpt_add: duplicate tensor '%s'", name);
+                        "UTF-8)",
+                        name);
+    if (nn_ckpt_find(ck, name)) return ag_error("nn_ckpt_add: duplicate tensor '%s'", name);
     if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
         return ag_error("nn_ckpt_add: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
-                            NN_CKPT_MAX_DIMS);
+                        NN_CKPT_MAX_DIMS);
     int64_t sh[NN_CKPT_MAX_DIMS];
     shape64(ndim, shape, sh);
     uint64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return ag_error("nn_ckpt_add: tensor '%s': bad shape %s", name,
-                                ck_shape_fmt(s, sizeof s, ndim, sh));
+                            ck_shape_fmt(s, sizeof s, ndim, sh));
         if (shape[i] && numel > SIZE_MAX / 8 / (uint64_t)shape[i])
             return ag_error("nn_ckpt_add: tensor '%s': shape %s too large", name,
-                                ck_shape_fmt(s, sizeof s, ndim, sh));
+                            ck_shape_fmt(s, sizeof s, ndim, sh));
         numel *= (uint64_t)shape[i];
     }
     if (numel > 0 && !src) return ag_error("nn_ckpt_add: tensor '%s': data is NULL", name);
@@ -216,8 +203,7 @@ int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const
 /* Checks t against (ndim <= NN_CKPT_MAX_DIMS, shape) and a float dtype; 0 or -1 with a
  * message. */
 static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tensor *t, int ndim,
-                        const int *shape)
-{
+                        const int *shape) {
     char want[160], got[160];
     int64_t sh[NN_CKPT_MAX_DIMS];
     if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
@@ -226,11 +212,12 @@ static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tenso
     shape64(ndim, shape, sh);
     ck_shape_fmt(want, sizeof want, ndim, sh);
     if (!t)
-        return ag_error("%s: tensor '%s' is missing (expected shape %s)",
-                            nn_ckpt_source(ck), name, want);
+        return ag_error("%s: tensor '%s' is missing (expected shape %s)", nn_ckpt_source(ck), name,
+                        want);
     if (t->dtype != NN_F32 && t->dtype != NN_F64 && t->dtype != NN_F16 && t->dtype != NN_BF16)
         return ag_error("%s: tensor '%s' has dtype %s, expected a float dtype (F32, F64, "
-                            "F16 or BF16)", nn_ckpt_source(ck), name, nn_dtype_name(t->dtype));
+                        "F16 or BF16)",
+                        nn_ckpt_source(ck), name, nn_dtype_name(t->dtype));
     bool same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == sh[i];
     if (!same)
@@ -240,8 +227,7 @@ static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tenso
 }
 
 /* Decodes t's elements (a checked float dtype) into dst as ag_real. */
-void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst)
-{
+void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst) {
     const unsigned char *p = ck->data + t->begin;
     size_t es = nn_dtype_size(t->dtype);
     for (uint64_t i = 0; i < t->numel; i++, p += es) {
@@ -257,7 +243,7 @@ void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst)
             dst[i] = (ag_real)f;
         } else if (t->dtype == NN_F16) {
             dst[i] = (ag_real)half_to_double((uint16_t)get_le(p, 2));
-        } else {  /* BF16: the upper half of an F32 */
+        } else { /* BF16: the upper half of an F32 */
             uint32_t u = (uint32_t)get_le(p, 2) << 16;
             float f;
             memcpy(&f, &u, 4);
@@ -266,8 +252,7 @@ void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst)
     }
 }
 
-int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape, ag_real *dst)
-{
+int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape, ag_real *dst) {
     if (!ck || !name || (!shape && ndim > 0) || !dst)
         return ag_error("nn_ckpt_read: NULL argument");
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
@@ -276,15 +261,13 @@ int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape
     return 0;
 }
 
-int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape)
-{
+int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape) {
     return check_tensor(ck, name, nn_ckpt_find(ck, name), ndim, shape);
 }
 
 /* ---- Metadata --------------------------------------------------------------------------- */
 
-int ck_meta_put(nn_ckpt *ck, const char *key, const char *value)
-{
+int ck_meta_put(nn_ckpt *ck, const char *key, const char *value) {
     char *v = malloc(strlen(value) + 1);
     if (!v) return -1;
     strcpy(v, value);
@@ -317,22 +300,22 @@ int ck_meta_put(nn_ckpt *ck, const char *key, const char *value)
     return 0;
 }
 
-int nn_ckpt_set_meta(nn_ckpt *ck, const char *key, const char *value)
-{
+int nn_ckpt_set_meta(nn_ckpt *ck, const char *key, const char *value) {
     if (!ck || !key || !value) return ag_error("nn_ckpt_set_meta: NULL argument");
     if (ck_reserved_key(key))
         return ag_error("nn_ckpt_set_meta: key '%s' is reserved (nn_ckpt_save writes the "
-                        "format and checksum keys itself)", key);
+                        "format and checksum keys itself)",
+                        key);
     if (!js_utf8_valid(key) || !js_utf8_valid(value))
         return ag_error("nn_ckpt_set_meta: key '%.60s': key and value must be UTF-8 text "
-                            "(safetensors metadata is JSON)", key);
+                        "(safetensors metadata is JSON)",
+                        key);
     if (ck_meta_put(ck, key, value))
         return ag_error("nn_ckpt_set_meta: out of memory setting '%s'", key);
     return 0;
 }
 
-const char *nn_ckpt_meta(const nn_ckpt *ck, const char *key)
-{
+const char *nn_ckpt_meta(const nn_ckpt *ck, const char *key) {
     if (!ck || !key) return NULL;
     for (size_t i = 0; i < ck->nmeta; i++)
         if (strcmp(ck->mkeys[i], key) == 0) return ck->mvals[i];
@@ -341,18 +324,16 @@ const char *nn_ckpt_meta(const nn_ckpt *ck, const char *key)
 
 size_t nn_ckpt_meta_count(const nn_ckpt *ck) { return ck ? ck->nmeta : 0; }
 
-int nn_ckpt_meta_at(const nn_ckpt *ck, size_t i, const char **key, const char **value)
-{
+int nn_ckpt_meta_at(const nn_ckpt *ck, size_t i, const char **key, const char **value) {
     if (!ck || i >= ck->nmeta)
         return ag_error("nn_ckpt_meta_at: index %zu out of range (%zu pairs)", i,
-                            ck ? ck->nmeta : 0);
+                        ck ? ck->nmeta : 0);
     if (key) *key = ck->mkeys[i];
     if (value) *value = ck->mvals[i];
     return 0;
 }
 
-bool ck_reserved_key(const char *key)
-{
+bool ck_reserved_key(const char *key) {
     return strcmp(key, NN_CKPT_FORMAT_KEY) == 0 || strcmp(key, NN_CKPT_CHECKSUM_KEY) == 0 ||
            strcmp(key, NN_CKPT_LEGACY_CHECKSUM_KEY) == 0;
 }

@@ -89,20 +89,33 @@ extern "C" {
 /* Metadata keys that nn_ckpt_save writes and nn_ckpt_set_meta refuses (see the top). */
 #define NN_CKPT_FORMAT_KEY "tapegrad.format"
 #define NN_CKPT_FORMAT "2"
-#define NN_CKPT_CHECKSUM_KEY "tapegrad.checksum"          /* format 2: the whole file */
-#define NN_CKPT_LEGACY_CHECKSUM_KEY "tapegrad.xxh3_64"    /* legacy: the data section only */
+#define NN_CKPT_CHECKSUM_KEY "tapegrad.checksum"       /* format 2: the whole file */
+#define NN_CKPT_LEGACY_CHECKSUM_KEY "tapegrad.xxh3_64" /* legacy: the data section only */
 /* A metadata key with this prefix marks a file as this project's: it must carry a checksum. */
 #define NN_CKPT_MARK_PREFIX "tapegrad."
 /* Prefix of the tensors that a model-only load skips (optimizer state). */
 #define NN_CKPT_OPTIM_PREFIX "optim."
 
 typedef enum nn_dtype {
-    NN_BOOL, NN_U8, NN_I8, NN_U16, NN_I16, NN_U32, NN_I32, NN_U64, NN_I64,
-    NN_F16, NN_BF16, NN_F32, NN_F64, NN_F8_E4M3, NN_F8_E5M2,
+    NN_BOOL,
+    NN_U8,
+    NN_I8,
+    NN_U16,
+    NN_I16,
+    NN_U32,
+    NN_I32,
+    NN_U64,
+    NN_I64,
+    NN_F16,
+    NN_BF16,
+    NN_F32,
+    NN_F64,
+    NN_F8_E4M3,
+    NN_F8_E5M2,
 } nn_dtype;
 
-const char *nn_dtype_name(nn_dtype d);  /* "F32" ... */
-size_t nn_dtype_size(nn_dtype d);       /* bytes per element */
+const char *nn_dtype_name(nn_dtype d); /* "F32" ... */
+size_t nn_dtype_size(nn_dtype d);      /* bytes per element */
 
 /* One tensor of a checkpoint (read-only view; owned by the checkpoint, valid until it is
  * freed; the pointer itself stays valid when tensors are added). */
@@ -112,7 +125,7 @@ typedef struct nn_ckpt_tensor {
     int ndim;
     int64_t shape[NN_CKPT_MAX_DIMS];
     uint64_t numel;
-    uint64_t begin, end;  /* byte range in the data section */
+    uint64_t begin, end; /* byte range in the data section */
 } nn_ckpt_tensor;
 
 /* An in-memory checkpoint: named tensors (raw little-endian bytes) and string metadata. */
@@ -120,7 +133,7 @@ typedef struct nn_ckpt nn_ckpt;
 
 /* Returns an empty checkpoint (NULL when out of memory); free with nn_ckpt_free. */
 nn_ckpt *nn_ckpt_new(void);
-void nn_ckpt_free(nn_ckpt *ck);  /* NULL is a no-op */
+void nn_ckpt_free(nn_ckpt *ck); /* NULL is a no-op */
 
 /* ---- Files ------------------------------------------------------------------------------- */
 
@@ -151,9 +164,9 @@ int nn_ckpt_load_mem(nn_ckpt **out, const void *bytes, size_t len, const char *n
 
 /* What a checksum verified when ck was loaded. */
 typedef enum nn_ckpt_check {
-    NN_CKPT_UNCHECKED,     /* built in memory, or a plain state_dict without a checksum */
-    NN_CKPT_CHECKED_DATA,  /* a legacy file: its data section verified, its header not */
-    NN_CKPT_CHECKED_FILE,  /* format 2: every byte of the file verified */
+    NN_CKPT_UNCHECKED,    /* built in memory, or a plain state_dict without a checksum */
+    NN_CKPT_CHECKED_DATA, /* a legacy file: its data section verified, its header not */
+    NN_CKPT_CHECKED_FILE, /* format 2: every byte of the file verified */
 } nn_ckpt_check;
 nn_ckpt_check nn_ckpt_checked(const nn_ckpt *ck);
 
@@ -166,8 +179,8 @@ int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d);
  * NN_CKPT_MAX_DIMS, dims >= 0. Returns 0, or -1 on a duplicate name or out of memory. */
 int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src);
 size_t nn_ckpt_count(const nn_ckpt *ck);
-const nn_ckpt_tensor *nn_ckpt_at(const nn_ckpt *ck, size_t i);  /* file order; NULL if out */
-const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name);  /* NULL if absent */
+const nn_ckpt_tensor *nn_ckpt_at(const nn_ckpt *ck, size_t i); /* file order; NULL if out */
+const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name); /* NULL if absent */
 /* Copies tensor `name` into dst (converted to ag_real) after checking that it exists, has a
  * float dtype (F32, F64, F16, BF16) and exactly the shape (ndim, shape). Returns 0 or -1 with
  * a message naming the file, the tensor and the expected dtype or shape. */
@@ -181,7 +194,7 @@ int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape
  * PyTorch does; loading converts it back (and also takes a float tensor). Returns 0 or -1. */
 int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps);
 
-#define NN_CKPT_ALLOW_EXTRA 1u  /* flag: tolerate tensors that are not parameters */
+#define NN_CKPT_ALLOW_EXTRA 1u /* flag: tolerate tensors that are not parameters */
 /* Copies the checkpoint into the finalized store, by the rule above. flags: 0 or
  * NN_CKPT_ALLOW_EXTRA. Returns 0, or -1 leaving the store untouched. */
 int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags);
@@ -200,7 +213,7 @@ typedef struct nn_ckpt_load_report {
     const char **missing, **unexpected;
 } nn_ckpt_load_report;
 int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_report *report);
-void nn_ckpt_load_report_free(nn_ckpt_load_report *r);  /* NULL is a no-op */
+void nn_ckpt_load_report_free(nn_ckpt_load_report *r); /* NULL is a no-op */
 
 /* Int64 tensors (dtype I64): add one from src, or read one into dst after checking that it
  * exists with dtype I64 and exactly the shape. Return 0 or -1 (a message naming the tensor). */

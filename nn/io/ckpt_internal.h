@@ -10,25 +10,25 @@
 #include "nn/io/checkpoint.h"
 
 typedef struct ck_rec {
-    nn_ckpt_tensor t;   /* t.name points to name */
+    nn_ckpt_tensor t; /* t.name points to name */
     char *name;
 } ck_rec;
 
 struct nn_ckpt {
-    ck_rec **recs;          /* file / insertion order; each record its own allocation */
+    ck_rec **recs; /* file / insertion order; each record its own allocation */
     size_t n, cap;
-    unsigned char *data;    /* the data section: every tensor's bytes, ranges cover it */
+    unsigned char *data; /* the data section: every tensor's bytes, ranges cover it */
     size_t len, data_cap;
-    char **mkeys, **mvals;  /* metadata pairs, insertion / file order */
+    char **mkeys, **mvals; /* metadata pairs, insertion / file order */
     size_t nmeta, meta_cap;
-    nn_dtype store;         /* dtype of nn_ckpt_add: F32 or F64 */
-    char *source;           /* file name for messages, or NULL: "(in memory)" */
-    nn_ckpt_check checked;  /* what a checksum verified at load */
+    nn_dtype store;        /* dtype of nn_ckpt_add: F32 or F64 */
+    char *source;          /* file name for messages, or NULL: "(in memory)" */
+    nn_ckpt_check checked; /* what a checksum verified at load */
 };
 
 /* Appends a tensor record (the bytes are already in ck->data). Returns 0 or -1 (OOM). */
-int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim,
-                   const int64_t *shape, uint64_t numel, uint64_t begin, uint64_t end);
+int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim, const int64_t *shape,
+                   uint64_t numel, uint64_t begin, uint64_t end);
 /* Sets a metadata pair without the reserved-key check. Returns 0 or -1 (OOM). */
 int ck_meta_put(nn_ckpt *ck, const char *key, const char *value);
 /* Parses a dtype name ("F32"); returns 0 and sets *d, or -1. */
@@ -47,8 +47,8 @@ bool ck_reserved_key(const char *key);
 
 /* What a header says about its file's checksum (filled by ck_validate, used by ck_verify). */
 typedef struct ck_sum_info {
-    nn_ckpt_check scheme;  /* UNCHECKED: plain state_dict; CHECKED_DATA: legacy; _FILE: format 2 */
-    size_t digits_at;      /* CHECKED_FILE: offset of the checksum's 16 hex digits in the header */
+    nn_ckpt_check scheme; /* UNCHECKED: plain state_dict; CHECKED_DATA: legacy; _FILE: format 2 */
+    size_t digits_at;     /* CHECKED_FILE: offset of the checksum's 16 hex digits in the header */
 } ck_sum_info;
 
 /* Fills ck's tensor table and metadata from the parsed header `root` (text hdr, hlen bytes)

@@ -15,24 +15,22 @@
  * num_batches_tracked). nn_ckpt_add_i64 writes such a tensor with dtype I64, nn_ckpt_read_i64
  * reads one back. */
 
-static void le64_put(unsigned char *p, uint64_t v)
-{
+static void le64_put(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint64_t le64_get(const unsigned char *p)
-{
+static uint64_t le64_get(const unsigned char *p) {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
 
-int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, const int64_t *src)
-{
+int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, const int64_t *src) {
     char s[96];
     if (!ck || !name || (!shape && ndim > 0)) return ag_error("nn_ckpt_add_i64: NULL argument");
     if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
-        return ag_error("nn_ckpt_add_i64: invalid tensor name '%s' (empty, reserved or not UTF-8)", name);
+        return ag_error("nn_ckpt_add_i64: invalid tensor name '%s' (empty, reserved or not UTF-8)",
+                        name);
     if (nn_ckpt_find(ck, name)) return ag_error("nn_ckpt_add_i64: duplicate tensor '%s'", name);
     if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
         return ag_error("nn_ckpt_add_i64: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
@@ -64,8 +62,7 @@ int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, c
 }
 
 /* Checks that tensor `name` exists with dtype I64 and shape (ndim, shape): 0 or -1. */
-static int check_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape)
-{
+static int check_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape) {
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
     char want[160], got[160];
     int64_t sh[NN_CKPT_MAX_DIMS];
@@ -74,7 +71,9 @@ static int check_i64(const nn_ckpt *ck, const char *name, int ndim, const int *s
                         name, ndim, NN_CKPT_MAX_DIMS);
     for (int i = 0; i < ndim; i++) sh[i] = shape[i];
     ck_shape_fmt(want, sizeof want, ndim, sh);
-    if (!t) return ag_error("%s: tensor '%s' is missing (expected shape %s)", nn_ckpt_source(ck), name, want);
+    if (!t)
+        return ag_error("%s: tensor '%s' is missing (expected shape %s)", nn_ckpt_source(ck), name,
+                        want);
     if (t->dtype != NN_I64)
         return ag_error("%s: tensor '%s' has dtype %s, expected I64", nn_ckpt_source(ck), name,
                         nn_dtype_name(t->dtype));
@@ -86,9 +85,10 @@ static int check_i64(const nn_ckpt *ck, const char *name, int ndim, const int *s
     return 0;
 }
 
-int nn_ckpt_read_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape, int64_t *dst)
-{
-    if (!ck || !name || (!shape && ndim > 0) || !dst) return ag_error("nn_ckpt_read_i64: NULL argument");
+int nn_ckpt_read_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape,
+                     int64_t *dst) {
+    if (!ck || !name || (!shape && ndim > 0) || !dst)
+        return ag_error("nn_ckpt_read_i64: NULL argument");
     if (check_i64(ck, name, ndim, shape)) return -1;
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
     for (uint64_t i = 0; i < t->numel; i++) dst[i] = (int64_t)le64_get(ck->data + t->begin + 8 * i);
@@ -101,16 +101,14 @@ int nn_ckpt_read_i64(const nn_ckpt *ck, const char *name, int ndim, const int *s
  * the store and I64 in the file: converted on save (rounded) and on load (an I64 tensor, or a
  * float one, is accepted). Every other tensor goes through nn_ckpt_add / ck_decode. */
 
-static bool is_count(const ag_tensor *p)
-{
+static bool is_count(const ag_tensor *p) {
     static const char suffix[] = "num_batches_tracked";
     const size_t n = strlen(p->name), k = sizeof suffix - 1;
     return !p->requires_grad && n >= k && !strcmp(p->name + n - k, suffix) &&
            (n == k || p->name[n - k - 1] == '.');
 }
 
-static int add_tensor(nn_ckpt *ck, const ag_tensor *p)
-{
+static int add_tensor(nn_ckpt *ck, const ag_tensor *p) {
     if (!is_count(p)) return nn_ckpt_add(ck, p->name, p->ndim, p->shape, p->data);
     int64_t v[16];
     if (p->numel > 16)
@@ -121,15 +119,13 @@ static int add_tensor(nn_ckpt *ck, const ag_tensor *p)
 }
 
 /* Checks the checkpoint's tensor for store tensor p (present, a dtype it can take, p's shape). */
-static int check_tensor(const nn_ckpt *ck, const ag_tensor *p)
-{
+static int check_tensor(const nn_ckpt *ck, const ag_tensor *p) {
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, p->name);
     if (is_count(p) && t && t->dtype == NN_I64) return check_i64(ck, p->name, p->ndim, p->shape);
     return ck_check(ck, p->name, p->ndim, p->shape);
 }
 
-static void load_tensor(const nn_ckpt *ck, ag_tensor *p)
-{
+static void load_tensor(const nn_ckpt *ck, ag_tensor *p) {
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, p->name);
     if (t->dtype != NN_I64) {
         ck_decode(ck, t, p->data);
@@ -139,8 +135,7 @@ static void load_tensor(const nn_ckpt *ck, ag_tensor *p)
         p->data[i] = (ag_real)(int64_t)le64_get(ck->data + t->begin + 8 * i);
 }
 
-int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps)
-{
+int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps) {
     if (!ck || !ps) return ag_error("nn_ckpt_add_params: NULL argument");
     if (!nn_params_finalized(ps))
         return ag_error("nn_ckpt_add_params: the parameter store is not finalized");
@@ -149,13 +144,11 @@ int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps)
     return 0;
 }
 
-static bool has_prefix(const char *s, const char *prefix)
-{
+static bool has_prefix(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags)
-{
+int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags) {
     if (!ck || !ps) return ag_error("nn_ckpt_load_params: NULL argument");
     if (!nn_params_finalized(ps))
         return ag_error("nn_ckpt_load_params: the parameter store is not finalized");
@@ -170,25 +163,24 @@ int nn_ckpt_load_params(const nn_ckpt *ck, nn_params *ps, unsigned flags)
             const char *name = nn_ckpt_at(ck, i)->name;
             if (!has_prefix(name, NN_CKPT_OPTIM_PREFIX) && !nn_params_find(ps, name))
                 return ag_error("%s: unexpected tensor '%s': not a tensor of the model "
-                                    "(%zu parameters and buffers expected; pass "
-                                    "NN_CKPT_ALLOW_EXTRA, or use nn_ckpt_load_params_partial, "
-                                    "to load a part of a larger model)", nn_ckpt_source(ck), name, n);
+                                "(%zu parameters and buffers expected; pass "
+                                "NN_CKPT_ALLOW_EXTRA, or use nn_ckpt_load_params_partial, "
+                                "to load a part of a larger model)",
+                                nn_ckpt_source(ck), name, n);
         }
     }
     for (size_t i = 0; i < n; i++) load_tensor(ck, nn_params_tensor_at(ps, i));
     return 0;
 }
 
-void nn_ckpt_load_report_free(nn_ckpt_load_report *r)
-{
+void nn_ckpt_load_report_free(nn_ckpt_load_report *r) {
     if (!r) return;
     free(r->missing);
     free(r->unexpected);
     memset(r, 0, sizeof *r);
 }
 
-int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_report *report)
-{
+int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_report *report) {
     if (report) memset(report, 0, sizeof *report);
     if (!ck || !ps) return ag_error("nn_ckpt_load_params_partial: NULL argument");
     if (!nn_params_finalized(ps))
@@ -204,8 +196,8 @@ int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_r
     }
     if (!loaded)
         return ag_error("%s: a non-strict load matched nothing: none of its %zu tensors is named "
-                        "as one of the %zu tensors of the model (e.g. '%s')", nn_ckpt_source(ck), nc,
-                        n, n ? nn_params_tensor_at(ps, 0)->name : "(none)");
+                        "as one of the %zu tensors of the model (e.g. '%s')",
+                        nn_ckpt_source(ck), nc, n, n ? nn_params_tensor_at(ps, 0)->name : "(none)");
     nn_ckpt_load_report r = {.loaded = loaded};
     if (report) {
         r.missing = malloc(sizeof *r.missing * (n - loaded + 1));
@@ -232,8 +224,7 @@ int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_r
     return 0;
 }
 
-int nn_save_params(const nn_params *ps, const char *path)
-{
+int nn_save_params(const nn_params *ps, const char *path) {
     nn_ckpt *ck = nn_ckpt_new();
     if (!ck) return -1;
     int rc = nn_ckpt_add_params(ck, ps);
@@ -242,8 +233,7 @@ int nn_save_params(const nn_params *ps, const char *path)
     return rc;
 }
 
-int nn_load_params(nn_params *ps, const char *path)
-{
+int nn_load_params(nn_params *ps, const char *path) {
     nn_ckpt *ck;
     if (nn_ckpt_load(&ck, path)) return -1;
     int rc = nn_ckpt_load_params(ck, ps, 0);
@@ -253,32 +243,29 @@ int nn_load_params(nn_params *ps, const char *path)
 
 /* ---- Typed metadata ---------------------------------------------------------------------- */
 
-int nn_ckpt_set_meta_int(nn_ckpt *ck, const char *key, int64_t v)
-{
+int nn_ckpt_set_meta_int(nn_ckpt *ck, const char *key, int64_t v) {
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRId64, v);
     return nn_ckpt_set_meta(ck, key, buf);
 }
 
-int nn_ckpt_meta_int(const nn_ckpt *ck, const char *key, int64_t *v)
-{
+int nn_ckpt_meta_int(const nn_ckpt *ck, const char *key, int64_t *v) {
     const char *s = nn_ckpt_meta(ck, key);
     if (!s)
         return ag_error("%s: metadata key '%s' is missing (expected an integer)",
-                            nn_ckpt_source(ck), key ? key : "(null)");
+                        nn_ckpt_source(ck), key ? key : "(null)");
     char *end;
     errno = 0;
     long long x = strtoll(s, &end, 10);
     if (!s[0] || *end || errno)
         return ag_error("%s: metadata '%s' = \"%.60s\", expected a decimal integer",
-                            nn_ckpt_source(ck), key, s);
+                        nn_ckpt_source(ck), key, s);
     *v = x;
     return 0;
 }
 
 /* An ag_rng as 64 hex digits: s[0] .. s[3], 16 digits each. */
-int nn_ckpt_set_meta_rng(nn_ckpt *ck, const char *key, const ag_rng *r)
-{
+int nn_ckpt_set_meta_rng(nn_ckpt *ck, const char *key, const ag_rng *r) {
     char buf[72];
     if (!r) return ag_error("nn_ckpt_set_meta_rng: rng is NULL");
     snprintf(buf, sizeof buf, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, r->s[0],
@@ -286,12 +273,11 @@ int nn_ckpt_set_meta_rng(nn_ckpt *ck, const char *key, const ag_rng *r)
     return nn_ckpt_set_meta(ck, key, buf);
 }
 
-int nn_ckpt_meta_rng(const nn_ckpt *ck, const char *key, ag_rng *r)
-{
+int nn_ckpt_meta_rng(const nn_ckpt *ck, const char *key, ag_rng *r) {
     const char *s = nn_ckpt_meta(ck, key);
     if (!s)
         return ag_error("%s: metadata key '%s' is missing (expected an rng state)",
-                            nn_ckpt_source(ck), key ? key : "(null)");
+                        nn_ckpt_source(ck), key ? key : "(null)");
     ag_rng x;
     bool ok = strlen(s) == 64;
     for (int k = 0; ok && k < 4; k++) {
@@ -305,7 +291,8 @@ int nn_ckpt_meta_rng(const nn_ckpt *ck, const char *key, ag_rng *r)
     }
     if (!ok || !r)
         return ag_error("%s: metadata '%s' = \"%.70s\", expected 64 lowercase hex digits "
-                            "(an rng state)", nn_ckpt_source(ck), key, s);
+                        "(an rng state)",
+                        nn_ckpt_source(ck), key, s);
     *r = x;
     return 0;
 }

@@ -13,24 +13,19 @@ typedef struct jp {
     int depth;
 } jp;
 
-static int fail(jp *p, const char *what)
-{
-    if (p->i < p->len)
-        snprintf(p->err, p->errlen, "%s at byte %zu", what, p->i);
-    else
-        snprintf(p->err, p->errlen, "%s at the end of the header (byte %zu)", what, p->i);
+static int fail(jp *p, const char *what) {
+    if (p->i < p->len) snprintf(p->err, p->errlen, "%s at byte %zu", what, p->i);
+    else snprintf(p->err, p->errlen, "%s at the end of the header (byte %zu)", what, p->i);
     return -1;
 }
 
-static void skip_ws(jp *p)
-{
-    while (p->i < p->len && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' ||
-                             p->s[p->i] == '\r'))
+static void skip_ws(jp *p) {
+    while (p->i < p->len &&
+           (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
         p->i++;
 }
 
-static int hex4(jp *p, unsigned *out)
-{
+static int hex4(jp *p, unsigned *out) {
     unsigned v = 0;
     if (p->len - p->i < 4) return fail(p, "truncated \\u escape");
     for (int k = 0; k < 4; k++) {
@@ -46,8 +41,7 @@ static int hex4(jp *p, unsigned *out)
 }
 
 /* Length of the valid UTF-8 sequence at s (n bytes available), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
+static size_t utf8_len(const unsigned char *s, size_t n) {
     unsigned c = s[0];
     size_t k;
     unsigned min;
@@ -66,27 +60,32 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return k;
 }
 
-static size_t put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+static size_t put_utf8(char *o, unsigned cp) {
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
     if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F));
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
         return 2;
     }
     if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
         o[2] = (char)(0x80 | (cp & 0x3F));
         return 3;
     }
-    o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
     return 4;
 }
 
 /* Parses a string at p->i (which is '"'); *out is a malloc'd decoded copy. */
-static int parse_string(jp *p, char **out)
-{
-    p->i++;  /* opening quote */
+static int parse_string(jp *p, char **out) {
+    p->i++; /* opening quote */
     size_t start = p->i;
     /* The decoded form is never longer than the raw text. */
     size_t end = start;
@@ -97,10 +96,16 @@ static int parse_string(jp *p, char **out)
     size_t n = 0;
     while (p->s[p->i] != '"') {
         unsigned char c = (unsigned char)p->s[p->i];
-        if (c < 0x20) { free(o); return fail(p, "control character in string"); }
+        if (c < 0x20) {
+            free(o);
+            return fail(p, "control character in string");
+        }
         if (c != '\\') {
             size_t k = utf8_len((const unsigned char *)p->s + p->i, p->len - p->i);
-            if (!k) { free(o); return fail(p, "invalid UTF-8 in string"); }
+            if (!k) {
+                free(o);
+                return fail(p, "invalid UTF-8 in string");
+            }
             memcpy(o + n, p->s + p->i, k);
             n += k;
             p->i += k;
@@ -119,15 +124,21 @@ static int parse_string(jp *p, char **out)
         case 'r': o[n++] = '\r'; break;
         case 't': o[n++] = '\t'; break;
         case 'u':
-            if (hex4(p, &cp)) { free(o); return -1; }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {  /* high surrogate: a low one must follow */
+            if (hex4(p, &cp)) {
+                free(o);
+                return -1;
+            }
+            if (cp >= 0xD800 && cp <= 0xDBFF) { /* high surrogate: a low one must follow */
                 unsigned lo;
                 if (p->len - p->i < 6 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u') {
                     free(o);
                     return fail(p, "unpaired surrogate in \\u escape");
                 }
                 p->i += 2;
-                if (hex4(p, &lo)) { free(o); return -1; }
+                if (hex4(p, &lo)) {
+                    free(o);
+                    return -1;
+                }
                 if (lo < 0xDC00 || lo > 0xDFFF) {
                     free(o);
                     return fail(p, "unpaired surrogate in \\u escape");
@@ -137,7 +148,10 @@ static int parse_string(jp *p, char **out)
                 free(o);
                 return fail(p, "unpaired surrogate in \\u escape");
             }
-            if (cp == 0) { free(o); return fail(p, "\\u0000 in string"); }
+            if (cp == 0) {
+                free(o);
+                return fail(p, "\\u0000 in string");
+            }
             n += put_utf8(o + n, cp);
             break;
         default:
@@ -146,21 +160,21 @@ static int parse_string(jp *p, char **out)
             return fail(p, "bad escape in string");
         }
     }
-    p->i++;  /* closing quote */
+    p->i++; /* closing quote */
     o[n] = '\0';
     *out = o;
     return 0;
 }
 
-static int parse_number(jp *p, js_val *v)
-{
+static int parse_number(jp *p, js_val *v) {
     size_t st = p->i;
     const char *s = p->s;
 #define DIGIT(k) ((k) < p->len && s[k] >= '0' && s[k] <= '9')
     if (p->i < p->len && s[p->i] == '-') p->i++;
     if (!DIGIT(p->i)) return fail(p, "bad number");
     if (s[p->i] == '0') p->i++;
-    else while (DIGIT(p->i)) p->i++;
+    else
+        while (DIGIT(p->i)) p->i++;
     if (p->i < p->len && s[p->i] == '.') {
         p->i++;
         if (!DIGIT(p->i)) return fail(p, "bad number");
@@ -182,8 +196,7 @@ static int parse_number(jp *p, js_val *v)
 static int parse_value(jp *p, js_val *v);
 
 /* Appends (key, value) to a growing container; keys may be NULL for arrays. */
-static int push(jp *p, js_val *c, size_t *cap, char *key, js_val *item)
-{
+static int push(jp *p, js_val *c, size_t *cap, char *key, js_val *item) {
     if (c->n == *cap) {
         size_t nc = *cap ? 2 * *cap : 4;
         js_val *it = realloc(c->items, nc * sizeof *it);
@@ -202,12 +215,11 @@ static int push(jp *p, js_val *c, size_t *cap, char *key, js_val *item)
     return 0;
 }
 
-static int parse_container(jp *p, js_val *v, bool obj)
-{
+static int parse_container(jp *p, js_val *v, bool obj) {
     size_t cap = 0;
     v->type = obj ? JS_OBJ : JS_ARR;
     if (++p->depth > JS_MAX_DEPTH) return fail(p, "nesting too deep");
-    p->i++;  /* '{' or '[' */
+    p->i++; /* '{' or '[' */
     skip_ws(p);
     if (p->i < p->len && p->s[p->i] == (obj ? '}' : ']')) {
         p->i++;
@@ -229,7 +241,10 @@ static int parse_container(jp *p, js_val *v, bool obj)
                     return fail(p, m);
                 }
             skip_ws(p);
-            if (p->i >= p->len || p->s[p->i] != ':') { free(key); return fail(p, "expected ':'"); }
+            if (p->i >= p->len || p->s[p->i] != ':') {
+                free(key);
+                return fail(p, "expected ':'");
+            }
             p->i++;
         }
         if (parse_value(p, &item) || push(p, v, &cap, key, &item)) {
@@ -238,16 +253,21 @@ static int parse_container(jp *p, js_val *v, bool obj)
             return -1;
         }
         skip_ws(p);
-        if (p->i < p->len && p->s[p->i] == ',') { p->i++; continue; }
-        if (p->i < p->len && p->s[p->i] == (obj ? '}' : ']')) { p->i++; break; }
+        if (p->i < p->len && p->s[p->i] == ',') {
+            p->i++;
+            continue;
+        }
+        if (p->i < p->len && p->s[p->i] == (obj ? '}' : ']')) {
+            p->i++;
+            break;
+        }
         return fail(p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
     }
     p->depth--;
     return 0;
 }
 
-static int parse_value(jp *p, js_val *v)
-{
+static int parse_value(jp *p, js_val *v) {
     skip_ws(p);
     v->pos = p->i;
     if (p->i >= p->len) return fail(p, "expected a value");
@@ -258,8 +278,11 @@ static int parse_value(jp *p, js_val *v)
         return parse_string(p, &v->str);
     }
     if (c == '-' || (c >= '0' && c <= '9')) return parse_number(p, v);
-    static const struct { const char *w; js_type t; bool b; } lits[] = {
-        {"true", JS_BOOL, true}, {"false", JS_BOOL, false}, {"null", JS_NULL, false}};
+    static const struct {
+        const char *w;
+        js_type t;
+        bool b;
+    } lits[] = {{"true", JS_BOOL, true}, {"false", JS_BOOL, false}, {"null", JS_NULL, false}};
     for (size_t k = 0; k < sizeof lits / sizeof lits[0]; k++) {
         size_t n = strlen(lits[k].w);
         if (p->len - p->i >= n && memcmp(p->s + p->i, lits[k].w, n) == 0) {
@@ -272,8 +295,7 @@ static int parse_value(jp *p, js_val *v)
     return fail(p, "expected a value");
 }
 
-int js_parse(const char *text, size_t len, js_val *out, char *err, size_t errlen)
-{
+int js_parse(const char *text, size_t len, js_val *out, char *err, size_t errlen) {
     jp p = {.s = text, .len = len, .err = err, .errlen = errlen};
     memset(out, 0, sizeof *out);
     if (parse_value(&p, out) == 0) {
@@ -286,8 +308,7 @@ int js_parse(const char *text, size_t len, js_val *out, char *err, size_t errlen
     return -1;
 }
 
-void js_free(js_val *v)
-{
+void js_free(js_val *v) {
     if (!v) return;
     if (v->type == JS_STR) free(v->str);
     if (v->type == JS_ARR || v->type == JS_OBJ) {
@@ -301,16 +322,14 @@ void js_free(js_val *v)
     memset(v, 0, sizeof *v);
 }
 
-const js_val *js_get(const js_val *o, const char *key)
-{
+const js_val *js_get(const js_val *o, const char *key) {
     if (!o || o->type != JS_OBJ) return NULL;
     for (size_t k = 0; k < o->n; k++)
         if (strcmp(o->keys[k], key) == 0) return &o->items[k];
     return NULL;
 }
 
-bool js_uint(const js_val *v, uint64_t *out)
-{
+bool js_uint(const js_val *v, uint64_t *out) {
     if (!v || v->type != JS_NUM) return false;
     uint64_t x = 0;
     for (size_t k = 0; k < v->numlen; k++) {
@@ -324,8 +343,7 @@ bool js_uint(const js_val *v, uint64_t *out)
     return true;
 }
 
-bool js_utf8_valid(const char *s)
-{
+bool js_utf8_valid(const char *s) {
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         size_t k = utf8_len((const unsigned char *)s + i, n - i);
@@ -335,8 +353,7 @@ bool js_utf8_valid(const char *s)
     return true;
 }
 
-const char *js_type_name(js_type t)
-{
+const char *js_type_name(js_type t) {
     static const char *names[] = {"null", "boolean", "number", "string", "array", "object"};
     return (unsigned)t < 6 ? names[t] : "?";
 }

@@ -16,14 +16,14 @@ typedef enum js_type { JS_NULL, JS_BOOL, JS_NUM, JS_STR, JS_ARR, JS_OBJ } js_typ
 
 typedef struct js_val {
     js_type type;
-    size_t pos;             /* byte offset of the value in the text, for messages */
-    bool b;                 /* JS_BOOL */
-    const char *num;        /* JS_NUM: points into the text (not NUL-terminated) */
+    size_t pos;      /* byte offset of the value in the text, for messages */
+    bool b;          /* JS_BOOL */
+    const char *num; /* JS_NUM: points into the text (not NUL-terminated) */
     size_t numlen;
-    char *str;              /* JS_STR: decoded, owned */
-    size_t n;               /* JS_ARR / JS_OBJ: number of items / members */
-    char **keys;            /* JS_OBJ: n decoded keys, owned */
-    struct js_val *items;   /* JS_ARR / JS_OBJ: n values, owned */
+    char *str;            /* JS_STR: decoded, owned */
+    size_t n;             /* JS_ARR / JS_OBJ: number of items / members */
+    char **keys;          /* JS_OBJ: n decoded keys, owned */
+    struct js_val *items; /* JS_ARR / JS_OBJ: n values, owned */
 } js_val;
 
 /* Parses text[0..len) (one value, surrounded by optional whitespace) into *out.

@@ -10,20 +10,26 @@
 #include "nn/io/ckpt_internal.h"
 #include "nn/io/json.h"
 
-#define MAX_HEADER ((uint64_t)100 << 20)  /* as the reference implementation: 100 MB */
+#define MAX_HEADER ((uint64_t)100 << 20) /* as the reference implementation: 100 MB */
 
 /* ---- A growable string ------------------------------------------------------------------ */
 
-typedef struct sbuf { char *s; size_t len, cap; bool oom; } sbuf;
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} sbuf;
 
-static void sb_putn(sbuf *b, const char *s, size_t n)
-{
+static void sb_putn(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 1024;
         while (cap < b->len + n + 1) cap *= 2;
         char *p = realloc(b->s, cap);
-        if (!p) { b->oom = true; return; }
+        if (!p) {
+            b->oom = true;
+            return;
+        }
         b->s = p;
         b->cap = cap;
     }
@@ -34,16 +40,14 @@ static void sb_putn(sbuf *b, const char *s, size_t n)
 
 static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
 
-static void sb_printf_u64(sbuf *b, uint64_t v)
-{
+static void sb_printf_u64(sbuf *b, uint64_t v) {
     char t[24];
     snprintf(t, sizeof t, "%llu", (unsigned long long)v);
     sb_puts(b, t);
 }
 
 /* A JSON string literal: quotes, backslashes and control characters escaped. */
-static void sb_json_str(sbuf *b, const char *s)
-{
+static void sb_json_str(sbuf *b, const char *s) {
     sb_putn(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -61,8 +65,7 @@ static void sb_json_str(sbuf *b, const char *s)
     sb_putn(b, "\"", 1);
 }
 
-static void put_le64(unsigned char *p, uint64_t v)
-{
+static void put_le64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
@@ -71,11 +74,10 @@ static void put_le64(unsigned char *p, uint64_t v)
 /* The JSON header of ck, padded with spaces so that 8 + its length is a multiple of 8, ending
  * its metadata with the format key and the format-2 checksum of the file it heads (over ck's
  * data). Returns 0, or -1 when out of memory (no message; b->s is the caller's to free). */
-static int build_header(const nn_ckpt *ck, sbuf *b)
-{
+static int build_header(const nn_ckpt *ck, sbuf *b) {
     sb_puts(b, "{\"__metadata__\":{");
     for (size_t i = 0; i < ck->nmeta; i++) {
-        if (ck_reserved_key(ck->mkeys[i])) continue;  /* rewritten below */
+        if (ck_reserved_key(ck->mkeys[i])) continue; /* rewritten below */
         sb_json_str(b, ck->mkeys[i]);
         sb_puts(b, ":");
         sb_json_str(b, ck->mvals[i]);
@@ -88,7 +90,7 @@ static int build_header(const nn_ckpt *ck, sbuf *b)
     sb_json_str(b, NN_CKPT_CHECKSUM_KEY);
     sb_puts(b, ":\"");
     size_t digits_at = b->len;
-    sb_puts(b, "0000000000000000\"}");  /* the checksum's 16 digits, filled in below */
+    sb_puts(b, "0000000000000000\"}"); /* the checksum's 16 digits, filled in below */
     for (size_t i = 0; i < ck->n; i++) {
         const nn_ckpt_tensor *t = &ck->recs[i]->t;
         sb_puts(b, ",");
@@ -116,8 +118,7 @@ static int build_header(const nn_ckpt *ck, sbuf *b)
     return 0;
 }
 
-int nn_ckpt_save_mem(const nn_ckpt *ck, unsigned char **bytes, size_t *len)
-{
+int nn_ckpt_save_mem(const nn_ckpt *ck, unsigned char **bytes, size_t *len) {
     if (bytes) *bytes = NULL;
     if (len) *len = 0;
     if (!ck || !bytes || !len) return ag_error("nn_ckpt_save_mem: NULL argument");
@@ -137,8 +138,7 @@ int nn_ckpt_save_mem(const nn_ckpt *ck, unsigned char **bytes, size_t *len)
     return 0;
 }
 
-int nn_ckpt_save(const nn_ckpt *ck, const char *path)
-{
+int nn_ckpt_save(const nn_ckpt *ck, const char *path) {
     if (!ck || !path || !path[0]) return ag_error("nn_ckpt_save: NULL argument");
     sbuf hdr = {0};
     if (build_header(ck, &hdr)) {
@@ -169,16 +169,15 @@ int nn_ckpt_save(const nn_ckpt *ck, const char *path)
 
 /* A file image being read from its start: an open file, or a buffer. */
 typedef struct ck_in {
-    FILE *f;                   /* the file, or NULL */
-    const unsigned char *mem;  /* the buffer (when f is NULL) */
-    uint64_t size;             /* bytes in the image (a file's size by fstat) */
-    uint64_t at;               /* bytes read so far from mem */
-    const char *name;          /* for messages */
+    FILE *f;                  /* the file, or NULL */
+    const unsigned char *mem; /* the buffer (when f is NULL) */
+    uint64_t size;            /* bytes in the image (a file's size by fstat) */
+    uint64_t at;              /* bytes read so far from mem */
+    const char *name;         /* for messages */
 } ck_in;
 
 /* Reads the next n bytes (`what`, for messages) into dst. Returns 0 or -1. */
-static int in_read(ck_in *in, void *dst, size_t n, const char *what)
-{
+static int in_read(ck_in *in, void *dst, size_t n, const char *what) {
     if (n == 0) return 0;
     if (!in->f) {
         memcpy(dst, in->mem + in->at, n);
@@ -194,14 +193,14 @@ static int in_read(ck_in *in, void *dst, size_t n, const char *what)
 
 /* Reads and checks a whole image: the length, the header, its validation against in->size,
  * and only then the data section. On success *out is the new checkpoint. Returns 0 or -1. */
-static int load_image(nn_ckpt **out, ck_in *in, const nn_ckpt_load_opts *opts)
-{
+static int load_image(nn_ckpt **out, ck_in *in, const nn_ckpt_load_opts *opts) {
     const char *src = in->name;
     unsigned long long size = in->size;
     unsigned char len8[8];
     if (in->size < 8)
         return ag_error("%s: file is %llu bytes, shorter than the 8-byte header length "
-                        "(truncated, or not a safetensors file)", src, size);
+                        "(truncated, or not a safetensors file)",
+                        src, size);
     if (in_read(in, len8, 8, "the header length")) return -1;
     uint64_t n = 0;
     for (int i = 0; i < 8; i++) n |= (uint64_t)len8[i] << (8 * i);
@@ -212,8 +211,8 @@ static int load_image(nn_ckpt **out, ck_in *in, const nn_ckpt_load_opts *opts)
                         src, (unsigned long long)n, size, size - 8);
     if (n > MAX_HEADER)
         return ag_error("%s: header length %llu exceeds the limit of %llu bytes (100 MB; "
-                        "not a safetensors file?)", src, (unsigned long long)n,
-                        (unsigned long long)MAX_HEADER);
+                        "not a safetensors file?)",
+                        src, (unsigned long long)n, (unsigned long long)MAX_HEADER);
     int rc = -1;
     char err[256];
     js_val root = {0};
@@ -258,18 +257,16 @@ done:
 }
 
 int nn_ckpt_load_mem(nn_ckpt **out, const void *bytes, size_t len, const char *name,
-                     const nn_ckpt_load_opts *opts)
-{
+                     const nn_ckpt_load_opts *opts) {
     if (!out) return ag_error("nn_ckpt_load_mem: out is NULL");
     *out = NULL;
     if (!bytes && len) return ag_error("nn_ckpt_load_mem: bytes is NULL");
-    ck_in in = {.mem = bytes ? bytes : (const void *)"", .size = len,
-                .name = name ? name : "(buffer)"};
+    ck_in in = {
+        .mem = bytes ? bytes : (const void *)"", .size = len, .name = name ? name : "(buffer)"};
     return load_image(out, &in, opts);
 }
 
-int nn_ckpt_load_with(nn_ckpt **out, const char *path, const nn_ckpt_load_opts *opts)
-{
+int nn_ckpt_load_with(nn_ckpt **out, const char *path, const nn_ckpt_load_opts *opts) {
     if (!out) return ag_error("nn_ckpt_load: out is NULL");
     *out = NULL;
     if (!path) return ag_error("nn_ckpt_load: path is NULL");

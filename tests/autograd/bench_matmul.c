@@ -33,15 +33,17 @@ static double median(double *v, int n) {
 
 enum { REPEATS_DEFAULT = 9 };
 
-typedef struct shape { int m, k, n; } shape;
+typedef struct shape {
+    int m, k, n;
+} shape;
 
 static void fill(float *p, size_t n, ag_rng *r) {
     for (size_t i = 0; i < n; i++) p[i] = (float)ag_rng_normal(r);
 }
 
 /* Seconds per (forward + both backward products), engine. linear: w stored (n, k). */
-static double time_engine(shape s, int iters, bool linear, ag_tape *t, ag_tensor *x,
-                          ag_tensor *w, float *seed) {
+static double time_engine(shape s, int iters, bool linear, ag_tape *t, ag_tensor *x, ag_tensor *w,
+                          float *seed) {
     double t0 = now();
     for (int i = 0; i < iters; i++) {
         ag_tensor *y = linear ? ag_linear(t, x, w, NULL) : ag_matmul(t, x, w);
@@ -53,18 +55,18 @@ static double time_engine(shape s, int iters, bool linear, ag_tape *t, ag_tensor
 }
 
 /* The same three products straight through BLIS. */
-static double time_blis(shape s, int iters, bool linear, float *x, float *dx, float *w,
-                        float *dw, float *y, float *dy) {
+static double time_blis(shape s, int iters, bool linear, float *x, float *dx, float *w, float *dw,
+                        float *y, float *dy) {
     float one = 1, zero = 0;
     inc_t rsw = linear ? 1 : s.n, csw = linear ? s.k : 1; /* w as (k, n) */
     double t0 = now();
     for (int i = 0; i < iters; i++) {
-        bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, s.m, s.n, s.k, &one, x, s.k, 1, w, rsw,
-                  csw, &zero, y, s.n, 1);
+        bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, s.m, s.n, s.k, &one, x, s.k, 1, w, rsw, csw,
+                  &zero, y, s.n, 1);
         bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, s.m, s.k, s.n, &one, dy, s.n, 1, w, csw,
                   rsw, &one, dx, s.k, 1);
-        bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, s.k, s.n, s.m, &one, x, 1, s.k, dy, s.n,
-                  1, &one, dw, rsw, csw);
+        bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, s.k, s.n, s.m, &one, x, 1, s.k, dy, s.n, 1,
+                  &one, dw, rsw, csw);
     }
     return (now() - t0) / iters;
 }
@@ -74,7 +76,8 @@ static void bench_shape(shape s, bool linear, int repeats) {
     ag_rng_seed(&r, 1);
     ag_tape *t = ag_tape_new();
     ag_tensor *x = ag_leaf_new(AG_SHAPE(s.m, s.k), true);
-    ag_tensor *w = linear ? ag_leaf_new(AG_SHAPE(s.n, s.k), true) : ag_leaf_new(AG_SHAPE(s.k, s.n), true);
+    ag_tensor *w =
+        linear ? ag_leaf_new(AG_SHAPE(s.n, s.k), true) : ag_leaf_new(AG_SHAPE(s.k, s.n), true);
     float *seed = malloc(sizeof(float) * (size_t)s.m * s.n);
     float *y = malloc(sizeof(float) * (size_t)s.m * s.n);
     fill(x->data, (size_t)x->numel, &r);
@@ -90,7 +93,8 @@ static void bench_shape(shape s, bool linear, int repeats) {
         ratio[i] = te[i] / tb[i];
     }
     double me = median(te, repeats), mb = median(tb, repeats), mr = median(ratio, repeats);
-    printf("%-7s %4dx%-3d by %3dx%-3d  engine %6.1f GFLOP/s  BLIS %6.1f GFLOP/s  overhead %+5.1f%%  (%.1f us/step)\n",
+    printf("%-7s %4dx%-3d by %3dx%-3d  engine %6.1f GFLOP/s  BLIS %6.1f GFLOP/s  overhead %+5.1f%% "
+           " (%.1f us/step)\n",
            linear ? "linear" : "matmul", s.m, s.k, s.k, s.n, flop / me * 1e-9, flop / mb * 1e-9,
            (mr - 1) * 100, me * 1e6);
     free(seed);
@@ -107,7 +111,8 @@ static void bench_attention(int repeats) {
     ag_rng r;
     ag_rng_seed(&r, 2);
     ag_tape *t = ag_tape_new();
-    ag_tensor *q = ag_leaf_new(AG_SHAPE(256, 10, 8), true), *k = ag_leaf_new(AG_SHAPE(256, 10, 8), true);
+    ag_tensor *q = ag_leaf_new(AG_SHAPE(256, 10, 8), true),
+              *k = ag_leaf_new(AG_SHAPE(256, 10, 8), true);
     ag_tensor *v = ag_leaf_new(AG_SHAPE(256, 10, 8), true);
     fill(q->data, (size_t)q->numel, &r);
     fill(k->data, (size_t)k->numel, &r);
@@ -127,8 +132,9 @@ static void bench_attention(int repeats) {
         if (rep) v_us[rep - 1] = (now() - t0) / iters * 1e6;
     }
     double us = median(v_us, repeats), flop = 6.0 * 2 * 256 * 10 * 10 * 8;
-    printf("attention 256 x (10x8 by 8x10, 10x10 by 10x8), forward + backward: %.1f us (%.1f GFLOP/s)\n", us,
-           flop / us * 1e-3);
+    printf("attention 256 x (10x8 by 8x10, 10x10 by 10x8), forward + backward: %.1f us (%.1f "
+           "GFLOP/s)\n",
+           us, flop / us * 1e-3);
     free(seed);
     ag_leaf_free(q);
     ag_leaf_free(k);
@@ -163,8 +169,10 @@ int main(int argc, char **argv) {
     if (repeats < 1 || repeats > 64) repeats = REPEATS_DEFAULT;
     const shape shapes[] = {{640, 32, 32}, {640, 32, 64}, {640, 64, 32}, {640, 32, 201}};
     printf("medians of %d repeats; one step = forward + dX + dW\n", repeats);
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) bench_shape(shapes[i], false, repeats);
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) bench_shape(shapes[i], true, repeats);
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        bench_shape(shapes[i], false, repeats);
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        bench_shape(shapes[i], true, repeats);
     bench_attention(repeats);
     bench_node_cost(repeats);
     return 0;

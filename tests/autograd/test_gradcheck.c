@@ -17,7 +17,9 @@
 #error "the gradient checks run in float64: link ag64"
 #endif
 
-typedef struct shape { int nd, d[4]; } shape;
+typedef struct shape {
+    int nd, d[4];
+} shape;
 enum { NORMAL, POSITIVE };
 
 typedef struct gc_case {
@@ -25,15 +27,19 @@ typedef struct gc_case {
     ag_gradcheck_fn fn;
     int n_in;
     shape in[3];
-    int init;               /* NORMAL: N(0,1); POSITIVE: U(0.5, 2) */
+    int init; /* NORMAL: N(0,1); POSITIVE: U(0.5, 2) */
     ag_gradcheck_opts opts;
 } gc_case;
 
 #define X0 x[0]
 #define X1 x[1]
 #define X2 x[2]
-#define FN(name, expr) \
-    static ag_tensor *name(ag_tape *t, ag_tensor *const *x, void *u) { (void)u; (void)x; return (expr); }
+#define FN(name, expr)                                                                             \
+    static ag_tensor *name(ag_tape *t, ag_tensor *const *x, void *u) {                             \
+        (void)u;                                                                                   \
+        (void)x;                                                                                   \
+        return (expr);                                                                             \
+    }
 
 FN(f_add, ag_add(t, X0, X1))
 FN(f_sub, ag_sub(t, X0, X1))
@@ -54,7 +60,7 @@ FN(f_matmul_ta, ag_matmul(t, ag_transpose(t, X0, -1, -2), X1))
 FN(f_matmul_tb, ag_matmul(t, X0, ag_transpose(t, X1, -1, -2)))
 FN(f_matmul_self, ag_matmul(t, X0, ag_transpose(t, X0, 0, 1)))
 FN(f_matmul_heads, ag_matmul(t, ag_permute(t, X0, (const int[]){0, 2, 1, 3}),
-                              ag_transpose(t, ag_permute(t, X1, (const int[]){0, 2, 1, 3}), -1, -2)))
+                             ag_transpose(t, ag_permute(t, X1, (const int[]){0, 2, 1, 3}), -1, -2)))
 FN(f_matmul_4d_shared, ag_matmul(t, ag_permute(t, X0, (const int[]){0, 2, 1, 3}), X1))
 FN(f_linear, ag_linear(t, X0, X1, X2))
 FN(f_linear_nobias, ag_linear(t, X0, X1, NULL))
@@ -88,8 +94,8 @@ FN(f_masked_2d, ag_masked_softmax(t, X0, (const int32_t[]){1, 4, 3, 2, 9, 0}, 2)
 FN(f_layer_norm, ag_layer_norm(t, X0, 1, X1, X2, 1e-5))
 FN(f_layer_norm2, ag_layer_norm(t, X0, 2, X1, X2, 1e-5))
 FN(f_layer_norm_plain, ag_layer_norm(t, X0, 1, NULL, NULL, 1e-5))
-FN(f_softmax_ce, ag_softmax_ce(t, X0, (const int32_t[]){0, 4, 2, 1, 3, 3},
-                               (const ag_real[]){1, 1, 0, 1, 0.5, 0}))
+FN(f_softmax_ce,
+   ag_softmax_ce(t, X0, (const int32_t[]){0, 4, 2, 1, 3, 3}, (const ag_real[]){1, 1, 0, 1, 0.5, 0}))
 FN(f_softmax_ce_plain, ag_softmax_ce(t, X0, (const int32_t[]){2, 0, 1}, NULL))
 FN(f_gelu, ag_gelu(t, X0))
 FN(f_gelu_view, ag_gelu(t, ag_transpose(t, X0, 0, 1)))
@@ -98,23 +104,24 @@ FN(f_mse_sum_view, ag_mse_loss(t, ag_transpose(t, X0, 0, 1), X1, AG_REDUCE_SUM))
 FN(f_mse_none, ag_mse_loss(t, X0, X1, AG_REDUCE_NONE))
 FN(f_mse_twice, ag_mse_loss(t, X0, ag_tanh(t, X0), AG_REDUCE_MEAN))
 FN(f_bce_mean, ag_bce_with_logits(t, X0, ag_sigmoid(t, X1), NULL, AG_REDUCE_MEAN))
-FN(f_bce_pos_weight, ag_bce_with_logits(t, X0, ag_sigmoid(t, X1), (const ag_real[]){0.5, 2, 3},
-                                        AG_REDUCE_NONE))
-FN(f_bce_sum_view, ag_bce_with_logits(t, ag_transpose(t, X0, 0, 1), ag_sigmoid(t, X1), NULL,
-                                      AG_REDUCE_SUM))
+FN(f_bce_pos_weight,
+   ag_bce_with_logits(t, X0, ag_sigmoid(t, X1), (const ag_real[]){0.5, 2, 3}, AG_REDUCE_NONE))
+FN(f_bce_sum_view,
+   ag_bce_with_logits(t, ag_transpose(t, X0, 0, 1), ag_sigmoid(t, X1), NULL, AG_REDUCE_SUM))
 FN(f_nll_weighted, ag_nll_loss(t, X0, (const int32_t[]){1, 4, AG_IGNORE_INDEX, 0},
                                (const ag_real[]){0.5, 1, 2, 1, 3}, AG_IGNORE_INDEX, AG_REDUCE_MEAN))
-FN(f_nll_ignore_none, ag_nll_loss(t, X0, (const int32_t[]){0, 2, 3, 2, 1, 3}, NULL, 2,
-                                  AG_REDUCE_NONE))
+FN(f_nll_ignore_none,
+   ag_nll_loss(t, X0, (const int32_t[]){0, 2, 3, 2, 1, 3}, NULL, 2, AG_REDUCE_NONE))
 FN(f_nll_log_softmax, ag_nll_loss(t, ag_log_softmax(t, X0), (const int32_t[]){2, 0, 1}, NULL,
                                   AG_IGNORE_INDEX, AG_REDUCE_SUM))
 FN(f_ce_smooth, ag_cross_entropy(t, X0, (const int32_t[]){0, 4, 2, 1, 3, 3},
                                  (const ag_real[]){1, 0.5, 1, 2, 1, 1}, 0.1, 3, AG_REDUCE_MEAN))
-FN(f_ce_smooth_none_view, ag_cross_entropy(t, ag_transpose(t, X0, 0, 1),
-                                           (const int32_t[]){2, 0, 1, 1}, NULL, 0.25,
-                                           AG_IGNORE_INDEX, AG_REDUCE_NONE))
-FN(f_ce_sum_twice, ag_add(t, ag_cross_entropy(t, X0, (const int32_t[]){2, 0, 1}, NULL, 0.2,
-                                              AG_IGNORE_INDEX, AG_REDUCE_SUM),
+FN(f_ce_smooth_none_view,
+   ag_cross_entropy(t, ag_transpose(t, X0, 0, 1), (const int32_t[]){2, 0, 1, 1}, NULL, 0.25,
+                    AG_IGNORE_INDEX, AG_REDUCE_NONE))
+FN(f_ce_sum_twice, ag_add(t,
+                          ag_cross_entropy(t, X0, (const int32_t[]){2, 0, 1}, NULL, 0.2,
+                                           AG_IGNORE_INDEX, AG_REDUCE_SUM),
                           ag_sum(t, ag_mul(t, X0, X0), AG_ALL, false)))
 
 static ag_tensor *f_dropout(ag_tape *t, ag_tensor *const *x, void *u) {
@@ -140,12 +147,26 @@ static ag_tensor *f_attention(ag_tape *t, ag_tensor *const *x, void *u) {
     return ag_matmul(t, w, X2);
 }
 
-#define S1(a) {1, {a}}
-#define S2(a, b) {2, {a, b}}
-#define S3(a, b, c) {3, {a, b, c}}
-#define S4(a, b, c, d) {4, {a, b, c, d}}
-#define KINKS {.skip_kinks = true}
-#define DEFAULTS {.eps = 0}
+#define S1(a)                                                                                      \
+    {                                                                                              \
+        1, { a }                                                                                   \
+    }
+#define S2(a, b)                                                                                   \
+    {                                                                                              \
+        2, { a, b }                                                                                \
+    }
+#define S3(a, b, c)                                                                                \
+    {                                                                                              \
+        3, { a, b, c }                                                                             \
+    }
+#define S4(a, b, c, d)                                                                             \
+    {                                                                                              \
+        4, { a, b, c, d }                                                                          \
+    }
+#define KINKS                                                                                      \
+    { .skip_kinks = true }
+#define DEFAULTS                                                                                   \
+    { .eps = 0 }
 
 static const gc_case cases[] = {
     {"add", f_add, 2, {S2(3, 4), S2(3, 4)}, NORMAL, DEFAULTS},
@@ -171,11 +192,25 @@ static const gc_case cases[] = {
     {"matmul a transposed", f_matmul_ta, 2, {S2(5, 3), S2(5, 4)}, NORMAL, DEFAULTS},
     {"matmul b transposed batched", f_matmul_tb, 2, {S3(2, 3, 5), S3(2, 4, 5)}, NORMAL, DEFAULTS},
     {"matmul BLIS-sized", f_matmul, 2, {S2(21, 33), S2(33, 17)}, NORMAL, {.max_elems = 60}},
-    {"matmul BLIS-sized b transposed", f_matmul_tb, 2, {S3(2, 19, 31), S3(2, 23, 31)}, NORMAL,
+    {"matmul BLIS-sized b transposed",
+     f_matmul_tb,
+     2,
+     {S3(2, 19, 31), S3(2, 23, 31)},
+     NORMAL,
      {.max_elems = 60}},
     {"matmul x by x^T (used twice)", f_matmul_self, 1, {S2(4, 3)}, NORMAL, DEFAULTS},
-    {"matmul 4-D permuted views (heads)", f_matmul_heads, 2, {S4(2, 3, 2, 4), S4(2, 5, 2, 4)}, NORMAL, DEFAULTS},
-    {"matmul 4-D by shared 2-D", f_matmul_4d_shared, 2, {S4(2, 3, 2, 4), S2(4, 3)}, NORMAL, DEFAULTS},
+    {"matmul 4-D permuted views (heads)",
+     f_matmul_heads,
+     2,
+     {S4(2, 3, 2, 4), S4(2, 5, 2, 4)},
+     NORMAL,
+     DEFAULTS},
+    {"matmul 4-D by shared 2-D",
+     f_matmul_4d_shared,
+     2,
+     {S4(2, 3, 2, 4), S2(4, 3)},
+     NORMAL,
+     DEFAULTS},
     {"linear", f_linear, 3, {S3(2, 3, 5), S2(4, 5), S1(4)}, NORMAL, DEFAULTS},
     {"linear no bias", f_linear_nobias, 2, {S2(3, 5), S2(4, 5)}, NORMAL, DEFAULTS},
     {"linear on a view", f_linear_view, 3, {S2(5, 3), S2(2, 5), S1(2)}, NORMAL, DEFAULTS},
@@ -219,15 +254,27 @@ static const gc_case cases[] = {
     {"mse_loss none", f_mse_none, 2, {S3(2, 3, 2), S3(2, 3, 2)}, NORMAL, DEFAULTS},
     {"mse_loss input used twice", f_mse_twice, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"bce_with_logits mean", f_bce_mean, 2, {S2(4, 3), S2(4, 3)}, NORMAL, DEFAULTS},
-    {"bce_with_logits pos_weight none", f_bce_pos_weight, 2, {S3(2, 2, 3), S3(2, 2, 3)}, NORMAL,
+    {"bce_with_logits pos_weight none",
+     f_bce_pos_weight,
+     2,
+     {S3(2, 2, 3), S3(2, 2, 3)},
+     NORMAL,
      DEFAULTS},
-    {"bce_with_logits sum, input a view", f_bce_sum_view, 2, {S2(5, 3), S2(3, 5)}, NORMAL,
+    {"bce_with_logits sum, input a view",
+     f_bce_sum_view,
+     2,
+     {S2(5, 3), S2(3, 5)},
+     NORMAL,
      DEFAULTS},
     {"nll_loss class weights, ignored", f_nll_weighted, 1, {S2(4, 5)}, NORMAL, DEFAULTS},
     {"nll_loss ignore_index a class, none", f_nll_ignore_none, 1, {S3(2, 3, 4)}, NORMAL, DEFAULTS},
     {"nll_loss of log_softmax", f_nll_log_softmax, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"cross_entropy smoothing, weights, ignored", f_ce_smooth, 1, {S3(2, 3, 5)}, NORMAL, DEFAULTS},
-    {"cross_entropy smoothing none, a view", f_ce_smooth_none_view, 1, {S2(3, 4)}, NORMAL,
+    {"cross_entropy smoothing none, a view",
+     f_ce_smooth_none_view,
+     1,
+     {S2(3, 4)},
+     NORMAL,
      DEFAULTS},
     {"cross_entropy sum, input used twice", f_ce_sum_twice, 1, {S2(3, 4)}, NORMAL, DEFAULTS},
     {"mlp with loss", f_mlp, 3, {S2(4, 5), S2(6, 5), S2(3, 6)}, NORMAL, DEFAULTS},
@@ -288,8 +335,8 @@ static void test_projection_catches_what_a_sum_misses(void) {
     fill(x, NORMAL, &rng);
     ag_tensor *in[1] = {x};
     /* Through a plain sum the wrong backward looks right: d sum(softmax)/dx = 0 = silence. */
-    ag_gradcheck_result plain = ag_gradcheck("silent softmax, summed", f_silent_softmax_summed, 1,
-                                             in, NULL, NULL);
+    ag_gradcheck_result plain =
+        ag_gradcheck("silent softmax, summed", f_silent_softmax_summed, 1, in, NULL, NULL);
     CU_ASSERT_TRUE(plain.ok);
     /* Through the random projection it is caught, and the message says where. */
     ag_gradcheck_result r = ag_gradcheck("silent softmax", f_silent_softmax, 1, in, NULL, NULL);

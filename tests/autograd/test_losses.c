@@ -15,10 +15,10 @@ static void capture(const char *msg, void *user) {
     (void)user;
     snprintf(captured, sizeof captured, "%s", msg);
 }
-#define HAS(sub)                                                                              \
-    do {                                                                                      \
-        CU_ASSERT_PTR_NOT_NULL(strstr(captured, sub));                                        \
-        if (!strstr(captured, sub)) fprintf(stderr, "\n  message: %s\n", captured);           \
+#define HAS(sub)                                                                                   \
+    do {                                                                                           \
+        CU_ASSERT_PTR_NOT_NULL(strstr(captured, sub));                                             \
+        if (!strstr(captured, sub)) fprintf(stderr, "\n  message: %s\n", captured);                \
     } while (0)
 
 static ag_tensor *leaf(int nd, const int *shape, const ag_real *v, bool rg) {
@@ -32,7 +32,7 @@ static void test_gelu(void) {
     const ag_real xs[7] = {-3, -1, -0.5, 0, 0.5, 1, 3};
     /* x * 0.5 * (1 + erf(x / sqrt 2)) */
     const double want[7] = {-0.00404969409489031, -0.15865525393145707, -0.15426876936299344, 0,
-                            0.34573123063700656, 0.8413447460685429, 2.99595030590511};
+                            0.34573123063700656,  0.8413447460685429,   2.99595030590511};
     ag_tensor *y = ag_gelu(t, ag_tensor_from(t, AG_SHAPE(7), xs));
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     for (int i = 0; i < 7; i++) NEAR(y->data[i], want[i]);
@@ -65,7 +65,8 @@ static void test_mse(void) {
 static void test_bce_with_logits(void) {
     ag_tape *t = ag_tape_new();
     const ag_real xs[6] = {-2, -0.5, 0, 1.5, 30, -30}, ys[6] = {0, 1, 0.5, 1, 0, 1};
-    ag_tensor *x = ag_tensor_from(t, AG_SHAPE(2, 3), xs), *y = ag_tensor_from(t, AG_SHAPE(2, 3), ys);
+    ag_tensor *x = ag_tensor_from(t, AG_SHAPE(2, 3), xs),
+              *y = ag_tensor_from(t, AG_SHAPE(2, 3), ys);
     /* max(x, 0) - x y + log1p(exp(-|x|)); |x| = 30 stays finite and exact */
     const double want[6] = {0.1269280110429725, 0.9740769841801067, 0.6931471805599453,
                             0.2014132779827524, 30.000000000000092, 30.000000000000092};
@@ -90,7 +91,7 @@ static void test_nll(void) {
     NEAR(l->data[0], 0.66);
     CU_ASSERT_EQUAL(ag_backward(t, l), 0);
     for (int i = 0; i < 12; i++) {
-        double g = i == 1 ? -2.0 / 5 : i == 11 ? -3.0 / 5 : 0;  /* -w[k] / D at the labels */
+        double g = i == 1 ? -2.0 / 5 : i == 11 ? -3.0 / 5 : 0; /* -w[k] / D at the labels */
         NEAR(x->grad[i], g);
     }
     ag_tape_reset(t);
@@ -113,12 +114,11 @@ static void test_cross_entropy(void) {
     const ag_real xs[6] = {1, 2, 3, 1, -1, 0.5};
     ag_tensor *x = leaf(AG_SHAPE(2, 3), xs, true);
     /* (1 - eps) nll + eps mean_c(-logp_c), eps = 0.1: PyTorch's label_smoothing */
-    ag_tensor *l = ag_cross_entropy(t, x, (const int32_t[]){2, 0}, NULL, 0.1, AG_IGNORE_INDEX,
-                                    AG_REDUCE_NONE);
+    ag_tensor *l =
+        ag_cross_entropy(t, x, (const int32_t[]){2, 0}, NULL, 0.1, AG_IGNORE_INDEX, AG_REDUCE_NONE);
     NEAR(l->data[0], 0.5076059644443804);
     NEAR(l->data[1], 0.638290252975324);
-    l = ag_cross_entropy(t, x, (const int32_t[]){2, 0}, NULL, 0.1, AG_IGNORE_INDEX,
-                         AG_REDUCE_MEAN);
+    l = ag_cross_entropy(t, x, (const int32_t[]){2, 0}, NULL, 0.1, AG_IGNORE_INDEX, AG_REDUCE_MEAN);
     NEAR(l->data[0], 0.5729481087098522);
     CU_ASSERT_EQUAL(ag_backward(t, l), 0);
     /* (softmax - (1 - eps) onehot - eps / C) / N */
@@ -127,8 +127,8 @@ static void test_cross_entropy(void) {
     for (int i = 0; i < 6; i++) NEAR(x->grad[i], g[i]);
     ag_tape_reset(t);
     /* An ignored position counts in neither the sum nor the mean's denominator. */
-    l = ag_cross_entropy(t, x, (const int32_t[]){2, AG_IGNORE_INDEX}, NULL, 0.1,
-                         AG_IGNORE_INDEX, AG_REDUCE_MEAN);
+    l = ag_cross_entropy(t, x, (const int32_t[]){2, AG_IGNORE_INDEX}, NULL, 0.1, AG_IGNORE_INDEX,
+                         AG_REDUCE_MEAN);
     NEAR(l->data[0], 0.5076059644443804);
     /* Per-position weights: mean = sum w l / sum w. */
     l = ag_cross_entropy(t, x, (const int32_t[]){2, 0}, (const ag_real[]){3, 1}, 0.1,
@@ -143,7 +143,7 @@ static void test_cross_entropy_vs_composite(void) {
     ag_tape *t = ag_tape_new();
     ag_rng rng;
     ag_rng_seed(&rng, 5);
-    enum { R = 7, C = 300 };  /* C > one exp chunk */
+    enum { R = 7, C = 300 }; /* C > one exp chunk */
     static ag_real xs[R * C];
     int32_t labels[R];
     for (int i = 0; i < R * C; i++) xs[i] = (ag_real)(3 * ag_rng_normal(&rng));
@@ -151,8 +151,8 @@ static void test_cross_entropy_vs_composite(void) {
     ag_tensor *x = ag_tensor_from(t, AG_SHAPE(R, C), xs);
     ag_tensor *a = ag_cross_entropy(t, x, labels, NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_NONE);
     ag_tensor *b = ag_softmax_ce(t, x, labels, NULL);
-    ag_tensor *c = ag_nll_loss(t, ag_log_softmax(t, x), labels, NULL, AG_IGNORE_INDEX,
-                               AG_REDUCE_NONE);
+    ag_tensor *c =
+        ag_nll_loss(t, ag_log_softmax(t, x), labels, NULL, AG_IGNORE_INDEX, AG_REDUCE_NONE);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     for (int r = 0; r < R; r++) {
         NEAR(a->data[r], b->data[r]);
@@ -177,20 +177,21 @@ static void test_bad_input(void) {
     HAS("bce_with_logits: input [2, 3] and target [3, 2]");
     CU_ASSERT_PTR_NULL(ag_mse_loss(t, x, x, (ag_reduction)7));
     HAS("mse_loss: reduction 7 is not");
-    CU_ASSERT_PTR_NULL(ag_cross_entropy(t, x, (const int32_t[]){0, 3}, NULL, 0, AG_IGNORE_INDEX,
-                                        AG_REDUCE_MEAN));
+    CU_ASSERT_PTR_NULL(
+        ag_cross_entropy(t, x, (const int32_t[]){0, 3}, NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_MEAN));
     HAS("cross_entropy: label 3 at position 1 is outside [0, 3) (labels [2], logits [2, 3])");
-    CU_ASSERT_PTR_NULL(ag_nll_loss(t, x, (const int32_t[]){-1, 0}, NULL, AG_IGNORE_INDEX,
-                                   AG_REDUCE_SUM));
-    HAS("nll_loss: label -1 at position 0 is outside [0, 3) (labels [2], log-probabilities [2, 3])");
+    CU_ASSERT_PTR_NULL(
+        ag_nll_loss(t, x, (const int32_t[]){-1, 0}, NULL, AG_IGNORE_INDEX, AG_REDUCE_SUM));
+    HAS("nll_loss: label -1 at position 0 is outside [0, 3) (labels [2], log-probabilities [2, "
+        "3])");
     CU_ASSERT_PTR_NULL(ag_nll_loss(t, x, NULL, NULL, AG_IGNORE_INDEX, AG_REDUCE_SUM));
     HAS("nll_loss: no labels given for log-probabilities [2, 3]");
-    CU_ASSERT_PTR_NULL(ag_cross_entropy(t, x, (const int32_t[]){0, 1}, NULL, 1.5,
-                                        AG_IGNORE_INDEX, AG_REDUCE_MEAN));
+    CU_ASSERT_PTR_NULL(ag_cross_entropy(t, x, (const int32_t[]){0, 1}, NULL, 1.5, AG_IGNORE_INDEX,
+                                        AG_REDUCE_MEAN));
     HAS("cross_entropy: label_smoothing = 1.5 for logits [2, 3], expected 0 to 1");
     ag_tensor *s = ag_tensor_new(t, 0, (const int[]){1});
-    CU_ASSERT_PTR_NULL(ag_cross_entropy(t, s, (const int32_t[]){0}, NULL, 0, AG_IGNORE_INDEX,
-                                        AG_REDUCE_MEAN));
+    CU_ASSERT_PTR_NULL(
+        ag_cross_entropy(t, s, (const int32_t[]){0}, NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_MEAN));
     HAS("cross_entropy: logits must be (..., C) with C >= 1, got []");
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);

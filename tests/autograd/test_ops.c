@@ -50,8 +50,10 @@ static void naive_matmul(const ag_tensor *a, const ag_tensor *b, double *y) {
             for (int n = 0; n < N; n++) {
                 double s = 0;
                 for (int k = 0; k < K; k++) {
-                    ptrdiff_t ia = (a->ndim == 3 ? i * a->stride[0] : 0) + m * a->stride[la - 1] + k * a->stride[la];
-                    ptrdiff_t ib = (b->ndim == 3 ? i * b->stride[0] : 0) + k * b->stride[lb - 1] + n * b->stride[lb];
+                    ptrdiff_t ia = (a->ndim == 3 ? i * a->stride[0] : 0) + m * a->stride[la - 1] +
+                                   k * a->stride[la];
+                    ptrdiff_t ib = (b->ndim == 3 ? i * b->stride[0] : 0) + k * b->stride[lb - 1] +
+                                   n * b->stride[lb];
                     s += (double)a->data[ia] * b->data[ib];
                 }
                 y[((ptrdiff_t)i * M + m) * N + n] = s;
@@ -75,8 +77,8 @@ static void test_matmul_vs_naive(void) {
     ag_rng_seed(&rng, 11);
     /* small (engine loop: column blocks of 8 and 16, exact and ragged, read in place or
      * packed) and large (BLIS) products, odd non-square shapes */
-    int sizes[][3] = {{7, 13, 5}, {1, 9, 1}, {6, 10, 8}, {4, 9, 12}, {5, 7, 16}, {3, 5, 20},
-                      {2, 64, 8}, {33, 47, 29}, {65, 31, 3}};
+    int sizes[][3] = {{7, 13, 5}, {1, 9, 1},  {6, 10, 8},   {4, 9, 12}, {5, 7, 16},
+                      {3, 5, 20}, {2, 64, 8}, {33, 47, 29}, {65, 31, 3}};
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         int M = sizes[s][0], K = sizes[s][1], N = sizes[s][2];
         ag_tensor *a = randn(t, AG_SHAPE(M, K)), *b = randn(t, AG_SHAPE(K, N));
@@ -103,7 +105,8 @@ static void test_matmul_4d_views(void) {
     ag_rng_seed(&rng, 17);
     int B = 3, T = 7, h = 2, d = 5, S = 6;
     ag_tensor *x = randn(t, AG_SHAPE(B, T, h, d)), *z = randn(t, AG_SHAPE(B, S, h, d));
-    ag_tensor *q = ag_permute(t, x, (const int[]){0, 2, 1, 3}), *k = ag_permute(t, z, (const int[]){0, 2, 1, 3});
+    ag_tensor *q = ag_permute(t, x, (const int[]){0, 2, 1, 3}),
+              *k = ag_permute(t, z, (const int[]){0, 2, 1, 3});
     ag_tensor *y = ag_matmul(t, q, ag_transpose(t, k, -1, -2)); /* (B, h, T, S) */
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     CU_ASSERT_EQUAL(y->ndim, 4);
@@ -115,7 +118,8 @@ static void test_matmul_4d_views(void) {
                 for (int s2 = 0; s2 < S; s2++) {
                     double ref = 0;
                     for (int e = 0; e < d; e++)
-                        ref += (double)x->data[((b * T + i) * h + j) * d + e] * z->data[((b * S + s2) * h + j) * d + e];
+                        ref += (double)x->data[((b * T + i) * h + j) * d + e] *
+                               z->data[((b * S + s2) * h + j) * d + e];
                     err = fmax(err, fabs(ref - y->data[((b * h + j) * T + i) * S + s2]));
                 }
     CU_ASSERT_TRUE(err < 1e-5);
@@ -161,7 +165,7 @@ static void test_shapes_and_views(void) {
     CU_ASSERT_EQUAL(p->data, x->data);
     CU_ASSERT_FALSE(ag_is_contiguous(p));
     CU_ASSERT_EQUAL(ag_get(p, 1 * 6 + 1 * 3 + 2), 21); /* p[1,1,2] = x[1,2,1] */
-    ag_tensor *r = ag_reshape(t, p, AG_SHAPE(-1, 6)); /* a copy, then a view */
+    ag_tensor *r = ag_reshape(t, p, AG_SHAPE(-1, 6));  /* a copy, then a view */
     CU_ASSERT_EQUAL(r->shape[0], 4);
     CU_ASSERT_TRUE(ag_is_contiguous(r));
     CU_ASSERT_EQUAL(r->data[1], 4); /* p[0,0,1] = x[0,1,0] */
@@ -172,7 +176,8 @@ static void test_shapes_and_views(void) {
     CU_ASSERT_EQUAL(c->shape[2], 3);
     CU_ASSERT_EQUAL(c->data[0], 1);
     CU_ASSERT_EQUAL(c->data[2], 0);
-    ag_tensor *ri = ag_repeat_interleave(t, ag_tensor_from(t, AG_SHAPE(2, 2), (const ag_real[]){1, 2, 3, 4}), 2, 0);
+    ag_tensor *ri = ag_repeat_interleave(
+        t, ag_tensor_from(t, AG_SHAPE(2, 2), (const ag_real[]){1, 2, 3, 4}), 2, 0);
     const ag_real want[] = {1, 2, 1, 2, 3, 4, 3, 4};
     for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(ri->data[i], want[i]);
     ag_tensor *m = ag_max(t, x, 1, false);
@@ -237,7 +242,8 @@ static void test_masked_softmax_semantics(void) {
     CU_ASSERT_EQUAL(z->data[4 + 3], 0);
     CU_ASSERT_TRUE(z->data[4 + 2] > 0);
     ag_tensor *plain = ag_softmax(t, x);
-    CU_ASSERT_TRUE(max_diff(ag_masked_softmax(t, x, (const int32_t[]){4, 4, 4, 4}, 2), plain) < 1e-7);
+    CU_ASSERT_TRUE(max_diff(ag_masked_softmax(t, x, (const int32_t[]){4, 4, 4, 4}, 2), plain) <
+                   1e-7);
     CU_ASSERT_TRUE(max_diff(ag_masked_softmax(t, x, NULL, 0), plain) == 0);
     /* max-subtracted: huge scores do not overflow */
     ag_tensor *big = ag_tensor_from(t, AG_SHAPE(1, 1, 2), (const ag_real[]){1000, 999});
@@ -273,7 +279,8 @@ static void test_layer_norm(void) {
     for (int i = 0; i < 4; i++) CU_ASSERT_DOUBLE_EQUAL(y->data[i], want[i], 5e-5);
     /* fused against its composite over two trailing axes, affine included */
     ag_rng_seed(&rng, 15);
-    ag_tensor *a = randn(t, AG_SHAPE(3, 4, 5)), *g = randn(t, AG_SHAPE(4, 5)), *b = randn(t, AG_SHAPE(4, 5));
+    ag_tensor *a = randn(t, AG_SHAPE(3, 4, 5)), *g = randn(t, AG_SHAPE(4, 5)),
+              *b = randn(t, AG_SHAPE(4, 5));
     ag_tensor *fused = ag_layer_norm(t, a, 2, g, b, 1e-5);
     ag_tensor *flat = ag_reshape(t, a, AG_SHAPE(3, 20));
     ag_tensor *mu = ag_mean(t, flat, 1, true);
@@ -334,9 +341,11 @@ static void test_errors_name_op_and_shapes(void) {
     CU_ASSERT_TRUE(ag_tape_failed(t));
     CU_ASSERT_PTR_NULL(ag_matmul(t, a, ag_tensor_new(t, AG_SHAPE(2, 5))));
     expect_error("matmul", "[2, 3]", "[2, 5]");
-    CU_ASSERT_PTR_NULL(ag_matmul(t, ag_tensor_new(t, AG_SHAPE(2, 2, 3)), ag_tensor_new(t, AG_SHAPE(3, 3, 4))));
+    CU_ASSERT_PTR_NULL(
+        ag_matmul(t, ag_tensor_new(t, AG_SHAPE(2, 2, 3)), ag_tensor_new(t, AG_SHAPE(3, 3, 4))));
     expect_error("matmul", "batch", NULL);
-    CU_ASSERT_PTR_NULL(ag_matmul(t, ag_tensor_new(t, AG_SHAPE(2, 2, 2, 3)), ag_tensor_new(t, AG_SHAPE(2, 3, 4))));
+    CU_ASSERT_PTR_NULL(
+        ag_matmul(t, ag_tensor_new(t, AG_SHAPE(2, 2, 2, 3)), ag_tensor_new(t, AG_SHAPE(2, 3, 4))));
     expect_error("matmul", "batch dimensions differ", "[2, 2, 2, 3]");
     CU_ASSERT_PTR_NULL(ag_linear(t, a, ag_tensor_new(t, AG_SHAPE(5, 4)), NULL));
     expect_error("linear", "[2, 3]", "[5, 4]");
@@ -490,7 +499,8 @@ static void test_vexp_against_libm(void) {
         if (ut > worst_t) worst_t = ut;
         if (us > worst_s) worst_s = us;
     }
-    if (worst_t > 4 || worst_s > 4) fprintf(stderr, "\n  tanh %d ulp, sigmoid %d ulp\n", worst_t, worst_s);
+    if (worst_t > 4 || worst_s > 4)
+        fprintf(stderr, "\n  tanh %d ulp, sigmoid %d ulp\n", worst_t, worst_s);
     CU_ASSERT_TRUE(worst_t <= 4);
     CU_ASSERT_TRUE(worst_s <= 4);
     ag_tensor *sp = ag_tensor_from(t, AG_SHAPE(4), (const ag_real[]){NAN, INFINITY, -INFINITY, 0});
@@ -522,10 +532,12 @@ static void run_parallel_paths(ag_real *out, ag_real *grads) {
     ag_rng r;
     ag_rng_seed(&r, 99);
     ag_tensor *x = ag_leaf_new(AG_SHAPE(640, 32), true), *w = ag_leaf_new(AG_SHAPE(201, 32), true);
-    ag_tensor *q = ag_leaf_new(AG_SHAPE(256, 10, 8), true), *k = ag_leaf_new(AG_SHAPE(256, 10, 8), true);
+    ag_tensor *q = ag_leaf_new(AG_SHAPE(256, 10, 8), true),
+              *k = ag_leaf_new(AG_SHAPE(256, 10, 8), true);
     ag_tensor *leaves[4] = {x, w, q, k};
     for (int l = 0; l < 4; l++)
-        for (ptrdiff_t i = 0; i < leaves[l]->numel; i++) leaves[l]->data[i] = (ag_real)ag_rng_normal(&r);
+        for (ptrdiff_t i = 0; i < leaves[l]->numel; i++)
+            leaves[l]->data[i] = (ag_real)ag_rng_normal(&r);
     static int32_t labels[640];
     for (int i = 0; i < 640; i++) labels[i] = i % 201;
     ag_tensor *logits = ag_linear(t, x, w, NULL);

@@ -12,10 +12,10 @@ static void capture(const char *msg, void *user) {
     (void)user;
     snprintf(captured, sizeof captured, "%s", msg);
 }
-#define HAS(sub)                                                                              \
-    do {                                                                                      \
-        CU_ASSERT_PTR_NOT_NULL(strstr(captured, sub));                                        \
-        if (!strstr(captured, sub)) fprintf(stderr, "\n  message: %s\n", captured);           \
+#define HAS(sub)                                                                                   \
+    do {                                                                                           \
+        CU_ASSERT_PTR_NOT_NULL(strstr(captured, sub));                                             \
+        if (!strstr(captured, sub)) fprintf(stderr, "\n  message: %s\n", captured);                \
     } while (0)
 
 /* The naive argmax along axis a of x: index arithmetic on the row-major flat index. */
@@ -60,13 +60,14 @@ static void test_argmax_views(void) {
 
 static void test_argmax_ties_nan(void) {
     ag_tape *t = ag_tape_new();
-    ag_tensor *x = ag_tensor_from(t, AG_SHAPE(3, 4), (const ag_real[]){1, 3, 3, 0,  /* tie */
-                                                                      2, NAN, 5, NAN, /* NaN */
-                                                                      -1, -1, -1, -1});
+    ag_tensor *x = ag_tensor_from(t, AG_SHAPE(3, 4),
+                                  (const ag_real[]){1, 3, 3, 0,     /* tie */
+                                                    2, NAN, 5, NAN, /* NaN */
+                                                    -1, -1, -1, -1});
     int32_t got[3];
     CU_ASSERT_EQUAL(ag_argmax(x, 1, got, 3), 0);
-    CU_ASSERT_EQUAL(got[0], 1);  /* the first of the maxima */
-    CU_ASSERT_EQUAL(got[1], 1);  /* the first NaN */
+    CU_ASSERT_EQUAL(got[0], 1); /* the first of the maxima */
+    CU_ASSERT_EQUAL(got[1], 1); /* the first NaN */
     CU_ASSERT_EQUAL(got[2], 0);
     CU_ASSERT_EQUAL(ag_argmax(x, AG_ALL, got, 1), 0);
     CU_ASSERT_EQUAL(got[0], 5);
@@ -92,10 +93,10 @@ static void test_copy_out(void) {
     double d[20];
     CU_ASSERT_EQUAL(ag_copy_out(v, r, 18), 0);
     CU_ASSERT_EQUAL(ag_copy_out_f32(v, f, 18), 0);
-    CU_ASSERT_EQUAL(ag_copy_out_f64(v, d, 20), 0);  /* a larger buffer is fine */
-    ag_tape_reset(t);  /* the copies are the caller's: they outlive the tape's step */
+    CU_ASSERT_EQUAL(ag_copy_out_f64(v, d, 20), 0); /* a larger buffer is fine */
+    ag_tape_reset(t); /* the copies are the caller's: they outlive the tape's step */
     for (int i = 0; i < 18; i++) {
-        int k = i / 6 + 1, a = i / 3 % 2, b = i % 3;  /* v[k-1, a, b] = x[a, b, k] */
+        int k = i / 6 + 1, a = i / 3 % 2, b = i % 3; /* v[k-1, a, b] = x[a, b, k] */
         double want = ((a * 3 + b) * 4 + k) * 0.5;
         CU_ASSERT_EQUAL(r[i], want);
         CU_ASSERT_EQUAL(f[i], (float)want);

@@ -13,12 +13,12 @@
 #include <vector>
 
 static int failures = 0;
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                             \
-        }                                                                           \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 // y = x W^T + b through nn_linear, a mean squared error, a few Adam steps: the loss must fall.
@@ -94,9 +94,7 @@ int main() {
     shapes();
     train_linear();
     loader();
-    if (failures)
-        std::fprintf(stderr, "%d checks failed\n", failures);
-    else
-        std::printf("every public header compiled as C++; ag, nn, optim, datasets called\n");
+    if (failures) std::fprintf(stderr, "%d checks failed\n", failures);
+    else std::printf("every public header compiled as C++; ag, nn, optim, datasets called\n");
     return failures ? 1 : 0;
 }

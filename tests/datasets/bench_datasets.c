@@ -25,7 +25,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* One run: returns 0 and the load / epoch times, or nonzero on error (message printed). */
-static int run_once(const char *path, int64_t num_examples, double *t_load, double *t_epoch, ds_fra **keep) {
+static int run_once(const char *path, int64_t num_examples, double *t_load, double *t_epoch,
+                    ds_fra **keep) {
     ds_fra_options o = ds_fra_defaults();
     o.num_examples = num_examples;
     ds_fra *d;
@@ -55,8 +56,8 @@ static int run_once(const char *path, int64_t num_examples, double *t_load, doub
 }
 
 static int bench(const char *path, const char *name, int64_t num_examples, int runs) {
-    double *tot = malloc(sizeof(double) * (size_t)runs), *ld = malloc(sizeof(double) * (size_t)runs),
-           *ep = malloc(sizeof(double) * (size_t)runs);
+    double *tot = malloc(sizeof(double) * (size_t)runs),
+           *ld = malloc(sizeof(double) * (size_t)runs), *ep = malloc(sizeof(double) * (size_t)runs);
     double a, b;
     ds_fra *d = NULL;
     int rc = run_once(path, num_examples, &a, &b, &d); /* warm-up: page cache, allocator */
@@ -68,11 +69,12 @@ static int bench(const char *path, const char *name, int64_t num_examples, int r
         qsort(tot, (size_t)runs, sizeof *tot, cmp_double);
         qsort(ld, (size_t)runs, sizeof *ld, cmp_double);
         qsort(ep, (size_t)runs, sizeof *ep, cmp_double);
-        printf("%-12s %6lld pairs, vocab %5d / %5d: file to batches median %8.3f ms (min %.3f, max %.3f; "
+        printf("%-12s %6lld pairs, vocab %5d / %5d: file to batches median %8.3f ms (min %.3f, max "
+               "%.3f; "
                "load %.3f + epoch %.3f ms) over %d runs\n",
                name, (long long)ds_fra_num_pairs(d), ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
-               ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 1e3 * tot[runs / 2], 1e3 * tot[0], 1e3 * tot[runs - 1],
-               1e3 * ld[runs / 2], 1e3 * ep[runs / 2], runs);
+               ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 1e3 * tot[runs / 2], 1e3 * tot[0],
+               1e3 * tot[runs - 1], 1e3 * ld[runs / 2], 1e3 * ep[runs / 2], runs);
     }
     ds_fra_free(d);
     free(tot);

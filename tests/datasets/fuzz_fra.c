@@ -17,13 +17,13 @@
 #include "datasets/unicode.h"
 #include "datasets/vocab.h"
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "fuzz_fra: invariant failed at %s:%d: %s\n", __FILE__,       \
-                    __LINE__, #cond);                                                    \
-            abort();                                                                     \
-        }                                                                                \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_fra: invariant failed at %s:%d: %s\n", __FILE__, __LINE__,       \
+                    #cond);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static bool valid_utf8(const char *s, size_t n) {
@@ -70,8 +70,8 @@ static void check_dataset(ds_fra *d) {
             for (int32_t j = 0; j < len; j++) {
                 size_t tl;
                 const char *t = ds_fra_token(d, (ds_side)s, p, j, &tl);
-                CHECK(t && strlen(t) == tl && !memchr(t, ' ', tl) && !memchr(t, '\t', tl) && !memchr(t, '\n', tl) &&
-                      !memchr(t, '\r', tl) && valid_utf8(t, tl));
+                CHECK(t && strlen(t) == tl && !memchr(t, ' ', tl) && !memchr(t, '\t', tl) &&
+                      !memchr(t, '\n', tl) && !memchr(t, '\r', tl) && valid_utf8(t, tl));
                 /* the array holds the token's id, or <unk> when it is not in the vocabulary */
                 if (j < T) {
                     int32_t want = ds_vocab_find(v, t, tl);
@@ -107,7 +107,8 @@ static void check_dataset(ds_fra *d) {
             for (int r = 0; r < b.size; r++) {
                 CHECK(b.pairs[r] >= 0 && b.pairs[r] < n && !seen[b.pairs[r]]);
                 seen[b.pairs[r]] = 1;
-                CHECK(memcmp(b.src + r * T, ds_fra_ids(d, DS_SRC) + b.pairs[r] * T, (size_t)T * 4) == 0);
+                CHECK(memcmp(b.src + r * T, ds_fra_ids(d, DS_SRC) + b.pairs[r] * T,
+                             (size_t)T * 4) == 0);
             }
             total += b.size;
         }
@@ -130,7 +131,8 @@ static void fuzz_metrics(const char *a, const char *b) {
     check_status(rc);
     if (!rc) CHECK(s >= 0.0 && s <= 100.0 + 1e-9 && !isnan(s));
     /* a text against itself */
-    if (ds_corpus_chrf(&a, &a, 1, &s) == DS_OK && strlen(a) > 0) CHECK(s == 0.0 || fabs(s - 100.0) < 1e-9);
+    if (ds_corpus_chrf(&a, &a, 1, &s) == DS_OK && strlen(a) > 0)
+        CHECK(s == 0.0 || fabs(s - 100.0) < 1e-9);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -140,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = size - 1;
 
     ds_fra_options o = ds_fra_defaults();
-    o.num_examples = ctl & 3;             /* 0 = every line */
+    o.num_examples = ctl & 3; /* 0 = every line */
     o.num_steps = 1 + ((ctl >> 2) & 7);
     o.min_freq = (ctl >> 5) & 1 ? 1 : 2;
     o.batch_size = 1 + ((ctl >> 2) & 3);

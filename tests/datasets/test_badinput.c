@@ -12,7 +12,8 @@
 #include "test_util.h"
 
 /* Loads `len` bytes from a temporary file; returns the status; *d gets the dataset. */
-static int load_bytes(const char *bytes, size_t len, const ds_fra_options *o, ds_fra **d, char **path_out) {
+static int load_bytes(const char *bytes, size_t len, const ds_fra_options *o, ds_fra **d,
+                      char **path_out) {
     char *path = tu_temp_file(bytes, len);
     int rc = ds_fra_load(path, o, d);
     if (path_out) *path_out = path;
@@ -91,16 +92,20 @@ static void test_skipped_lines(void) {
 
 /* Invalid UTF-8 fails with file:line:column, as Python's strict decoder fails. */
 static void test_invalid_utf8(void) {
-    struct { const char *bytes; size_t len; const char *where; } cases[] = {
-        {"a\tb\nc\x80\td\n", 9, ":2:2: invalid UTF-8 byte 0x80"},            /* lone continuation */
-        {"a\tb\xC0\xAF\n", 7, ":1:4: invalid UTF-8 byte 0xC0"},              /* overlong '/' */
-        {"a\xE0\x80\x80\tb\n", 7, ":1:2: invalid UTF-8 byte 0xE0"},          /* overlong 3-byte */
-        {"x\ty\na\xED\xA0\x80\tb\n", 11, ":2:2: invalid UTF-8 byte 0xED"},   /* surrogate */
-        {"a\xF4\x90\x80\x80\tb\n", 8, ":1:2: invalid UTF-8 byte 0xF4"},      /* > U+10FFFF */
-        {"a\xF5\x80\x80\x80\tb\n", 8, ":1:2: invalid UTF-8 byte 0xF5"},      /* bad lead */
-        {"a\tb\xC3", 4, ":1:4: invalid UTF-8 byte 0xC3"},                    /* truncated at EOF */
-        {"a\xE2\x80\tb\n", 6, ":1:2: invalid UTF-8 byte 0xE2"},              /* truncated mid-line */
-        {"a\tb\xC3\nc\td\n", 9, ":1:4: invalid UTF-8 byte 0xC3"},            /* truncated by \n */
+    struct {
+        const char *bytes;
+        size_t len;
+        const char *where;
+    } cases[] = {
+        {"a\tb\nc\x80\td\n", 9, ":2:2: invalid UTF-8 byte 0x80"},          /* lone continuation */
+        {"a\tb\xC0\xAF\n", 7, ":1:4: invalid UTF-8 byte 0xC0"},            /* overlong '/' */
+        {"a\xE0\x80\x80\tb\n", 7, ":1:2: invalid UTF-8 byte 0xE0"},        /* overlong 3-byte */
+        {"x\ty\na\xED\xA0\x80\tb\n", 11, ":2:2: invalid UTF-8 byte 0xED"}, /* surrogate */
+        {"a\xF4\x90\x80\x80\tb\n", 8, ":1:2: invalid UTF-8 byte 0xF4"},    /* > U+10FFFF */
+        {"a\xF5\x80\x80\x80\tb\n", 8, ":1:2: invalid UTF-8 byte 0xF5"},    /* bad lead */
+        {"a\tb\xC3", 4, ":1:4: invalid UTF-8 byte 0xC3"},                  /* truncated at EOF */
+        {"a\xE2\x80\tb\n", 6, ":1:2: invalid UTF-8 byte 0xE2"},            /* truncated mid-line */
+        {"a\tb\xC3\nc\td\n", 9, ":1:4: invalid UTF-8 byte 0xC3"},          /* truncated by \n */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ds_fra *d = NULL;
@@ -214,21 +219,33 @@ static void test_bad_sentences(void) {
 
 /* UTF-8 decoding rules, byte by byte (Python's strict decoder). */
 static void test_utf8_decoder(void) {
-    struct { const char *b; int len; uint32_t cp; } ok[] = {
-        {"A", 1, 'A'}, {"\xC2\x80", 2, 0x80}, {"\xDF\xBF", 2, 0x7FF}, {"\xE0\xA0\x80", 3, 0x800},
-        {"\xED\x9F\xBF", 3, 0xD7FF}, {"\xEE\x80\x80", 3, 0xE000}, {"\xEF\xBF\xBF", 3, 0xFFFF},
-        {"\xF0\x90\x80\x80", 4, 0x10000}, {"\xF4\x8F\xBF\xBF", 4, 0x10FFFF}};
+    struct {
+        const char *b;
+        int len;
+        uint32_t cp;
+    } ok[] = {{"A", 1, 'A'},
+              {"\xC2\x80", 2, 0x80},
+              {"\xDF\xBF", 2, 0x7FF},
+              {"\xE0\xA0\x80", 3, 0x800},
+              {"\xED\x9F\xBF", 3, 0xD7FF},
+              {"\xEE\x80\x80", 3, 0xE000},
+              {"\xEF\xBF\xBF", 3, 0xFFFF},
+              {"\xF0\x90\x80\x80", 4, 0x10000},
+              {"\xF4\x8F\xBF\xBF", 4, 0x10FFFF}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         uint32_t cp = 0;
-        CU_ASSERT_EQUAL(ds_utf8_decode((const unsigned char *)ok[i].b, strlen(ok[i].b), &cp), ok[i].len);
+        CU_ASSERT_EQUAL(ds_utf8_decode((const unsigned char *)ok[i].b, strlen(ok[i].b), &cp),
+                        ok[i].len);
         CU_ASSERT_EQUAL(cp, ok[i].cp);
         unsigned char enc[4];
         CU_ASSERT_EQUAL(ds_utf8_encode(cp, enc), ok[i].len);
         CU_ASSERT_EQUAL(memcmp(enc, ok[i].b, (size_t)ok[i].len), 0);
     }
-    const char *bad[] = {"\x80", "\xBF", "\xC0\x80", "\xC1\xBF", "\xE0\x9F\xBF", "\xED\xA0\x80", "\xED\xBF\xBF",
-                         "\xF0\x8F\xBF\xBF", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xFF", "\xC2", "\xE0\xA0",
-                         "\xF0\x90\x80", "\xC2\x41", "\xE1\x80\x41"};
+    const char *bad[] = {
+        "\x80",         "\xBF",         "\xC0\x80",         "\xC1\xBF",         "\xE0\x9F\xBF",
+        "\xED\xA0\x80", "\xED\xBF\xBF", "\xF0\x8F\xBF\xBF", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80",
+        "\xFF",         "\xC2",         "\xE0\xA0",         "\xF0\x90\x80",     "\xC2\x41",
+        "\xE1\x80\x41"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint32_t cp;
         CU_ASSERT_EQUAL(ds_utf8_decode((const unsigned char *)bad[i], strlen(bad[i]), &cp), 0);

@@ -8,10 +8,10 @@
 #include "datasets/batches.h"
 #include "tests/tg_test.h"
 
-#define HAS(sub)                                                                              \
-    do {                                                                                      \
-        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), sub));                                 \
-        if (!strstr(ag_last_error(), sub)) fprintf(stderr, "\n  message: %s\n", ag_last_error()); \
+#define HAS(sub)                                                                                   \
+    do {                                                                                           \
+        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), sub));                                      \
+        if (!strstr(ag_last_error(), sub)) fprintf(stderr, "\n  message: %s\n", ag_last_error());  \
     } while (0)
 
 enum { N = 23, D = 3 };
@@ -30,8 +30,8 @@ static void fill(void) {
 
 static ds_loader *make(int64_t batch, bool shuffle, bool drop_last, uint64_t seed) {
     ds_array a[3] = {DS_ARRAY(xs, D), DS_ARRAY(ys, 1), DS_ARRAY(lens, 2)};
-    ds_loader_opts o = {.batch_size = batch, .shuffle = shuffle, .drop_last = drop_last,
-                        .seed = seed};
+    ds_loader_opts o = {
+        .batch_size = batch, .shuffle = shuffle, .drop_last = drop_last, .seed = seed};
     ds_loader *it = NULL;
     CU_ASSERT_EQUAL(ds_loader_new(N, 3, a, &o, &it), DS_OK);
     return it;
@@ -64,7 +64,7 @@ static int64_t run_epoch(ds_loader *it, int64_t epoch, int64_t batch, int64_t *s
 static void test_in_order(void) {
     int64_t seen[N];
     ds_loader *it = make(5, false, false, 0);
-    CU_ASSERT_EQUAL(ds_loader_count(it), 5);  /* 5 5 5 5 3 */
+    CU_ASSERT_EQUAL(ds_loader_count(it), 5); /* 5 5 5 5 3 */
     CU_ASSERT_EQUAL(run_epoch(it, 0, 5, seen), N);
     for (int i = 0; i < N; i++) CU_ASSERT_EQUAL(seen[i], i);
     ds_loader_free(it);
@@ -98,7 +98,7 @@ static void test_shuffled(void) {
     run_epoch(again, 0, 4, b);
     run_epoch(again, 3, 4, c);
     CU_ASSERT_EQUAL(memcmp(a, c, sizeof a), 0);
-    CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof a), 0);  /* epochs differ */
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof a), 0); /* epochs differ */
     /* restarting an epoch in the middle gives its first batch again */
     ds_loader_epoch(it, 3);
     ds_minibatch mb;

@@ -34,20 +34,24 @@ static ds_fra *load_text(const char *text, const ds_fra_options *o) {
 static void expect_tokens(const ds_vocab *v, int from, const char *const *want, int n) {
     for (int i = 0; i < n; i++) {
         const char *t = ds_vocab_token(v, from + i, NULL);
-        if (!t || strcmp(t, want[i]) != 0) TU_FAIL("token %d is \"%s\", expected \"%s\"", from + i, t ? t : "(none)", want[i]);
+        if (!t || strcmp(t, want[i]) != 0)
+            TU_FAIL("token %d is \"%s\", expected \"%s\"", from + i, t ? t : "(none)", want[i]);
     }
 }
 
 static void expect_row(const ds_fra *d, ds_side s, int64_t pair, const int32_t *want) {
     const int32_t *row = ds_fra_ids(d, s) + pair * ds_fra_num_steps(d);
     for (int j = 0; j < ds_fra_num_steps(d); j++)
-        if (row[j] != want[j]) TU_FAIL("side %d pair %lld step %d: %d, expected %d", s, (long long)pair, j, row[j], want[j]);
+        if (row[j] != want[j])
+            TU_FAIL("side %d pair %lld step %d: %d, expected %d", s, (long long)pair, j, row[j],
+                    want[j]);
 }
 
 static void expect_sentence(const ds_fra *d, ds_side s, int64_t pair, const char *want) {
     char *got = NULL;
     TU_STATUS(ds_fra_sentence(d, s, pair, &got), DS_OK);
-    if (got && strcmp(got, want) != 0) TU_FAIL("side %d pair %lld: \"%s\", expected \"%s\"", s, (long long)pair, got, want);
+    if (got && strcmp(got, want) != 0)
+        TU_FAIL("side %d pair %lld: \"%s\", expected \"%s\"", s, (long long)pair, got, want);
     free(got);
 }
 
@@ -68,8 +72,10 @@ static void test_default_run(void) {
     CU_ASSERT_EQUAL(ds_vocab_size(tv), 201);
     TU_STATUS(ds_vocab_check_reserved(sv), DS_OK);
     TU_STATUS(ds_vocab_check_reserved(tv), DS_OK);
-    const char *src_first[] = {".", "!", "i", "i'm", "it", "go", "tom", "?", "me", "get", "be", "up"};
-    const char *tgt_first[] = {".", "!", "je", "suis", "tom", "?", "j'ai", "nous", "ça", "c'est", "est", "à"};
+    const char *src_first[] = {".",   "!", "i",  "i'm", "it", "go",
+                               "tom", "?", "me", "get", "be", "up"};
+    const char *tgt_first[] = {".",    "!",    "je", "suis",  "tom", "?",
+                               "j'ai", "nous", "ça", "c'est", "est", "à"};
     expect_tokens(sv, 4, src_first, 12);
     expect_tokens(tv, 4, tgt_first, 12);
     CU_ASSERT_STRING_EQUAL(ds_vocab_token(sv, 183, NULL), "how's");
@@ -139,8 +145,10 @@ static void test_whole_file(void) {
     CU_ASSERT_EQUAL(st->truncated[DS_TGT], 34727);
     CU_ASSERT_EQUAL(ds_vocab_size(ds_fra_vocab(d, DS_SRC)), 10012);
     CU_ASSERT_EQUAL(ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 17851);
-    const char *src_first[] = {".", "i", "you", "to", "the", "?", "a", "is", "tom", "that", "he", "do"};
-    const char *tgt_first[] = {".", "je", "de", "?", "pas", "que", "à", "ne", "le", "la", "vous", "il"};
+    const char *src_first[] = {".", "i",  "you", "to",   "the", "?",
+                               "a", "is", "tom", "that", "he",  "do"};
+    const char *tgt_first[] = {".", "je", "de", "?",  "pas",  "que",
+                               "à", "ne", "le", "la", "vous", "il"};
     expect_tokens(ds_fra_vocab(d, DS_SRC), 4, src_first, 12);
     expect_tokens(ds_fra_vocab(d, DS_TGT), 4, tgt_first, 12);
     CU_ASSERT_STRING_EQUAL(ds_vocab_token(ds_fra_vocab(d, DS_SRC), 10011, NULL), "semicolons");
@@ -159,14 +167,21 @@ static void test_predict_helpers(void) {
     ds_fra *d = load_real(600, 10);
     if (!d) return;
     const ds_vocab *sv = ds_fra_vocab(d, DS_SRC), *tv = ds_fra_vocab(d, DS_TGT);
-    struct { const char *s; int n; int32_t ids[6]; } cases[] = {
-        {"go .", 3, {9, 4, 3}}, {"i lost .", 4, {6, 20, 4, 3}}, {"he's calm .", 4, {58, 43, 4, 3}},
-        {"i'm home .", 4, {7, 56, 4, 3}}, {"Go Away Now .", 5, {9, 28, 72, 4, 3}}};
+    struct {
+        const char *s;
+        int n;
+        int32_t ids[6];
+    } cases[] = {{"go .", 3, {9, 4, 3}},
+                 {"i lost .", 4, {6, 20, 4, 3}},
+                 {"he's calm .", 4, {58, 43, 4, 3}},
+                 {"i'm home .", 4, {7, 56, 4, 3}},
+                 {"Go Away Now .", 5, {9, 28, 72, 4, 3}}};
     for (int c = 0; c < 5; c++) {
         int32_t ids[10], vl = -1;
         TU_STATUS(ds_encode_sentence(sv, cases[c].s, 10, ids, &vl), DS_OK);
         CU_ASSERT_EQUAL(vl, cases[c].n);
-        for (int j = 0; j < 10; j++) CU_ASSERT_EQUAL(ids[j], j < cases[c].n ? cases[c].ids[j] : DS_PAD);
+        for (int j = 0; j < 10; j++)
+            CU_ASSERT_EQUAL(ids[j], j < cases[c].n ? cases[c].ids[j] : DS_PAD);
     }
     /* longer than num_steps: truncated, no <eos>, valid_len not clipped (d2l's enc_valid_len) */
     int32_t ids[3], vl;
@@ -366,7 +381,9 @@ static void test_split(void) {
     o.split_seed = 1235;
     d2 = NULL;
     TU_STATUS(ds_fra_load(path, &o, &d2), DS_OK);
-    if (d2) CU_ASSERT_NOT_EQUAL(memcmp(ds_fra_part_pairs(d, DS_TEST), ds_fra_part_pairs(d2, DS_TEST), 5 * 8), 0);
+    if (d2)
+        CU_ASSERT_NOT_EQUAL(
+            memcmp(ds_fra_part_pairs(d, DS_TEST), ds_fra_part_pairs(d2, DS_TEST), 5 * 8), 0);
 done:
     ds_fra_free(d);
     ds_fra_free(d2);
@@ -394,7 +411,8 @@ static void test_preprocess_rules(void) {
     expect_sentence(d, DS_TGT, 1, "ça !");
     expect_sentence(d, DS_SRC, 2, "why ? !");
     expect_sentence(d, DS_TGT, 2, "été ?");
-    expect_sentence(d, DS_SRC, 3, "\xCE\xBF\xCE\xB4\xCE\xBF\xCF\x82 \xCF\x83\xCE\xB1"); /* final sigma */
+    expect_sentence(d, DS_SRC, 3,
+                    "\xCE\xBF\xCE\xB4\xCE\xBF\xCF\x82 \xCF\x83\xCE\xB1"); /* final sigma */
     expect_sentence(d, DS_TGT, 3, "с œ i\xCC\x87");
     ds_fra_free(d);
     /* a tab right before punctuation: the second field starts with a space -> empty token */
@@ -479,12 +497,17 @@ static void test_arrays_quirks(void) {
  * no-break spaces, sigma contexts, case-ignorable marks, reserved tokens) drawn with the
  * documented RNG; ref_numbers.py draws the same bytes and runs Python's own str.lower,
  * universal newlines and d2l's pipeline on them (ref keys synth.*). */
-static const char *const snippets[] = {
-    "\t", "\n", "\r", "\r\n", " ", "  ", ",", ".", "!", "?", "a", "B", "go", "Tom",
-    "\u00c9", "\u00e9t\u00e9", "\u00c7A", "\u0152", "\u03a3", "\u039f\u03a3", "\u0391",
-    "\u0130", "\u00a0", "\u202f", "\u2009", "\u01c5", "\u1e9e", "'", "\u00b7", "\u0345",
-    "\u02b0", "<pad>", "<unk>", "\u023a", "\u212a", "\u0421", "\u00ff", "\u0178", "\ufeff",
-    "\U0001d400", "\u10a0", "\u2c2f", "x\u0307"};
+static const char *const snippets[] = {"\t",      "\n",     "\r",     "\r\n",
+                                       " ",       "  ",     ",",      ".",
+                                       "!",       "?",      "a",      "B",
+                                       "go",      "Tom",    "\u00c9", "\u00e9t\u00e9",
+                                       "\u00c7A", "\u0152", "\u03a3", "\u039f\u03a3",
+                                       "\u0391",  "\u0130", "\u00a0", "\u202f",
+                                       "\u2009",  "\u01c5", "\u1e9e", "'",
+                                       "\u00b7",  "\u0345", "\u02b0", "<pad>",
+                                       "<unk>",   "\u023a", "\u212a", "\u0421",
+                                       "\u00ff",  "\u0178", "\ufeff", "\U0001d400",
+                                       "\u10a0",  "\u2c2f", "x\u0307"};
 
 static uint64_t fnv_str(uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -528,9 +551,12 @@ static void test_synthetic_corpus(void) {
         }
     }
     CU_ASSERT_EQUAL(h, 0xa4b7fc589dfb8ffcULL);
-    const struct { int32_t size; uint64_t vocab, ids, vl; int64_t trunc; } want[2] = {
-        {70, 0x18dfd8a93d4218eeULL, 0xf65ef1e195da7054ULL, 0x68214a7e407c3bb1ULL, 79},
-        {75, 0x58aa0c0580916aedULL, 0xa152045c08392f17ULL, 0x182291b0a4422266ULL, 80}};
+    const struct {
+        int32_t size;
+        uint64_t vocab, ids, vl;
+        int64_t trunc;
+    } want[2] = {{70, 0x18dfd8a93d4218eeULL, 0xf65ef1e195da7054ULL, 0x68214a7e407c3bb1ULL, 79},
+                 {75, 0x58aa0c0580916aedULL, 0xa152045c08392f17ULL, 0x182291b0a4422266ULL, 80}};
     for (int s = 0; s < 2; s++) {
         const ds_vocab *v = ds_fra_vocab(d, (ds_side)s);
         CU_ASSERT_EQUAL(ds_vocab_size(v), want[s].size);
@@ -589,11 +615,16 @@ static void test_resolve_path(void) {
     TU_STATUS(ds_resolve_data_path(NULL, NULL, out, 8), DS_EARG);
     unlink(cached);
     /* 5. the source tree (4. the current directory is whatever ctest uses: not asserted) */
-    TU_STATUS(ds_resolve_data_path(NULL, TG_SOURCE_DIR, out, sizeof out), access("../shared/data/fra-eng/fra.txt", R_OK) == 0 || access(TG_DATA_DEFAULT, R_OK) == 0 ? DS_OK : DS_EIO);
+    TU_STATUS(ds_resolve_data_path(NULL, TG_SOURCE_DIR, out, sizeof out),
+              access("../shared/data/fra-eng/fra.txt", R_OK) == 0 ||
+                      access(TG_DATA_DEFAULT, R_OK) == 0
+                  ? DS_OK
+                  : DS_EIO);
     /* nothing anywhere: the message lists what was tried */
     TU_STATUS(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out),
               access("../shared/data/fra-eng/fra.txt", R_OK) == 0 ? DS_OK : DS_EIO);
-    if (access("../shared/data/fra-eng/fra.txt", R_OK) != 0) TU_ERROR_HAS("/nonexistent/src/../shared/data/fra-eng/fra.txt");
+    if (access("../shared/data/fra-eng/fra.txt", R_OK) != 0)
+        TU_ERROR_HAS("/nonexistent/src/../shared/data/fra-eng/fra.txt");
     rmdir(dir);
     rmdir(cache);
     rmdir(home);

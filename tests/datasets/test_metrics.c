@@ -50,8 +50,8 @@ static void test_bleu_d2l(void) {
     /* "va !" with k = 4: the prediction has no 3-gram -> 0 (d2l would divide by zero) */
     TU_CLOSE(d2l("va !", "va !", 4), 0.0);
     TU_CLOSE(d2l("il .", "il est calme .", 2), 0.0); /* p2 = 0/1 */
-    TU_CLOSE(d2l("a", "a b c", 2), 0.0);               /* shorter than 2 */
-    TU_CLOSE(d2l("", "a", 2), 0.0);                    /* empty prediction */
+    TU_CLOSE(d2l("a", "a b c", 2), 0.0);             /* shorter than 2 */
+    TU_CLOSE(d2l("", "a", 2), 0.0);                  /* empty prediction */
     /* longer prediction: no brevity penalty; "a b c d" vs "a b": p1 = 2/4, p2 = 1/3 */
     TU_CLOSE(d2l("a b c d", "a b", 2), 0.537284965911771);
     /* clipping: "the" x4 vs "the cat": p1 = 1/4 (one "the" in the label), p2 = 0 -> 0;
@@ -69,8 +69,8 @@ static void test_bleu_d2l(void) {
     TU_STATUS(ds_bleu_d2l(NULL, "a", 2, &s), DS_EARG);
 }
 
-static void expect_bleu(const ds_bleu_score *r, double score, const double prec[4], double bp, int64_t sys,
-                        int64_t ref) {
+static void expect_bleu(const ds_bleu_score *r, double score, const double prec[4], double bp,
+                        int64_t sys, int64_t ref) {
     TU_CLOSE(r->score, score);
     for (int n = 0; n < 4; n++) TU_CLOSE(r->precisions[n], prec[n]);
     TU_CLOSE(r->bp, bp);
@@ -82,19 +82,25 @@ static void test_corpus_bleu(void) {
     /* sacreBLEU README example (two reference streams), with the 13a tokenization written out
      * by hand. Published: "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944
      * hyp_len = 17 ref_len = 18)". */
-    const char *sys[] = {"The dog bit the man .", "It wasn't surprising .", "The man had just bitten him ."};
-    const char *r1[] = {"The dog bit the man .", "It was not unexpected .", "The man bit him first ."};
-    const char *r2[] = {"The dog had bit the man .", "No one was surprised .", "The man had bitten the dog ."};
+    const char *sys[] = {"The dog bit the man .", "It wasn't surprising .",
+                         "The man had just bitten him ."};
+    const char *r1[] = {"The dog bit the man .", "It was not unexpected .",
+                        "The man bit him first ."};
+    const char *r2[] = {"The dog had bit the man .", "No one was surprised .",
+                        "The man had bitten the dog ."};
     ds_bleu_stats st = {0};
-    for (int i = 0; i < 3; i++) TU_STATUS(ds_bleu_add(&st, sys[i], (const char *const[]){r1[i], r2[i]}, 2), DS_OK);
+    for (int i = 0; i < 3; i++)
+        TU_STATUS(ds_bleu_add(&st, sys[i], (const char *const[]){r1[i], r2[i]}, 2), DS_OK);
     ds_bleu_score r = ds_bleu_compute(&st);
-    expect_bleu(&r, 48.530827009929865, (const double[]){82.3529411764706, 50.0, 45.45454545454545, 37.5},
+    expect_bleu(&r, 48.530827009929865,
+                (const double[]){82.3529411764706, 50.0, 45.45454545454545, 37.5},
                 0.9428731438548749, 17, 18);
     CU_ASSERT_EQUAL(st.correct[0], 14);
     CU_ASSERT_EQUAL(st.total[0], 17);
     /* the same with the first references only */
     TU_STATUS(ds_corpus_bleu(sys, r1, 3, &r), DS_OK);
-    expect_bleu(&r, 45.06750632106114, (const double[]){70.58823529411765, 42.857142857142854, 36.36363636363637, 37.5},
+    expect_bleu(&r, 45.06750632106114,
+                (const double[]){70.58823529411765, 42.857142857142854, 36.36363636363637, 37.5},
                 1.0, 17, 17);
     /* Hand computation ("mixed"): hyps "il est mouillé ." and "je suis calme ." against
      * "il est calme ." and "je suis chez moi .". sys_len 8, ref_len 9.
@@ -102,13 +108,16 @@ static void test_corpus_bleu(void) {
      * 3-grams: 0 of 4 -> 'exp' smoothing 100 / (2 * 4) = 12.5; 4-grams: 0 of 2 ->
      * 100 / (4 * 2) = 12.5; BP = exp(1 - 9/8) = 0.8824969;
      * BLEU = BP * (75 * 33.33 * 12.5 * 12.5)^(1/4) = 0.8824969 * 25 = 22.0624226. */
-    const char *mh[] = {"il est mouillé .", "je suis calme ."}, *mr[] = {"il est calme .", "je suis chez moi ."};
+    const char *mh[] = {"il est mouillé .", "je suis calme ."},
+               *mr[] = {"il est calme .", "je suis chez moi ."};
     TU_STATUS(ds_corpus_bleu(mh, mr, 2, &r), DS_OK);
-    expect_bleu(&r, 22.06242256461489, (const double[]){75.0, 100.0 / 3.0, 12.5, 12.5}, exp(-0.125), 8, 9);
+    expect_bleu(&r, 22.06242256461489, (const double[]){75.0, 100.0 / 3.0, 12.5, 12.5}, exp(-0.125),
+                8, 9);
     TU_CLOSE(r.score, exp(-0.125) * 25.0);
     /* the same through ids */
     ds_bleu_stats si = {0};
-    const int32_t h1[] = {1, 2, 9, 3}, f1[] = {1, 2, 8, 3}, h2[] = {4, 5, 8, 3}, f2[] = {4, 5, 6, 7, 3};
+    const int32_t h1[] = {1, 2, 9, 3}, f1[] = {1, 2, 8, 3}, h2[] = {4, 5, 8, 3},
+                  f2[] = {4, 5, 6, 7, 3};
     TU_STATUS(ds_bleu_add_ids(&si, h1, 4, f1, 4), DS_OK);
     TU_STATUS(ds_bleu_add_ids(&si, h2, 4, f2, 5), DS_OK);
     ds_bleu_score ri = ds_bleu_compute(&si);
@@ -119,14 +128,20 @@ static void test_corpus_bleu(void) {
     TU_STATUS(ds_corpus_bleu(book, book, 4, &r), DS_OK);
     TU_CLOSE(r.score, 100.0);
     /* no match at all: 0 (sacreBLEU 2.x early stop) */
-    TU_STATUS(ds_corpus_bleu((const char *const[]){"x y z"}, (const char *const[]){"a b c"}, 1, &r), DS_OK);
+    TU_STATUS(ds_corpus_bleu((const char *const[]){"x y z"}, (const char *const[]){"a b c"}, 1, &r),
+              DS_OK);
     TU_CLOSE(r.score, 0.0);
     /* every hypothesis shorter than 3: total_3 = 0, p3 = p4 = 0 -> 0 */
-    TU_STATUS(ds_corpus_bleu((const char *const[]){"a b", "c"}, (const char *const[]){"a b", "c"}, 2, &r), DS_OK);
+    TU_STATUS(
+        ds_corpus_bleu((const char *const[]){"a b", "c"}, (const char *const[]){"a b", "c"}, 2, &r),
+        DS_OK);
     TU_CLOSE(r.score, 0.0);
     TU_CLOSE(r.precisions[1], 100.0);
     /* tokens are runs of Unicode whitespace (str.split()): NBSP, tabs, repeated spaces */
-    TU_STATUS(ds_corpus_bleu((const char *const[]){"  a\xC2\xA0" "b\tc  d "}, (const char *const[]){"a b c d"}, 1, &r), DS_OK);
+    TU_STATUS(ds_corpus_bleu((const char *const[]){"  a\xC2\xA0"
+                                                   "b\tc  d "},
+                             (const char *const[]){"a b c d"}, 1, &r),
+              DS_OK);
     TU_CLOSE(r.score, 100.0);
     /* an empty corpus and an empty hypothesis: 0 */
     ds_bleu_stats empty = {0};
@@ -135,7 +150,8 @@ static void test_corpus_bleu(void) {
     TU_CLOSE(r.bp, 0.0);
     TU_CLOSE(r.score, 0.0);
     /* errors */
-    TU_STATUS(ds_corpus_bleu((const char *const[]){"a \xFF"}, (const char *const[]){"a"}, 1, &r), DS_EFORMAT);
+    TU_STATUS(ds_corpus_bleu((const char *const[]){"a \xFF"}, (const char *const[]){"a"}, 1, &r),
+              DS_EFORMAT);
     TU_ERROR_HAS("hypothesis: invalid UTF-8 byte 0xFF at byte offset 2");
     TU_STATUS(ds_bleu_add(&st, "a", (const char *const[]){"a"}, 0), DS_EARG);
 }
@@ -159,17 +175,23 @@ static void test_chrf(void) {
      * P = (4/6 + 2/4) / 2 = 7/12, R = (4/5 + 2/3) / 2 = 11/15,
      * chrF = 100 * 5 P R / (4 P + R) = 100 * (5 * 77/180) / (28/12 + 11/15) = 69.7463768. */
     double s;
-    TU_STATUS(ds_corpus_chrf((const char *const[]){"ab", "abc d"}, (const char *const[]){"abc", "ab"}, 2, &s), DS_OK);
+    TU_STATUS(ds_corpus_chrf((const char *const[]){"ab", "abc d"},
+                             (const char *const[]){"abc", "ab"}, 2, &s),
+              DS_OK);
     TU_CLOSE(s, 69.7463768115942);
     double P = 7.0 / 12.0, R = 11.0 / 15.0;
     TU_CLOSE(s, 100 * 5 * P * R / (4 * P + R));
     /* a French pair against the Python script */
     TU_STATUS(ds_corpus_chrf((const char *const[]){"il est mouillé .", "je suis calme ."},
-                             (const char *const[]){"il est calme .", "je suis chez moi ."}, 2, &s), DS_OK);
+                             (const char *const[]){"il est calme .", "je suis chez moi ."}, 2, &s),
+              DS_OK);
     TU_CLOSE(s, 37.002531905210596);
     TU_CLOSE(chrf1("le chat", "le chat"), 100.0);
-    TU_CLOSE(chrf1("le chat", "lechat"), 100.0);       /* whitespace is removed */
-    TU_CLOSE(chrf1("le\xC2\xA0" "chat", "lechat"), 100.0); /* Unicode whitespace too */
+    TU_CLOSE(chrf1("le chat", "lechat"), 100.0); /* whitespace is removed */
+    TU_CLOSE(chrf1("le\xC2\xA0"
+                   "chat",
+                   "lechat"),
+             100.0); /* Unicode whitespace too */
     TU_CLOSE(chrf1("", "abc"), 0.0);
     TU_CLOSE(chrf1("xyz", "abc"), 0.0);
     /* characters are code points: "é" is one character, so "été" has 2 bigrams */
@@ -253,7 +275,9 @@ static void test_unicode_lower(void) {
     CU_ASSERT_EQUAL(h, 0xf61202f7c45aa280ULL);
     /* spot checks */
     char *out;
-    TU_STATUS(ds_utf8_lower("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA", strlen("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA"), &out, NULL), DS_OK);
+    TU_STATUS(ds_utf8_lower("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA",
+                            strlen("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA"), &out, NULL),
+              DS_OK);
     if (out) CU_ASSERT_STRING_EQUAL(out, "àéîõü çæ þÿ œ i\xCC\x87 kelvin:k");
     free(out);
     TU_STATUS(ds_utf8_lower("ΣΑΣ Σ.Σ", strlen("ΣΑΣ Σ.Σ"), &out, NULL), DS_OK);

@@ -52,7 +52,8 @@ bool tu_error_has(const char *needle, int line, const char *file) {
 
 void tu_close(double got, double want, const char *expr, int line, const char *file) {
     double tol = 1e-12 * fmax(1.0, fabs(want));
-    if (fabs(got - want) <= tol) CU_assertImplementation(CU_TRUE, (unsigned)line, expr, file, "", CU_FALSE);
+    if (fabs(got - want) <= tol)
+        CU_assertImplementation(CU_TRUE, (unsigned)line, expr, file, "", CU_FALSE);
     else tu_fail_msg(line, file, "%s = %.17g, expected %.17g", expr, got, want);
 }
 
@@ -60,7 +61,8 @@ const char *tu_data_path(void) {
     static const char *path = TG_DATA_DEFAULT;
     if (access(path, R_OK) == 0) return path;
     tu_fail_msg(__LINE__, __FILE__,
-                "fra.txt not found at %s: this test needs the real data (see docs/datasets.md)", path);
+                "fra.txt not found at %s: this test needs the real data (see docs/datasets.md)",
+                path);
     return NULL;
 }
 
@@ -114,6 +116,7 @@ uint64_t tu_fnv_i32(const int32_t *v, size_t n) {
 }
 
 int tu_main(const char *suite, const CU_TestInfo *tests) {
-    CU_SuiteInfo suites[] = {{suite, NULL, NULL, NULL, NULL, (CU_TestInfo *)tests}, CU_SUITE_INFO_NULL};
+    CU_SuiteInfo suites[] = {{suite, NULL, NULL, NULL, NULL, (CU_TestInfo *)tests},
+                             CU_SUITE_INFO_NULL};
     return tg_test_run(suites);
 }

@@ -62,8 +62,8 @@ static void test_many_tokens(void) {
     int bad = 0;
     for (int i = 0; i < 200000; i++) {
         int n = snprintf(buf, sizeof buf, "tok%d", i);
-        bad += ds_vocab_find(v, buf, (size_t)n) != i || strcmp(ds_vocab_token(v, i, NULL), buf) != 0 ||
-               ds_vocab_freq(v, i) != i % 7;
+        bad += ds_vocab_find(v, buf, (size_t)n) != i ||
+               strcmp(ds_vocab_token(v, i, NULL), buf) != 0 || ds_vocab_freq(v, i) != i % 7;
     }
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT_EQUAL(ds_vocab_find(v, "tok200000", 9), -1);

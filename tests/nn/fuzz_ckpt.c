@@ -21,28 +21,26 @@
 
 #include "nn/io/checkpoint.h"
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "fuzz_ckpt: invariant failed at %s:%d: %s\n  last error: %s\n", \
-                    __FILE__, __LINE__, #cond, ag_last_error());                         \
-            abort();                                                                     \
-        }                                                                                \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_ckpt: invariant failed at %s:%d: %s\n  last error: %s\n",        \
+                    __FILE__, __LINE__, #cond, ag_last_error());                                   \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 #define NAME "fuzz.safetensors"
 
-static bool is_reserved(const char *k)
-{
+static bool is_reserved(const char *k) {
     return !strcmp(k, NN_CKPT_FORMAT_KEY) || !strcmp(k, NN_CKPT_CHECKSUM_KEY) ||
            !strcmp(k, NN_CKPT_LEGACY_CHECKSUM_KEY);
 }
 
 /* Loads an image; checks the status convention. Returns the checkpoint or NULL. */
-static nn_ckpt *load(const uint8_t *data, size_t size, const char *name, bool lenient)
-{
+static nn_ckpt *load(const uint8_t *data, size_t size, const char *name, bool lenient) {
     nn_ckpt_load_opts o = {.allow_nonfinite = lenient};
-    nn_ckpt *ck = (nn_ckpt *)&o;  /* must be overwritten */
+    nn_ckpt *ck = (nn_ckpt *)&o; /* must be overwritten */
     int rc = nn_ckpt_load_mem(&ck, data, size, name, &o);
     CHECK(rc == 0 || rc == -1);
     CHECK((rc == 0) == (ck != NULL));
@@ -52,8 +50,7 @@ static nn_ckpt *load(const uint8_t *data, size_t size, const char *name, bool le
 
 /* The tensor table is consistent with a data section inside an image of size bytes; float
  * tensors decode. */
-static void check_tensors(const nn_ckpt *ck, size_t size)
-{
+static void check_tensors(const nn_ckpt *ck, size_t size) {
     uint64_t covered = 0;
     for (size_t i = 0; i < nn_ckpt_count(ck); i++) {
         const nn_ckpt_tensor *t = nn_ckpt_at(ck, i);
@@ -65,11 +62,12 @@ static void check_tensors(const nn_ckpt *ck, size_t size)
         CHECK(t->end - t->begin == t->numel * nn_dtype_size(t->dtype));
         CHECK(t->end <= size - 8);
         covered += t->end - t->begin;
-        CHECK(nn_ckpt_find(ck, t->name) == t);  /* names are unique */
+        CHECK(nn_ckpt_find(ck, t->name) == t); /* names are unique */
         if ((t->dtype == NN_F32 || t->dtype == NN_F64 || t->dtype == NN_F16 ||
-             t->dtype == NN_BF16) && t->numel <= 4096) {
+             t->dtype == NN_BF16) &&
+            t->numel <= 4096) {
             int shape[NN_CKPT_MAX_DIMS];
-            bool fits = true;  /* a dim beyond int (beside a 0) cannot be asked for */
+            bool fits = true; /* a dim beyond int (beside a 0) cannot be asked for */
             for (int d = 0; d < t->ndim; d++) {
                 fits = fits && t->shape[d] <= INT32_MAX;
                 shape[d] = fits ? (int)t->shape[d] : 0;
@@ -84,8 +82,7 @@ static void check_tensors(const nn_ckpt *ck, size_t size)
 }
 
 /* a and b hold the same tensors (bytes compared through a re-serialisation) and metadata. */
-static void check_same(const nn_ckpt *a, const nn_ckpt *b)
-{
+static void check_same(const nn_ckpt *a, const nn_ckpt *b) {
     CHECK(nn_ckpt_count(a) == nn_ckpt_count(b));
     for (size_t i = 0; i < nn_ckpt_count(a); i++) {
         const nn_ckpt_tensor *x = nn_ckpt_at(a, i), *y = nn_ckpt_at(b, i);
@@ -110,8 +107,7 @@ static void check_same(const nn_ckpt *a, const nn_ckpt *b)
     CHECK(na == nb);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nn_ckpt *strict = load(data, size, NAME, false);
     nn_ckpt *ck = load(data, size, NAME, true);
     if (strict) CHECK(ck != NULL);
@@ -130,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(strcmp(nn_ckpt_meta(again, NN_CKPT_FORMAT_KEY), NN_CKPT_FORMAT) == 0);
     check_same(ck, again);
     CHECK(nn_ckpt_save_mem(again, &img2, &n2) == 0);
-    CHECK(n == n2 && memcmp(img, img2, n) == 0);  /* also: the tensors' bytes are the same */
+    CHECK(n == n2 && memcmp(img, img2, n) == 0); /* also: the tensors' bytes are the same */
     /* One bit flipped, at a place the input picks: refused. */
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 1099511628211ull;

@@ -18,23 +18,22 @@
 #include "nn/nn.h"
 #include "tests/tg_test.h"
 
-#define HAS(msg, sub)                                                                      \
-    do {                                                                                   \
-        if (!strstr((msg), (sub))) fprintf(stderr, "\n  message: %s\n  wanted: %s\n", (msg), (sub)); \
-        CU_ASSERT_PTR_NOT_NULL(strstr((msg), (sub)));                                      \
+#define HAS(msg, sub)                                                                              \
+    do {                                                                                           \
+        if (!strstr((msg), (sub)))                                                                 \
+            fprintf(stderr, "\n  message: %s\n  wanted: %s\n", (msg), (sub));                      \
+        CU_ASSERT_PTR_NOT_NULL(strstr((msg), (sub)));                                              \
     } while (0)
 
 static char dir[64];
 
-static int suite_init(void)
-{
+static int suite_init(void) {
     snprintf(dir, sizeof dir, "/tmp/tg_nn_ckpt_XXXXXX");
     return mkdtemp(dir) ? 0 : -1;
 }
 
 /* Removes a directory tree (files and sub-directories, as the tests make them). */
-static int remove_tree(const char *path)
-{
+static int remove_tree(const char *path) {
     DIR *d = opendir(path);
     if (!d) return remove(path);
     struct dirent *e;
@@ -50,18 +49,19 @@ static int remove_tree(const char *path)
 
 static int suite_clean(void) { return remove_tree(dir); }
 
-static const char *path_in(const char *name)
-{
+static const char *path_in(const char *name) {
     static char p[256];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return p;
 }
 
 /* A small model: a linear layer and a layer norm. */
-typedef struct model { nn_linear fc; nn_layer_norm ln; } model;
+typedef struct model {
+    nn_linear fc;
+    nn_layer_norm ln;
+} model;
 
-static nn_params *make_model(model *m, uint64_t seed)
-{
+static nn_params *make_model(model *m, uint64_t seed) {
     nn_params *ps = nn_params_new();
     nn_linear_init(&m->fc, ps, "net.fc", 3, 2, true);
     nn_layer_norm_init(&m->ln, ps, "net.ln", 1, (const int[]){2}, NN_LAYER_NORM_EPS);
@@ -69,17 +69,16 @@ static nn_params *make_model(model *m, uint64_t seed)
     return ps;
 }
 
-static void test_roundtrip(void)
-{
+static void test_roundtrip(void) {
     model a, b;
     nn_params *pa = make_model(&a, 1), *pb = make_model(&b, 2);
-    for (int i = 0; i < 2; i++) a.ln.weight->data[i] = 0.1f * (float)(i + 1);  /* not 1s */
+    for (int i = 0; i < 2; i++) a.ln.weight->data[i] = 0.1f * (float)(i + 1); /* not 1s */
     nn_ckpt *ck = nn_ckpt_new();
     CU_ASSERT_EQUAL(nn_ckpt_add_params(ck, pa), 0);
     const char *weird = "quote \" backslash \\ newline \n tab \t unicode \xc3\xa9\xe2\x82\xac";
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config", "{\"hidden\": 32}"), 0);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "weird", weird), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config", "{\"hidden\": 64}"), 0);  /* replaces */
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config", "{\"hidden\": 64}"), 0); /* replaces */
     CU_ASSERT_EQUAL(nn_ckpt_set_meta_int(ck, "epoch", -12345678901LL), 0);
     ag_rng r, r2;
     ag_rng_seed(&r, 99);
@@ -89,8 +88,8 @@ static void test_roundtrip(void)
     HAS(ag_last_error(), "reserved");
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_FORMAT_KEY, "2"), -1);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_LEGACY_CHECKSUM_KEY, "x"), -1);
-    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "tapegrad.model", "mlp"), 0);  /* a mark, not reserved */
-    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "latin1", "caf\xe9"), -1);  /* not UTF-8 */
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "tapegrad.model", "mlp"), 0); /* a mark, not reserved */
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "latin1", "caf\xe9"), -1);    /* not UTF-8 */
     HAS(ag_last_error(), "must be UTF-8");
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("rt.safetensors")), 0);
     nn_ckpt_free(ck);
@@ -128,11 +127,13 @@ static void test_roundtrip(void)
     CU_ASSERT_EQUAL(nn_ckpt_load_params(in, pb, 0), 0);
     for (size_t i = 0; i < nn_params_count(pa); i++)
         CU_ASSERT_EQUAL(memcmp(nn_params_at(pa, i)->data, nn_params_at(pb, i)->data,
-                               (size_t)nn_params_at(pa, i)->numel * sizeof(ag_real)), 0);
+                               (size_t)nn_params_at(pa, i)->numel * sizeof(ag_real)),
+                        0);
     /* Saving a loaded checkpoint again gives the same bytes. */
     CU_ASSERT_EQUAL(nn_ckpt_save(in, path_in("rt2.safetensors")), 0);
     nn_ckpt_free(in);
-    FILE *f1 = fopen(path_in("rt.safetensors"), "rb"), *f2 = fopen(path_in("rt2.safetensors"), "rb");
+    FILE *f1 = fopen(path_in("rt.safetensors"), "rb"),
+         *f2 = fopen(path_in("rt2.safetensors"), "rb");
     static unsigned char b1[8192], b2[8192];
     size_t n1 = fread(b1, 1, sizeof b1, f1), n2 = fread(b2, 1, sizeof b2, f2);
     fclose(f1);
@@ -163,8 +164,7 @@ static void test_roundtrip(void)
     nn_params_free(pb);
 }
 
-static void test_f64_store(void)
-{
+static void test_f64_store(void) {
     nn_ckpt *ck = nn_ckpt_new();
     CU_ASSERT_EQUAL(nn_ckpt_set_store_dtype(ck, NN_F16), -1);
     CU_ASSERT_EQUAL(nn_ckpt_set_store_dtype(ck, NN_F64), 0);
@@ -193,8 +193,7 @@ static void test_f64_store(void)
 
 /* header JSON + data into buf as a safetensors file; hlen_override != 0 replaces the length. */
 static size_t make_file(unsigned char *buf, const char *header, const void *data, size_t dlen,
-                        uint64_t hlen_override)
-{
+                        uint64_t hlen_override) {
     uint64_t hl = hlen_override ? hlen_override : strlen(header);
     for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(hl >> (8 * i));
     memcpy(buf + 8, header, strlen(header));
@@ -203,22 +202,20 @@ static size_t make_file(unsigned char *buf, const char *header, const void *data
 }
 
 /* Writes the image to path_in(name) and loads it; returns nn_ckpt_load's status. */
-static int load_image_file(const char *name, const unsigned char *buf, size_t n, nn_ckpt **out)
-{
+static int load_image_file(const char *name, const unsigned char *buf, size_t n, nn_ckpt **out) {
     FILE *f = fopen(path_in(name), "wb");
     CU_ASSERT_EQUAL_FATAL(fwrite(buf, 1, n, f), n);
     fclose(f);
     return nn_ckpt_load(out, path_in(name));
 }
 
-static void test_other_writers(void)
-{
+static void test_other_writers(void) {
     /* As safetensors.torch.save_file writes: no checksum, F16, BF16, F32, an I64 tensor. */
     static const unsigned char data[] = {
-        0x00, 0x3C, 0x00, 0xC0, 0x00, 0x38, 0x01, 0x00,  /* F16: 1, -2, 0.5, 2^-24 */
-        0x80, 0x3F, 0x40, 0xC0,                          /* BF16: 1, -3 */
-        0x00, 0x00, 0x20, 0x40,                          /* F32: 2.5 */
-        0x07, 0, 0, 0, 0, 0, 0, 0,                       /* I64: 7 */
+        0x00, 0x3C, 0x00, 0xC0, 0x00, 0x38, 0x01, 0x00, /* F16: 1, -2, 0.5, 2^-24 */
+        0x80, 0x3F, 0x40, 0xC0,                         /* BF16: 1, -3 */
+        0x00, 0x00, 0x20, 0x40,                         /* F32: 2.5 */
+        0x07, 0,    0,    0,    0,    0,    0,    0,    /* I64: 7 */
     };
     const char *hdr = "{\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
                       "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]},"
@@ -241,7 +238,7 @@ static void test_other_writers(void)
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "f", 0, NULL, v), 0);
     CU_ASSERT_EQUAL(v[0], 2.5f);
     CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "format"), "pt");
-    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_UNCHECKED);  /* no tapegrad.* key: plain */
+    CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_UNCHECKED); /* no tapegrad.* key: plain */
     /* Mistyped: an integer tensor where a parameter is expected. */
     CU_ASSERT_EQUAL(nn_ckpt_read(ck, "i", 1, (const int[]){1}, v), -1);
     HAS(ag_last_error(), "torch.safetensors: tensor 'i' has dtype I64, expected a float dtype");
@@ -256,9 +253,9 @@ static void test_other_writers(void)
 typedef struct bad_case {
     const char *what;
     const char *header;
-    size_t dlen;            /* bytes of data after the header */
-    uint64_t hlen;          /* 0: the header's length */
-    size_t cut;             /* bytes cut from the end of the file */
+    size_t dlen;   /* bytes of data after the header */
+    uint64_t hlen; /* 0: the header's length */
+    size_t cut;    /* bytes cut from the end of the file */
     const char *expect;
 } bad_case;
 
@@ -277,21 +274,23 @@ static const bad_case bad_cases[] = {
     {"bad JSON: trailing text", "{" W2 "}x", 8, 0, 0, "unexpected text after the JSON value"},
     {"bad JSON: duplicate key", "{" W2 "," W2 "}", 8, 0, 0, "duplicate key \"w\""},
     {"header not an object", "[1,2]", 0, 0, 0, "header is a JSON array, expected an object"},
-    {"unknown dtype", "{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0,
-     0, "unknown dtype \"F33\""},
+    {"unknown dtype", "{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0, 0,
+     "unknown dtype \"F33\""},
     {"shape / bytes mismatch", "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
      8, 0, 0, "shape [3] of F32 needs 12 bytes but data_offsets [0, 8] span 8"},
-    {"negative shape", "{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, 0,
-     0, "shape entry 0 is not a non-negative integer"},
+    {"negative shape", "{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, 0, 0,
+     "shape entry 0 is not a non-negative integer"},
     {"begin > end", "{\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", 8, 0, 0,
      "has begin > end"},
-    {"overlapping ranges", "{" W2 ",\"v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-     8, 0, 0, "overlap"},
+    {"overlapping ranges",
+     "{" W2 ",\"v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0, 0, "overlap"},
     {"range outside the file", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
-     8, 0, 0, "file is 71 bytes but its header describes 79 (a 55-byte header and 16 bytes of data"},
-    {"gap in the data", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0,
-     0, "bytes [0, 4) of the data section belong to no tensor"},
-    {"trailing data", "{" W2 "}", 12, 0, 0, "bytes [8, 12) of the data section belong to no "
+     8, 0, 0,
+     "file is 71 bytes but its header describes 79 (a 55-byte header and 16 bytes of data"},
+    {"gap in the data", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0, 0,
+     "bytes [0, 4) of the data section belong to no tensor"},
+    {"trailing data", "{" W2 "}", 12, 0, 0,
+     "bytes [8, 12) of the data section belong to no "
      "tensor (trailing data after 'w'): file is 74 bytes but its header describes 70"},
     {"missing field", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, 0, 0,
      "missing field \"data_offsets\""},
@@ -299,27 +298,32 @@ static const bad_case bad_cases[] = {
      8, 0, 0, "unexpected field \"x\""},
     {"metadata value not a string", "{\"__metadata__\":{\"n\":3}," W2 "}", 8, 0, 0,
      "__metadata__ value of \"n\" is a JSON number, expected a string"},
-    {"legacy checksum mismatch", "{\"__metadata__\":{\"" NN_CKPT_LEGACY_CHECKSUM_KEY
-     "\":\"0123456789abcdef\"}," W2 "}", 8, 0, 0, "checksum does not match: metadata "
-     NN_CKPT_LEGACY_CHECKSUM_KEY " (legacy scheme, the data section only) is \"0123456789abcdef\""},
-    {"checksum mismatch", "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"0123456789abcdef\"},"
-     W2 "}", 8, 0, 0, "checksum does not match: metadata " NN_CKPT_CHECKSUM_KEY " is "
+    {"legacy checksum mismatch",
+     "{\"__metadata__\":{\"" NN_CKPT_LEGACY_CHECKSUM_KEY "\":\"0123456789abcdef\"}," W2 "}", 8, 0,
+     0,
+     "checksum does not match: metadata " NN_CKPT_LEGACY_CHECKSUM_KEY
+     " (legacy scheme, the data section only) is \"0123456789abcdef\""},
+    {"checksum mismatch",
+     "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"0123456789abcdef\"}," W2 "}", 8, 0, 0,
+     "checksum does not match: metadata " NN_CKPT_CHECKSUM_KEY " is "
      "0123456789abcdef but the file hashes to"},
-    {"checksum not hex", "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"0123456789ABCDEF\"},"
-     W2 "}", 8, 0, 0, "not 16 lowercase hex digits"},
-    {"checksum escaped", "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"\\u0030123456789abcdef\"},"
-     W2 "}", 8, 0, 0, "not 16 lowercase hex digits"},
+    {"checksum not hex",
+     "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"0123456789ABCDEF\"}," W2 "}", 8, 0, 0,
+     "not 16 lowercase hex digits"},
+    {"checksum escaped",
+     "{\"__metadata__\":{\"" NN_CKPT_CHECKSUM_KEY "\":\"\\u0030123456789abcdef\"}," W2 "}", 8, 0, 0,
+     "not 16 lowercase hex digits"},
     {"marked, no checksum", "{\"__metadata__\":{\"tapegrad.model\":\"mlp\"}," W2 "}", 8, 0, 0,
      "checksum missing: metadata key 'tapegrad.model' marks the file as a tapegrad checkpoint"},
-    {"format 2, legacy checksum only", "{\"__metadata__\":{\"" NN_CKPT_FORMAT_KEY "\":\"2\",\""
-     NN_CKPT_LEGACY_CHECKSUM_KEY "\":\"0123456789abcdef\"}," W2 "}", 8, 0, 0,
-     "checksum missing: metadata key '" NN_CKPT_FORMAT_KEY "'"},
+    {"format 2, legacy checksum only",
+     "{\"__metadata__\":{\"" NN_CKPT_FORMAT_KEY "\":\"2\",\"" NN_CKPT_LEGACY_CHECKSUM_KEY
+     "\":\"0123456789abcdef\"}," W2 "}",
+     8, 0, 0, "checksum missing: metadata key '" NN_CKPT_FORMAT_KEY "'"},
     {"unknown format", "{\"__metadata__\":{\"" NN_CKPT_FORMAT_KEY "\":\"3\"}," W2 "}", 8, 0, 0,
      "metadata " NN_CKPT_FORMAT_KEY " is \"3\", a format this version does not know"},
 };
 
-static void test_malformed_table(void)
-{
+static void test_malformed_table(void) {
     static const unsigned char data[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
         const bad_case *c = &bad_cases[i];
@@ -334,7 +338,7 @@ static void test_malformed_table(void)
         CU_ASSERT_EQUAL(rc, -1);
         CU_ASSERT_PTR_NULL(ck);
         HAS(ag_last_error(), c->expect);
-        HAS(ag_last_error(), name);  /* the message names the file */
+        HAS(ag_last_error(), name); /* the message names the file */
     }
     /* Header length 0 on its own. */
     unsigned char z[8] = {0};
@@ -344,8 +348,7 @@ static void test_malformed_table(void)
 }
 
 /* Checksum: a valid file with one data byte flipped. */
-static void test_checksum_flip(void)
-{
+static void test_checksum_flip(void) {
     model a;
     nn_params *pa = make_model(&a, 3);
     CU_ASSERT_EQUAL_FATAL(nn_save_params(pa, path_in("flip.safetensors")), 0);
@@ -361,8 +364,7 @@ static void test_checksum_flip(void)
 }
 
 /* Loading into a store: missing, extra, misshapen, mistyped tensors; optim.* extras. */
-static void test_load_rules(void)
-{
+static void test_load_rules(void) {
     model a;
     nn_params *pa = make_model(&a, 4);
     ag_real before[6];
@@ -376,7 +378,7 @@ static void test_load_rules(void)
     nn_ckpt_add(ck, "net.ln.weight", 1, (const int[]){2}, vals);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
     HAS(ag_last_error(), "tensor 'net.ln.bias' is missing (expected shape [2])");
-    CU_ASSERT_EQUAL(memcmp(before, a.fc.weight->data, sizeof before), 0);  /* untouched */
+    CU_ASSERT_EQUAL(memcmp(before, a.fc.weight->data, sizeof before), 0); /* untouched */
 
     /* Complete, plus optimizer state: accepted (optim.* skipped by a model-only load). */
     nn_ckpt_add(ck, "net.ln.bias", 1, (const int[]){2}, vals);
@@ -399,25 +401,27 @@ static void test_load_rules(void)
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("shape.safetensors")), 0);
     nn_ckpt_free(ck);
     CU_ASSERT_EQUAL(nn_load_params(pa, path_in("shape.safetensors")), -1);
-    HAS(ag_last_error(), "shape.safetensors: tensor 'net.fc.weight' has shape [3, 2], expected [2, 3]");
+    HAS(ag_last_error(),
+        "shape.safetensors: tensor 'net.fc.weight' has shape [3, 2], expected [2, 3]");
 
     /* Mistyped: an I32 parameter. */
-    const char *hdr = "{\"net.fc.weight\":{\"dtype\":\"I32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
-                      "\"net.fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
-                      "\"net.ln.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[32,40]},"
-                      "\"net.ln.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[40,48]}}";
+    const char *hdr =
+        "{\"net.fc.weight\":{\"dtype\":\"I32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+        "\"net.fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+        "\"net.ln.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[32,40]},"
+        "\"net.ln.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[40,48]}}";
     unsigned char data[48] = {0}, buf[1024];
     size_t n = make_file(buf, hdr, data, sizeof data, 0);
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&ck, buf, n, "typed.safetensors", NULL), 0);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
-    HAS(ag_last_error(), "typed.safetensors: tensor 'net.fc.weight' has dtype I32, expected a float dtype");
+    HAS(ag_last_error(),
+        "typed.safetensors: tensor 'net.fc.weight' has dtype I32, expected a float dtype");
     nn_ckpt_free(ck);
     nn_params_free(pa);
 }
 
 /* Entries of directory d other than "." and ".." (hidden temporaries included). */
-static int count_entries(const char *d)
-{
+static int count_entries(const char *d) {
     int n = 0;
     DIR *dd = opendir(d);
     struct dirent *e;
@@ -429,8 +433,7 @@ static int count_entries(const char *d)
 
 /* Saving goes through ag_file: the target is replaced whole, nothing else is left in the
  * directory, and a failed save keeps the previous file. */
-static void test_atomic_save(void)
-{
+static void test_atomic_save(void) {
     char sub[128];
     snprintf(sub, sizeof sub, "%s/atomic", dir);
     CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
@@ -440,7 +443,7 @@ static void test_atomic_save(void)
     nn_params *pa = make_model(&a, 5);
     CU_ASSERT_EQUAL(nn_save_params(pa, target), 0);
     a.fc.weight->data[0] = 42;
-    CU_ASSERT_EQUAL(nn_save_params(pa, target), 0);  /* over the previous one */
+    CU_ASSERT_EQUAL(nn_save_params(pa, target), 0); /* over the previous one */
     CU_ASSERT_EQUAL(count_entries(sub), 1);
     a.fc.weight->data[0] = 0;
     CU_ASSERT_EQUAL(nn_load_params(pa, target), 0);
@@ -451,7 +454,7 @@ static void test_atomic_save(void)
     mkdir(blocked, 0755);
     CU_ASSERT_EQUAL(nn_save_params(pa, blocked), -1);
     HAS(ag_last_error(), "blocked: is a directory, expected a file (nothing written)");
-    CU_ASSERT_EQUAL(count_entries(sub), 2);  /* model.safetensors and blocked/: no temporary */
+    CU_ASSERT_EQUAL(count_entries(sub), 2); /* model.safetensors and blocked/: no temporary */
     /* A directory that does not exist. */
     CU_ASSERT_EQUAL(nn_save_params(pa, "/nonexistent-dir/x.safetensors"), -1);
     HAS(ag_last_error(), "/nonexistent-dir/x.safetensors: cannot create a temporary file beside "
@@ -462,8 +465,7 @@ static void test_atomic_save(void)
 /* ---- Format-2 checksum: every edit of a marked file is refused ------------------------------ */
 
 /* Replaces the first occurrence of `from` in buf[0..n) by `to` (same length). */
-static void edit(unsigned char *buf, size_t n, const char *from, const char *to)
-{
+static void edit(unsigned char *buf, size_t n, const char *from, const char *to) {
     size_t k = strlen(from);
     CU_ASSERT_EQUAL_FATAL(strlen(to), k);
     for (size_t i = 0; i + k <= n; i++)
@@ -476,8 +478,7 @@ static void edit(unsigned char *buf, size_t n, const char *from, const char *to)
 
 /* Removes `"key":"<value>",` or `,"key":"<value>"` from the header of a file image in buf
  * (rewriting the length, same padding rule as a save); returns the new size. */
-static size_t drop_meta(unsigned char *buf, size_t n, const char *key)
-{
+static size_t drop_meta(unsigned char *buf, size_t n, const char *key) {
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
     char hdr[4096], pat[128];
@@ -498,8 +499,7 @@ static size_t drop_meta(unsigned char *buf, size_t n, const char *key)
 }
 
 /* A zoo-like checkpoint: marked with tapegrad.model, a config, a vocabulary. */
-static size_t marked_image(unsigned char *buf, size_t cap)
-{
+static size_t marked_image(unsigned char *buf, size_t cap) {
     const ag_real w[6] = {0.5f, -1.25f, 2, 0.125f, -3.5f, 1}, b[2] = {0.25f, -0.75f};
     nn_ckpt *ck = nn_ckpt_new();
     nn_ckpt_add(ck, "fc.weight", 2, (const int[]){2, 3}, w);
@@ -517,15 +517,16 @@ static size_t marked_image(unsigned char *buf, size_t cap)
     return n;
 }
 
-static void test_checksum_edits(void)
-{
+static void test_checksum_edits(void) {
     unsigned char buf[4096];
     size_t n = marked_image(buf, sizeof buf);
     nn_ckpt *ck;
     CU_ASSERT_EQUAL_FATAL(load_image_file("marked.safetensors", buf, n, &ck), 0);
     CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_CHECKED_FILE);
     nn_ckpt_free(ck);
-    static const struct { const char *what, *from, *to; } edits[] = {
+    static const struct {
+        const char *what, *from, *to;
+    } edits[] = {
         {"edited metadata value", "\"config.dropout\":\"0.1\"", "\"config.dropout\":\"0.5\""},
         {"renamed vocabulary token", "hello", "hallo"},
         {"renamed tensor", "\"fc.weight\"", "\"fc.weighx\""},
@@ -543,8 +544,8 @@ static void test_checksum_edits(void)
         if (rc == 0) fprintf(stderr, "\n  accepted: %s\n", edits[i].what);
         CU_ASSERT_EQUAL(rc, -1);
         CU_ASSERT_PTR_NULL(ck);
-        HAS(ag_last_error(), "edited.safetensors: checksum does not match: metadata "
-                             NN_CKPT_CHECKSUM_KEY " is ");
+        HAS(ag_last_error(),
+            "edited.safetensors: checksum does not match: metadata " NN_CKPT_CHECKSUM_KEY " is ");
         HAS(ag_last_error(), "its header (metadata, tensor names, dtypes, shapes, offsets) or "
                              "its data changed after it was saved");
     }
@@ -574,8 +575,8 @@ static void test_checksum_edits(void)
     memcpy(e, buf, n);
     size_t m = drop_meta(e, n, NN_CKPT_CHECKSUM_KEY);
     CU_ASSERT_EQUAL(load_image_file("nosum.safetensors", e, m, &ck), -1);
-    HAS(ag_last_error(), "nosum.safetensors: checksum missing: metadata key '"
-                         NN_CKPT_FORMAT_KEY "' marks the file as a tapegrad checkpoint, but it "
+    HAS(ag_last_error(), "nosum.safetensors: checksum missing: metadata key '" NN_CKPT_FORMAT_KEY
+                         "' marks the file as a tapegrad checkpoint, but it "
                          "has no " NN_CKPT_CHECKSUM_KEY);
     /* ... and the format key too: tapegrad.model still marks it. */
     m = drop_meta(e, m, NN_CKPT_FORMAT_KEY);
@@ -599,12 +600,10 @@ static const char legacy_header[] =
     "\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
     "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}     ";
 static const unsigned char legacy_data[32] = {
-    0x00, 0x00, 0x00, 0x3f, 0x00, 0x00, 0xa0, 0xbf, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00,
-    0x3e, 0x00, 0x00, 0x60, 0xc0, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x80, 0x3e, 0x00, 0x00,
-    0x40, 0xbf};
+    0x00, 0x00, 0x00, 0x3f, 0x00, 0x00, 0xa0, 0xbf, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x3e,
+    0x00, 0x00, 0x60, 0xc0, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x80, 0x3e, 0x00, 0x00, 0x40, 0xbf};
 
-static void test_legacy(void)
-{
+static void test_legacy(void) {
     unsigned char buf[1024];
     size_t n = make_file(buf, legacy_header, legacy_data, sizeof legacy_data, 0);
     CU_ASSERT_EQUAL(n, 272);
@@ -629,8 +628,9 @@ static void test_legacy(void)
     /* A flipped data bit: refused by the legacy checksum. */
     buf[n - 5] ^= 0x04;
     CU_ASSERT_EQUAL(load_image_file("legacy.safetensors", buf, n, &ck), -1);
-    HAS(ag_last_error(), "legacy.safetensors: checksum does not match: metadata "
-                         NN_CKPT_LEGACY_CHECKSUM_KEY " (legacy scheme, the data section only)");
+    HAS(ag_last_error(),
+        "legacy.safetensors: checksum does not match: metadata " NN_CKPT_LEGACY_CHECKSUM_KEY
+        " (legacy scheme, the data section only)");
     buf[n - 5] ^= 0x04;
     /* An edited header is what the legacy scheme cannot see: it loads, flagged CHECKED_DATA. */
     edit(buf, n, "\"0.1\"", "\"0.9\"");
@@ -646,8 +646,7 @@ static void test_legacy(void)
 
 /* ---- Sizes before data ---------------------------------------------------------------------- */
 
-static void test_sizes_first(void)
-{
+static void test_sizes_first(void) {
     unsigned char buf[4096];
     size_t n = marked_image(buf, sizeof buf);
     nn_ckpt *ck;
@@ -660,10 +659,12 @@ static void test_sizes_first(void)
     /* The header length larger than the file. */
     unsigned char e[4096];
     memcpy(e, buf, n);
-    e[2] = 1;  /* + 65536 */
+    e[2] = 1; /* + 65536 */
     CU_ASSERT_EQUAL(load_image_file("hlen.safetensors", e, n, &ck), -1);
-    snprintf(want, sizeof want, "hlen.safetensors: header length %llu exceeds the file: it is %zu "
-             "bytes", (unsigned long long)(e[0] | e[1] << 8) + 65536, n);
+    snprintf(want, sizeof want,
+             "hlen.safetensors: header length %llu exceeds the file: it is %zu "
+             "bytes",
+             (unsigned long long)(e[0] | e[1] << 8) + 65536, n);
     HAS(ag_last_error(), want);
     /* A header that describes 2^42 bytes of data in a small file: refused by the sizes, never
      * allocated (an allocation of 4 TB would fail with "out of memory"). */
@@ -671,9 +672,11 @@ static void test_sizes_first(void)
                        "\"data_offsets\":[0,4398046511104]}}";
     n = make_file(buf, huge, "abcdefgh", 8, 0);
     CU_ASSERT_EQUAL(load_image_file("huge.safetensors", buf, n, &ck), -1);
-    snprintf(want, sizeof want, "huge.safetensors: file is %zu bytes but its header describes "
+    snprintf(want, sizeof want,
+             "huge.safetensors: file is %zu bytes but its header describes "
              "%llu (a %zu-byte header and 4398046511104 bytes of data, up to the end of tensor "
-             "'w'): truncated file?", n, 4398046511104ull + strlen(huge) + 8, strlen(huge));
+             "'w'): truncated file?",
+             n, 4398046511104ull + strlen(huge) + 8, strlen(huge));
     HAS(ag_last_error(), want);
     /* A header length over 100 MB in a (sparse) file long enough for it: refused before the
      * header is read. */
@@ -690,8 +693,7 @@ static void test_sizes_first(void)
 
 /* ---- Non-finite weights ---------------------------------------------------------------------- */
 
-static void test_nonfinite(void)
-{
+static void test_nonfinite(void) {
     model a;
     nn_params *pa = make_model(&a, 6);
     a.fc.weight->data[4] = NAN;
@@ -728,18 +730,23 @@ static void test_nonfinite(void)
     free(img);
     /* Half precisions of other writers: F16 +inf, BF16 NaN, F8_E5M2 -inf, F8_E4M3 NaN; and
      * the finite extremes of each, which load. */
-    static const struct { const char *dtype; unsigned char bytes[2]; size_t es; const char *is; }
-        cases[] = {
-            {"F16", {0x00, 0x7c}, 2, "inf"},      {"BF16", {0xc1, 0x7f}, 2, "NaN"},
-            {"F8_E5M2", {0xfc}, 1, "-inf"},       {"F8_E4M3", {0x7f}, 1, "NaN"},
-            {"F16", {0xff, 0x7b}, 2, NULL},       {"BF16", {0x7f, 0xff}, 2, NULL},
-            {"F8_E5M2", {0x7b}, 1, NULL},         {"F8_E4M3", {0x7e}, 1, NULL},
-            {"I16", {0x00, 0x7c}, 2, NULL},       /* not a float: no check */
-        };
+    static const struct {
+        const char *dtype;
+        unsigned char bytes[2];
+        size_t es;
+        const char *is;
+    } cases[] = {
+        {"F16", {0x00, 0x7c}, 2, "inf"}, {"BF16", {0xc1, 0x7f}, 2, "NaN"},
+        {"F8_E5M2", {0xfc}, 1, "-inf"},  {"F8_E4M3", {0x7f}, 1, "NaN"},
+        {"F16", {0xff, 0x7b}, 2, NULL},  {"BF16", {0x7f, 0xff}, 2, NULL},
+        {"F8_E5M2", {0x7b}, 1, NULL},    {"F8_E4M3", {0x7e}, 1, NULL},
+        {"I16", {0x00, 0x7c}, 2, NULL}, /* not a float: no check */
+    };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char hdr[160], want[96];
-        snprintf(hdr, sizeof hdr, "{\"x\":{\"dtype\":\"%s\",\"shape\":[],\"data_offsets\":[0,%zu]}}",
-                 cases[i].dtype, cases[i].es);
+        snprintf(hdr, sizeof hdr,
+                 "{\"x\":{\"dtype\":\"%s\",\"shape\":[],\"data_offsets\":[0,%zu]}}", cases[i].dtype,
+                 cases[i].es);
         unsigned char file[256];
         n = make_file(file, hdr, cases[i].bytes, cases[i].es, 0);
         int rc = nn_ckpt_load_mem(&ck, file, n, "half", NULL);
@@ -757,8 +764,7 @@ static void test_nonfinite(void)
 /* ---- The atomic writer (autograd/ag_file.h) ------------------------------------------------ */
 
 /* The whole content of path into buf (NUL-terminated); returns its length or -1. */
-static long slurp(const char *path, char *buf, size_t cap)
-{
+static long slurp(const char *path, char *buf, size_t cap) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
     size_t n = fread(buf, 1, cap - 1, f);
@@ -768,8 +774,7 @@ static long slurp(const char *path, char *buf, size_t cap)
 }
 
 /* Writes text to path through ag_file; returns ag_file_commit's status. */
-static int write_atomic(const char *path, const char *text)
-{
+static int write_atomic(const char *path, const char *text) {
     ag_file af;
     FILE *f = ag_file_open(&af, path);
     if (!f) return -1;
@@ -777,8 +782,7 @@ static int write_atomic(const char *path, const char *text)
     return ag_file_commit(&af);
 }
 
-static void test_file_symlink_mode(void)
-{
+static void test_file_symlink_mode(void) {
     char sub[128], real[192], link[192], link2[192], dangling[192], buf[64], lt[192];
     snprintf(sub, sizeof sub, "%s/links", dir);
     CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
@@ -788,8 +792,8 @@ static void test_file_symlink_mode(void)
     snprintf(dangling, sizeof dangling, "%s/dangling.txt", sub);
     CU_ASSERT_EQUAL(write_atomic(real, "old"), 0);
     CU_ASSERT_EQUAL_FATAL(chmod(real, 0600), 0);
-    CU_ASSERT_EQUAL_FATAL(symlink("real.txt", link), 0);  /* relative, as ln -s makes them */
-    CU_ASSERT_EQUAL_FATAL(symlink(link, link2), 0);       /* absolute, a chain of two */
+    CU_ASSERT_EQUAL_FATAL(symlink("real.txt", link), 0); /* relative, as ln -s makes them */
+    CU_ASSERT_EQUAL_FATAL(symlink(link, link2), 0);      /* absolute, a chain of two */
     /* Through the chain: the links stay links, the target gets the data, keeps mode 0600. */
     CU_ASSERT_EQUAL(write_atomic(link2, "new"), 0);
     struct stat st;
@@ -837,8 +841,7 @@ static void test_file_symlink_mode(void)
     CU_ASSERT_EQUAL(write_atomic("/dev/null", "discarded"), 0);
 }
 
-static void test_file_stale_abort(void)
-{
+static void test_file_stale_abort(void) {
     char sub[128], target[192], p[256], buf[64];
     snprintf(sub, sizeof sub, "%s/stale", dir);
     CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
@@ -873,7 +876,7 @@ static void test_file_stale_abort(void)
     CU_ASSERT_EQUAL(access(af.tmp, F_OK), 0);
     snprintf(p, sizeof p, "%s/.out.bin.tmp.%ld.aB3dE9", sub, (long)dead);
     CU_ASSERT_EQUAL(access(p, F_OK), -1);
-    CU_ASSERT_EQUAL(count_entries(sub), 6);  /* out.bin, 4 kept, our temporary */
+    CU_ASSERT_EQUAL(count_entries(sub), 6); /* out.bin, 4 kept, our temporary */
     /* Abort: the target intact, the temporary gone; abort again is a no-op. */
     fputs("half-written", f);
     char tmp[256];
@@ -892,8 +895,7 @@ static void test_file_stale_abort(void)
 
 /* ---- buffers (BatchNorm's running statistics) -------------------------------------------- */
 
-static nn_params *make_bn(nn_batch_norm1d *bn, nn_linear *fc)
-{
+static nn_params *make_bn(nn_batch_norm1d *bn, nn_linear *fc) {
     nn_params *ps = nn_params_new();
     nn_linear_init(fc, ps, "net.fc", 3, 2, true);
     nn_batch_norm1d_init(bn, ps, "net.bn", 2, 1e-5, 0.1);
@@ -904,8 +906,7 @@ static nn_params *make_bn(nn_batch_norm1d *bn, nn_linear *fc)
 /* A BatchNorm1d store trained three batches: its checkpoint holds the parameters and the
  * buffers in the state_dict's order, num_batches_tracked as I64; a fresh store loads the same
  * running statistics; a file written as PyTorch does (I64 counter) loads. */
-static void test_buffers(void)
-{
+static void test_buffers(void) {
     nn_batch_norm1d bn, bn2;
     nn_linear fc, fc2;
     nn_params *ps = make_bn(&bn, &fc);
@@ -921,8 +922,12 @@ static void test_buffers(void)
     CU_ASSERT_NOT_EQUAL(bn.running_mean->data[0], 0);
     nn_ckpt *ck = nn_ckpt_new();
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_add_params(ck, ps), 0);
-    static const char *order[] = {"net.fc.weight", "net.fc.bias", "net.bn.weight", "net.bn.bias",
-                                  "net.bn.running_mean", "net.bn.running_var",
+    static const char *order[] = {"net.fc.weight",
+                                  "net.fc.bias",
+                                  "net.bn.weight",
+                                  "net.bn.bias",
+                                  "net.bn.running_mean",
+                                  "net.bn.running_var",
                                   "net.bn.num_batches_tracked"};
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_count(ck), 7);
     for (size_t i = 0; i < 7; i++) CU_ASSERT_STRING_EQUAL(nn_ckpt_at(ck, i)->name, order[i]);
@@ -955,17 +960,18 @@ static void test_buffers(void)
 
     /* as PyTorch writes a BatchNorm1d(2)'s state_dict: F32 and an I64 counter of 7 */
     static const unsigned char data[] = {
-        0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0x40,  /* weight 1, 2 */
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0xBF,  /* bias 0, -1 */
-        0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x40, 0x40,  /* running_mean 0.5, 3 */
-        0x00, 0x00, 0x80, 0x40, 0x00, 0x00, 0x80, 0x3E,  /* running_var 4, 0.25 */
-        0x07, 0, 0, 0, 0, 0, 0, 0,                       /* num_batches_tracked 7 */
+        0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0x40, /* weight 1, 2 */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0xBF, /* bias 0, -1 */
+        0x00, 0x00, 0x00, 0x3F, 0x00, 0x00, 0x40, 0x40, /* running_mean 0.5, 3 */
+        0x00, 0x00, 0x80, 0x40, 0x00, 0x00, 0x80, 0x3E, /* running_var 4, 0.25 */
+        0x07, 0,    0,    0,    0,    0,    0,    0,    /* num_batches_tracked 7 */
     };
-    const char *hdr = "{\"bn.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                      "\"bn.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]},"
-                      "\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
-                      "\"bn.running_var\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
-                      "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[32,40]}}";
+    const char *hdr =
+        "{\"bn.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"bn.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]},"
+        "\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
+        "\"bn.running_var\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+        "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[32,40]}}";
     unsigned char buf[1024];
     size_t n = make_file(buf, hdr, data, sizeof data, 0);
     nn_ckpt *pt;
@@ -991,10 +997,13 @@ static void test_buffers(void)
 
 /* ---- non-strict loads (PyTorch's strict=False) ------------------------------------------- */
 
-typedef struct encoder { nn_embedding emb; nn_lstm rnn; nn_batch_norm1d bn; } encoder;
+typedef struct encoder {
+    nn_embedding emb;
+    nn_lstm rnn;
+    nn_batch_norm1d bn;
+} encoder;
 
-static void encoder_init(encoder *e, nn_params *ps)
-{
+static void encoder_init(encoder *e, nn_params *ps) {
     nn_embedding_init(&e->emb, ps, "encoder.embedding", 10, 4);
     nn_lstm_init(&e->rnn, ps, "encoder.rnn", 4, 3, 1, 0);
     nn_batch_norm1d_init(&e->bn, ps, "encoder.bn", 3, 1e-5, 0.1);
@@ -1003,8 +1012,7 @@ static void encoder_init(encoder *e, nn_params *ps)
 /* A pretrained encoder's checkpoint into a new model's store (encoder + decoder): the
  * encoder's tensors loaded, the decoder's reported missing, the checkpoint's extra tensor
  * unexpected; a shape mismatch names both shapes; a checkpoint matching nothing is an error. */
-static void test_partial_load(void)
-{
+static void test_partial_load(void) {
     nn_params *pre = nn_params_new();
     encoder e;
     encoder_init(&e, pre);
@@ -1013,7 +1021,8 @@ static void test_partial_load(void)
     e.bn.running_var->data[2] = 9;
     nn_ckpt *ck = nn_ckpt_new();
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_add_params(ck, pre), 0);
-    CU_ASSERT_EQUAL_FATAL(nn_ckpt_add(ck, "head.weight", 1, (const int[]){2}, (const ag_real[]){1, 2}), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        nn_ckpt_add(ck, "head.weight", 1, (const int[]){2}, (const ag_real[]){1, 2}), 0);
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_add(ck, "optim.step", 0, NULL, (const ag_real[]){3}), 0);
 
     nn_params *ps = nn_params_new();
@@ -1041,7 +1050,7 @@ static void test_partial_load(void)
         for (ptrdiff_t k = 0; k < a->numel; k++) CU_ASSERT_EQUAL(a->data[k], b->data[k]);
     }
     CU_ASSERT_EQUAL(e2.bn.num_batches_tracked->data[0], 5);
-    CU_ASSERT_EQUAL(dec.weight->data[0], dec_before); /* untouched */
+    CU_ASSERT_EQUAL(dec.weight->data[0], dec_before);              /* untouched */
     CU_ASSERT_EQUAL(nn_ckpt_load_params_partial(ck, ps, NULL), 0); /* no report wanted */
 
     /* a shape mismatch: an error naming both shapes, the store untouched */
@@ -1087,7 +1096,7 @@ static CU_TestInfo tests[] = {
     {"non-strict load: a pretrained encoder into a new model", test_partial_load},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {
-    {"nn_checkpoint", suite_init, suite_clean, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"nn_checkpoint", suite_init, suite_clean, NULL, NULL, tests},
+                                CU_SUITE_INFO_NULL};
 
 int main(void) { return tg_test_run(suites); }

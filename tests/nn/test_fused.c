@@ -36,7 +36,8 @@ static double arr_diff(const ag_real *a, const ag_real *b, size_t n) {
 /* Fills leaves (and the projection) with N(0, scale^2) draws from r. */
 static void fill(ag_tensor *const *xs, int n, ag_rng *r, double scale) {
     for (int l = 0; l < n; l++)
-        for (ptrdiff_t i = 0; i < xs[l]->numel; i++) xs[l]->data[i] = (ag_real)(scale * ag_rng_normal(r));
+        for (ptrdiff_t i = 0; i < xs[l]->numel; i++)
+            xs[l]->data[i] = (ag_real)(scale * ag_rng_normal(r));
 }
 
 /* loss = <y, proj>, a fixed random projection, then backward. */
@@ -69,15 +70,17 @@ static void attn_once(bool fused, const int32_t *lens, int vl_ndim, double p, at
     ag_rng data, drop;
     ag_rng_seed(&data, 31);
     ag_rng_seed(&drop, 5);
-    ag_tensor *q = ag_leaf_new(AG_SHAPE(AB, ATQ, AH), true), *k = ag_leaf_new(AG_SHAPE(AB, ATK, AH), true);
-    ag_tensor *v = ag_leaf_new(AG_SHAPE(AB, ATK, AHV), true), *proj = ag_tensor_new(t, AG_SHAPE(AB, ATQ, AHV));
+    ag_tensor *q = ag_leaf_new(AG_SHAPE(AB, ATQ, AH), true),
+              *k = ag_leaf_new(AG_SHAPE(AB, ATK, AH), true);
+    ag_tensor *v = ag_leaf_new(AG_SHAPE(AB, ATK, AHV), true),
+              *proj = ag_tensor_new(t, AG_SHAPE(AB, ATQ, AHV));
     ag_tensor *xs[4] = {q, k, v, proj};
     fill(xs, 4, &data, 1);
     nn_attention a = {.heads = AHEADS, .dropout = {p}};
     nn_ctx c = {.tape = t, .training = true, .rng = &drop};
     ag_tensor *w;
-    ag_tensor *out = (fused ? nn_attention_forward : nn_attention_composite)(&a, &c, q, k, v, lens,
-                                                                            vl_ndim, &w);
+    ag_tensor *out =
+        (fused ? nn_attention_forward : nn_attention_composite)(&a, &c, q, k, v, lens, vl_ndim, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     CU_ASSERT_EQUAL(w->ndim, 3);
@@ -93,9 +96,13 @@ static void attn_once(bool fused, const int32_t *lens, int vl_ndim, double p, at
 }
 
 static void test_attention_vs_composite(void) {
-    static const int32_t lens1[AB] = {5, 2, 0}, lens2[AB * ATQ] = {1, 2, 3, 4, 5, 5, 0, 1, 3, 3, 3, 3};
-    const struct { const int32_t *lens; int vl; double p; } cases[] = {
-        {NULL, 0, 0}, {lens1, 1, 0}, {lens2, 2, 0}, {lens1, 1, 0.4}, {lens2, 2, 0.5}};
+    static const int32_t lens1[AB] = {5, 2, 0},
+                         lens2[AB * ATQ] = {1, 2, 3, 4, 5, 5, 0, 1, 3, 3, 3, 3};
+    const struct {
+        const int32_t *lens;
+        int vl;
+        double p;
+    } cases[] = {{NULL, 0, 0}, {lens1, 1, 0}, {lens2, 2, 0}, {lens1, 1, 0.4}, {lens2, 2, 0.5}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         attn_run f, m;
         attn_once(true, cases[c].lens, cases[c].vl, cases[c].p, &f);
@@ -108,7 +115,8 @@ static void test_attention_vs_composite(void) {
         if (cases[c].vl == 1) { /* row b = 1 has 2 valid keys: weights on keys 2.. are 0 */
             for (int h = 0; h < AHEADS; h++)
                 for (int i = 0; i < ATQ; i++)
-                    for (int j = 2; j < ATK; j++) CU_ASSERT_EQUAL(f.w[(((1 * AHEADS + h) * ATQ) + i) * ATK + j], 0);
+                    for (int j = 2; j < ATK; j++)
+                        CU_ASSERT_EQUAL(f.w[(((1 * AHEADS + h) * ATQ) + i) * ATK + j], 0);
             /* row b = 2 has none: uniform */
             CU_ASSERT_DOUBLE_EQUAL(f.w[(2 * AHEADS * ATQ) * ATK], 1.0 / ATK, 1e-7);
         }
@@ -126,9 +134,12 @@ static void test_attention_vs_composite(void) {
     nn_ctx eval = {.tape = t}, train = {.tape = t, .training = true, .rng = &r};
     ag_tensor *q = ag_tensor_new(t, AG_SHAPE(2, 3, 4)), *k = ag_tensor_new(t, AG_SHAPE(2, 5, 4));
     ag_tensor *v = ag_tensor_new(t, AG_SHAPE(2, 5, 6)), *w;
-    nn_attention a2 = {.heads = 2, .dropout = {0.5}}, a3 = {.heads = 3}, bad_p = {.heads = 2, .dropout = {1.5}};
-    CU_ASSERT_PTR_NOT_NULL(nn_attention_forward(&a2, &eval, q, k, v, NULL, 0, &w)); /* no rng needed */
-    CU_ASSERT_PTR_NULL(nn_attention_forward(&a2, &eval, q, k, ag_tensor_new(t, AG_SHAPE(2, 4, 6)), NULL, 0, NULL));
+    nn_attention a2 = {.heads = 2, .dropout = {0.5}}, a3 = {.heads = 3},
+                 bad_p = {.heads = 2, .dropout = {1.5}};
+    CU_ASSERT_PTR_NOT_NULL(
+        nn_attention_forward(&a2, &eval, q, k, v, NULL, 0, &w)); /* no rng needed */
+    CU_ASSERT_PTR_NULL(
+        nn_attention_forward(&a2, &eval, q, k, ag_tensor_new(t, AG_SHAPE(2, 4, 6)), NULL, 0, NULL));
     expect_error("attention", "[2, 3, 4]", "[2, 4, 6]");
     CU_ASSERT_PTR_NULL(nn_attention_forward(&a3, &eval, q, k, v, NULL, 0, NULL));
     expect_error("attention", "3 heads", "[2, 5, 6]");
@@ -154,7 +165,8 @@ static void gru_once(bool fused, ag_real *out, ag_real *grads) {
     ag_tape *t = ag_tape_new();
     ag_rng r;
     ag_rng_seed(&r, 77);
-    ag_tensor *gi = ag_leaf_new(AG_SHAPE(B, 3 * H), true), *gh = ag_leaf_new(AG_SHAPE(B, 3 * H), true);
+    ag_tensor *gi = ag_leaf_new(AG_SHAPE(B, 3 * H), true),
+              *gh = ag_leaf_new(AG_SHAPE(B, 3 * H), true);
     ag_tensor *h = ag_leaf_new(AG_SHAPE(B, H), true), *proj = ag_tensor_new(t, AG_SHAPE(B, H));
     ag_tensor *xs[4] = {gi, gh, h, proj};
     fill(xs, 4, &r, 2);
@@ -196,13 +208,16 @@ static void test_additive_scores_vs_composite(void) {
         ag_tape *t = ag_tape_new();
         ag_rng r;
         ag_rng_seed(&r, 8);
-        ag_tensor *q = ag_leaf_new(AG_SHAPE(B, Tq, H), true), *k = ag_leaf_new(AG_SHAPE(B, Tk, H), true);
-        ag_tensor *w = ag_leaf_new(AG_SHAPE(1, H), true), *proj = ag_tensor_new(t, AG_SHAPE(B, Tq, Tk));
+        ag_tensor *q = ag_leaf_new(AG_SHAPE(B, Tq, H), true),
+                  *k = ag_leaf_new(AG_SHAPE(B, Tk, H), true);
+        ag_tensor *w = ag_leaf_new(AG_SHAPE(1, H), true),
+                  *proj = ag_tensor_new(t, AG_SHAPE(B, Tq, Tk));
         ag_tensor *xs[4] = {q, k, w, proj};
         fill(xs, 4, &r, 1);
         nn_linear w_v = {.weight = w, .in = H, .out = 1};
         nn_ctx c = {.tape = t};
-        ag_tensor *y = (fused ? nn_additive_scores_forward : nn_additive_scores_composite)(&w_v, &c, q, k);
+        ag_tensor *y =
+            (fused ? nn_additive_scores_forward : nn_additive_scores_composite)(&w_v, &c, q, k);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         backward_projected(t, y, proj);
         memcpy(ys[fused], y->data, sizeof ys[fused]);
@@ -219,8 +234,10 @@ static void test_additive_scores_vs_composite(void) {
     CU_ASSERT_PTR_NULL(nn_additive_scores_forward(&w5, &c, q, k));
     expect_error("additive_scores", "[2, 1, 4]", "[5]");
     /* w_v must be a Linear(H -> 1) without bias */
-    nn_linear biased = {.weight = ag_tensor_new(t, AG_SHAPE(1, 4)), .bias = ag_tensor_new(t, AG_SHAPE(1)),
-                        .in = 4, .out = 1};
+    nn_linear biased = {.weight = ag_tensor_new(t, AG_SHAPE(1, 4)),
+                        .bias = ag_tensor_new(t, AG_SHAPE(1)),
+                        .in = 4,
+                        .out = 1};
     CU_ASSERT_PTR_NULL(nn_additive_scores_forward(&biased, &c, q, k));
     expect_error("additive_scores", "with bias", NULL);
     CU_ASSERT_PTR_NULL(nn_additive_scores_composite(&biased, &c, q, k));
@@ -236,7 +253,10 @@ static void test_additive_scores_vs_composite(void) {
  * in training and in eval. */
 static void test_add_layer_norm_vs_composite(void) {
     enum { N = 4 * 3 * 6, D = 6 };
-    const struct { double p; bool training; } cases[] = {{0, true}, {0.3, true}, {0.3, false}};
+    const struct {
+        double p;
+        bool training;
+    } cases[] = {{0, true}, {0.3, true}, {0.3, false}};
     ag_real eval_out[N] = {0}, nodrop_out[N] = {0};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         ag_real ys[2][N], gs[2][2 * N + 2 * D];
@@ -245,7 +265,8 @@ static void test_add_layer_norm_vs_composite(void) {
             ag_rng r, dr;
             ag_rng_seed(&r, 21);
             ag_rng_seed(&dr, 4);
-            ag_tensor *x = ag_leaf_new(AG_SHAPE(4, 3, D), true), *y = ag_leaf_new(AG_SHAPE(4, 3, D), true);
+            ag_tensor *x = ag_leaf_new(AG_SHAPE(4, 3, D), true),
+                      *y = ag_leaf_new(AG_SHAPE(4, 3, D), true);
             ag_tensor *gm = ag_leaf_new(AG_SHAPE(D), true), *bt = ag_leaf_new(AG_SHAPE(D), true);
             ag_tensor *proj = ag_tensor_new(t, AG_SHAPE(4, 3, D));
             ag_tensor *xs[5] = {x, y, gm, bt, proj};
@@ -253,7 +274,8 @@ static void test_add_layer_norm_vs_composite(void) {
             nn_layer_norm ln = {.weight = gm, .bias = bt, .ndim = 1, .shape = {D}, .eps = 1e-5};
             nn_dropout drop = {cases[k].p};
             nn_ctx c = {.tape = t, .training = cases[k].training, .rng = &dr};
-            ag_tensor *out = (fused ? nn_layer_norm_add_forward : nn_layer_norm_add_composite)(&ln, &drop, &c, x, y);
+            ag_tensor *out = (fused ? nn_layer_norm_add_forward
+                                    : nn_layer_norm_add_composite)(&ln, &drop, &c, x, y);
             CU_ASSERT_PTR_NOT_NULL_FATAL(out);
             backward_projected(t, out, proj);
             memcpy(ys[fused], out->data, sizeof ys[fused]);
@@ -292,7 +314,8 @@ static void run_attention_pairs(ag_real *out, ag_real *grads) {
     ag_tape *t = ag_tape_new();
     ag_rng r;
     ag_rng_seed(&r, 99);
-    ag_tensor *hq = ag_leaf_new(AG_SHAPE(64, 10, 32), true), *hv = ag_leaf_new(AG_SHAPE(64, 10, 32), true);
+    ag_tensor *hq = ag_leaf_new(AG_SHAPE(64, 10, 32), true),
+              *hv = ag_leaf_new(AG_SHAPE(64, 10, 32), true);
     ag_tensor *leaves[2] = {hq, hv};
     fill(leaves, 2, &r, 1);
     static int32_t lens[64];

@@ -20,8 +20,7 @@
 static void quiet(const char *msg, void *user) { (void)msg, (void)user; }
 
 /* A leaf with N(0, 1) values that requires a gradient (freed by the caller). */
-static ag_tensor *rand_leaf(int ndim, const int *shape, uint64_t seed)
-{
+static ag_tensor *rand_leaf(int ndim, const int *shape, uint64_t seed) {
     ag_tensor *x = ag_leaf_new(ndim, shape, true);
     ag_rng r;
     ag_rng_seed(&r, seed);
@@ -32,8 +31,7 @@ static ag_tensor *rand_leaf(int ndim, const int *shape, uint64_t seed)
 /* Runs ag_gradcheck on every element and checks that each parameter input got a non-zero
  * analytic gradient (so the parameters were really part of the check). */
 static void check(const char *name, ag_gradcheck_fn fn, int n, ag_tensor *const *in, void *u,
-                  bool kinks)
-{
+                  bool kinks) {
     ag_gradcheck_opts o = {.skip_kinks = kinks};
     ag_gradcheck_result r = tg_gradcheck(name, fn, n, in, u, &o);
     if (!r.ok) fprintf(stderr, "\n%s: %s\n", name, r.msg);
@@ -43,8 +41,9 @@ static void check(const char *name, ag_gradcheck_fn fn, int n, ag_tensor *const 
         total += in[i]->numel;
         double g = 0;
         for (ptrdiff_t k = 0; k < in[i]->numel; k++) g += fabs(in[i]->grad[k]);
-        if (!(g > 0)) fprintf(stderr, "\n%s: input %d (%s) got no gradient\n", name, i,
-                              in[i]->name ? in[i]->name : "x");
+        if (!(g > 0))
+            fprintf(stderr, "\n%s: input %d (%s) got no gradient\n", name, i,
+                    in[i]->name ? in[i]->name : "x");
         CU_ASSERT_TRUE(g > 0);
     }
     CU_ASSERT_EQUAL(r.checked + r.skipped, total);
@@ -52,20 +51,18 @@ static void check(const char *name, ag_gradcheck_fn fn, int n, ag_tensor *const 
 
 /* ---- Linear, Embedding, LayerNorm, Dropout, ReLU ------------------------------------------ */
 
-static ag_tensor *f_linear(ag_tape *t, ag_tensor *const *in, void *u)
-{
+static ag_tensor *f_linear(ag_tape *t, ag_tensor *const *in, void *u) {
     nn_ctx c = {.tape = t};
     return nn_linear_forward(u, &c, in[0]);
 }
 
-static void test_linear(void)
-{
+static void test_linear(void) {
     nn_params *ps = nn_params_new();
     nn_linear a, b;
     nn_linear_init(&a, ps, "a", 4, 5, true);
     nn_linear_init(&b, ps, "b", 3, 2, false);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 11), 0);
-    ag_tensor *x = rand_leaf(AG_SHAPE(2, 3, 4), 1);  /* leading dims (2, 3) */
+    ag_tensor *x = rand_leaf(AG_SHAPE(2, 3, 4), 1); /* leading dims (2, 3) */
     check("linear (2,3,4) -> 5", f_linear, 3, (ag_tensor *[]){x, a.weight, a.bias}, &a, false);
     ag_tensor *y = rand_leaf(AG_SHAPE(7, 3), 2);
     check("linear no bias", f_linear, 2, (ag_tensor *[]){y, b.weight}, &b, false);
@@ -87,10 +84,12 @@ static void test_linear(void)
     nn_params_free(ps);
 }
 
-typedef struct emb_case { nn_embedding e; int32_t ids[6]; } emb_case;
+typedef struct emb_case {
+    nn_embedding e;
+    int32_t ids[6];
+} emb_case;
 
-static ag_tensor *f_embedding(ag_tape *t, ag_tensor *const *in, void *u)
-{
+static ag_tensor *f_embedding(ag_tape *t, ag_tensor *const *in, void *u) {
     (void)in;
     emb_case *k = u;
     nn_ctx c = {.tape = t};
@@ -98,25 +97,25 @@ static ag_tensor *f_embedding(ag_tape *t, ag_tensor *const *in, void *u)
     return ag_tanh(t, nn_embedding_forward(&k->e, &c, k->ids, AG_SHAPE(2, 3)));
 }
 
-static void test_embedding(void)
-{
+static void test_embedding(void) {
     nn_params *ps = nn_params_new();
-    emb_case k = {.ids = {4, 0, 4, 2, 1, 0}};  /* repeated ids: gradients accumulate */
+    emb_case k = {.ids = {4, 0, 4, 2, 1, 0}}; /* repeated ids: gradients accumulate */
     nn_embedding_init(&k.e, ps, "emb", 5, 4);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 3), 0);
     ag_gradcheck_opts o = {0};
-    ag_gradcheck_result r = tg_gradcheck("embedding", f_embedding, 1,
-                                         (ag_tensor *[]){k.e.weight}, &k, &o);
+    ag_gradcheck_result r =
+        tg_gradcheck("embedding", f_embedding, 1, (ag_tensor *[]){k.e.weight}, &k, &o);
     if (!r.ok) fprintf(stderr, "\n%s\n", r.msg);
     CU_ASSERT_TRUE(r.ok);
     CU_ASSERT_EQUAL(r.checked, 20);
-    for (int d = 0; d < 4; d++) CU_ASSERT_EQUAL(k.e.weight->grad[3 * 4 + d], 0);  /* id 3 unused */
+    for (int d = 0; d < 4; d++) CU_ASSERT_EQUAL(k.e.weight->grad[3 * 4 + d], 0); /* id 3 unused */
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
     ag_tensor *out = nn_embedding_forward(&k.e, &c, k.ids, AG_SHAPE(2, 3));
     CU_ASSERT_EQUAL_FATAL(out->ndim, 3);
     CU_ASSERT_EQUAL(out->shape[2], 4);
-    for (int d = 0; d < 4; d++) CU_ASSERT_EQUAL(ag_get(out, 3 * 4 + d), k.e.weight->data[2 * 4 + d]);
+    for (int d = 0; d < 4; d++)
+        CU_ASSERT_EQUAL(ag_get(out, 3 * 4 + d), k.e.weight->data[2 * 4 + d]);
     ag_set_error_handler(quiet, NULL);
     int32_t bad[1] = {5};
     CU_ASSERT_PTR_NULL(nn_embedding_forward(&k.e, &c, bad, AG_SHAPE(1)));
@@ -125,14 +124,12 @@ static void test_embedding(void)
     nn_params_free(ps);
 }
 
-static ag_tensor *f_layer_norm(ag_tape *t, ag_tensor *const *in, void *u)
-{
+static ag_tensor *f_layer_norm(ag_tape *t, ag_tensor *const *in, void *u) {
     nn_ctx c = {.tape = t};
     return nn_layer_norm_forward(u, &c, in[0]);
 }
 
-static void test_layer_norm(void)
-{
+static void test_layer_norm(void) {
     nn_params *ps = nn_params_new();
     nn_layer_norm l1, l2;
     nn_layer_norm_init(&l1, ps, "l1", 1, (const int[]){4}, NN_LAYER_NORM_EPS);
@@ -148,8 +145,8 @@ static void test_layer_norm(void)
     check("layer_norm over (4)", f_layer_norm, 3, (ag_tensor *[]){x, l1.weight, l1.bias}, &l1,
           false);
     ag_tensor *y = rand_leaf(AG_SHAPE(2, 3, 4), 6);
-    check("layer_norm over (3, 4)", f_layer_norm, 3, (ag_tensor *[]){y, l2.weight, l2.bias},
-          &l2, false);
+    check("layer_norm over (3, 4)", f_layer_norm, 3, (ag_tensor *[]){y, l2.weight, l2.bias}, &l2,
+          false);
     ag_leaf_free(x);
     ag_leaf_free(y);
     nn_params_free(ps);
@@ -161,32 +158,28 @@ static void test_layer_norm(void)
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
-    ag_tensor *out = nn_layer_norm_forward(&ln, &c,
-                                           ag_tensor_from(t, AG_SHAPE(2, 2),
-                                                          (const ag_real[]){1, 2, 2, 3}));
+    ag_tensor *out = nn_layer_norm_forward(
+        &ln, &c, ag_tensor_from(t, AG_SHAPE(2, 2), (const ag_real[]){1, 2, 2, 3}));
     const double want[] = {-1, 1, -1, 1};
     for (int i = 0; i < 4; i++) CU_ASSERT_DOUBLE_EQUAL(ag_get(out, i), want[i], 0.5e-4);
     ag_tape_free(t);
     nn_params_free(ps);
 }
 
-static ag_tensor *f_dropout(ag_tape *t, ag_tensor *const *in, void *u)
-{
+static ag_tensor *f_dropout(ag_tape *t, ag_tensor *const *in, void *u) {
     ag_rng r;
-    ag_rng_seed(&r, 77);  /* reseeded: the same mask at every call */
+    ag_rng_seed(&r, 77); /* reseeded: the same mask at every call */
     nn_ctx c = {.tape = t, .training = true, .rng = &r};
     return nn_dropout_forward(u, &c, in[0]);
 }
 
-static ag_tensor *f_relu(ag_tape *t, ag_tensor *const *in, void *u)
-{
+static ag_tensor *f_relu(ag_tape *t, ag_tensor *const *in, void *u) {
     (void)u;
     nn_ctx c = {.tape = t};
     return nn_relu(&c, in[0]);
 }
 
-static void test_dropout_relu(void)
-{
+static void test_dropout_relu(void) {
     nn_dropout d;
     CU_ASSERT_EQUAL(nn_dropout_init(&d, 0.4), 0);
     ag_tensor *x = rand_leaf(AG_SHAPE(5, 6), 8);
@@ -230,15 +223,14 @@ static void test_dropout_relu(void)
 typedef struct gru_case {
     nn_gru g;
     bool training;
-    bool use_step;    /* build the sequence with nn_gru_step instead of nn_gru_forward */
+    bool use_step; /* build the sequence with nn_gru_step instead of nn_gru_forward */
 } gru_case;
 
 /* in[0] = x (T, B, in), in[1] = h0 (L, B, H); returns concat(output, state) on axis 0. */
-static ag_tensor *f_gru(ag_tape *t, ag_tensor *const *in, void *u)
-{
+static ag_tensor *f_gru(ag_tape *t, ag_tensor *const *in, void *u) {
     gru_case *k = u;
     ag_rng r;
-    ag_rng_seed(&r, 1234);  /* reseeded: the same dropout masks at every call */
+    ag_rng_seed(&r, 1234); /* reseeded: the same dropout masks at every call */
     nn_ctx c = {.tape = t, .training = k->training, .rng = &r};
     ag_tensor *state, *out;
     if (!k->use_step) {
@@ -248,8 +240,8 @@ static ag_tensor *f_gru(ag_tape *t, ag_tensor *const *in, void *u)
         const int T = in[0]->shape[0], B = in[0]->shape[1];
         if (nn_gru_state_split(&k->g, &c, in[1], h)) return NULL;
         for (int s = 0; s < T; s++) {
-            ag_tensor *xs = ag_reshape(t, ag_narrow(t, in[0], 0, s, 1),
-                                       AG_SHAPE(B, k->g.input_size));
+            ag_tensor *xs =
+                ag_reshape(t, ag_narrow(t, in[0], 0, s, 1), AG_SHAPE(B, k->g.input_size));
             outs[s] = ag_reshape(t, nn_gru_step(&k->g, &c, xs, h), AG_SHAPE(1, B, k->g.hidden));
         }
         out = ag_concat(t, T, outs, 0);
@@ -258,18 +250,17 @@ static ag_tensor *f_gru(ag_tape *t, ag_tensor *const *in, void *u)
     return ag_concat(t, 2, (ag_tensor *[]){out, state}, 0);
 }
 
-static void test_gru_gradcheck(void)
-{
+static void test_gru_gradcheck(void) {
     nn_params *ps = nn_params_new();
     gru_case k = {0};
     nn_gru_init(&k.g, ps, "rnn", 3, 4, 2, 0.3);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 21), 0);
-    ag_tensor *x = rand_leaf(AG_SHAPE(3, 2, 3), 31);   /* T = 3, B = 2, in = 3 */
-    ag_tensor *h0 = rand_leaf(AG_SHAPE(2, 2, 4), 32);  /* L = 2, B = 2, H = 4 */
+    ag_tensor *x = rand_leaf(AG_SHAPE(3, 2, 3), 31);  /* T = 3, B = 2, in = 3 */
+    ag_tensor *h0 = rand_leaf(AG_SHAPE(2, 2, 4), 32); /* L = 2, B = 2, H = 4 */
     ag_tensor *in[2 + 8] = {x, h0};
     for (int i = 0; i < 8; i++) in[2 + i] = nn_params_at(ps, (size_t)i);
     check("gru 2 layers, 3 steps, eval", f_gru, 10, in, &k, false);
-    k.training = true;  /* dropout 0.3 between the layers, reseeded masks */
+    k.training = true; /* dropout 0.3 between the layers, reseeded masks */
     check("gru 2 layers, 3 steps, training dropout", f_gru, 10, in, &k, false);
     k.training = false;
     k.use_step = true;
@@ -291,8 +282,7 @@ static void test_gru_gradcheck(void)
  *      = [0.6573315969717184, 0.47142391759100244]
  *   h' = (1 - z) n + z h                 = [0.563139111318965, -0.08660328252101465]
  * (b_hn sits inside r * (...): with b_hn added outside, h' would differ.) */
-static void test_gru_hand_value(void)
-{
+static void test_gru_hand_value(void) {
     nn_params *ps = nn_params_new();
     nn_gru g;
     nn_gru_init(&g, ps, "rnn", 1, 2, 1, 0);
@@ -304,7 +294,8 @@ static void test_gru_hand_value(void)
         g.layer[0].weight_ih->data[i] = wih[i];
         g.layer[0].bias_ih->data[i] = bih[i];
         g.layer[0].bias_hh->data[i] = bhh[i];
-        for (int j = 0; j < 2; j++) g.layer[0].weight_hh->data[i * 2 + j] = (i % 2 == j) ? diag[i / 2] : 0;
+        for (int j = 0; j < 2; j++)
+            g.layer[0].weight_hh->data[i * 2 + j] = (i % 2 == j) ? diag[i / 2] : 0;
     }
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
@@ -317,9 +308,9 @@ static void test_gru_hand_value(void)
     CU_ASSERT_DOUBLE_EQUAL(ag_get(out, 1), -0.08660328252101465, 1e-12);
     /* The same through the sequence forward (T = 1) with h0. */
     ag_tensor *state;
-    ag_tensor *seq = nn_gru_forward(&g, &c, ag_tensor_from(t, AG_SHAPE(1, 1, 1), (const ag_real[]){1}),
-                                    ag_tensor_from(t, AG_SHAPE(1, 1, 2), (const ag_real[]){0.5, -0.5}),
-                                    &state);
+    ag_tensor *seq =
+        nn_gru_forward(&g, &c, ag_tensor_from(t, AG_SHAPE(1, 1, 1), (const ag_real[]){1}),
+                       ag_tensor_from(t, AG_SHAPE(1, 1, 2), (const ag_real[]){0.5, -0.5}), &state);
     CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
     CU_ASSERT_DOUBLE_EQUAL(ag_get(seq, 0), 0.563139111318965, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(ag_get(state, 1), -0.08660328252101465, 1e-12);
@@ -328,8 +319,7 @@ static void test_gru_hand_value(void)
 }
 
 /* The step function over T steps equals the sequence forward (eval), zero initial state. */
-static void test_gru_step_matches_forward(void)
-{
+static void test_gru_step_matches_forward(void) {
     nn_params *ps = nn_params_new();
     nn_gru g;
     nn_gru_init(&g, ps, "rnn", 5, 6, 3, 0.5);
@@ -349,7 +339,8 @@ static void test_gru_step_matches_forward(void)
     for (int s = 0; s < 4; s++) {
         ag_tensor *xs = ag_reshape(t, ag_narrow(t, x, 0, s, 1), AG_SHAPE(3, 5));
         ag_tensor *o = nn_gru_step(&g, &c, xs, h);
-        for (int i = 0; i < 18; i++) CU_ASSERT_DOUBLE_EQUAL(ag_get(o, i), ag_get(seq, s * 18 + i), 1e-12);
+        for (int i = 0; i < 18; i++)
+            CU_ASSERT_DOUBLE_EQUAL(ag_get(o, i), ag_get(seq, s * 18 + i), 1e-12);
     }
     ag_tensor *joined = nn_gru_state_join(&g, &c, h);
     for (int i = 0; i < 54; i++) CU_ASSERT_DOUBLE_EQUAL(ag_get(joined, i), ag_get(state, i), 1e-12);
@@ -378,7 +369,7 @@ static void test_gru_step_matches_forward(void)
     h[1] = ag_tensor_new(t, AG_SHAPE(2, 6));
     CU_ASSERT_PTR_NULL(nn_gru_step(&g, &c, ag_tensor_new(t, AG_SHAPE(3, 5)), h));
     HAS(ag_last_error(), "h[1] has shape [2, 6]");
-    CU_ASSERT_PTR_EQUAL(h[0], saved);  /* unchanged on error */
+    CU_ASSERT_PTR_EQUAL(h[0], saved); /* unchanged on error */
     CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, NULL, NULL, NULL));
     c.training = true;
     c.rng = NULL;
@@ -390,21 +381,24 @@ static void test_gru_step_matches_forward(void)
 }
 
 /* A small composite (embedding -> GRU -> layer norm -> linear): every parameter at once. */
-typedef struct tiny_s2s { nn_embedding emb; nn_gru rnn; nn_layer_norm ln; nn_linear out; } tiny_s2s;
+typedef struct tiny_s2s {
+    nn_embedding emb;
+    nn_gru rnn;
+    nn_layer_norm ln;
+    nn_linear out;
+} tiny_s2s;
 
-static ag_tensor *f_tiny(ag_tape *t, ag_tensor *const *in, void *u)
-{
+static ag_tensor *f_tiny(ag_tape *t, ag_tensor *const *in, void *u) {
     (void)in;
     tiny_s2s *m = u;
     nn_ctx c = {.tape = t};
-    static const int32_t ids[6] = {1, 3, 0, 2, 2, 4};  /* (T = 3, B = 2) */
-    ag_tensor *h = nn_gru_forward(&m->rnn, &c, nn_embedding_forward(&m->emb, &c, ids,
-                                                                     AG_SHAPE(3, 2)), NULL, NULL);
+    static const int32_t ids[6] = {1, 3, 0, 2, 2, 4}; /* (T = 3, B = 2) */
+    ag_tensor *h = nn_gru_forward(
+        &m->rnn, &c, nn_embedding_forward(&m->emb, &c, ids, AG_SHAPE(3, 2)), NULL, NULL);
     return nn_linear_forward(&m->out, &c, nn_layer_norm_forward(&m->ln, &c, h));
 }
 
-static void test_composite(void)
-{
+static void test_composite(void) {
     nn_params *ps = nn_params_new();
     tiny_s2s m;
     nn_embedding_init(&m.emb, ps, "emb", 5, 3);

@@ -17,7 +17,9 @@
 #error "the gradient checks run in float64: link nn64"
 #endif
 
-typedef struct shape { int nd, d[4]; } shape;
+typedef struct shape {
+    int nd, d[4];
+} shape;
 
 typedef struct nn_gc_case {
     const char *name;
@@ -37,7 +39,7 @@ static ag_tensor *f_attention(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = {.tape = t};
     nn_attention a = {.heads = 2};
     return PICK(nn_attention_forward, nn_attention_composite)(&a, &c, X0, X1, X2,
-                                                             (const int32_t[]){3, 0}, 1, NULL);
+                                                              (const int32_t[]){3, 0}, 1, NULL);
 }
 /* Masks per query, dropout in training, a non-contiguous q. */
 static ag_tensor *f_attention_2d(ag_tape *t, ag_tensor *const *x, void *u) {
@@ -89,15 +91,33 @@ static ag_tensor *f_gru_cell_shared(ag_tape *t, ag_tensor *const *x, void *u) {
     return PICK(nn_gru_cell_forward, nn_gru_cell_composite)(&c, X0, X0, ag_transpose(t, X1, 0, 1));
 }
 
-#define S1(a) {1, {a}}
-#define S2(a, b) {2, {a, b}}
-#define S3(a, b, c) {3, {a, b, c}}
+#define S1(a)                                                                                      \
+    {                                                                                              \
+        1, { a }                                                                                   \
+    }
+#define S2(a, b)                                                                                   \
+    {                                                                                              \
+        2, { a, b }                                                                                \
+    }
+#define S3(a, b, c)                                                                                \
+    {                                                                                              \
+        3, { a, b, c }                                                                             \
+    }
 
 static const nn_gc_case cases[] = {
-    {"attention, 2 heads, lens (B,) incl. 0", f_attention, 3, {S3(2, 3, 4), S3(2, 4, 4), S3(2, 4, 6)}},
-    {"attention, lens (B,Tq), dropout, strided q", f_attention_2d, 3, {S3(2, 3, 4), S3(3, 4, 4), S3(3, 4, 2)}},
+    {"attention, 2 heads, lens (B,) incl. 0",
+     f_attention,
+     3,
+     {S3(2, 3, 4), S3(2, 4, 4), S3(2, 4, 6)}},
+    {"attention, lens (B,Tq), dropout, strided q",
+     f_attention_2d,
+     3,
+     {S3(2, 3, 4), S3(3, 4, 4), S3(3, 4, 2)}},
     {"add_layer_norm (gamma, no beta)", f_add_layer_norm, 3, {S3(2, 3, 5), S3(2, 3, 5), S1(5)}},
-    {"add_layer_norm, dropout, two axes, no affine", f_add_layer_norm_drop, 2, {S3(2, 3, 4), S3(2, 3, 4)}},
+    {"add_layer_norm, dropout, two axes, no affine",
+     f_add_layer_norm_drop,
+     2,
+     {S3(2, 3, 4), S3(2, 3, 4)}},
     {"additive_scores", f_additive_scores, 3, {S3(2, 3, 5), S3(2, 4, 5), S2(1, 5)}},
     {"additive_scores, q = k", f_additive_self, 2, {S3(2, 3, 4), S2(1, 4)}},
     {"gru_cell", f_gru_cell, 3, {S2(3, 12), S2(3, 12), S2(3, 4)}},
@@ -118,7 +138,8 @@ static void test_fused_and_composite(void) {
             }
             char name[160];
             snprintf(name, sizeof name, "%s (%s)", k->name, v ? "composite" : "fused");
-            ag_gradcheck_result r = tg_gradcheck(name, k->fn, k->n_in, in, (void *)&variants[v], NULL);
+            ag_gradcheck_result r =
+                tg_gradcheck(name, k->fn, k->n_in, in, (void *)&variants[v], NULL);
             if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
             CU_ASSERT_TRUE(r.ok);
             CU_ASSERT_TRUE(r.checked > 0);
@@ -132,7 +153,8 @@ static CU_TestInfo tests[] = {
     {"fused nn kernels and their composites against central differences", test_fused_and_composite},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"nn_gradcheck", NULL, NULL, NULL, NULL, tests},
+                                CU_SUITE_INFO_NULL};
 
 int main(void) {
     int rc = tg_test_run(suites);

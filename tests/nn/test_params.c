@@ -13,14 +13,14 @@
 
 #define HAS(msg, sub) CU_ASSERT_PTR_NOT_NULL(strstr((msg), (sub)))
 
-static void test_names_and_order(void)
-{
+static void test_names_and_order(void) {
     nn_params *ps = nn_params_new();
     char p[NN_NAME_MAX];
     nn_linear a, b;
     CU_ASSERT_EQUAL(nn_linear_init(&a, ps, "fc1", 3, 4, true), 0);
-    CU_ASSERT_EQUAL(nn_linear_init(&b, ps, nn_join(p, sizeof p, "decoder.blks", "block%d.ffn",
-                                                    0), 4, 2, false), 0);
+    CU_ASSERT_EQUAL(
+        nn_linear_init(&b, ps, nn_join(p, sizeof p, "decoder.blks", "block%d.ffn", 0), 4, 2, false),
+        0);
     nn_layer_norm ln;
     CU_ASSERT_EQUAL(nn_layer_norm_init(&ln, ps, "", 1, (const int[]){4}, NN_LAYER_NORM_EPS), 0);
     CU_ASSERT_EQUAL(nn_params_count(ps), 5);
@@ -41,13 +41,12 @@ static void test_names_and_order(void)
     nn_params_free(ps);
 }
 
-static void test_finalize_views(void)
-{
+static void test_finalize_views(void) {
     nn_params *ps = nn_params_new();
     ag_tensor *first = nn_params_add(ps, "m", "w0", AG_SHAPE(3, 5), nn_init_ones());
     ag_tensor *ts[100];
     char nm[16];
-    for (int i = 0; i < 100; i++) {  /* many registrations: the first pointer must not move */
+    for (int i = 0; i < 100; i++) { /* many registrations: the first pointer must not move */
         snprintf(nm, sizeof nm, "p%d", i);
         ts[i] = nn_params_add(ps, "m", nm, AG_SHAPE(i % 7 + 1), nn_init_constant(i));
         CU_ASSERT_PTR_NOT_NULL_FATAL(ts[i]);
@@ -100,8 +99,7 @@ static void test_finalize_views(void)
 
 /* A replica store reads the master's values and keeps its own gradients; stores that differ
  * are refused, naming the first difference; reinit of a replica is refused. */
-static nn_params *two_linears(int out2)
-{
+static nn_params *two_linears(int out2) {
     nn_params *ps = nn_params_new();
     nn_linear a, b;
     nn_linear_init(&a, ps, "a", 3, 4, true);
@@ -109,8 +107,7 @@ static nn_params *two_linears(int out2)
     return ps;
 }
 
-static void test_share_values(void)
-{
+static void test_share_values(void) {
     nn_params *master = two_linears(2), *rep = two_linears(2), *other = two_linears(3);
     CU_ASSERT_EQUAL(nn_params_share_values(rep, master), -1); /* not finalized */
     HAS(ag_last_error(), "finalized");
@@ -144,8 +141,7 @@ static void test_share_values(void)
     nn_params_free(other);
 }
 
-static void test_errors_are_sticky(void)
-{
+static void test_errors_are_sticky(void) {
     nn_params *ps = nn_params_new();
     CU_ASSERT_PTR_NOT_NULL(nn_params_add(ps, "a", "w", AG_SHAPE(2, 2), nn_init_zeros()));
     CU_ASSERT_PTR_NULL(nn_params_add(ps, "a", "w", AG_SHAPE(2, 2), nn_init_zeros()));
@@ -176,8 +172,8 @@ static void test_errors_are_sticky(void)
     char small[8];
     CU_ASSERT_PTR_NULL(nn_join(small, sizeof small, "encoder", "blks.block%d", 3));
     HAS(ag_last_error(), "does not fit");
-    CU_ASSERT_EQUAL(nn_linear_init(&l, ps, nn_join(small, sizeof small, "encoder", "x"), 2, 2,
-                                   true), -1);
+    CU_ASSERT_EQUAL(
+        nn_linear_init(&l, ps, nn_join(small, sizeof small, "encoder", "x"), 2, 2, true), -1);
     CU_ASSERT_EQUAL(nn_params_finalize(ps, 1), -1);
     HAS(ag_last_error(), "prefix is NULL");
     nn_params_free(ps);
@@ -216,8 +212,7 @@ typedef struct zoo_like {
     nn_gru gru;
 } zoo_like;
 
-static nn_params *build(zoo_like *m, uint64_t seed)
-{
+static nn_params *build(zoo_like *m, uint64_t seed) {
     nn_params *ps = nn_params_new();
     nn_embedding_init(&m->emb, ps, "emb", 50, 16);
     nn_linear_init(&m->fc, ps, "fc", 64, 48, true);
@@ -227,15 +222,13 @@ static nn_params *build(zoo_like *m, uint64_t seed)
     return ps;
 }
 
-static void test_init_determinism(void)
-{
+static void test_init_determinism(void) {
     zoo_like a, b, c;
     nn_params *pa = build(&a, 123), *pb = build(&b, 123), *pc = build(&c, 124);
     size_t n = nn_params_flat_size(pa);
     CU_ASSERT_EQUAL_FATAL(n, nn_params_flat_size(pb));
     CU_ASSERT_EQUAL(memcmp(nn_params_values(pa), nn_params_values(pb), n * sizeof(ag_real)), 0);
-    CU_ASSERT_NOT_EQUAL(memcmp(nn_params_values(pa), nn_params_values(pc),
-                               n * sizeof(ag_real)), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(nn_params_values(pa), nn_params_values(pc), n * sizeof(ag_real)), 0);
     /* reinit with the finalize seed reproduces the same bits. */
     CU_ASSERT_EQUAL(nn_params_reinit(pc, 123), 0);
     CU_ASSERT_EQUAL(memcmp(nn_params_values(pa), nn_params_values(pc), n * sizeof(ag_real)), 0);
@@ -245,8 +238,7 @@ static void test_init_determinism(void)
 }
 
 /* Mean and variance of n values. */
-static void stats(const ag_real *x, size_t n, double *mean, double *var, double *lo, double *hi)
-{
+static void stats(const ag_real *x, size_t n, double *mean, double *var, double *lo, double *hi) {
     double s = 0, q = 0;
     *lo = INFINITY, *hi = -INFINITY;
     for (size_t i = 0; i < n; i++) {
@@ -260,19 +252,17 @@ static void stats(const ag_real *x, size_t n, double *mean, double *var, double 
 }
 
 /* Checks U(-b, b) (b = bound): inside the bounds, reaching near both ends, var b^2/3. */
-static void check_uniform(const ag_tensor *p, double lo_b, double hi_b)
-{
+static void check_uniform(const ag_tensor *p, double lo_b, double hi_b) {
     double mean, var, lo, hi, w = hi_b - lo_b;
     stats(p->data, (size_t)p->numel, &mean, &var, &lo, &hi);
     CU_ASSERT_TRUE(lo >= lo_b - 1e-7 && hi <= hi_b + 1e-7);
-    CU_ASSERT_TRUE(lo < lo_b + 0.02 * w && hi > hi_b - 0.02 * w);  /* fills the interval */
-    double sd = sqrt(w * w / 12 / (double)p->numel);                /* std of the mean */
+    CU_ASSERT_TRUE(lo < lo_b + 0.02 * w && hi > hi_b - 0.02 * w); /* fills the interval */
+    double sd = sqrt(w * w / 12 / (double)p->numel);              /* std of the mean */
     CU_ASSERT_DOUBLE_EQUAL(mean, (lo_b + hi_b) / 2, 5 * sd);
     CU_ASSERT_DOUBLE_EQUAL(var, w * w / 12, 0.1 * w * w / 12);
 }
 
-static void test_init_statistics(void)
-{
+static void test_init_statistics(void) {
     nn_params *ps = nn_params_new();
     ag_tensor *z = nn_params_add(ps, "", "z", AG_SHAPE(7, 3), nn_init_zeros());
     ag_tensor *o = nn_params_add(ps, "", "o", AG_SHAPE(5), nn_init_ones());
@@ -296,11 +286,11 @@ static void test_init_statistics(void)
     check_uniform(u, -0.5, 1.5);
     double mean, var, lo, hi;
     stats(g->data, (size_t)g->numel, &mean, &var, &lo, &hi);
-    CU_ASSERT_DOUBLE_EQUAL(mean, 3, 0.05);           /* std of the mean: 2 / sqrt(20000) */
+    CU_ASSERT_DOUBLE_EQUAL(mean, 3, 0.05); /* std of the mean: 2 / sqrt(20000) */
     CU_ASSERT_DOUBLE_EQUAL(sqrt(var), 2, 0.05);
-    double b = sqrt(6.0 / (100 + 300));                /* Xavier: fan_in 100, fan_out 300 */
+    double b = sqrt(6.0 / (100 + 300)); /* Xavier: fan_in 100, fan_out 300 */
     check_uniform(x, -b, b);
-    b = sqrt(6.0 / (10 * 30 + 20 * 30));               /* receptive field 30 */
+    b = sqrt(6.0 / (10 * 30 + 20 * 30)); /* receptive field 30 */
     check_uniform(x3, -b, b);
     /* d2l defaults of the layers (docs/spec.md 5). */
     b = sqrt(6.0 / (400 + 300));
@@ -336,8 +326,7 @@ static void test_init_statistics(void)
     CU_ASSERT_EQUAL(nn_init_fill(nn_init_uniform(2, 1), buf, AG_SHAPE(2, 3), &r), -1);
 }
 
-static void test_gru_names(void)
-{
+static void test_gru_names(void) {
     nn_params *ps = nn_params_new();
     nn_gru g;
     CU_ASSERT_EQUAL(nn_gru_init(&g, ps, "encoder.rnn", 3, 4, 2, 0.1), 0);
@@ -365,8 +354,7 @@ static void test_gru_names(void)
 /* Buffers: registered and named beside the parameters, in the tensor list only, no gradient,
  * their own allocation, initialised in registration order from the same rng; errors as for
  * parameters; a replica gets a copy of master's buffers and keeps its own. */
-static nn_params *with_buffers(void)
-{
+static nn_params *with_buffers(void) {
     nn_params *ps = nn_params_new();
     nn_params_add(ps, "m", "w", AG_SHAPE(2, 3), nn_init_normal(0, 1));
     nn_params_add_buffer(ps, "m", "stat", AG_SHAPE(3), nn_init_uniform(-1, 1));
@@ -375,8 +363,7 @@ static nn_params *with_buffers(void)
     return ps;
 }
 
-static void test_buffers(void)
-{
+static void test_buffers(void) {
     nn_params *ps = with_buffers(), *plain = nn_params_new(), *dup = nn_params_new();
     nn_params_add(plain, "m", "w", AG_SHAPE(2, 3), nn_init_normal(0, 1));
     nn_params_add(plain, "m", "b", AG_SHAPE(3), nn_init_normal(0, 1));
@@ -404,8 +391,8 @@ static void test_buffers(void)
      * initialisers run in registration order from one stream (m.w: the same values) */
     CU_ASSERT_EQUAL(nn_params_flat_size(ps), nn_params_flat_size(plain));
     CU_ASSERT_EQUAL(nn_params_offset(ps, 1), nn_params_offset(plain, 1));
-    CU_ASSERT_EQUAL(memcmp(nn_params_at(ps, 0)->data, nn_params_at(plain, 0)->data,
-                           6 * sizeof(ag_real)), 0);
+    CU_ASSERT_EQUAL(
+        memcmp(nn_params_at(ps, 0)->data, nn_params_at(plain, 0)->data, 6 * sizeof(ag_real)), 0);
     CU_ASSERT_PTR_NULL(stat->grad);
     CU_ASSERT_PTR_NOT_NULL_FATAL(stat->data);
     const ag_real *v = nn_params_values(ps);

@@ -13,8 +13,7 @@
 #define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((a), (b), 1e-12 * (1 + fabs((double)(b))))
 
 /* A store with one parameter p of 2 elements, values p0. */
-static nn_params *one_param(ag_tensor **p, double a, double b)
-{
+static nn_params *one_param(ag_tensor **p, double a, double b) {
     nn_params *ps = nn_params_new();
     *p = nn_params_add(ps, "", "p", AG_SHAPE(2), nn_init_zeros());
     CU_ASSERT_EQUAL(nn_params_finalize(ps, 0), 0);
@@ -23,14 +22,12 @@ static nn_params *one_param(ag_tensor **p, double a, double b)
     return ps;
 }
 
-static void set_grad(ag_tensor *p, double a, double b)
-{
+static void set_grad(ag_tensor *p, double a, double b) {
     p->grad[0] = a;
     p->grad[1] = b;
 }
 
-static void test_sgd(void)
-{
+static void test_sgd(void) {
     ag_tensor *p;
     nn_params *ps = one_param(&p, 1.0, -2.0);
     optim *o = optim_new(ps, optim_sgd(0.1));
@@ -38,7 +35,7 @@ static void test_sgd(void)
     CU_ASSERT_EQUAL(optim_step(o), 0);
     NEAR(p->data[0], 1.0 - 0.1 * 0.5);
     NEAR(p->data[1], -2.0 + 0.1 * 1.0);
-    CU_ASSERT_EQUAL(p->grad[0], 0);  /* zeroed */
+    CU_ASSERT_EQUAL(p->grad[0], 0); /* zeroed */
     CU_ASSERT_EQUAL(optim_steps(o), 1);
     optim_free(o);
     nn_params_free(ps);
@@ -89,8 +86,7 @@ static void test_sgd(void)
 
 /* Adam's closed form for a gradient sequence gs on one scalar. */
 static double adam_ref(double p, const double *gs, int n, double lr, double b1, double b2,
-                       double eps, double wd, bool decoupled)
-{
+                       double eps, double wd, bool decoupled) {
     double m = 0, v = 0;
     for (int t = 1; t <= n; t++) {
         double g = gs[t - 1];
@@ -104,8 +100,7 @@ static double adam_ref(double p, const double *gs, int n, double lr, double b1, 
     return p;
 }
 
-static void test_adam(void)
-{
+static void test_adam(void) {
     ag_tensor *p;
     /* First step: m_hat = g, v_hat = g^2, so p -= lr g / (|g| + eps). */
     nn_params *ps = one_param(&p, 1.0, -1.0);
@@ -148,7 +143,7 @@ static void test_adam(void)
     set_grad(p, gs[0], 0);
     optim_step(o);
     NEAR(p->data[0], 0.5 * (1 - 0.1 * 0.5) - 0.1 * 0.3 / (0.3 + 1e-8));
-    NEAR(p->data[1], 0);  /* zero stays zero: decay of 0, gradient 0 */
+    NEAR(p->data[1], 0); /* zero stays zero: decay of 0, gradient 0 */
     for (int i = 1; i < 4; i++) {
         set_grad(p, gs[i], 0);
         optim_step(o);
@@ -159,8 +154,7 @@ static void test_adam(void)
     nn_params_free(ps);
 }
 
-static void test_clipping(void)
-{
+static void test_clipping(void) {
     ag_tensor *p;
     nn_params *ps = nn_params_new();
     p = nn_params_add(ps, "", "p", AG_SHAPE(1), nn_init_zeros());
@@ -197,8 +191,7 @@ static void test_clipping(void)
     nn_params_free(ps);
 }
 
-static void test_schedules(void)
-{
+static void test_schedules(void) {
     optim_schedule s = optim_lr_constant();
     NEAR(optim_schedule_lr(s, 0.5, 1), 0.5);
     NEAR(optim_schedule_lr(s, 0.5, 1000), 0.5);
@@ -210,7 +203,7 @@ static void test_schedules(void)
     s = optim_lr_noam(512, 4000);
     NEAR(optim_schedule_lr(s, 1.0, 1), pow(512, -0.5) * pow(4000, -1.5));
     NEAR(optim_schedule_lr(s, 1.0, 2000), pow(512, -0.5) * 2000 * pow(4000, -1.5));
-    NEAR(optim_schedule_lr(s, 1.0, 4000), pow(512, -0.5) * pow(4000, -0.5));  /* the peak */
+    NEAR(optim_schedule_lr(s, 1.0, 4000), pow(512, -0.5) * pow(4000, -0.5)); /* the peak */
     NEAR(optim_schedule_lr(s, 2.0, 16000), 2 * pow(512, -0.5) * pow(16000, -0.5));
     CU_ASSERT_TRUE(optim_schedule_lr(s, 1, 3999) < optim_schedule_lr(s, 1, 4000));
     CU_ASSERT_TRUE(optim_schedule_lr(s, 1, 4001) < optim_schedule_lr(s, 1, 4000));
@@ -232,15 +225,14 @@ static void test_schedules(void)
     nn_params_free(ps);
 }
 
-static void test_warmup_schedules(void)
-{
+static void test_warmup_schedules(void) {
     /* cosine: warm-up 4, decay to 0.1 lr at update 12 */
     optim_schedule s = optim_lr_warmup_cosine(4, 12, 0.1);
-    NEAR(optim_schedule_lr(s, 2.0, 1), 0.5);                  /* 2 * 1/4 */
+    NEAR(optim_schedule_lr(s, 2.0, 1), 0.5); /* 2 * 1/4 */
     NEAR(optim_schedule_lr(s, 2.0, 3), 1.5);
-    NEAR(optim_schedule_lr(s, 2.0, 4), 2.0);                  /* the peak */
-    NEAR(optim_schedule_lr(s, 1.0, 6), 0.8681980515339464);   /* 0.1 + 0.45 (1 + cos(pi/4)) */
-    NEAR(optim_schedule_lr(s, 1.0, 8), 0.55);                 /* half-way: 0.1 + 0.9 / 2 */
+    NEAR(optim_schedule_lr(s, 2.0, 4), 2.0);                /* the peak */
+    NEAR(optim_schedule_lr(s, 1.0, 6), 0.8681980515339464); /* 0.1 + 0.45 (1 + cos(pi/4)) */
+    NEAR(optim_schedule_lr(s, 1.0, 8), 0.55);               /* half-way: 0.1 + 0.9 / 2 */
     NEAR(optim_schedule_lr(s, 1.0, 12), 0.1);
     NEAR(optim_schedule_lr(s, 1.0, 1000), 0.1);
     for (int t = 5; t < 12; t++)
@@ -262,7 +254,8 @@ static void test_warmup_schedules(void)
     NEAR(optim_schedule_lr(s, 3.0, 100), 0.6);
     /* INVSQRT is NOAM scaled to peak at lr: noam = lr (d w)^-0.5 invsqrt */
     for (int t = 1; t < 10; t++)
-        NEAR(optim_schedule_lr(optim_lr_noam(8, 4), 1.0, t), optim_schedule_lr(s, 1.0, t) / sqrt(32));
+        NEAR(optim_schedule_lr(optim_lr_noam(8, 4), 1.0, t),
+             optim_schedule_lr(s, 1.0, t) / sqrt(32));
     /* invalid: NaN */
     CU_ASSERT_TRUE(isnan(optim_schedule_lr(optim_lr_warmup_cosine(5, 5, 0), 1, 3)));
     CU_ASSERT_TRUE(isnan(optim_schedule_lr(optim_lr_warmup_linear(0, 5, 2), 1, 3)));
@@ -287,8 +280,7 @@ static void test_warmup_schedules(void)
     nn_params_free(ps);
 }
 
-static void test_set_lr(void)
-{
+static void test_set_lr(void) {
     ag_tensor *p;
     nn_params *ps = one_param(&p, 0, 0);
     optim *o = optim_new(ps, optim_sgd(0.1));
@@ -303,7 +295,7 @@ static void test_set_lr(void)
     CU_ASSERT_EQUAL(optim_set_lr(o, -1), -1);
     HAS(ag_last_error(), "optim_set_lr (sgd): lr = -1");
     CU_ASSERT_EQUAL(optim_set_lr(o, NAN), -1);
-    NEAR(optim_lr(o), 0.5);  /* unchanged */
+    NEAR(optim_lr(o), 0.5); /* unchanged */
     optim_free(o);
     nn_params_free(ps);
 
@@ -317,15 +309,14 @@ static void test_set_lr(void)
         optim_step(o);
     }
     optim_set_lr(o, 4.0);
-    NEAR(optim_lr(o), 2.0);  /* t = 3: 4 * 0.5 */
+    NEAR(optim_lr(o), 2.0); /* t = 3: 4 * 0.5 */
     optim_free(o);
     nn_params_free(ps);
 }
 
 /* A store of a small model: two weight matrices, a bias and a norm weight, odd sizes (each
  * parameter padded to 16 elements). */
-static nn_params *groups_store(void)
-{
+static nn_params *groups_store(void) {
     nn_params *ps = nn_params_new();
     nn_params_add(ps, "fc", "weight", AG_SHAPE(2, 3), nn_init_constant(1));
     nn_params_add(ps, "fc", "bias", AG_SHAPE(3), nn_init_constant(1));
@@ -335,14 +326,12 @@ static nn_params *groups_store(void)
     return ps;
 }
 
-static bool no_norm(const ag_tensor *p, void *user)
-{
+static bool no_norm(const ag_tensor *p, void *user) {
     CU_ASSERT_PTR_EQUAL(user, (void *)no_norm);
     return strstr(p->name, "norm") == NULL;
 }
 
-static void test_decay_groups(void)
-{
+static void test_decay_groups(void) {
     /* AdamW with zero gradients moves only by its decay: p *= 1 - lr wd per step. */
     nn_params *ps = groups_store();
     optim_cfg c = optim_adamw(0.1);
@@ -351,7 +340,7 @@ static void test_decay_groups(void)
     optim *o = optim_new(ps, c);
     for (int s = 0; s < 3; s++) CU_ASSERT_EQUAL(optim_step(o), 0);
     const double decayed = pow(1 - 0.05, 3);
-    const double want[4] = {decayed, 1, 1, decayed};  /* fc.weight, fc.bias, norm, out.weight */
+    const double want[4] = {decayed, 1, 1, decayed}; /* fc.weight, fc.bias, norm, out.weight */
     for (size_t i = 0; i < 4; i++) {
         ag_tensor *p = nn_params_at(ps, i);
         for (ptrdiff_t e = 0; e < p->numel; e++) NEAR(p->data[e], want[i]);
@@ -390,8 +379,7 @@ static void test_decay_groups(void)
 }
 
 /* Runs cut between threads at any element: the same bits as one thread. */
-static void test_decay_groups_threads(void)
-{
+static void test_decay_groups_threads(void) {
     ag_real *out[2];
     for (int k = 0; k < 2; k++) {
         CU_ASSERT_EQUAL(ag_set_threads(k + 1), 0);
@@ -427,8 +415,7 @@ static void test_decay_groups_threads(void)
     ag_set_threads(1);
 }
 
-static void test_config_errors(void)
-{
+static void test_config_errors(void) {
     ag_tensor *p;
     nn_params *ps = one_param(&p, 0, 0);
     optim_cfg c = optim_adam(0.1);
@@ -467,8 +454,7 @@ static void test_config_errors(void)
     nn_params_free(ps);
 }
 
-static void test_state_rules(void)
-{
+static void test_state_rules(void) {
     ag_tensor *p;
     nn_params *ps = one_param(&p, 1, 2);
     optim *adam = optim_new(ps, optim_adam(0.1));
@@ -548,6 +534,7 @@ static CU_TestInfo tests[] = {
     {"optimizer state checkpoint rules", test_state_rules},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"optim_update", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"optim_update", NULL, NULL, NULL, NULL, tests},
+                                CU_SUITE_INFO_NULL};
 
 int main(void) { return tg_test_run(suites); }

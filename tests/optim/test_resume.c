@@ -17,12 +17,15 @@
 enum { N_DATA = 32, IN = 4, HID = 8, OUT = 3, BATCH = 8, STEPS = 20 };
 
 #ifdef TG_DOUBLE
-#define STORE_DTYPE NN_F64  /* float64 values survive only in F64 */
+#define STORE_DTYPE NN_F64 /* float64 values survive only in F64 */
 #else
 #define STORE_DTYPE NN_F32
 #endif
 
-typedef struct tiny { nn_linear fc1, fc2; nn_dropout drop; } tiny;
+typedef struct tiny {
+    nn_linear fc1, fc2;
+    nn_dropout drop;
+} tiny;
 
 typedef struct run {
     nn_params *ps;
@@ -35,16 +38,14 @@ typedef struct run {
 static ag_real xs[N_DATA * IN];
 static int32_t ys[N_DATA];
 
-static void make_data(void)
-{
+static void make_data(void) {
     ag_rng r;
     ag_rng_seed(&r, 2024);
     for (int i = 0; i < N_DATA * IN; i++) xs[i] = (ag_real)ag_rng_normal(&r);
     for (int i = 0; i < N_DATA; i++) ys[i] = (int32_t)ag_rng_below(&r, OUT);
 }
 
-static void run_init(run *r, uint64_t init_seed, optim_cfg cfg)
-{
+static void run_init(run *r, uint64_t init_seed, optim_cfg cfg) {
     r->ps = nn_params_new();
     nn_linear_init(&r->m.fc1, r->ps, "fc1", IN, HID, true);
     nn_linear_init(&r->m.fc2, r->ps, "fc2", HID, OUT, true);
@@ -57,16 +58,14 @@ static void run_init(run *r, uint64_t init_seed, optim_cfg cfg)
     r->t = ag_tape_new();
 }
 
-static void run_free(run *r)
-{
+static void run_free(run *r) {
     ag_tape_free(r->t);
     optim_free(r->o);
     nn_params_free(r->ps);
 }
 
 /* One step on a random minibatch; returns the loss. */
-static ag_real train_step(run *r)
-{
+static ag_real train_step(run *r) {
     ag_real bx[BATCH * IN];
     int32_t by[BATCH];
     for (int b = 0; b < BATCH; b++) {
@@ -76,7 +75,8 @@ static ag_real train_step(run *r)
     }
     ag_tape *t = r->t;
     nn_ctx c = {.tape = t, .training = true, .rng = &r->drop_rng};
-    ag_tensor *h = nn_relu(&c, nn_linear_forward(&r->m.fc1, &c, ag_tensor_from(t, AG_SHAPE(BATCH, IN), bx)));
+    ag_tensor *h =
+        nn_relu(&c, nn_linear_forward(&r->m.fc1, &c, ag_tensor_from(t, AG_SHAPE(BATCH, IN), bx)));
     ag_tensor *logits = nn_linear_forward(&r->m.fc2, &c, nn_dropout_forward(&r->m.drop, &c, h));
     ag_tensor *loss = ag_mean(t, ag_softmax_ce(t, logits, by, NULL), AG_ALL, false);
     CU_ASSERT_PTR_NOT_NULL_FATAL(loss);
@@ -91,15 +91,13 @@ static ag_real train_step(run *r)
  * a cut on a plateau would: the resumed run must continue at the cut rate. */
 enum { CUT_STEP = STEPS / 2 - 3 };
 
-static ag_real cut_and_step(run *r, int s, double cut)
-{
+static ag_real cut_and_step(run *r, int s, double cut) {
     if (s == CUT_STEP && cut > 0)
         CU_ASSERT_EQUAL(optim_set_lr(r->o, optim_config(r->o)->lr * cut), 0);
     return train_step(r);
 }
 
-static void check_resume(optim_cfg cfg, double cut, const char *file)
-{
+static void check_resume(optim_cfg cfg, double cut, const char *file) {
     ag_real straight[STEPS], resumed[STEPS];
     run a;
     run_init(&a, 1, cfg);
@@ -119,7 +117,7 @@ static void check_resume(optim_cfg cfg, double cut, const char *file)
     run_free(&b);
 
     run c;
-    run_init(&c, 777, cfg);  /* other initial values: everything must come from the file */
+    run_init(&c, 777, cfg); /* other initial values: everything must come from the file */
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_load(&ck, file), 0);
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, c.ps, 0), 0);
     CU_ASSERT_EQUAL(optim_load_state(c.o, ck), 0);
@@ -131,8 +129,9 @@ static void check_resume(optim_cfg cfg, double cut, const char *file)
 
     CU_ASSERT_EQUAL(memcmp(straight, resumed, sizeof straight), 0);
     CU_ASSERT_EQUAL(memcmp(nn_params_values(a.ps), nn_params_values(c.ps),
-                           nn_params_flat_size(a.ps) * sizeof(ag_real)), 0);
-    CU_ASSERT_TRUE(straight[STEPS - 1] < straight[0]);  /* it did train */
+                           nn_params_flat_size(a.ps) * sizeof(ag_real)),
+                    0);
+    CU_ASSERT_TRUE(straight[STEPS - 1] < straight[0]); /* it did train */
     run_free(&a);
     run_free(&c);
     unlink(file);
@@ -140,8 +139,7 @@ static void check_resume(optim_cfg cfg, double cut, const char *file)
 
 static char file[64];
 
-static void test_resume_sgd(void)
-{
+static void test_resume_sgd(void) {
     optim_cfg c = optim_sgd(0.2);
     c.momentum = 0.9;
     c.nesterov = true;
@@ -151,16 +149,14 @@ static void test_resume_sgd(void)
     check_resume(c, 0, file);
 }
 
-static void test_resume_adam(void)
-{
+static void test_resume_adam(void) {
     optim_cfg c = optim_adam(0.5);
     c.clip_norm = 0.5;
     c.schedule = optim_lr_noam(HID, 5);
     check_resume(c, 0, file);
 }
 
-static void test_resume_adamw(void)
-{
+static void test_resume_adamw(void) {
     optim_cfg c = optim_adamw(0.02);
     c.clip_norm = 1.0;
     check_resume(c, 0, file);
@@ -168,8 +164,7 @@ static void test_resume_adamw(void)
 
 /* The recipe of docs/nn.md: AdamW without decay on biases, warm-up then cosine, and the base
  * lr cut by optim_set_lr before the checkpoint (it is part of the saved state). */
-static void test_resume_adamw_recipe(void)
-{
+static void test_resume_adamw_recipe(void) {
     optim_cfg c = optim_adamw(0.05);
     c.weight_decay = 0.1;
     c.decay_filter = optim_decay_matrices;
@@ -185,10 +180,10 @@ static CU_TestInfo tests[] = {
     {"resume bit for bit: adamw, decay groups, warm-up cosine, set_lr", test_resume_adamw_recipe},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"optim_resume", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"optim_resume", NULL, NULL, NULL, NULL, tests},
+                                CU_SUITE_INFO_NULL};
 
-int main(void)
-{
+int main(void) {
     snprintf(file, sizeof file, "/tmp/tg_resume_%d_%d.safetensors", (int)getpid(),
              (int)sizeof(ag_real));
     make_data();

@@ -59,7 +59,8 @@ int main(int argc, char **argv) {
     hp.ffn_hiddens = 1024;
     hp.heads = 8;
     hp.layers = 3;
-    zoo_model *m = zoo_model_new(&zoo_transformer_kind, &hp, ds_vocab_size(sv), ds_vocab_size(tv), 42);
+    zoo_model *m =
+        zoo_model_new(&zoo_transformer_kind, &hp, ds_vocab_size(sv), ds_vocab_size(tv), 42);
     if (!m) return fprintf(stderr, "%s\n", ag_last_error()), 1;
     printf("vocab %d/%d, %d sentences, num_steps %d, %s batch %d%s, rss after load %.0f MB\n",
            ds_vocab_size(sv), ds_vocab_size(tv), N, T, greedy ? "greedy" : "beam", batch,
@@ -84,10 +85,12 @@ int main(int argc, char **argv) {
     long tokens = 0;
     for (int i = 0; i < N; i++) {
         tokens += out_len[i];
-        for (int j = 0; j < out_len[i]; j++) h = (h ^ (uint64_t)out[(size_t)i * T + j]) * 1099511628211ULL;
+        for (int j = 0; j < out_len[i]; j++)
+            h = (h ^ (uint64_t)out[(size_t)i * T + j]) * 1099511628211ULL;
         h = (h ^ 0xffff) * 1099511628211ULL;
     }
-    printf("%s: %.2f s, %.1f sentences/s, %ld tokens, hash %016llx, peak RSS %.0f MB, tape high water %.0f MB\n",
+    printf("%s: %.2f s, %.1f sentences/s, %ld tokens, hash %016llx, peak RSS %.0f MB, tape high "
+           "water %.0f MB\n",
            greedy ? "greedy" : "beam", secs, N / secs, tokens, (unsigned long long)h, peak_mb(),
            ag_tape_stats_get(t).high_water / 1048576.0);
     ag_tape_free(t);

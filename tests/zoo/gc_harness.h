@@ -39,7 +39,8 @@ static inline void add_data(harness *h, int nd, const int *shape, ag_rng *r) {
 static inline void finish(harness *h) {
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(h->ps, 21), 0);
     h->n = h->n_data;
-    for (size_t i = 0; i < nn_params_count(h->ps) && h->n < MAX_IN; i++) h->in[h->n++] = nn_params_at(h->ps, i);
+    for (size_t i = 0; i < nn_params_count(h->ps) && h->n < MAX_IN; i++)
+        h->in[h->n++] = nn_params_at(h->ps, i);
     CU_ASSERT_EQUAL_FATAL((size_t)(h->n - h->n_data), nn_params_count(h->ps));
 }
 

@@ -51,18 +51,28 @@ static void test_parameter_names(void) {
         int d0, d1; /* d1 0: a vector */
     } want[] = {
         {"encoder.embedding.weight", 10, 8},
-        {"encoder.rnn.weight_ih_l0", 48, 8},   {"encoder.rnn.weight_hh_l0", 48, 16},
-        {"encoder.rnn.bias_ih_l0", 48, 0},     {"encoder.rnn.bias_hh_l0", 48, 0},
-        {"encoder.rnn.weight_ih_l1", 48, 16},  {"encoder.rnn.weight_hh_l1", 48, 16},
-        {"encoder.rnn.bias_ih_l1", 48, 0},     {"encoder.rnn.bias_hh_l1", 48, 0},
-        {"decoder.attention.W_k.weight", 16, 16}, {"decoder.attention.W_q.weight", 16, 16},
+        {"encoder.rnn.weight_ih_l0", 48, 8},
+        {"encoder.rnn.weight_hh_l0", 48, 16},
+        {"encoder.rnn.bias_ih_l0", 48, 0},
+        {"encoder.rnn.bias_hh_l0", 48, 0},
+        {"encoder.rnn.weight_ih_l1", 48, 16},
+        {"encoder.rnn.weight_hh_l1", 48, 16},
+        {"encoder.rnn.bias_ih_l1", 48, 0},
+        {"encoder.rnn.bias_hh_l1", 48, 0},
+        {"decoder.attention.W_k.weight", 16, 16},
+        {"decoder.attention.W_q.weight", 16, 16},
         {"decoder.attention.w_v.weight", 1, 16},
         {"decoder.embedding.weight", 11, 8},
-        {"decoder.rnn.weight_ih_l0", 48, 24},  {"decoder.rnn.weight_hh_l0", 48, 16},
-        {"decoder.rnn.bias_ih_l0", 48, 0},     {"decoder.rnn.bias_hh_l0", 48, 0},
-        {"decoder.rnn.weight_ih_l1", 48, 16},  {"decoder.rnn.weight_hh_l1", 48, 16},
-        {"decoder.rnn.bias_ih_l1", 48, 0},     {"decoder.rnn.bias_hh_l1", 48, 0},
-        {"decoder.dense.weight", 11, 16},      {"decoder.dense.bias", 11, 0},
+        {"decoder.rnn.weight_ih_l0", 48, 24},
+        {"decoder.rnn.weight_hh_l0", 48, 16},
+        {"decoder.rnn.bias_ih_l0", 48, 0},
+        {"decoder.rnn.bias_hh_l0", 48, 0},
+        {"decoder.rnn.weight_ih_l1", 48, 16},
+        {"decoder.rnn.weight_hh_l1", 48, 16},
+        {"decoder.rnn.bias_ih_l1", 48, 0},
+        {"decoder.rnn.bias_hh_l1", 48, 0},
+        {"decoder.dense.weight", 11, 16},
+        {"decoder.dense.bias", 11, 0},
     };
     size_t n = sizeof want / sizeof want[0];
     CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
@@ -158,7 +168,8 @@ static void test_d2l_shapes(void) {
     CU_ASSERT_EQUAL(s->enc_out->shape[0], 4);
     CU_ASSERT_EQUAL(s->enc_out->shape[1], 7);
     CU_ASSERT_EQUAL(s->enc_out->shape[2], 16);
-    CU_ASSERT_EQUAL(s->enc_out->data[(1 * 7 + 3) * 16 + 5], out->data[(3 * 4 + 1) * 16 + 5]); /* permuted */
+    CU_ASSERT_EQUAL(s->enc_out->data[(1 * 7 + 3) * 16 + 5],
+                    out->data[(3 * 4 + 1) * 16 + 5]); /* permuted */
     CU_ASSERT_EQUAL(s->h0[1]->shape[0], 4);
     CU_ASSERT_EQUAL(s->h0[1]->shape[1], 16);
     ag_tensor *weights[7] = {0};
@@ -175,7 +186,8 @@ static void test_d2l_shapes(void) {
 
     /* usage errors: NULL and a message, no crash */
     ag_set_error_handler(quiet, NULL);
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 3, 7, NULL)); /* batch 3 != 4 */
+    CU_ASSERT_PTR_NULL(
+        zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 3, 7, NULL)); /* batch 3 != 4 */
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected the state's batch 4"));
     ag_tensor *bad = ag_tensor_new(t, AG_SHAPE(7, 4, 15));
     CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&dec, &c, bad, state, NULL));
@@ -216,13 +228,14 @@ static void test_attend_equals_additive_attention(void) {
     memcpy(c_fast, ctx->data, sizeof c_fast);
     zoo_additive_attention *a = &m.bm.decoder.attention;
     ag_tensor *ref_w;
-    ag_tensor *ref = zoo_additive_attention_forward(a, &c, ag_reshape(t, q, AG_SHAPE(2, 1, 8)), all, all,
-                                                    SRC_LEN, 1, &ref_w);
+    ag_tensor *ref = zoo_additive_attention_forward(a, &c, ag_reshape(t, q, AG_SHAPE(2, 1, 8)), all,
+                                                    all, SRC_LEN, 1, &ref_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     double err = 0;
     for (int i = 0; i < 16; i++) err = fmax(err, fabs(ref->data[i] - c_fast[i]));
     for (int b = 0; b < 2; b++) {
-        for (int k = 0; k < 4; k++) err = fmax(err, fabs(ref_w->data[b * 5 + k] - w_fast[b * 4 + k]));
+        for (int k = 0; k < 4; k++)
+            err = fmax(err, fabs(ref_w->data[b * 5 + k] - w_fast[b * 4 + k]));
         CU_ASSERT_EQUAL(ref_w->data[b * 5 + 4], 0);
     }
     CU_ASSERT_TRUE(err < 1e-6);
@@ -245,7 +258,8 @@ static void test_attention_masks(void) {
     nn_ctx c = {.tape = t, .training = false};
     zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
     ag_tensor *weights[4] = {0};
-    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, weights));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(
+        zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, weights));
     for (int i = 0; i < 4; i++) {
         const ag_tensor *w = weights[i];
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
@@ -305,7 +319,8 @@ static void test_steps_equal_decode(void) {
                 err = fmax(err, fabs(y->data[b * V + v] - full->data[(b * 4 + step) * V + v]));
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
         CU_ASSERT_EQUAL_FATAL(w->numel, full_w[step]->numel);
-        for (ptrdiff_t k = 0; k < w->numel; k++) werr = fmax(werr, fabs(w->data[k] - full_w[step]->data[k]));
+        for (ptrdiff_t k = 0; k < w->numel; k++)
+            werr = fmax(werr, fabs(w->data[k] - full_w[step]->data[k]));
     }
     CU_ASSERT_TRUE(err < 1e-5);
     CU_ASSERT_TRUE(werr < 1e-6);
@@ -322,7 +337,8 @@ static void test_steps_equal_decode(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     err = 0;
     for (int b = 0; b < 2; b++)
-        for (int i = 0; i < 2 * V; i++) err = fmax(err, fabs(p->data[b * 2 * V + i] - full->data[b * 4 * V + i]));
+        for (int i = 0; i < 2 * V; i++)
+            err = fmax(err, fabs(p->data[b * 2 * V + i] - full->data[b * 4 * V + i]));
     CU_ASSERT_TRUE(err < 1e-6);
     ag_tape_free(t);
     nn_params_free(m.ps);
@@ -341,7 +357,8 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng r;
         ag_rng_seed(&r, seeds[run]);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
-        ag_tensor *y = zoo_bahdanau_decode(&m.bm, &c, zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5), DEC_IN, 2, 4);
+        ag_tensor *y = zoo_bahdanau_decode(
+            &m.bm, &c, zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5), DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         memcpy(runs[run], y->data, sizeof runs[run]);
         ag_tape_reset(t);
@@ -356,9 +373,11 @@ static void test_training_forward_is_deterministic(void) {
 
 enum { NP = 4, TS = 6, TT = 6, SV = 12, TV = 12 };
 /* sources and targets over words w4..w11 ("a".."h"); the last pair reverses the first */
-static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1, 7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
+static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1,
+                                       7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
 static const int32_t P_SRC_LEN[NP] = {3, 2, 4, 3};
-static const int32_t P_TGT[NP * TT] = {6, 7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1, 11, 3, 1, 1, 1, 1, 7, 6, 3, 1, 1, 1};
+static const int32_t P_TGT[NP * TT] = {6,  7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1,
+                                       11, 3, 1, 1, 1, 1, 7, 6, 3,  1, 1, 1};
 static const int32_t P_TGT_LEN[NP] = {3, 4, 2, 3};
 static const char WORDS[] = "<unk>\n<pad>\n<bos>\n<eos>\na\nb\nc\nd\ne\nf\ng\nh\n";
 
@@ -376,7 +395,9 @@ static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
     zoo_teacher_inputs(P_TGT, NP, TT, DS_BOS, dec_in);
     nn_ctx c = {.tape = t, .training = true, .rng = r};
     void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS, NULL);
-    ag_tensor *l = ag_sum(t, zoo_masked_ce(t, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN), AG_ALL, false);
+    ag_tensor *l =
+        ag_sum(t, zoo_masked_ce(t, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN),
+               AG_ALL, false);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
     double loss = l->data[0] * TT / (3 + 4 + 2 + 3);
     CU_ASSERT_EQUAL_FATAL(ag_backward(t, l), 0);
@@ -406,20 +427,24 @@ static void test_overfit_greedy_beam_attention(void) {
 
     int32_t out[NP * TT];
     int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
     for (int b = 0; b < NP; b++) {
         CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1); /* the target without its <eos> */
-        for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++) CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
+        for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++)
+            CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
     }
     for (int b = 0; b < NP; b++) {
         int32_t beam_out[TT];
         int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS, DS_EOS, TT, 1, 0,
-                                              beam_out, &n), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
+                                              DS_EOS, TT, 1, 0, beam_out, &n),
+                              0);
         CU_ASSERT_EQUAL(n, out_len[b]);
         for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS, DS_EOS, TT, 3, 0,
-                                              beam_out, &n), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
+                                              DS_EOS, TT, 3, 0, beam_out, &n),
+                              0);
         CU_ASSERT_EQUAL(n, out_len[b]); /* a memorised pair: the wider beam finds it too */
     }
 
@@ -460,13 +485,15 @@ static void test_greedy_equals_beam1_untrained(void) {
     ag_tape *t = ag_tape_new();
     int32_t out[NP * TT];
     int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
     int total = 0;
     for (int b = 0; b < NP; b++) {
         int32_t beam_out[TT];
         int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS, DS_EOS, TT, 1, 0,
-                                              beam_out, &n), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
+                                              DS_EOS, TT, 1, 0, beam_out, &n),
+                              0);
         CU_ASSERT_EQUAL(n, out_len[b]);
         for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
         total += n;
@@ -515,7 +542,8 @@ static void test_lstm_cell(void) {
         ag_tensor *y = zoo_bahdanau_step(&bm, &c, s, tok, 2, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         for (int b = 0; b < 2; b++)
-            for (int v = 0; v < 11; v++) err = fmax(err, fabs(y->data[b * 11 + v] - full->data[(b * 4 + step) * 11 + v]));
+            for (int v = 0; v < 11; v++)
+                err = fmax(err, fabs(y->data[b * 11 + v] - full->data[(b * 4 + step) * 11 + v]));
     }
     CU_ASSERT_TRUE(err < 1e-5);
     /* select (rows 1, 0, 1) after one step, then a step: as the state of those rows directly */
@@ -535,7 +563,8 @@ static void test_lstm_cell(void) {
         len3[i] = SRC_LEN[rows[i]];
     }
     zoo_bahdanau_state *d = zoo_bahdanau_encode(&bm, &c, src3, len3, 3, 5);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_bahdanau_step(&bm, &c, d, (const int32_t[]){2, 2, 2}, 3, NULL));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(
+        zoo_bahdanau_step(&bm, &c, d, (const int32_t[]){2, 2, 2}, 3, NULL));
     ag_tensor *y1 = zoo_bahdanau_step(&bm, &c, d, (const int32_t[]){5, 6, 7}, 3, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
     err = 0;
@@ -546,7 +575,9 @@ static void test_lstm_cell(void) {
     ag_tensor *h, *cs;
     ag_tensor *out = zoo_seq2seq_encoder_run(&bm.encoder, &c, SRC, 2, 5, &h, &cs);
     CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&bm.decoder, &c, out, h, SRC_LEN));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "attention decoder init_state: state h [2, 2, 8] and c (none) given to an LSTM"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(),
+               "attention decoder init_state: state h [2, 2, 8] and c (none) given to an LSTM"));
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     nn_params_free(ps);
@@ -571,7 +602,8 @@ static void test_lstm_cell(void) {
     CU_ASSERT_TRUE(last < 0.05);
     int32_t out_ids[NP * TT];
     int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out_ids, out_len), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out_ids, out_len), 0);
     for (int b = 0; b < NP; b++) CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1);
     ag_tape_free(t);
     optim_free(opt);

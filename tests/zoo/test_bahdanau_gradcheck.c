@@ -38,7 +38,8 @@ static void test_encoder(void) {
 /* ---- the decoder fed with encoder outputs and state given as data ---- */
 
 /* x[0] = encoder outputs (TS, B, H), x[1] = encoder state (L, B, H) */
-static zoo_bahdanau_state *state_from(zoo_seq2seq_attn_decoder *d, const nn_ctx *c, ag_tensor *const *x) {
+static zoo_bahdanau_state *state_from(zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                      ag_tensor *const *x) {
     return zoo_seq2seq_attn_decoder_init_state(d, c, x[0], x[1], SRC_LEN);
 }
 
@@ -100,7 +101,8 @@ static ag_tensor *run_model(ag_tape *t, ag_tensor *const *x, void *u) {
     ag_rng_seed(&r, 77); /* the same dropout masks at every evaluation */
     nn_ctx c = {.tape = t, .training = w->training, .rng = &r};
     zoo_bahdanau_state *s = zoo_bahdanau_encode(&w->bm, &c, SRC, SRC_LEN, B, TS);
-    ag_tensor *loss = zoo_masked_ce(t, zoo_bahdanau_decode(&w->bm, &c, s, DEC_IN, B, T), LABELS, LABEL_LEN);
+    ag_tensor *loss =
+        zoo_masked_ce(t, zoo_bahdanau_decode(&w->bm, &c, s, DEC_IN, B, T), LABELS, LABEL_LEN);
     return ag_sum(t, loss, AG_ALL, false);
 }
 
@@ -115,8 +117,9 @@ static void test_model_loss(void) {
         cfg.dropout = 0.2;
         CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&w.bm, h.ps, &cfg), 0);
         finish(&h);
-        check(&h, training ? "whole model with the masked loss, training (dropout)"
-                           : "whole model with the masked loss, eval",
+        check(&h,
+              training ? "whole model with the masked loss, training (dropout)"
+                       : "whole model with the masked loss, eval",
               run_model, &w, false);
     }
 }
@@ -128,10 +131,12 @@ static CU_TestInfo tests[] = {
     {"whole model with its loss (eval and training)", test_model_loss},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"bahdanau gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"bahdanau gradcheck", NULL, NULL, NULL, NULL, tests},
+                                CU_SUITE_INFO_NULL};
 
 int main(void) {
     int rc = tg_test_run(suites);
-    tg_gc_print("zoo: the Bahdanau seq2seq, GRU and LSTM (float64, tests/zoo/test_bahdanau_gradcheck.c)");
+    tg_gc_print(
+        "zoo: the Bahdanau seq2seq, GRU and LSTM (float64, tests/zoo/test_bahdanau_gradcheck.c)");
     return rc;
 }

@@ -12,8 +12,8 @@
 #include <string.h>
 
 enum { NS = 6, TS = 5, SV = 13, TV = 11, BOS = 2, EOS = 3 };
-static const int32_t SRC[NS * TS] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1, 8, 9, 10, 11, 3,
-                                     12, 4, 3, 1, 1, 5, 5, 5, 3, 1, 3, 1, 1, 1, 1};
+static const int32_t SRC[NS * TS] = {4,  5, 6, 3, 1, 7, 3, 1, 1, 1, 8, 9, 10, 11, 3,
+                                     12, 4, 3, 1, 1, 5, 5, 5, 3, 1, 3, 1, 1,  1,  1};
 static const int32_t SRC_LEN[NS] = {4, 2, 5, 3, 4, 1};
 
 static void quiet(const char *msg, void *user) {
@@ -68,7 +68,8 @@ static void test_select_equals_direct(void) {
         const int32_t first[3] = {0, 1, 2};
         const int32_t rows[5] = {2, 0, 0, 1, 2}; /* 3 -> 5 rows */
         const int32_t rows2[2] = {4, 1};         /* 5 -> 2 rows */
-        const int32_t toks[4][5] = {{BOS, BOS, BOS, 0, 0}, {4, 5, 6, 0, 0}, {7, 8, 9, 10, 4}, {5, 6, 0, 0, 0}};
+        const int32_t toks[4][5] = {
+            {BOS, BOS, BOS, 0, 0}, {4, 5, 6, 0, 0}, {7, 8, 9, 10, 4}, {5, 6, 0, 0, 0}};
         /* the prefix of row i of each stage, as the direct reference sees it */
         for (int rewind = 0; rewind < 2; rewind++) {
             void *s = m->ops->encode(m, &c, SRC, SRC_LEN, 3, TS, NULL);
@@ -99,13 +100,14 @@ static void test_select_equals_direct(void) {
             const int32_t final_rows[2] = {rows[rows2[0]], rows[rows2[1]]};
             pick(final_rows, 2, src, len);
             for (int i = 0; i < 2; i++) {
-                int r1 = rows[rows2[i]];      /* row of steps 0, 1 */
+                int r1 = rows[rows2[i]]; /* row of steps 0, 1 */
                 dec[i * 4 + 0] = toks[0][r1];
                 dec[i * 4 + 1] = toks[1][r1];
                 dec[i * 4 + 2] = toks[2][rows2[i]];
                 dec[i * 4 + 3] = toks[3][i];
             }
-            ag_tensor *full = m->ops->decode(m, &c, m->ops->encode(m, &c, src, len, 2, TS, NULL), dec, 2, 4);
+            ag_tensor *full =
+                m->ops->decode(m, &c, m->ops->encode(m, &c, src, len, 2, TS, NULL), dec, 2, 4);
             CU_ASSERT_PTR_NOT_NULL_FATAL(full);
             double err = 0;
             for (int i = 0; i < 2; i++) {
@@ -150,7 +152,8 @@ static int32_t ref_argmax(const ag_real *x, int n) {
     return best;
 }
 
-static void ref_keep_best(ref_hyp *best, int *n, int cap, double score, int32_t row, int32_t token) {
+static void ref_keep_best(ref_hyp *best, int *n, int cap, double score, int32_t row,
+                          int32_t token) {
     if (*n == cap && score <= best[cap - 1].score) return;
     int i = *n < cap ? (*n)++ : cap - 1;
     while (i > 0 && best[i - 1].score < score) {
@@ -164,9 +167,11 @@ static int ref_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t
                            int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
                            int32_t *out, int *out_len) {
     int K = beam, V = m->tgt_vocab, L = max_steps + 1;
-    int32_t *tokens = calloc((size_t)K * L, sizeof *tokens), *next = calloc((size_t)K * L, sizeof *next);
+    int32_t *tokens = calloc((size_t)K * L, sizeof *tokens),
+            *next = calloc((size_t)K * L, sizeof *next);
     int32_t *srcs = malloc(sizeof *srcs * (size_t)K * Ts), *lens = malloc(sizeof *lens * (size_t)K);
-    int32_t *dec_in = malloc(sizeof *dec_in * (size_t)K * L), *best_tokens = malloc(sizeof *best_tokens * (size_t)L);
+    int32_t *dec_in = malloc(sizeof *dec_in * (size_t)K * L),
+            *best_tokens = malloc(sizeof *best_tokens * (size_t)L);
     ref_hyp *alive = calloc((size_t)K, sizeof *alive), *cand = calloc((size_t)2 * K, sizeof *cand);
     double *lp = malloc(sizeof *lp * (size_t)V);
     for (int k = 0; k < K; k++) {
@@ -185,7 +190,8 @@ static int ref_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t
         for (int k = 0; k < K; k++) {
             int src_k = k < n_alive ? k : 0;
             dec_in[(size_t)k * (s + 1)] = bos;
-            memcpy(dec_in + (size_t)k * (s + 1) + 1, tokens + (size_t)src_k * L, sizeof *dec_in * (size_t)s);
+            memcpy(dec_in + (size_t)k * (s + 1) + 1, tokens + (size_t)src_k * L,
+                   sizeof *dec_in * (size_t)s);
         }
         ag_tensor *y = m->ops->decode(m, &c, state, dec_in, K, s + 1);
         if (!y) {
@@ -198,7 +204,8 @@ static int ref_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, int32_t
             double mx = z[ref_argmax(z, V)], sum = 0;
             for (int v = 0; v < V; v++) sum += exp((double)z[v] - mx);
             for (int v = 0; v < V; v++) lp[v] = (double)z[v] - mx - log(sum);
-            for (int v = 0; v < V; v++) ref_keep_best(cand, &n_cand, 2 * K, alive[k].score + lp[v], k, v);
+            for (int v = 0; v < V; v++)
+                ref_keep_best(cand, &n_cand, 2 * K, alive[k].score + lp[v], k, v);
         }
         int n_next = 0;
         for (int i = 0; i < n_cand && n_next < K; i++) {
@@ -259,39 +266,50 @@ static void test_beam_equals_reference(void) {
             ag_tape *t = ag_tape_new();
             int32_t greedy_out[NS * T];
             int greedy_len[NS];
-            CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, SRC, SRC_LEN, NS, TS, BOS, EOS, T, greedy_out, greedy_len), 0);
+            CU_ASSERT_EQUAL_FATAL(
+                zoo_greedy(m, t, SRC, SRC_LEN, NS, TS, BOS, EOS, T, greedy_out, greedy_len), 0);
             const int beams[3] = {1, 2, 4};
             const double alphas[2] = {0, 0.75};
             for (int bi = 0; bi < 3; bi++)
                 for (int ai = 0; ai < 2; ai++) {
                     int32_t out[NS * T], ref[T];
                     int out_len[NS], ref_len = -1;
-                    CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, SRC, SRC_LEN, NS, TS, BOS, EOS, T, beams[bi],
-                                                          alphas[ai], out, out_len), 0);
+                    CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, SRC, SRC_LEN, NS, TS, BOS, EOS, T,
+                                                          beams[bi], alphas[ai], out, out_len),
+                                          0);
                     for (int b = 0; b < NS; b++) {
-                        CU_ASSERT_EQUAL_FATAL(ref_beam_search(m, t, SRC + b * TS, SRC_LEN[b], TS, BOS, EOS, T,
-                                                              beams[bi], alphas[ai], ref, &ref_len), 0);
-                        bool same = ref_len == out_len[b] && !memcmp(ref, out + b * T, sizeof *ref * (size_t)ref_len);
+                        CU_ASSERT_EQUAL_FATAL(ref_beam_search(m, t, SRC + b * TS, SRC_LEN[b], TS,
+                                                              BOS, EOS, T, beams[bi], alphas[ai],
+                                                              ref, &ref_len),
+                                              0);
+                        bool same = ref_len == out_len[b] &&
+                                    !memcmp(ref, out + b * T, sizeof *ref * (size_t)ref_len);
                         if (!same)
-                            printf("\n    %s seed %d beam %d alpha %g source %d: %d tokens, reference %d ",
-                                   KIND[kind], (int)seed, beams[bi], alphas[ai], b, out_len[b], ref_len);
+                            printf("\n    %s seed %d beam %d alpha %g source %d: %d tokens, "
+                                   "reference %d ",
+                                   KIND[kind], (int)seed, beams[bi], alphas[ai], b, out_len[b],
+                                   ref_len);
                         CU_ASSERT_TRUE(same);
                         compared++;
                         eos_early += out_len[b] < T;
                         full_length += out_len[b] == T;
                         if (beams[bi] == 1) {
                             CU_ASSERT_EQUAL(out_len[b], greedy_len[b]);
-                            CU_ASSERT_EQUAL(memcmp(out + b * T, greedy_out + b * T, sizeof *out * (size_t)out_len[b]), 0);
+                            CU_ASSERT_EQUAL(memcmp(out + b * T, greedy_out + b * T,
+                                                   sizeof *out * (size_t)out_len[b]),
+                                            0);
                         }
                     }
                 }
             /* one source at a time gives the same as all at once */
             int32_t one[T], all[NS * T];
             int one_len, all_len[NS];
-            CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, SRC, SRC_LEN, NS, TS, BOS, EOS, T, 3, 0.6, all, all_len), 0);
+            CU_ASSERT_EQUAL_FATAL(
+                zoo_beam_search(m, t, SRC, SRC_LEN, NS, TS, BOS, EOS, T, 3, 0.6, all, all_len), 0);
             for (int b = 0; b < NS; b++) {
-                CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, SRC + b * TS, SRC_LEN + b, 1, TS, BOS, EOS, T, 3, 0.6,
-                                                      one, &one_len), 0);
+                CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, SRC + b * TS, SRC_LEN + b, 1, TS, BOS,
+                                                      EOS, T, 3, 0.6, one, &one_len),
+                                      0);
                 CU_ASSERT_EQUAL(one_len, all_len[b]);
                 CU_ASSERT_EQUAL(memcmp(one, all + b * T, sizeof *one * (size_t)one_len), 0);
             }
@@ -316,7 +334,8 @@ static void test_greedy_batch_and_memory(void) {
         int all_len[NS], one_len;
         CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, SRC, SRC_LEN, NS, TS, BOS, EOS, T, all, all_len), 0);
         for (int b = 0; b < NS; b++) {
-            CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, SRC + b * TS, SRC_LEN + b, 1, TS, BOS, EOS, T, one, &one_len), 0);
+            CU_ASSERT_EQUAL_FATAL(
+                zoo_greedy(m, t, SRC + b * TS, SRC_LEN + b, 1, TS, BOS, EOS, T, one, &one_len), 0);
             CU_ASSERT_EQUAL(one_len, all_len[b]);
             CU_ASSERT_EQUAL(memcmp(one, all + b * T, sizeof *one * (size_t)one_len), 0);
         }
@@ -328,7 +347,8 @@ static void test_greedy_batch_and_memory(void) {
             t = ag_tape_new();
             int32_t *out = malloc(sizeof *out * (size_t)NS * steps[i]);
             int out_len[NS];
-            CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, SRC, SRC_LEN, NS, TS, BOS, TV, steps[i], out, out_len), 0);
+            CU_ASSERT_EQUAL_FATAL(
+                zoo_greedy(m, t, SRC, SRC_LEN, NS, TS, BOS, TV, steps[i], out, out_len), 0);
             CU_ASSERT_EQUAL(out_len[0], steps[i]);
             peak[i] = ag_tape_stats_get(t).high_water;
             free(out);
@@ -358,7 +378,8 @@ static void test_translate_batch(void) {
     const char *sentences[5] = {"a b .", "c", "d e f g", "h i a", "b"};
     for (int beam = 0; beam <= 4; beam += 2) {
         char *outs[5];
-        CU_ASSERT_EQUAL_FATAL(zoo_translate_batch(m, t, sv, tv, sentences, 5, 6, beam, 0.6, outs), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_translate_batch(m, t, sv, tv, sentences, 5, 6, beam, 0.6, outs),
+                              0);
         for (int i = 0; i < 5; i++) {
             char *one = NULL;
             CU_ASSERT_EQUAL_FATAL(zoo_translate(m, t, sv, tv, sentences[i], 6, beam, 0.6, &one), 0);

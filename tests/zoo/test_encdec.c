@@ -33,8 +33,10 @@ static void test_d2l_shapes(void) {
         nn_params *ps = nn_params_new();
         zoo_seq2seq_encoder enc;
         zoo_seq2seq_decoder dec;
-        CU_ASSERT_EQUAL(zoo_seq2seq_encoder_init_cell(&enc, ps, "encoder", CELLS[ci], 10, 8, 16, 2, 0), 0);
-        CU_ASSERT_EQUAL(zoo_seq2seq_decoder_init(&dec, ps, "decoder", CELLS[ci], 10, 8, 16, 2, 0), 0);
+        CU_ASSERT_EQUAL(
+            zoo_seq2seq_encoder_init_cell(&enc, ps, "encoder", CELLS[ci], 10, 8, 16, 2, 0), 0);
+        CU_ASSERT_EQUAL(zoo_seq2seq_decoder_init(&dec, ps, "decoder", CELLS[ci], 10, 8, 16, 2, 0),
+                        0);
         CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 5), 0);
         ag_tape *t = ag_tape_new();
         nn_ctx c = {.tape = t, .training = false};
@@ -55,7 +57,8 @@ static void test_d2l_shapes(void) {
         ag_tensor *y = zoo_seq2seq_decoder_forward(&dec, &c, s, X, 4, 7);
         CU_ASSERT_TRUE(has_shape(y, 4, 7, 10));
         /* the state after decoding: step through the 7 tokens, two (2, 4, 16) tensors again */
-        for (int i = 0; i < 7; i++) CU_ASSERT_PTR_NOT_NULL(zoo_seq2seq_decoder_step(&dec, &c, s, X, 4));
+        for (int i = 0; i < 7; i++)
+            CU_ASSERT_PTR_NOT_NULL(zoo_seq2seq_decoder_step(&dec, &c, s, X, 4));
         if (CELLS[ci] == ZOO_CELL_LSTM) {
             CU_ASSERT_TRUE(has_shape(nn_lstm_state_join(&dec.rnn.lstm, &c, s->h), 2, 4, 16));
             CU_ASSERT_TRUE(has_shape(nn_lstm_state_join(&dec.rnn.lstm, &c, s->c), 2, 4, 16));
@@ -94,16 +97,25 @@ static void test_parameter_names(void) {
             int rows, cols;
         } want[] = {
             {"encoder.embedding.weight", 10, 8},
-            {"encoder.rnn.weight_ih_l0", G * 16, 8},  {"encoder.rnn.weight_hh_l0", G * 16, 16},
-            {"encoder.rnn.bias_ih_l0", G * 16, 0},    {"encoder.rnn.bias_hh_l0", G * 16, 0},
-            {"encoder.rnn.weight_ih_l1", G * 16, 16}, {"encoder.rnn.weight_hh_l1", G * 16, 16},
-            {"encoder.rnn.bias_ih_l1", G * 16, 0},    {"encoder.rnn.bias_hh_l1", G * 16, 0},
+            {"encoder.rnn.weight_ih_l0", G * 16, 8},
+            {"encoder.rnn.weight_hh_l0", G * 16, 16},
+            {"encoder.rnn.bias_ih_l0", G * 16, 0},
+            {"encoder.rnn.bias_hh_l0", G * 16, 0},
+            {"encoder.rnn.weight_ih_l1", G * 16, 16},
+            {"encoder.rnn.weight_hh_l1", G * 16, 16},
+            {"encoder.rnn.bias_ih_l1", G * 16, 0},
+            {"encoder.rnn.bias_hh_l1", G * 16, 0},
             {"decoder.embedding.weight", 11, 8},
-            {"decoder.rnn.weight_ih_l0", G * 16, dec_in0}, {"decoder.rnn.weight_hh_l0", G * 16, 16},
-            {"decoder.rnn.bias_ih_l0", G * 16, 0},    {"decoder.rnn.bias_hh_l0", G * 16, 0},
-            {"decoder.rnn.weight_ih_l1", G * 16, 16}, {"decoder.rnn.weight_hh_l1", G * 16, 16},
-            {"decoder.rnn.bias_ih_l1", G * 16, 0},    {"decoder.rnn.bias_hh_l1", G * 16, 0},
-            {"decoder.dense.weight", 11, 16},         {"decoder.dense.bias", 11, 0},
+            {"decoder.rnn.weight_ih_l0", G * 16, dec_in0},
+            {"decoder.rnn.weight_hh_l0", G * 16, 16},
+            {"decoder.rnn.bias_ih_l0", G * 16, 0},
+            {"decoder.rnn.bias_hh_l0", G * 16, 0},
+            {"decoder.rnn.weight_ih_l1", G * 16, 16},
+            {"decoder.rnn.weight_hh_l1", G * 16, 16},
+            {"decoder.rnn.bias_ih_l1", G * 16, 0},
+            {"decoder.rnn.bias_hh_l1", G * 16, 0},
+            {"decoder.dense.weight", 11, 16},
+            {"decoder.dense.bias", 11, 0},
         };
         const size_t n = sizeof want / sizeof *want;
         CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
@@ -146,13 +158,15 @@ static void test_model_kind(void) {
         CU_ASSERT_EQUAL(zoo_config_set(k, &h, "cell", bad[i]), -1);
         CU_ASSERT_EQUAL(h.cell, ZOO_CELL_GRU); /* unchanged */
     }
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--cell: expected one of gru, lstm, got 'gru|lstm'"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(), "--cell: expected one of gru, lstm, got 'gru|lstm'"));
     ag_set_error_handler(NULL, NULL);
     zoo_model *m = zoo_model_new(k, NULL, 20, 30, 3);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_EQUAL(m->layers, 0);
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS), 0);
-    CU_ASSERT_EQUAL(nn_params_find(m->ps, "decoder.rnn.weight_ih_l0")->shape[0], 128); /* 4H: LSTM */
+    CU_ASSERT_EQUAL(nn_params_find(m->ps, "decoder.rnn.weight_ih_l0")->shape[0],
+                    128); /* 4H: LSTM */
     zoo_model_free(m);
     /* a bad config is refused, the store failed */
     nn_params *ps = nn_params_new();
@@ -257,14 +271,16 @@ static void test_select(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(y0);
         double err = 0;
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y0->data[i] - got_dec[i]));
-        CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_encdec_step(&m.ed, &c, d, (const int32_t[]){2, 2, 2, 2}, 4));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(
+            zoo_encdec_step(&m.ed, &c, d, (const int32_t[]){2, 2, 2, 2}, 4));
         ag_tensor *y1 = zoo_encdec_step(&m.ed, &c, d, tok2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y1->data[i] - got[i]));
         CU_ASSERT_TRUE(err < 1e-5);
         /* bad rows are refused */
         ag_set_error_handler(quiet, NULL);
-        CU_ASSERT_EQUAL(zoo_seq2seq_decoder_select(&m.ed.decoder, &c, s, (const int32_t[]){4}, 1), -1);
+        CU_ASSERT_EQUAL(zoo_seq2seq_decoder_select(&m.ed.decoder, &c, s, (const int32_t[]){4}, 1),
+                        -1);
         CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "the state has 4 rows"));
         ag_set_error_handler(NULL, NULL);
         ag_tape_free(t);
@@ -287,13 +303,18 @@ static void test_wrong_state(void) {
     memset(cs->data, 0, sizeof(ag_real) * 128);
     ag_set_error_handler(quiet, NULL);
     CU_ASSERT_PTR_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, NULL));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "seq2seq decoder init_state: state h [2, 4, 16] and c (none) given to an LSTM"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(),
+               "seq2seq decoder init_state: state h [2, 4, 16] and c (none) given to an LSTM"));
     CU_ASSERT_PTR_NULL(zoo_seq2seq_decoder_init_state(&gru, &c, h, cs));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 4, 16] given to a GRU"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(),
+               "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 4, 16] given to a GRU"));
     /* a c of another shape */
     ag_tensor *c3 = ag_tensor_new(t, AG_SHAPE(2, 3, 16));
     CU_ASSERT_PTR_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, c3));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 3, 16]"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(), "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 3, 16]"));
     ag_set_error_handler(NULL, NULL);
     CU_ASSERT_PTR_NOT_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, cs));
     CU_ASSERT_PTR_NOT_NULL(zoo_seq2seq_decoder_init_state(&gru, &c, h, NULL));
@@ -304,9 +325,11 @@ static void test_wrong_state(void) {
 /* ---- training a handful of pairs ---- */
 
 enum { NP = 4, TS = 6, TT = 6, SV = 12, TV = 12 };
-static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1, 7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
+static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1,
+                                       7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
 static const int32_t P_SRC_LEN[NP] = {3, 2, 4, 3};
-static const int32_t P_TGT[NP * TT] = {6, 7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1, 11, 3, 1, 1, 1, 1, 7, 6, 3, 1, 1, 1};
+static const int32_t P_TGT[NP * TT] = {6,  7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1,
+                                       11, 3, 1, 1, 1, 1, 7, 6, 3,  1, 1, 1};
 static const int32_t P_TGT_LEN[NP] = {3, 4, 2, 3};
 
 static zoo_model *toy_model(zoo_cell cell) {
@@ -322,7 +345,9 @@ static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
     zoo_teacher_inputs(P_TGT, NP, TT, DS_BOS, dec_in);
     nn_ctx c = {.tape = t, .training = true, .rng = r};
     void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS, NULL);
-    ag_tensor *l = ag_sum(t, zoo_masked_ce(t, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN), AG_ALL, false);
+    ag_tensor *l =
+        ag_sum(t, zoo_masked_ce(t, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN),
+               AG_ALL, false);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
     double loss = l->data[0] * TT / (3 + 4 + 2 + 3);
     CU_ASSERT_EQUAL_FATAL(ag_backward(t, l), 0);
@@ -345,24 +370,29 @@ static void test_overfit_greedy_beam(void) {
         ag_rng_seed(&r, 8);
         double first = train_step(m, opt, t, &r), last = first;
         for (int i = 1; i < 200; i++) last = train_step(m, opt, t, &r);
-        printf("\n    %s: loss per token %.4f at step 1, %.5f at step 200 ", zoo_cell_name(CELLS[ci]), first, last);
+        printf("\n    %s: loss per token %.4f at step 1, %.5f at step 200 ",
+               zoo_cell_name(CELLS[ci]), first, last);
         CU_ASSERT_TRUE(first > 2.0);
         CU_ASSERT_TRUE(last < 0.05);
         int32_t out[NP * TT];
         int out_len[NP];
-        CU_ASSERT_EQUAL_FATAL(zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
+        CU_ASSERT_EQUAL_FATAL(
+            zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
         for (int b = 0; b < NP; b++) {
             CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1);
-            for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++) CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
+            for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++)
+                CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
         }
         for (int b = 0; b < NP; b++)
             for (int beam = 1; beam <= 3; beam += 2) {
                 int32_t beam_out[TT];
                 int n = -1;
-                CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS, DS_EOS,
-                                                      TT, beam, 0, beam_out, &n), 0);
+                CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS,
+                                                      DS_BOS, DS_EOS, TT, beam, 0, beam_out, &n),
+                                      0);
                 CU_ASSERT_EQUAL(n, out_len[b]);
-                for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
+                for (int i = 0; i < n && i < out_len[b]; i++)
+                    CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
             }
         ag_tape_free(t);
         optim_free(opt);

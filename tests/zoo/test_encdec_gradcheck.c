@@ -23,7 +23,8 @@ static const int32_t LABEL_LEN[B] = {3, 2};
 static ag_tensor *run_steps(ag_tape *t, ag_tensor *const *x, void *u) {
     zoo_seq2seq_decoder *d = u;
     nn_ctx c = eval_ctx(t);
-    zoo_encdec_state *s = zoo_seq2seq_decoder_init_state(d, &c, x[0], d->cell == ZOO_CELL_LSTM ? x[1] : NULL);
+    zoo_encdec_state *s =
+        zoo_seq2seq_decoder_init_state(d, &c, x[0], d->cell == ZOO_CELL_LSTM ? x[1] : NULL);
     ag_tensor *y0 = zoo_seq2seq_decoder_step(d, &c, s, (const int32_t[]){2, 2}, B);
     ag_tensor *y1 = zoo_seq2seq_decoder_step(d, &c, s, (const int32_t[]){5, 6}, B);
     return ag_concat(t, 2, (ag_tensor *[]){y0, y1}, 1);
@@ -35,11 +36,14 @@ static void test_decoder_steps(void) {
         zoo_seq2seq_decoder d;
         ag_rng r;
         ag_rng_seed(&r, 4);
-        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_init(&d, h.ps, "decoder", (zoo_cell)cell, V, E, H, L, 0.2), 0);
+        CU_ASSERT_EQUAL_FATAL(
+            zoo_seq2seq_decoder_init(&d, h.ps, "decoder", (zoo_cell)cell, V, E, H, L, 0.2), 0);
         add_data(&h, AG_SHAPE(L, B, H), &r);
         if (cell == ZOO_CELL_LSTM) add_data(&h, AG_SHAPE(L, B, H), &r);
         finish(&h);
-        check(&h, cell == ZOO_CELL_LSTM ? "plain decoder steps, LSTM" : "plain decoder steps, GRU (context)",
+        check(&h,
+              cell == ZOO_CELL_LSTM ? "plain decoder steps, LSTM"
+                                    : "plain decoder steps, GRU (context)",
               run_steps, &d, false);
     }
 }
@@ -60,9 +64,9 @@ static ag_tensor *run_model(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = {.tape = t, .training = w->training, .rng = &r};
     ag_tensor *y;
     if (w->bahdanau)
-        y = zoo_bahdanau_decode(&w->bm, &c, zoo_bahdanau_encode(&w->bm, &c, SRC, SRC_LEN, B, TS), DEC_IN, B, T);
-    else
-        y = zoo_encdec_decode(&w->ed, &c, zoo_encdec_encode(&w->ed, &c, SRC, B, TS), DEC_IN, B, T);
+        y = zoo_bahdanau_decode(&w->bm, &c, zoo_bahdanau_encode(&w->bm, &c, SRC, SRC_LEN, B, TS),
+                                DEC_IN, B, T);
+    else y = zoo_encdec_decode(&w->ed, &c, zoo_encdec_encode(&w->ed, &c, SRC, B, TS), DEC_IN, B, T);
     return ag_sum(t, zoo_masked_ce(t, y, LABELS, LABEL_LEN), AG_ALL, false);
 }
 
@@ -73,18 +77,30 @@ static void test_model_loss(void) {
             whole w = {.training = training, .bahdanau = model == 2};
             if (w.bahdanau) {
                 zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(V, V + 1);
-                cfg = (zoo_bahdanau_cfg){.src_vocab = V, .tgt_vocab = V + 1, .embed = E, .hiddens = H,
-                                         .layers = L, .dropout = 0.2, .cell = ZOO_CELL_LSTM};
+                cfg = (zoo_bahdanau_cfg){.src_vocab = V,
+                                         .tgt_vocab = V + 1,
+                                         .embed = E,
+                                         .hiddens = H,
+                                         .layers = L,
+                                         .dropout = 0.2,
+                                         .cell = ZOO_CELL_LSTM};
                 CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&w.bm, h.ps, &cfg), 0);
             } else {
-                zoo_encdec_cfg cfg = {.src_vocab = V, .tgt_vocab = V + 1, .cell = model == 0 ? ZOO_CELL_LSTM : ZOO_CELL_GRU,
-                                      .embed = E, .hiddens = H, .layers = L, .dropout = 0.2};
+                zoo_encdec_cfg cfg = {.src_vocab = V,
+                                      .tgt_vocab = V + 1,
+                                      .cell = model == 0 ? ZOO_CELL_LSTM : ZOO_CELL_GRU,
+                                      .embed = E,
+                                      .hiddens = H,
+                                      .layers = L,
+                                      .dropout = 0.2};
                 CU_ASSERT_EQUAL_FATAL(zoo_encdec_init(&w.ed, h.ps, &cfg), 0);
             }
             finish(&h);
             char name[96];
             snprintf(name, sizeof name, "%s with the masked loss, %s",
-                     model == 0 ? "plain LSTM seq2seq" : model == 1 ? "plain GRU seq2seq" : "Bahdanau LSTM seq2seq",
+                     model == 0   ? "plain LSTM seq2seq"
+                     : model == 1 ? "plain GRU seq2seq"
+                                  : "Bahdanau LSTM seq2seq",
                      training ? "training (dropout)" : "eval");
             check(&h, name, run_model, &w, false);
         }
@@ -95,10 +111,12 @@ static CU_TestInfo tests[] = {
     {"whole models with their loss (eval and training)", test_model_loss},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"encdec gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"encdec gradcheck", NULL, NULL, NULL, NULL, tests},
+                                CU_SUITE_INFO_NULL};
 
 int main(void) {
     int rc = tg_test_run(suites);
-    tg_gc_print("zoo: the plain encoder-decoder, LSTM and GRU (float64, tests/zoo/test_encdec_gradcheck.c)");
+    tg_gc_print("zoo: the plain encoder-decoder, LSTM and GRU (float64, "
+                "tests/zoo/test_encdec_gradcheck.c)");
     return rc;
 }

@@ -13,15 +13,14 @@
 #include "zoo/app/trainer.h"
 #include "zoo/models/transformer.h"
 
-static const char CORPUS[] =
-    "go .\tva !\n"
-    "hi .\tsalut .\n"
-    "run !\tcours !\n"
-    "i lost .\tj'ai perdu .\n"
-    "he's calm .\til est calme .\n"
-    "i'm home .\tje suis chez moi .\n"
-    "we won .\tnous avons gagne .\n"
-    "be nice .\tsois gentil .\n";
+static const char CORPUS[] = "go .\tva !\n"
+                             "hi .\tsalut .\n"
+                             "run !\tcours !\n"
+                             "i lost .\tj'ai perdu .\n"
+                             "he's calm .\til est calme .\n"
+                             "i'm home .\tje suis chez moi .\n"
+                             "we won .\tnous avons gagne .\n"
+                             "be nice .\tsois gentil .\n";
 
 static ds_fra *load(void) {
     ds_fra_options o = ds_fra_defaults();
@@ -29,7 +28,8 @@ static ds_fra *load(void) {
     o.batch_size = 4;
     o.seed = 3;
     ds_fra *d = NULL;
-    if (ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d)) fprintf(stderr, "%s\n", ag_last_error());
+    if (ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d))
+        fprintf(stderr, "%s\n", ag_last_error());
     return d;
 }
 
@@ -70,7 +70,7 @@ static void test_masked_ce_value(void) {
     CU_ASSERT_EQUAL_FATAL(l->ndim, 1);
     double ce0 = log(exp(1.0) + 3) - 1; /* class 0 with logit 1 among zeros */
     CU_ASSERT_DOUBLE_EQUAL(l->data[0], (ce0 + log(4.0)) / 3, 1e-6); /* mean over T = 3 */
-    CU_ASSERT_EQUAL(l->data[1], 0);                                /* nothing valid */
+    CU_ASSERT_EQUAL(l->data[1], 0);                                 /* nothing valid */
     int32_t dec[6];
     zoo_teacher_inputs(tgt, 2, 3, 2, dec);
     const int32_t want[6] = {2, 0, 2, 2, 1, 1};
@@ -90,7 +90,8 @@ static void test_overfits_and_translates(void) {
     CU_ASSERT_TRUE(tr->hist[0].loss > 0.2);
     CU_ASSERT_TRUE(tr->hist[tr->n_hist - 1].loss < tr->hist[0].loss / 50);
     const ds_vocab *sv = ds_fra_vocab(d, DS_SRC), *tv = ds_fra_vocab(d, DS_TGT);
-    const char *src[3] = {"go .", "i lost .", "i'm home ."}, *want[3] = {"va !", "j'ai perdu .", "je suis chez moi ."};
+    const char *src[3] = {"go .", "i lost .", "i'm home ."},
+               *want[3] = {"va !", "j'ai perdu .", "je suis chez moi ."};
     for (int i = 0; i < 3; i++) {
         char *greedy = NULL, *beam1 = NULL, *beam4 = NULL;
         CU_ASSERT_EQUAL(zoo_translate(tr->model, tr->tape, sv, tv, src[i], 10, 1, 0, &greedy), 0);
@@ -114,7 +115,9 @@ static void test_same_seed_same_bits(void) {
     CU_ASSERT_EQUAL(run_epochs(a, d, 4), 0);
     CU_ASSERT_EQUAL(run_epochs(b, d, 4), 0);
     size_t n = nn_params_flat_size(a->model->ps);
-    CU_ASSERT_EQUAL(memcmp(nn_params_values(a->model->ps), nn_params_values(b->model->ps), n * sizeof(ag_real)), 0);
+    CU_ASSERT_EQUAL(
+        memcmp(nn_params_values(a->model->ps), nn_params_values(b->model->ps), n * sizeof(ag_real)),
+        0);
     CU_ASSERT_EQUAL(a->hist[3].loss, b->hist[3].loss);
     zoo_trainer_free(a);
     zoo_trainer_free(b);
@@ -136,7 +139,8 @@ static void test_threads_change_no_bit(void) {
         CU_ASSERT_EQUAL(ag_set_threads(1), 0);
         size_t n = nn_params_flat_size(one->model->ps);
         CU_ASSERT_EQUAL(memcmp(nn_params_values(one->model->ps), nn_params_values(two->model->ps),
-                               n * sizeof(ag_real)), 0);
+                               n * sizeof(ag_real)),
+                        0);
         CU_ASSERT_EQUAL(one->hist[2].loss, two->hist[2].loss);
         zoo_trainer_free(one);
         zoo_trainer_free(two);
@@ -155,8 +159,9 @@ static void test_shards_same_objective(void) {
     zoo_transformer_cfg h = tiny(0);
     zoo_trainer *tr[2];
     for (int i = 0; i < 2; i++) {
-        zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
-                                     ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 6);
+        zoo_model *m =
+            zoo_model_new(&zoo_transformer_kind, &h, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
+                          ds_vocab_size(ds_fra_vocab(d, DS_TGT)), 6);
         tr[i] = m ? zoo_trainer_new(m, 0, 1.0, 7) : NULL;
         CU_ASSERT_PTR_NOT_NULL_FATAL(tr[i]);
     }
@@ -165,7 +170,8 @@ static void test_shards_same_objective(void) {
     CU_ASSERT_EQUAL(tr[1]->shards, 3);
     for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(run_epochs(tr[i], d, 2), 0);
     for (int e = 0; e < 2; e++)
-        CU_ASSERT_DOUBLE_EQUAL(tr[1]->hist[e].loss, tr[0]->hist[e].loss, 1e-6 * tr[0]->hist[e].loss);
+        CU_ASSERT_DOUBLE_EQUAL(tr[1]->hist[e].loss, tr[0]->hist[e].loss,
+                               1e-6 * tr[0]->hist[e].loss);
     double g0 = optim_last_grad_norm(tr[0]->opt), g1 = optim_last_grad_norm(tr[1]->opt);
     CU_ASSERT(g0 > 0);
     CU_ASSERT_DOUBLE_EQUAL(g1, g0, 1e-5 * g0);
@@ -204,8 +210,9 @@ static void test_resume_is_exact(void) {
     CU_ASSERT_EQUAL(zoo_trainer_check_data(resumed, d), 0);
     CU_ASSERT_EQUAL(run_epochs(resumed, d, 6), 0);
     size_t n = nn_params_flat_size(straight->model->ps);
-    CU_ASSERT_EQUAL(memcmp(nn_params_values(straight->model->ps), nn_params_values(resumed->model->ps),
-                           n * sizeof(ag_real)), 0);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(straight->model->ps),
+                           nn_params_values(resumed->model->ps), n * sizeof(ag_real)),
+                    0);
     for (int e = 0; e < 6; e++) CU_ASSERT_EQUAL(straight->hist[e].loss, resumed->hist[e].loss);
     zoo_trainer_free(straight);
     zoo_trainer_free(resumed);
@@ -219,7 +226,8 @@ static void test_checkpoint_of_another_model(void) {
     ds_fra *d = load();
     zoo_trainer *tr = new_trainer(d, 0, 2);
     nn_ckpt *ck = nn_ckpt_new();
-    CU_ASSERT_EQUAL(zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    CU_ASSERT_EQUAL(
+        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
     zoo_model_kind other = zoo_transformer_kind;
     other.name = "bahdanau";
     zoo_model *m = NULL;
@@ -232,7 +240,8 @@ static void test_checkpoint_of_another_model(void) {
     CU_ASSERT_EQUAL(ds_vocab_size(tv), ds_vocab_size(ds_fra_vocab(d, DS_TGT)));
     CU_ASSERT_EQUAL(((const zoo_transformer_cfg *)m->cfg)->hiddens, 16);
     size_t n = nn_params_flat_size(m->ps);
-    CU_ASSERT_EQUAL(memcmp(nn_params_values(m->ps), nn_params_values(tr->model->ps), n * sizeof(ag_real)), 0);
+    CU_ASSERT_EQUAL(
+        memcmp(nn_params_values(m->ps), nn_params_values(tr->model->ps), n * sizeof(ag_real)), 0);
     /* a missing config entry is named */
     nn_ckpt *bad = nn_ckpt_new();
     nn_ckpt_set_meta(bad, "tapegrad.model", "transformer");
@@ -256,10 +265,12 @@ static void test_hparam_errors(void) {
     const zoo_model_kind *k = &zoo_transformer_kind;
     zoo_transformer_cfg h = zoo_transformer_default_cfg;
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "heads", "3.5"), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--heads: expected an integer in [1, 256], got '3.5'"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(), "--heads: expected an integer in [1, 256], got '3.5'"));
     CU_ASSERT_EQUAL(h.heads, 4); /* unchanged */
     /* strict numbers: the whole text, decimal integers, finite reals in range */
-    static const char *const bad_int[] = {"1e3", "0x10", "4 ", "", "nan", "+", "99999999999999999999"};
+    static const char *const bad_int[] = {
+        "1e3", "0x10", "4 ", "", "nan", "+", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad_int / sizeof *bad_int; i++)
         CU_ASSERT_EQUAL(zoo_config_set(k, &h, "heads", bad_int[i]), -1);
     static const char *const bad_real[] = {"nan", "inf", "-inf", "1.5", "-0.1", "0.5x", ""};
@@ -267,7 +278,8 @@ static void test_hparam_errors(void) {
         CU_ASSERT_EQUAL(zoo_config_set(k, &h, "dropout", bad_real[i]), -1);
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "d2l-step-positions", "2"), -1);
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "nope", "1"), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--nope: not a config field of the transformer model"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(), "--nope: not a config field of the transformer model"));
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "dropout", "0.25"), 0);
     CU_ASSERT_EQUAL(h.dropout, 0.25);
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "d2l-step-positions", "true"), 0);
@@ -276,8 +288,11 @@ static void test_hparam_errors(void) {
     for (int i = 0; i < k->n_config; i++) {
         zoo_transformer_cfg back = zoo_transformer_default_cfg;
         char buf[64];
-        CU_ASSERT_EQUAL(zoo_field_parse(&k->config[i], &back, zoo_field_format(&k->config[i], &h, buf, sizeof buf), "x"), 0);
-        CU_ASSERT_EQUAL(zoo_field_number(&k->config[i], &back), zoo_field_number(&k->config[i], &h));
+        CU_ASSERT_EQUAL(zoo_field_parse(&k->config[i], &back,
+                                        zoo_field_format(&k->config[i], &h, buf, sizeof buf), "x"),
+                        0);
+        CU_ASSERT_EQUAL(zoo_field_number(&k->config[i], &back),
+                        zoo_field_number(&k->config[i], &h));
     }
     /* hiddens not a multiple of heads: a clear error, no model */
     h.heads = 3;
@@ -291,25 +306,28 @@ static void test_metadata_values(void) {
     ds_fra *d = load();
     zoo_trainer *tr = new_trainer(d, 0, 2);
     nn_ckpt *ck = nn_ckpt_new();
-    CU_ASSERT_EQUAL_FATAL(zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
     zoo_model *m = NULL;
     ds_vocab *sv = NULL, *tv = NULL;
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.dropout", "ten"), 0);
     CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), -1);
     char want[256];
-    snprintf(want, sizeof want, "%s: metadata config.dropout: expected a number in [0, 0.99], got 'ten'",
+    snprintf(want, sizeof want,
+             "%s: metadata config.dropout: expected a number in [0, 0.99], got 'ten'",
              nn_ckpt_source(ck));
     CU_ASSERT_STRING_EQUAL(ag_last_error(), want);
     CU_ASSERT_PTR_NULL(m);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.dropout", "0.1"), 0);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.heads", "4294967300"), 0); /* not wrapped to 4 */
     CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "config.heads: expected an integer in [1, 256], got '4294967300'"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(), "config.heads: expected an integer in [1, 256], got '4294967300'"));
     /* data.*: the range of the flag of the same name */
     ds_fra_options o = ds_fra_defaults();
-    static const char *const bad[][2] = {{"data.num_steps", "100000000"}, {"data.num_steps", "-5"},
-                                         {"data.num_steps", "ten"}, {"data.batch_size", "4294967306"},
-                                         {"data.split", "0.1"}, {"data.split", "0.1 nan"}};
+    static const char *const bad[][2] = {
+        {"data.num_steps", "100000000"},   {"data.num_steps", "-5"}, {"data.num_steps", "ten"},
+        {"data.batch_size", "4294967306"}, {"data.split", "0.1"},    {"data.split", "0.1 nan"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         nn_ckpt *c2 = nn_ckpt_new();
         CU_ASSERT_EQUAL(nn_ckpt_set_meta(c2, bad[i][0], bad[i][1]), 0);

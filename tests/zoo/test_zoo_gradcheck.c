@@ -10,7 +10,8 @@
 
 static ag_tensor *run_additive(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
-    return zoo_additive_attention_forward(u, &c, x[0], x[1], x[2], (const int32_t[]){2, 4, 1, 3}, 2, NULL);
+    return zoo_additive_attention_forward(u, &c, x[0], x[1], x[2], (const int32_t[]){2, 4, 1, 3}, 2,
+                                          NULL);
 }
 
 static void test_additive(void) {
@@ -68,8 +69,8 @@ static ag_tensor *run_decoder_block(ag_tape *t, ag_tensor *const *x, void *u) {
 
 static ag_tensor *run_decoder_block_cached(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = eval_ctx(t);
-    return zoo_decoder_block_forward(u, &c, x[0], ag_concat(t, 2, (ag_tensor *[]){x[2], x[0]}, 1), x[1],
-                                     (const int32_t[]){1, 2}, NULL, NULL);
+    return zoo_decoder_block_forward(u, &c, x[0], ag_concat(t, 2, (ag_tensor *[]){x[2], x[0]}, 1),
+                                     x[1], (const int32_t[]){1, 2}, NULL, NULL);
 }
 
 static void test_decoder_block(void) {
@@ -96,8 +97,10 @@ static ag_tensor *run_transformer(ag_tape *t, ag_tensor *const *x, void *u) {
     static const int32_t src[2 * 3] = {4, 5, 3, 6, 3, 1}, src_len[2] = {3, 2};
     static const int32_t dec_in[2 * 3] = {2, 7, 8, 2, 5, 3}, labels[2 * 3] = {7, 8, 3, 5, 3, 1};
     static const ag_real mask[2 * 3] = {1, 1, 1, 1, 1, 0};
-    ag_tensor *logits = zoo_transformer_decode(u, &c, zoo_transformer_encode(u, &c, src, src_len, 2, 3, NULL), dec_in, 2, 3);
-    ag_tensor *l = ag_mean(t, ag_softmax_ce(t, logits, labels, mask), 1, false); /* d2l: mean over T */
+    ag_tensor *logits = zoo_transformer_decode(
+        u, &c, zoo_transformer_encode(u, &c, src, src_len, 2, 3, NULL), dec_in, 2, 3);
+    ag_tensor *l =
+        ag_mean(t, ag_softmax_ce(t, logits, labels, mask), 1, false); /* d2l: mean over T */
     return ag_sum(t, l, AG_ALL, false);
 }
 
@@ -123,10 +126,12 @@ static CU_TestInfo tests[] = {
     {"whole transformer with its loss", test_transformer_loss},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"zoo gradcheck", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+static CU_SuiteInfo suites[] = {{"zoo gradcheck", NULL, NULL, NULL, NULL, tests},
+                                CU_SUITE_INFO_NULL};
 
 int main(void) {
     int rc = tg_test_run(suites);
-    tg_gc_print("zoo: attention modules, Transformer blocks and model (float64, tests/zoo/test_zoo_gradcheck.c)");
+    tg_gc_print("zoo: attention modules, Transformer blocks and model (float64, "
+                "tests/zoo/test_zoo_gradcheck.c)");
     return rc;
 }

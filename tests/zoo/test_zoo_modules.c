@@ -38,8 +38,9 @@ static void test_dot_attention_example(void) {
     zoo_dot_attention a;
     CU_ASSERT_EQUAL(zoo_dot_attention_init(&a, 0.5), 0);
     ag_tensor *w;
-    ag_tensor *y = zoo_dot_attention_forward(&a, &c, randn(t, AG_SHAPE(2, 1, 2)), filled(t, AG_SHAPE(2, 10, 2), 1),
-                                             d2l_values(t), (const int32_t[]){2, 6}, 1, &w);
+    ag_tensor *y = zoo_dot_attention_forward(&a, &c, randn(t, AG_SHAPE(2, 1, 2)),
+                                             filled(t, AG_SHAPE(2, 10, 2), 1), d2l_values(t),
+                                             (const int32_t[]){2, 6}, 1, &w);
     CU_ASSERT_EQUAL(y->shape[0], 2);
     CU_ASSERT_EQUAL(y->shape[1], 1);
     CU_ASSERT_EQUAL(y->shape[2], 4);
@@ -78,9 +79,9 @@ static void test_mha_shape(void) {
     CU_ASSERT_EQUAL(nn_params_count(ps), 4);
     nn_ctx c = {.tape = t, .training = false};
     ag_tensor *w;
-    ag_tensor *y = zoo_mha_forward(&m, &c, filled(t, AG_SHAPE(2, 4, 100), 1),
-                                   filled(t, AG_SHAPE(2, 6, 100), 1), filled(t, AG_SHAPE(2, 6, 100), 1),
-                                   (const int32_t[]){3, 2}, 1, &w);
+    ag_tensor *y = zoo_mha_forward(
+        &m, &c, filled(t, AG_SHAPE(2, 4, 100), 1), filled(t, AG_SHAPE(2, 6, 100), 1),
+        filled(t, AG_SHAPE(2, 6, 100), 1), (const int32_t[]){3, 2}, 1, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     CU_ASSERT_EQUAL(y->ndim, 3);
     CU_ASSERT_EQUAL(y->shape[0], 2);
@@ -128,8 +129,8 @@ static void test_ffn_and_blocks_shapes(void) {
 static void test_positional_encoding_values(void) {
     zoo_pos_encoding pe;
     CU_ASSERT_EQUAL_FATAL(zoo_pos_encoding_init(&pe, 32, 0, 1000), 0);
-    CU_ASSERT_EQUAL(pe.P[0], 0);   /* sin 0 */
-    CU_ASSERT_EQUAL(pe.P[1], 1);   /* cos 0 */
+    CU_ASSERT_EQUAL(pe.P[0], 0); /* sin 0 */
+    CU_ASSERT_EQUAL(pe.P[1], 1); /* cos 0 */
     CU_ASSERT_DOUBLE_EQUAL(pe.P[32 * 3 + 0], sin(3.0), 1e-7);
     CU_ASSERT_DOUBLE_EQUAL(pe.P[32 * 7 + 5], cos(7 / pow(10000, 4.0 / 32)), 1e-7);
     CU_ASSERT_DOUBLE_EQUAL(pe.P[32 * 999 + 30], sin(999 / pow(10000, 30.0 / 32)), 1e-6);
@@ -197,8 +198,9 @@ static void test_decoder_is_causal(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     int V = 11;
-    for (int k = 0; k < 2 * V; k++) CU_ASSERT_EQUAL(a->data[k], b->data[k]);          /* row 0, t 0..1 */
-    for (int k = 0; k < 3 * V; k++) CU_ASSERT_EQUAL(a->data[4 * V + k], b->data[4 * V + k]); /* row 1, t 0..2 */
+    for (int k = 0; k < 2 * V; k++) CU_ASSERT_EQUAL(a->data[k], b->data[k]); /* row 0, t 0..1 */
+    for (int k = 0; k < 3 * V; k++)
+        CU_ASSERT_EQUAL(a->data[4 * V + k], b->data[4 * V + k]); /* row 1, t 0..2 */
     bool differs = false;
     for (int k = 2 * V; k < 3 * V; k++) differs |= a->data[k] != b->data[k];
     CU_ASSERT_TRUE(differs);
@@ -252,7 +254,8 @@ static void test_incremental_equals_full(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->shape[1], 1);
         CU_ASSERT_EQUAL(self[0]->shape[2], step + 1); /* the keys so far */
-        for (int b = 0; b < 2; b++) err = fmax(err, max_err(y->data + b * V, full->data + (b * 4 + step) * V, V));
+        for (int b = 0; b < 2; b++)
+            err = fmax(err, max_err(y->data + b * V, full->data + (b * 4 + step) * V, V));
     }
     CU_ASSERT_TRUE(err < 1e-5);
     CU_ASSERT_EQUAL(s->steps, 4);
@@ -268,7 +271,8 @@ static void test_incremental_equals_full(void) {
      * the rows' prefixes, with the selected sources */
     s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
     for (int step = 0; step < 2; step++)
-        CU_ASSERT_PTR_NOT_NULL(zoo_transformer_step(&m.tf, &c, s, (const int32_t[]){DEC_IN[step], DEC_IN[4 + step]}, 2, NULL));
+        CU_ASSERT_PTR_NOT_NULL(zoo_transformer_step(
+            &m.tf, &c, s, (const int32_t[]){DEC_IN[step], DEC_IN[4 + step]}, 2, NULL));
     const int32_t rows[3] = {1, 0, 1};
     CU_ASSERT_EQUAL_FATAL(zoo_transformer_select(&m.tf, &c, s, rows, 3), 0);
     CU_ASSERT_EQUAL(s->B, 3);
@@ -279,13 +283,16 @@ static void test_incremental_equals_full(void) {
         memcpy(src3 + i * 5, SRC + rows[i] * 5, sizeof *src3 * 5);
         len3[i] = SRC_LEN[rows[i]];
     }
-    ag_tensor *full3 = zoo_transformer_decode(&m.tf, &c, zoo_transformer_encode(&m.tf, &c, src3, len3, 3, 5, NULL), dec3, 3, 4);
+    ag_tensor *full3 = zoo_transformer_decode(
+        &m.tf, &c, zoo_transformer_encode(&m.tf, &c, src3, len3, 3, 5, NULL), dec3, 3, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full3);
     err = 0;
     for (int step = 2; step < 4; step++) {
-        ag_tensor *y = zoo_transformer_step(&m.tf, &c, s, (const int32_t[]){dec3[step], dec3[4 + step], dec3[8 + step]}, 3, NULL);
+        ag_tensor *y = zoo_transformer_step(
+            &m.tf, &c, s, (const int32_t[]){dec3[step], dec3[4 + step], dec3[8 + step]}, 3, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
-        for (int b = 0; b < 3; b++) err = fmax(err, max_err(y->data + b * V, full3->data + (b * 4 + step) * V, V));
+        for (int b = 0; b < 3; b++)
+            err = fmax(err, max_err(y->data + b * V, full3->data + (b * 4 + step) * V, V));
     }
     CU_ASSERT_TRUE(err < 1e-5);
     /* the teacher-forced pass on the selected state sees the selected sources */
@@ -310,8 +317,8 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng r;
         ag_rng_seed(&r, 5);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
-        ag_tensor *y = zoo_transformer_decode(&m.tf, &c, zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL),
-                                              DEC_IN, 2, 4);
+        ag_tensor *y = zoo_transformer_decode(
+            &m.tf, &c, zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL), DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         if (run == 0) memcpy(first, y->data, sizeof first);
         else CU_ASSERT_EQUAL(memcmp(first, y->data, sizeof first), 0);

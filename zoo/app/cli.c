@@ -36,13 +36,13 @@ typedef struct args {
     int64_t max_steps, checkpoint_steps, log_steps;
     double lr, alpha, time_budget, checkpoint_minutes;
     int resume, allow_nonfinite;
-    ds_fra_options o;    /* the data flags: their table is zoo_data_fields (trainer.h) */
-    void *hp;            /* the model's config (kind->config_size bytes), malloc'd */
+    ds_fra_options o; /* the data flags: their table is zoo_data_fields (trainer.h) */
+    void *hp;         /* the model's config (kind->config_size bytes), malloc'd */
 } args;
 
 typedef struct flag {
-    zoo_field f;         /* over args */
-    const char *cmds;    /* t(rain) r (translate) e(val) s(tats) (e)x(port) */
+    zoo_field f;      /* over args */
+    const char *cmds; /* t(rain) r (translate) e(val) s(tats) (e)x(port) */
 } flag;
 
 #define A(field) offsetof(args, field)
@@ -50,25 +50,52 @@ static const flag FLAGS[] = {
     {{"data", ZOO_STR, A(data), 0, 0, "path of fra.txt (default: see docs/datasets.md)"}, "tes"},
     {{"epochs", ZOO_INT, A(epochs), 1, 1e6, "epochs of the whole run"}, "t"},
     {{"lr", ZOO_REAL, A(lr), 0, 10, "Adam's learning rate"}, "t"},
-    {{"threads", ZOO_INT, A(threads), 1, 256, "threads the engine may use; results do not depend on it (train: one per shard, up to the cores, unless given)"}, "tre"},
-    {{"shards", ZOO_INT, A(shards), 1, 64, "parts of each batch that run in parallel, their gradients summed (results depend on it)"}, "t"},
-    {{"checkpoint", ZOO_STR, A(checkpoint), 0, 0, "checkpoint to write (train; default PROGRAM.safetensors) or read"}, "trex"},
-    {{"checkpoint-every", ZOO_INT, A(checkpoint_every), 0, 1e6, "also checkpoint every N epochs (0: at the end only)"}, "t"},
-    {{"checkpoint-steps", ZOO_I64, A(checkpoint_steps), 0, 1e12, "also checkpoint every N steps (0: none)"}, "t"},
-    {{"checkpoint-minutes", ZOO_REAL, A(checkpoint_minutes), 0, 1e6, "also checkpoint every M minutes of training (0: none)"}, "t"},
-    {{"max-steps", ZOO_I64, A(max_steps), 1, 1e12, "stop, save and report after N steps of the whole run (default: none)"}, "t"},
-    {{"time-budget", ZOO_REAL, A(time_budget), 0.001, 1e9, "stop, save and report after S seconds of training (default: none)"}, "t"},
-    {{"log-steps", ZOO_I64, A(log_steps), 0, 1e12, "also a progress line every N steps: step, epoch, loss, lr, tokens/sec, elapsed, remaining (0: none)"}, "t"},
+    {{"threads", ZOO_INT, A(threads), 1, 256,
+      "threads the engine may use; results do not depend on it (train: one per shard, up to the "
+      "cores, unless given)"},
+     "tre"},
+    {{"shards", ZOO_INT, A(shards), 1, 64,
+      "parts of each batch that run in parallel, their gradients summed (results depend on it)"},
+     "t"},
+    {{"checkpoint", ZOO_STR, A(checkpoint), 0, 0,
+      "checkpoint to write (train; default PROGRAM.safetensors) or read"},
+     "trex"},
+    {{"checkpoint-every", ZOO_INT, A(checkpoint_every), 0, 1e6,
+      "also checkpoint every N epochs (0: at the end only)"},
+     "t"},
+    {{"checkpoint-steps", ZOO_I64, A(checkpoint_steps), 0, 1e12,
+      "also checkpoint every N steps (0: none)"},
+     "t"},
+    {{"checkpoint-minutes", ZOO_REAL, A(checkpoint_minutes), 0, 1e6,
+      "also checkpoint every M minutes of training (0: none)"},
+     "t"},
+    {{"max-steps", ZOO_I64, A(max_steps), 1, 1e12,
+      "stop, save and report after N steps of the whole run (default: none)"},
+     "t"},
+    {{"time-budget", ZOO_REAL, A(time_budget), 0.001, 1e9,
+      "stop, save and report after S seconds of training (default: none)"},
+     "t"},
+    {{"log-steps", ZOO_I64, A(log_steps), 0, 1e12,
+      "also a progress line every N steps: step, epoch, loss, lr, tokens/sec, elapsed, remaining "
+      "(0: none)"},
+     "t"},
     {{"resume", ZOO_SWITCH, A(resume), 0, 1, "continue the run saved in --checkpoint"}, "t"},
     {{"plots", ZOO_STR, A(plots), 0, 0, "directory for the plots"}, "ts"},
     {{"log-every", ZOO_INT, A(log_every), 0, 1e6, "epochs between progress lines (0: none)"}, "t"},
     {{"beam", ZOO_INT, A(beam), 1, 1000, "beam size (1: greedy, as d2l)"}, "r"},
     {{"alpha", ZOO_REAL, A(alpha), 0, 10, "beam search length penalty ((5+len)/6)^alpha"}, "r"},
-    {{"src-vocab", ZOO_STR, A(src_vocab), 0, 0, "source vocabulary file (one token per line) of a plain state_dict"}, "rex"},
-    {{"tgt-vocab", ZOO_STR, A(tgt_vocab), 0, 0, "target vocabulary file (one token per line) of a plain state_dict"}, "rex"},
+    {{"src-vocab", ZOO_STR, A(src_vocab), 0, 0,
+      "source vocabulary file (one token per line) of a plain state_dict"},
+     "rex"},
+    {{"tgt-vocab", ZOO_STR, A(tgt_vocab), 0, 0,
+      "target vocabulary file (one token per line) of a plain state_dict"},
+     "rex"},
     {{"split", ZOO_STR, A(split), 0, 0, "test | valid | train | all (default: test if any)"}, "e"},
-    {{"out", ZOO_STR, A(out), 0, 0, "plain state_dict file to write (safetensors, no metadata)"}, "x"},
-    {{"allow-nonfinite", ZOO_SWITCH, A(allow_nonfinite), 0, 1, "load a checkpoint with NaN or infinite weights anyway (to inspect it)"}, "rex"},
+    {{"out", ZOO_STR, A(out), 0, 0, "plain state_dict file to write (safetensors, no metadata)"},
+     "x"},
+    {{"allow-nonfinite", ZOO_SWITCH, A(allow_nonfinite), 0, 1,
+      "load a checkpoint with NaN or infinite weights anyway (to inspect it)"},
+     "rex"},
 };
 #define N_FLAGS (sizeof FLAGS / sizeof *FLAGS)
 #define MAX_CONFIG 32 /* fields of a model's config */
@@ -90,8 +117,14 @@ typedef struct cli {
 /* The defaults of every flag, in one place: the data options' own defaults, the kind's trainer
  * defaults and config, and the program's. a->hp is malloc'd (NULL when out of memory). */
 static void init_args(args *a, const zoo_model_kind *kind) {
-    *a = (args){.epochs = kind->epochs, .lr = kind->lr, .o = ds_fra_defaults(), .threads = 1,
-                .shards = 2, .log_every = 10, .beam = 1, .alpha = 0};
+    *a = (args){.epochs = kind->epochs,
+                .lr = kind->lr,
+                .o = ds_fra_defaults(),
+                .threads = 1,
+                .shards = 2,
+                .log_every = 10,
+                .beam = 1,
+                .alpha = 0};
     a->hp = malloc(kind->config_size);
     if (a->hp) memcpy(a->hp, kind->defaults, kind->config_size);
 }
@@ -117,30 +150,43 @@ static bool config_applies(const cli *c) { return c->letter != 's' && c->letter 
 
 static void print_field(const zoo_field *f, const void *defaults) {
     char def[64];
-    if (f->type == ZOO_SWITCH || (f->type == ZOO_STR && !*(const char *const *)((const char *)defaults + f->offset)))
+    if (f->type == ZOO_SWITCH ||
+        (f->type == ZOO_STR && !*(const char *const *)((const char *)defaults + f->offset)))
         printf("  --%-20s %s\n", f->name, f->help);
-    else printf("  --%-20s %s (default %s)\n", f->name, f->help, zoo_field_format(f, defaults, def, sizeof def));
+    else
+        printf("  --%-20s %s (default %s)\n", f->name, f->help,
+               zoo_field_format(f, defaults, def, sizeof def));
 }
 
 static void help(const cli *c) {
-    static const char *what[] = {"train", "train on the English-French data, report loss and tokens/sec, "
-                                          "translate the book's four sentences, write the checkpoint",
-                                 "translate", "translate SENTENCE... (or each line of stdin) with a checkpoint",
-                                 "eval", "corpus BLEU-4, chrF and mean d2l BLEU of a checkpoint on a split",
-                                 "stats", "pairs, vocabulary sizes, sentence lengths and the length histogram",
-                                 "export", "write a checkpoint as a plain state_dict (--out) and its vocabularies "
-                                           "(--src-vocab, --tgt-vocab), for PyTorch"};
+    static const char *what[] = {
+        "train",
+        "train on the English-French data, report loss and tokens/sec, "
+        "translate the book's four sentences, write the checkpoint",
+        "translate",
+        "translate SENTENCE... (or each line of stdin) with a checkpoint",
+        "eval",
+        "corpus BLEU-4, chrF and mean d2l BLEU of a checkpoint on a split",
+        "stats",
+        "pairs, vocabulary sizes, sentence lengths and the length histogram",
+        "export",
+        "write a checkpoint as a plain state_dict (--out) and its vocabularies "
+        "(--src-vocab, --tgt-vocab), for PyTorch"};
     for (int i = 0; i < 10; i += 2)
-        if (!strcmp(what[i], c->cmd)) printf("usage: %s %s [flags]%s\n  %s\n\nflags:\n", c->kind->program,
-                                             c->cmd, c->letter == 'r' ? " [SENTENCE ...]" : "", what[i + 1]);
+        if (!strcmp(what[i], c->cmd))
+            printf("usage: %s %s [flags]%s\n  %s\n\nflags:\n", c->kind->program, c->cmd,
+                   c->letter == 'r' ? " [SENTENCE ...]" : "", what[i + 1]);
     for (size_t i = 0; i < N_FLAGS; i++)
         if (takes(c, &FLAGS[i])) print_field(&FLAGS[i].f, &c->a);
     for (size_t i = 0; i < N_DATA; i++)
         if (strchr(DATA_CMDS[i], c->letter)) print_field(&zoo_data_fields[i], &c->a.o);
     if (config_applies(c)) {
         printf("\n%s config%s:\n", c->kind->name,
-               c->letter == 't' ? "" : " (for a plain state_dict; a tapegrad checkpoint carries its own)");
-        for (int i = 0; i < c->kind->n_config; i++) print_field(&c->kind->config[i], c->kind->defaults);
+               c->letter == 't'
+                   ? ""
+                   : " (for a plain state_dict; a tapegrad checkpoint carries its own)");
+        for (int i = 0; i < c->kind->n_config; i++)
+            print_field(&c->kind->config[i], c->kind->defaults);
     }
 }
 
@@ -176,7 +222,8 @@ static int parse(cli *c, int argc, char **argv) {
                 obj = &c->a.o;
                 idx = N_FLAGS + k;
             }
-        if (!f && config_applies(c) && (f = zoo_field_find(c->kind->config, c->kind->n_config, name))) {
+        if (!f && config_applies(c) &&
+            (f = zoo_field_find(c->kind->config, c->kind->n_config, name))) {
             obj = c->a.hp;
             idx = N_FLAGS + N_DATA + (size_t)(f - c->kind->config);
         }
@@ -209,12 +256,14 @@ static bool given(const cli *c, const char *name) {
 /* Creates dir and its parents; an existing path must be a directory. 0 or -1 (ag_last_error). */
 static int mkdir_p(const char *dir) {
     char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ag_error("%s: path too long", dir);
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return ag_error("%s: path too long", dir);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || !*p) {
             char keep = *p;
             *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST) return ag_error("%s: cannot create: %s", buf, strerror(errno));
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return ag_error("%s: cannot create: %s", buf, strerror(errno));
             *p = keep;
             if (!keep) break;
         }
@@ -240,7 +289,8 @@ static int check_output_file(const char *what, const char *path) {
     else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     if (stat(dir, &st) || !S_ISDIR(st.st_mode))
         return ag_error("%s %s: its folder %s does not exist", what, path, dir);
-    if (access(dir, W_OK)) return ag_error("%s %s: cannot write into %s: %s", what, path, dir, strerror(errno));
+    if (access(dir, W_OK))
+        return ag_error("%s %s: cannot write into %s: %s", what, path, dir, strerror(errno));
     return 0;
 }
 
@@ -253,7 +303,8 @@ static bool same_file(const char *a, const char *b) {
 
 static int load_data(const cli *c, const ds_fra_options *o, ds_fra **d) {
     char path[4096];
-    if (ds_resolve_data_path(c->a.data, TG_SOURCE_DIR, path, sizeof path) || ds_fra_load(path, o, d))
+    if (ds_resolve_data_path(c->a.data, TG_SOURCE_DIR, path, sizeof path) ||
+        ds_fra_load(path, o, d))
         return fail(c, ag_last_error());
     return 0;
 }
@@ -303,14 +354,16 @@ static int run_options(const cli *c, const nn_ckpt *ck, const char *const *names
     bool only[N_DATA] = {false};
     for (int i = 0; i < n; i++)
         for (size_t k = 0; k < N_DATA; k++)
-            if (!strcmp(zoo_data_fields[k].name, names[i]) && !c->given[N_FLAGS + k]) only[k] = true;
+            if (!strcmp(zoo_data_fields[k].name, names[i]) && !c->given[N_FLAGS + k])
+                only[k] = true;
     *o = c->a.o;
     return zoo_data_meta_read(ck, o, only) ? fail(c, ag_last_error()) : 0;
 }
 
 /* Refuses a sequence length the model cannot run (before any work). 0 or an exit status. */
 static int check_steps(const cli *c, const void *cfg, int num_steps) {
-    if (c->kind->check_steps && c->kind->check_steps(cfg, num_steps)) return usage_error(c, "%s", ag_last_error());
+    if (c->kind->check_steps && c->kind->check_steps(cfg, num_steps))
+        return usage_error(c, "%s", ag_last_error());
     return 0;
 }
 
@@ -330,7 +383,8 @@ static int cmd_train(cli *c) {
     ds_fra_options o = c->a.o;
     int rc = 0;
     char ckpath[4096];
-    if (!given(c, "checkpoint")) snprintf(ckpath, sizeof ckpath, "%s.safetensors", c->kind->program);
+    if (!given(c, "checkpoint"))
+        snprintf(ckpath, sizeof ckpath, "%s.safetensors", c->kind->program);
     else snprintf(ckpath, sizeof ckpath, "%s", c->a.checkpoint);
     if (check_output_file("--checkpoint", ckpath) || (c->a.plots && mkdir_p(c->a.plots)))
         return usage_error(c, "%s", ag_last_error());
@@ -343,31 +397,35 @@ static int cmd_train(cli *c) {
             if (c->given[N_FLAGS + k] &&
                 strcmp(zoo_field_format(&zoo_data_fields[k], &c->a.o, a, sizeof a),
                        zoo_field_format(&zoo_data_fields[k], &o, b, sizeof b))) {
-                rc = usage_error(c, "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
-                                 zoo_data_fields[k].name, a, b);
+                rc = usage_error(
+                    c, "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
+                    zoo_data_fields[k].name, a, b);
                 goto done;
             }
         for (int k = 0; k < c->kind->n_config; k++)
             if (c->given[N_FLAGS + N_DATA + k] &&
                 strcmp(zoo_field_format(&c->kind->config[k], c->a.hp, a, sizeof a),
                        zoo_field_format(&c->kind->config[k], tr->model->cfg, b, sizeof b))) {
-                rc = usage_error(c, "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
-                                 c->kind->config[k].name, a, b);
+                rc = usage_error(
+                    c, "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
+                    c->kind->config[k].name, a, b);
                 goto done;
             }
         if ((given(c, "lr") && c->a.lr != optim_config(tr->opt)->lr) ||
             (given(c, "shards") && c->a.shards != tr->shards)) {
-            rc = usage_error(c, "--lr and --shards cannot change on --resume (the checkpoint has %g and %d)",
-                             optim_config(tr->opt)->lr, tr->shards);
+            rc = usage_error(
+                c, "--lr and --shards cannot change on --resume (the checkpoint has %g and %d)",
+                optim_config(tr->opt)->lr, tr->shards);
             goto done;
         }
-        if ((rc = check_steps(c, tr->model->cfg, o.num_steps)) || (rc = load_data(c, &o, &d))) goto done;
+        if ((rc = check_steps(c, tr->model->cfg, o.num_steps)) || (rc = load_data(c, &o, &d)))
+            goto done;
         if (zoo_trainer_check_data(tr, d)) {
             rc = fail(c, ag_last_error());
             goto done;
         }
-        fprintf(stderr, "resuming %s at step %lld (epoch %d, batch %d)\n", ckpath, (long long)tr->steps,
-                tr->epochs_done + 1, tr->epoch_batches);
+        fprintf(stderr, "resuming %s at step %lld (epoch %d, batch %d)\n", ckpath,
+                (long long)tr->steps, tr->epochs_done + 1, tr->epoch_batches);
     } else {
         if ((rc = check_steps(c, c->a.hp, o.num_steps)) || (rc = load_data(c, &o, &d))) goto done;
         zoo_model *m = zoo_model_new(c->kind, c->a.hp, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
@@ -389,19 +447,26 @@ static int cmd_train(cli *c) {
         rc = fail(c, ag_last_error());
         goto done;
     }
-    zoo_train_opts to = {.epochs = c->a.epochs, .max_steps = c->a.max_steps,
-                         .time_budget = c->a.time_budget, .checkpoint = ckpath,
+    zoo_train_opts to = {.epochs = c->a.epochs,
+                         .max_steps = c->a.max_steps,
+                         .time_budget = c->a.time_budget,
+                         .checkpoint = ckpath,
                          .checkpoint_every = c->a.checkpoint_every,
                          .checkpoint_steps = c->a.checkpoint_steps,
-                         .checkpoint_minutes = c->a.checkpoint_minutes, .plots_dir = c->a.plots,
-                         .log_every = c->a.log_every, .log_steps = c->a.log_steps, .log = stderr,
+                         .checkpoint_minutes = c->a.checkpoint_minutes,
+                         .plots_dir = c->a.plots,
+                         .log_every = c->a.log_every,
+                         .log_steps = c->a.log_steps,
+                         .log = stderr,
                          .stop = &stop_signal};
     if (tr->epochs_done >= to.epochs) {
-        rc = usage_error(c, "the checkpoint has %d epochs already; give --epochs above it", tr->epochs_done);
+        rc = usage_error(c, "the checkpoint has %d epochs already; give --epochs above it",
+                         tr->epochs_done);
         goto done;
     }
     if (c->a.max_steps && tr->steps >= c->a.max_steps) {
-        rc = usage_error(c, "the checkpoint has %lld steps already; give --max-steps above it", (long long)tr->steps);
+        rc = usage_error(c, "the checkpoint has %lld steps already; give --max-steps above it",
+                         (long long)tr->steps);
         goto done;
     }
     /* SIGINT / SIGTERM: finish the step, save, exit 130 / 143 */
@@ -417,19 +482,25 @@ static int cmd_train(cli *c) {
         goto done;
     }
     if (trc == ZOO_TRAIN_STOPPED) {
-        fprintf(stderr, "%s %s: interrupted at step %lld (epoch %d, batch %d): checkpoint %s; "
-                "continue with --resume\n", c->kind->program, c->cmd, (long long)tr->steps,
-                tr->epochs_done + 1, tr->epoch_batches, ckpath);
+        fprintf(stderr,
+                "%s %s: interrupted at step %lld (epoch %d, batch %d): checkpoint %s; "
+                "continue with --resume\n",
+                c->kind->program, c->cmd, (long long)tr->steps, tr->epochs_done + 1,
+                tr->epoch_batches, ckpath);
         rc = 128 + (int)stop_signal;
         goto done;
     }
     if (trc == ZOO_TRAIN_LIMIT)
-        printf("stopped at step %lld (epoch %d, batch %d) by %s; checkpoint %s (continue with --resume)\n",
+        printf("stopped at step %lld (epoch %d, batch %d) by %s; checkpoint %s (continue with "
+               "--resume)\n",
                (long long)tr->steps, tr->epochs_done + 1, tr->epoch_batches,
-               c->a.max_steps && tr->steps >= c->a.max_steps ? "--max-steps" : "--time-budget", ckpath);
+               c->a.max_steps && tr->steps >= c->a.max_steps ? "--max-steps" : "--time-budget",
+               ckpath);
     if (tr->epoch_batches) /* the epoch under way */
-        printf("loss %.3f, %.1f tokens/sec (epoch %d so far)\n", tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
-               tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, tr->epochs_done + 1);
+        printf("loss %.3f, %.1f tokens/sec (epoch %d so far)\n",
+               tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
+               tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0,
+               tr->epochs_done + 1);
     else
         printf("loss %.3f, %.1f tokens/sec\n", tr->hist[tr->n_hist - 1].loss,
                tr->hist[tr->n_hist - 1].tokens / tr->hist[tr->n_hist - 1].seconds);
@@ -449,12 +520,13 @@ static int cmd_train(cli *c) {
     if (!rc && c->a.plots) {
         char *pred = NULL;
         zoo_attn_record rec;
-        if (zoo_translate_attention(tr->model, tr->tape, sv, tv, ENGS[3], o.num_steps, &pred, &rec) ||
+        if (zoo_translate_attention(tr->model, tr->tape, sv, tv, ENGS[3], o.num_steps, &pred,
+                                    &rec) ||
             zoo_attn_record_plot(&rec, c->a.plots, "attention")) {
             rc = fail(c, ag_last_error());
         } else {
-            printf("plots: %s/loss.svg, %s/loss.csv, %s/attention_*.svg (\"%s\" => \"%s\")\n", c->a.plots,
-                   c->a.plots, c->a.plots, ENGS[3], pred);
+            printf("plots: %s/loss.svg, %s/loss.csv, %s/attention_*.svg (\"%s\" => \"%s\")\n",
+                   c->a.plots, c->a.plots, c->a.plots, ENGS[3], pred);
             zoo_attn_record_free(&rec);
         }
         free(pred);
@@ -483,19 +555,25 @@ static int translate_lines(const cli *c, loaded *l, int steps, char **lines, int
         fail(c, "out of memory");
         rc = -1;
     }
-    for (int i = 0; i < n && rc >= 0; i++) { /* a line that cannot be encoded is reported, not fatal */
+    for (int i = 0; i < n && rc >= 0;
+         i++) { /* a line that cannot be encoded is reported, not fatal */
         int32_t len;
         if (ds_encode_sentence(l->sv, lines[i], steps, ids, &len)) {
             bad[i] = true;
             rc = 1;
-            if (numbered) fprintf(stderr, "%s %s: line %ld: %s\n", c->kind->program, c->cmd, first_line + i, ag_last_error());
-            else fprintf(stderr, "%s %s: sentence %ld: %s\n", c->kind->program, c->cmd, first_line + i, ag_last_error());
+            if (numbered)
+                fprintf(stderr, "%s %s: line %ld: %s\n", c->kind->program, c->cmd, first_line + i,
+                        ag_last_error());
+            else
+                fprintf(stderr, "%s %s: sentence %ld: %s\n", c->kind->program, c->cmd,
+                        first_line + i, ag_last_error());
         } else {
             ok[n_ok++] = lines[i];
         }
     }
     if (rc >= 0 && n_ok &&
-        zoo_translate_batch(l->m, l->t, l->sv, l->tv, ok, n_ok, steps, c->a.beam, c->a.alpha, outs)) {
+        zoo_translate_batch(l->m, l->t, l->sv, l->tv, ok, n_ok, steps, c->a.beam, c->a.alpha,
+                            outs)) {
         fail(c, ag_last_error());
         rc = -1;
     }
@@ -544,7 +622,8 @@ static int cmd_translate(cli *c) {
                     eof = true;
                     break;
                 }
-                while (got > 0 && (lines[n][got - 1] == '\n' || lines[n][got - 1] == '\r')) lines[n][--got] = '\0';
+                while (got > 0 && (lines[n][got - 1] == '\n' || lines[n][got - 1] == '\r'))
+                    lines[n][--got] = '\0';
                 n++;
             }
             if (n) {
@@ -573,8 +652,8 @@ static int cmd_eval(cli *c) {
     ds_fra *d = NULL;
     ds_fra_options o;
     /* the run's data and split, unless a flag says otherwise */
-    static const char *const run_data[] = {"num-examples", "split-seed", "min-freq", "valid-frac",
-                                           "test-frac", "num-steps"};
+    static const char *const run_data[] = {"num-examples", "split-seed", "min-freq",
+                                           "valid-frac",   "test-frac",  "num-steps"};
     rc = run_options(c, ck, run_data, 6, &o);
     if (!rc) rc = check_steps(c, l.m->cfg, o.num_steps);
     if (!rc) rc = load_data(c, &o, &d);
@@ -582,21 +661,28 @@ static int cmd_eval(cli *c) {
     const char *name = c->a.split;
     if (!rc) {
         if (!name) {
-            part = ds_fra_part_size(d, DS_TEST) ? DS_TEST : ds_fra_part_size(d, DS_VALID) ? DS_VALID : DS_TRAIN;
+            part = ds_fra_part_size(d, DS_TEST)    ? DS_TEST
+                   : ds_fra_part_size(d, DS_VALID) ? DS_VALID
+                                                   : DS_TRAIN;
             name = part == DS_TEST ? "test" : part == DS_VALID ? "valid" : "train";
             if (part == DS_TRAIN)
-                fprintf(stderr, "note: this data has no held-out split (give --test-frac): scoring the training pairs\n");
-        } else if (!strcmp(name, "test") || !strcmp(name, "valid") || !strcmp(name, "train") || !strcmp(name, "all")) {
-            part = name[0] == 't' ? (name[1] == 'e' ? DS_TEST : DS_TRAIN) : name[0] == 'v' ? DS_VALID : DS_ALL;
+                fprintf(stderr, "note: this data has no held-out split (give --test-frac): scoring "
+                                "the training pairs\n");
+        } else if (!strcmp(name, "test") || !strcmp(name, "valid") || !strcmp(name, "train") ||
+                   !strcmp(name, "all")) {
+            part = name[0] == 't'   ? (name[1] == 'e' ? DS_TEST : DS_TRAIN)
+                   : name[0] == 'v' ? DS_VALID
+                                    : DS_ALL;
         } else {
             rc = usage_error(c, "--split: expected test, valid, train or all, got '%s'", name);
         }
     }
     zoo_eval_result r;
-    if (!rc && zoo_evaluate(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, &r)) rc = fail(c, ag_last_error());
+    if (!rc && zoo_evaluate(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, &r))
+        rc = fail(c, ag_last_error());
     if (!rc)
-        printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences\n", r.bleu4, r.chrf,
-               r.d2l_bleu, (long long)r.sentences, name);
+        printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences\n", r.bleu4,
+               r.chrf, r.d2l_bleu, (long long)r.sentences, name);
     ds_fra_free(d);
     unload(&l);
     return rc;
@@ -613,10 +699,12 @@ static int cmd_stats(cli *c) {
     if (rc) return rc;
     const ds_fra_stats *st = ds_fra_get_stats(d);
     int64_t n = ds_fra_num_pairs(d);
-    printf("lines read %lld, pairs %lld, skipped %lld (no tab) + %lld (several tabs)\n", (long long)st->lines,
-           (long long)n, (long long)st->skipped_no_tab, (long long)st->skipped_many_tabs);
+    printf("lines read %lld, pairs %lld, skipped %lld (no tab) + %lld (several tabs)\n",
+           (long long)st->lines, (long long)n, (long long)st->skipped_no_tab,
+           (long long)st->skipped_many_tabs);
     printf("vocabulary: source %d tokens, target %d tokens (min_freq %lld)\n",
-           ds_vocab_size(ds_fra_vocab(d, DS_SRC)), ds_vocab_size(ds_fra_vocab(d, DS_TGT)), (long long)o.min_freq);
+           ds_vocab_size(ds_fra_vocab(d, DS_SRC)), ds_vocab_size(ds_fra_vocab(d, DS_TGT)),
+           (long long)o.min_freq);
     enum { BINS = 21 };
     double hist[2][BINS] = {{0}};
     int *lens = malloc(sizeof *lens * (size_t)(n ? n : 1));
@@ -633,8 +721,10 @@ static int cmd_stats(cli *c) {
             hist[s][lens[p] < BINS - 1 ? lens[p] : BINS - 1]++;
         }
         qsort(lens, (size_t)n, sizeof *lens, cmp_int);
-        printf("%s tokens per sentence: mean %.2f, median %d, 90th percentile %d, max %d; %lld of %lld "
-               "truncated to %d steps\n", side_name[s], n ? sum / (double)n : 0, n ? lens[n / 2] : 0,
+        printf("%s tokens per sentence: mean %.2f, median %d, 90th percentile %d, max %d; %lld of "
+               "%lld "
+               "truncated to %d steps\n",
+               side_name[s], n ? sum / (double)n : 0, n ? lens[n / 2] : 0,
                n ? lens[(int64_t)(0.9 * (double)(n - 1))] : 0, n ? lens[n - 1] : 0,
                (long long)st->truncated[s], (long long)n, o.num_steps);
     }
@@ -649,11 +739,10 @@ static int cmd_stats(cli *c) {
         snprintf(path, sizeof path, "%s/lengths.svg", c->a.plots);
         const double *counts[2] = {hist[0], hist[1]};
         if (mkdir_p(c->a.plots) ||
-            zoo_svg_histogram(path, "tokens per sentence", "# tokens per sequence", "count", 2, side_name,
-                              counts, BINS, bl))
+            zoo_svg_histogram(path, "tokens per sentence", "# tokens per sequence", "count", 2,
+                              side_name, counts, BINS, bl))
             rc = fail(c, ag_last_error());
-        else
-            printf("plot: %s\n", path);
+        else printf("plot: %s\n", path);
     }
     ds_fra_free(d);
     return rc;
@@ -669,8 +758,11 @@ static int cmd_export(cli *c) {
     for (int i = 0; i < 4; i++)
         for (int j = i + 1; j < 4 && paths[0]; j++)
             if (same_file(paths[i], paths[j]))
-                return usage_error(c, "%s and %s name the same file (%s): an output never replaces an input "
-                                      "or another output", names[i], names[j], paths[j]);
+                return usage_error(
+                    c,
+                    "%s and %s name the same file (%s): an output never replaces an input "
+                    "or another output",
+                    names[i], names[j], paths[j]);
     for (int i = 1; i < 4; i++)
         if (check_output_file(names[i], paths[i])) return usage_error(c, "%s", ag_last_error());
     loaded l;
@@ -679,9 +771,11 @@ static int cmd_export(cli *c) {
     nn_ckpt *plain = nn_ckpt_new();
     if (!plain || nn_ckpt_add_params(plain, l.m->ps) || nn_ckpt_save(plain, c->a.out))
         rc = fail(c, ag_last_error());
-    if (!rc && (ds_vocab_save(l.sv, c->a.src_vocab) || ds_vocab_save(l.tv, c->a.tgt_vocab))) rc = fail(c, ag_last_error());
-    if (!rc) printf("state_dict: %s (%zu tensors); vocabularies: %s, %s\n", c->a.out, nn_ckpt_count(plain),
-                    c->a.src_vocab, c->a.tgt_vocab);
+    if (!rc && (ds_vocab_save(l.sv, c->a.src_vocab) || ds_vocab_save(l.tv, c->a.tgt_vocab)))
+        rc = fail(c, ag_last_error());
+    if (!rc)
+        printf("state_dict: %s (%zu tensors); vocabularies: %s, %s\n", c->a.out,
+               nn_ckpt_count(plain), c->a.src_vocab, c->a.tgt_vocab);
     nn_ckpt_free(plain);
     unload(&l);
     return rc;
@@ -690,11 +784,18 @@ static int cmd_export(cli *c) {
 /* ---- main ---- */
 
 int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
-    static const struct { const char *name; char letter; int (*run)(cli *); } cmds[] = {
-        {"train", 't', cmd_train}, {"translate", 'r', cmd_translate}, {"eval", 'e', cmd_eval},
-        {"stats", 's', cmd_stats}, {"export", 'x', cmd_export}};
+    static const struct {
+        const char *name;
+        char letter;
+        int (*run)(cli *);
+    } cmds[] = {{"train", 't', cmd_train},
+                {"translate", 'r', cmd_translate},
+                {"eval", 'e', cmd_eval},
+                {"stats", 's', cmd_stats},
+                {"export", 'x', cmd_export}};
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: %s train|translate|eval|stats|export [flags]   (%s SUBCOMMAND --help for its flags)\n",
+        printf("usage: %s train|translate|eval|stats|export [flags]   (%s SUBCOMMAND --help for "
+               "its flags)\n",
                kind->program, kind->program);
         return argc < 2 ? EXIT_USAGE : 0;
     }
@@ -720,6 +821,7 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
         }
         return rc < 0 ? 0 : rc;
     }
-    fprintf(stderr, "%s: unknown sub-command '%s' (train, translate, eval, stats, export)\n", kind->program, argv[1]);
+    fprintf(stderr, "%s: unknown sub-command '%s' (train, translate, eval, stats, export)\n",
+            kind->program, argv[1]);
     return EXIT_USAGE;
 }

@@ -83,7 +83,8 @@ static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *s
         }
     }
     ag_tape_pos mark;
-    void *state = rc ? NULL : encode_for_steps(m, &sc, src, src_len, B, Ts, B, max_steps, tr, &mark);
+    void *state =
+        rc ? NULL : encode_for_steps(m, &sc, src, src_len, B, Ts, B, max_steps, tr, &mark);
     if (!rc && !state) rc = op_failed(&sc, "encoding");
     if (!rc && hook) hook(m, -1, tr, user);
     for (int r = 0; r < B; r++) {
@@ -107,7 +108,8 @@ static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *s
             sent[kept] = b;
             tok[kept++] = k;
         }
-        if (ag_tape_rewind(t, mark) || (kept && kept < n && m->ops->select(m, &sc.c, state, keep, kept)))
+        if (ag_tape_rewind(t, mark) ||
+            (kept && kept < n && m->ops->select(m, &sc.c, state, keep, kept)))
             rc = op_failed(&sc, "decoding");
         n = kept;
     }
@@ -115,15 +117,15 @@ static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *s
     return rc ? rc : scope_end(&sc, 0);
 }
 
-int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
-               int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len) {
+int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B, int Ts,
+               int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len) {
     return greedy(m, t, src, src_len, B, Ts, bos, eos, max_steps, out, out_len, NULL, NULL);
 }
 
 /* ---- beam search ---- */
 
 typedef struct hyp {
-    double score;   /* total log-probability */
+    double score; /* total log-probability */
     int len;
     int32_t parent; /* row of the previous step's beam, while selecting */
     int32_t token;
@@ -200,13 +202,13 @@ typedef struct beam_sent {
 
 /* The arrays of a batched search, malloc'd together (beam_free). */
 typedef struct beam_arrays {
-    int32_t *tokens, *next;  /* (B K, L): prefixes of the live hypotheses, this step and next */
-    int32_t *best;           /* (B, L): the best finished prefix per source */
-    hyp *alive;              /* (B K) */
-    hyp *cand;               /* (2 K): one source's best candidates of a step */
-    ag_real *ex;             /* (V): one row's exponentials */
-    int32_t *tok, *rows;     /* (B K): the next step's inputs, and the state rows they extend */
-    beam_sent *sent;         /* (B) */
+    int32_t *tokens, *next; /* (B K, L): prefixes of the live hypotheses, this step and next */
+    int32_t *best;          /* (B, L): the best finished prefix per source */
+    hyp *alive;             /* (B K) */
+    hyp *cand;              /* (2 K): one source's best candidates of a step */
+    ag_real *ex;            /* (V): one row's exponentials */
+    int32_t *tok, *rows;    /* (B K): the next step's inputs, and the state rows they extend */
+    beam_sent *sent;        /* (B) */
 } beam_arrays;
 
 static void beam_free(beam_arrays *a) {
@@ -216,13 +218,17 @@ static void beam_free(beam_arrays *a) {
 
 static int beam_alloc(beam_arrays *a, int B, int K, int L, int V) {
     size_t BK = (size_t)B * K;
-    *a = (beam_arrays){
-        .tokens = calloc(BK * L, sizeof *a->tokens), .next = calloc(BK * L, sizeof *a->next),
-        .best = calloc((size_t)B * L, sizeof *a->best), .alive = calloc(BK, sizeof *a->alive),
-        .cand = calloc((size_t)2 * K, sizeof *a->cand), .ex = malloc(sizeof *a->ex * (size_t)V),
-        .tok = malloc(sizeof *a->tok * BK), .rows = malloc(sizeof *a->rows * BK),
-        .sent = calloc((size_t)B, sizeof *a->sent)};
-    if (a->tokens && a->next && a->best && a->alive && a->cand && a->ex && a->tok && a->rows && a->sent)
+    *a = (beam_arrays){.tokens = calloc(BK * L, sizeof *a->tokens),
+                       .next = calloc(BK * L, sizeof *a->next),
+                       .best = calloc((size_t)B * L, sizeof *a->best),
+                       .alive = calloc(BK, sizeof *a->alive),
+                       .cand = calloc((size_t)2 * K, sizeof *a->cand),
+                       .ex = malloc(sizeof *a->ex * (size_t)V),
+                       .tok = malloc(sizeof *a->tok * BK),
+                       .rows = malloc(sizeof *a->rows * BK),
+                       .sent = calloc((size_t)B, sizeof *a->sent)};
+    if (a->tokens && a->next && a->best && a->alive && a->cand && a->ex && a->tok && a->rows &&
+        a->sent)
         return 0;
     beam_free(a);
     return ag_error("beam search: out of memory");
@@ -238,7 +244,8 @@ static void beam_advance(beam_arrays *a, int b, int K, int L, int V, int s, int3
     hyp *alive = a->alive + (size_t)b * K, *cand = a->cand;
     int n_cand = 0;
     for (int k = 0; k < st->n_alive; k++)
-        row_candidates(y + (size_t)(row0 + k) * V, V, alive[k].score, k, a->ex, cand, &n_cand, 2 * K);
+        row_candidates(y + (size_t)(row0 + k) * V, V, alive[k].score, k, a->ex, cand, &n_cand,
+                       2 * K);
     int n_next = 0, first = *n_rows;
     for (int i = 0; i < n_cand && n_next < K; i++) {
         const hyp *h = &cand[i];
@@ -314,10 +321,12 @@ int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t 
             if (norm > st->best_norm) {
                 st->best_norm = norm;
                 st->best_len = h->len;
-                memcpy(a.best + (size_t)b * L, a.tokens + ((size_t)b * K + k) * L, sizeof *a.best * (size_t)h->len);
+                memcpy(a.best + (size_t)b * L, a.tokens + ((size_t)b * K + k) * L,
+                       sizeof *a.best * (size_t)h->len);
             }
         }
-        memcpy(out + (size_t)b * max_steps, a.best + (size_t)b * L, sizeof *out * (size_t)st->best_len);
+        memcpy(out + (size_t)b * max_steps, a.best + (size_t)b * L,
+               sizeof *out * (size_t)st->best_len);
         out_len[b] = st->best_len;
     }
     beam_free(&a);
@@ -342,8 +351,10 @@ int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                         const ds_vocab *tgt_vocab, const char *const *sentences, int n,
                         int num_steps, int beam, double alpha, char **outs) {
     for (int i = 0; i < n; i++) outs[i] = NULL;
-    const int T = num_steps, chunk = beam > 1 ? (ZOO_DECODE_ROWS + beam - 1) / beam : ZOO_DECODE_ROWS;
-    int32_t *src = malloc(sizeof *src * (size_t)chunk * T), *len = malloc(sizeof *len * (size_t)chunk);
+    const int T = num_steps,
+              chunk = beam > 1 ? (ZOO_DECODE_ROWS + beam - 1) / beam : ZOO_DECODE_ROWS;
+    int32_t *src = malloc(sizeof *src * (size_t)chunk * T),
+            *len = malloc(sizeof *len * (size_t)chunk);
     int32_t *res = malloc(sizeof *res * (size_t)chunk * T);
     int *res_len = malloc(sizeof *res_len * (size_t)chunk);
     int rc = src && len && res && res_len ? 0 : ag_error("translate: out of memory");
@@ -353,9 +364,11 @@ int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
         for (int b = 0; !rc && b < B; b++)
             rc = encode_sentence(src_vocab, sentences[at + b], T, src + (size_t)b * T, &len[b]);
         if (!rc)
-            rc = beam > 1 ? zoo_beam_search(m, t, src, len, B, T, bos, eos, T, beam, alpha, res, res_len)
-                          : zoo_greedy(m, t, src, len, B, T, bos, eos, T, res, res_len);
-        for (int b = 0; !rc && b < B; b++) rc = ids_to_text(tgt_vocab, res + (size_t)b * T, res_len[b], &outs[at + b]);
+            rc = beam > 1
+                     ? zoo_beam_search(m, t, src, len, B, T, bos, eos, T, beam, alpha, res, res_len)
+                     : zoo_greedy(m, t, src, len, B, T, bos, eos, T, res, res_len);
+        for (int b = 0; !rc && b < B; b++)
+            rc = ids_to_text(tgt_vocab, res + (size_t)b * T, res_len[b], &outs[at + b]);
     }
     for (int i = 0; rc && i < n; i++) {
         free(outs[i]);
@@ -367,7 +380,8 @@ int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
 
 int zoo_translate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                   const char *sentence, int num_steps, int beam, double alpha, char **out) {
-    return zoo_translate_batch(m, t, src_vocab, tgt_vocab, &sentence, 1, num_steps, beam, alpha, out);
+    return zoo_translate_batch(m, t, src_vocab, tgt_vocab, &sentence, 1, num_steps, beam, alpha,
+                               out);
 }
 
 /* ---- attention recording ---- */
@@ -418,7 +432,8 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
     memset(rec, 0, sizeof *rec);
     *out = NULL;
     int L = m->layers, Ts = num_steps;
-    int h_enc = m->ops->attn_heads(m, ZOO_ATTN_ENC_SELF), h_self = m->ops->attn_heads(m, ZOO_ATTN_DEC_SELF);
+    int h_enc = m->ops->attn_heads(m, ZOO_ATTN_ENC_SELF),
+        h_self = m->ops->attn_heads(m, ZOO_ATTN_DEC_SELF);
     int h_cross = m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS);
     int32_t *ids = malloc(sizeof *ids * (size_t)num_steps * 2), len;
     if (!ids) return ag_error("translate: out of memory");
@@ -462,8 +477,8 @@ void zoo_attn_record_free(zoo_attn_record *rec) {
 
 /* One grid file: layers x heads maps of rows x cols (the first `rows` rows of the map). */
 static int plot_map(const zoo_attn_map *mp, int rows, int cols, const char *dir, const char *prefix,
-                    const char *what, const char *title, const char *const *rl, const char *const *cl,
-                    const char *xl, const char *yl) {
+                    const char *what, const char *title, const char *const *rl,
+                    const char *const *cl, const char *xl, const char *yl) {
     if (!mp->w || !mp->layers || rows < 1) return 0;
     size_t n = (size_t)mp->layers * mp->heads;
     float *w = malloc(sizeof *w * n * rows * cols);
@@ -472,14 +487,17 @@ static int plot_map(const zoo_attn_map *mp, int rows, int cols, const char *dir,
     if (w && titles) {
         for (size_t k = 0; k < n; k++) {
             for (int r = 0; r < rows; r++)
-                memcpy(w + (k * rows + r) * cols, mp->w + (k * mp->rows + r) * mp->cols, sizeof *w * cols);
+                memcpy(w + (k * rows + r) * cols, mp->w + (k * mp->rows + r) * mp->cols,
+                       sizeof *w * cols);
             titles[k] = malloc(64);
-            if (titles[k]) snprintf(titles[k], 64, "layer %d, head %d", (int)(k / mp->heads) + 1, (int)(k % mp->heads) + 1);
+            if (titles[k])
+                snprintf(titles[k], 64, "layer %d, head %d", (int)(k / mp->heads) + 1,
+                         (int)(k % mp->heads) + 1);
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/%s_%s.svg", dir, prefix, what);
-        rc = zoo_svg_heatmaps(path, title, mp->layers, mp->heads, (const char *const *)titles, w, rows,
-                              cols, rl, cl, xl, yl);
+        rc = zoo_svg_heatmaps(path, title, mp->layers, mp->heads, (const char *const *)titles, w,
+                              rows, cols, rl, cl, xl, yl);
     } else {
         ag_error("attention plot: out of memory");
     }
@@ -494,10 +512,11 @@ int zoo_attn_record_plot(const zoo_attn_record *rec, const char *dir, const char
     int Ts = rec->src_steps, S = rec->steps;
     return plot_map(&rec->enc_self, Ts, Ts, dir, prefix, "encoder_self", "encoder self-attention",
                     src, src, "keys", "queries") ||
-           plot_map(&rec->dec_self, S, S, dir, prefix, "decoder_self", "decoder self-attention",
-                    tgt, tgt, "keys", "queries") ||
-           plot_map(&rec->dec_cross, S, Ts, dir, prefix, "decoder_cross",
-                    "decoder-encoder attention", tgt, src, "keys (source)", "queries (target)")
+                   plot_map(&rec->dec_self, S, S, dir, prefix, "decoder_self",
+                            "decoder self-attention", tgt, tgt, "keys", "queries") ||
+                   plot_map(&rec->dec_cross, S, Ts, dir, prefix, "decoder_cross",
+                            "decoder-encoder attention", tgt, src, "keys (source)",
+                            "queries (target)")
                ? -1
                : 0;
 }
@@ -511,7 +530,8 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
     int64_t n = ds_fra_part_size(data, part);
     const int64_t *pairs = ds_fra_part_pairs(data, part);
     if (n <= 0) return ag_error("evaluate: the chosen split is empty");
-    int32_t *src = malloc(sizeof *src * (size_t)chunk * T), *len = malloc(sizeof *len * (size_t)chunk);
+    int32_t *src = malloc(sizeof *src * (size_t)chunk * T),
+            *len = malloc(sizeof *len * (size_t)chunk);
     int32_t *out = malloc(sizeof *out * (size_t)chunk * T);
     int *out_len = malloc(sizeof *out_len * (size_t)chunk);
     ds_bleu_stats bs = {0};

@@ -22,8 +22,8 @@ extern "C" {
  * take the argmax (ties: lowest id), stop a row at <eos>, else feed the token back. src is
  * (B, Ts), src_len (B,). out (B, max_steps) receives each row's tokens (without <eos>), out_len
  * (B,) their counts. Returns 0 or -1 (ag_last_error). */
-int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
-               int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len);
+int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B, int Ts,
+               int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len);
 
 /* Beam search for B sources (B, Ts) with src_len (B,), each independently: per source it keeps
  * the `beam` best prefixes by total log-probability; an <eos> among the step's `beam` best
@@ -56,17 +56,20 @@ int zoo_translate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_
 
 typedef struct zoo_attn_map {
     int layers, heads, rows, cols;
-    float *w;               /* [layer][head][row][col], malloc'd */
+    float *w; /* [layer][head][row][col], malloc'd */
 } zoo_attn_map;
 
 typedef struct zoo_attn_record {
-    zoo_attn_map enc_self;  /* (layers, heads, Ts, Ts); layers 0 if the model has none */
-    zoo_attn_map dec_self;  /* (layers, heads, steps, steps): row t = step t's weights, zero past t */
+    zoo_attn_map enc_self; /* (layers, heads, Ts, Ts); layers 0 if the model has none */
+    zoo_attn_map
+        dec_self; /* (layers, heads, steps, steps): row t = step t's weights, zero past t */
     zoo_attn_map dec_cross; /* (layers, heads, steps, Ts) */
     int src_steps;          /* Ts: the source as the encoder saw it, padding included */
     int steps;              /* decoder steps taken (the output tokens, plus <eos> if reached) */
-    const char **src_tokens; /* Ts labels: the source tokens, <eos>, <pad>... (owned by the vocab) */
-    const char **tgt_tokens; /* steps labels: the decoder's inputs, <bos> first (owned by the vocab) */
+    const char *
+        *src_tokens; /* Ts labels: the source tokens, <eos>, <pad>... (owned by the vocab) */
+    const char *
+        *tgt_tokens; /* steps labels: the decoder's inputs, <bos> first (owned by the vocab) */
 } zoo_attn_record;
 
 /* Greedy translation of one sentence recording every attention map. *out as zoo_translate;
@@ -83,9 +86,9 @@ int zoo_attn_record_plot(const zoo_attn_record *rec, const char *dir, const char
 
 typedef struct zoo_eval_result {
     int64_t sentences;
-    double bleu4;        /* corpus BLEU-4, 0..100 (sacreBLEU's, tokenized input) */
-    double chrf;         /* chrF, 0..100 */
-    double d2l_bleu;     /* mean of d2l's per-sentence BLEU (k = 2), 0..1 */
+    double bleu4;    /* corpus BLEU-4, 0..100 (sacreBLEU's, tokenized input) */
+    double chrf;     /* chrF, 0..100 */
+    double d2l_bleu; /* mean of d2l's per-sentence BLEU (k = 2), 0..1 */
 } zoo_eval_result;
 
 /* Greedy-translates the source of every pair of `part` (batches of up to 256), encoded with

@@ -81,7 +81,8 @@ int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model
     const char *file = nn_ckpt_source(ck), *which = nn_ckpt_meta(ck, "tapegrad.model");
     if (!which)
         return ag_error("%s: not a tapegrad checkpoint (no tapegrad.model in its metadata); "
-                            "to import a plain state_dict give --src-vocab and --tgt-vocab", file);
+                        "to import a plain state_dict give --src-vocab and --tgt-vocab",
+                        file);
     if (strcmp(which, kind->name))
         return ag_error("%s: holds a %s model, not a %s", file, which, kind->name);
     void *cfg = malloc(kind->config_size);
@@ -109,10 +110,9 @@ int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model
     return rc;
 }
 
-int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
-                               const void *cfg, const char *src_vocab_path,
-                               const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
-                               ds_vocab **tgt) {
+int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind, const void *cfg,
+                               const char *src_vocab_path, const char *tgt_vocab_path,
+                               zoo_model **m, ds_vocab **src, ds_vocab **tgt) {
     *m = NULL;
     *src = *tgt = NULL;
     const char *paths[2] = {src_vocab_path, tgt_vocab_path};
@@ -120,7 +120,7 @@ int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
     for (int i = 0; i < 2; i++) {
         if (!paths[i] || !*paths[i])
             return ag_error("%s: a plain state_dict needs --src-vocab and --tgt-vocab",
-                                nn_ckpt_source(ck));
+                            nn_ckpt_source(ck));
         if (ds_vocab_load(paths[i], vs[i]) || ds_vocab_check_reserved(*vs[i])) {
             ds_vocab_free(*src);
             ds_vocab_free(*tgt);

@@ -26,10 +26,9 @@ int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model
                         ds_vocab **src, ds_vocab **tgt);
 /* A plain state_dict (e.g. safetensors.torch.save_file(net.state_dict(), ...)): builds the
  * model from the given config (of kind `kind`) and vocabulary files and loads the tensors. */
-int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind,
-                               const void *cfg, const char *src_vocab_path,
-                               const char *tgt_vocab_path, zoo_model **m, ds_vocab **src,
-                               ds_vocab **tgt);
+int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind, const void *cfg,
+                               const char *src_vocab_path, const char *tgt_vocab_path,
+                               zoo_model **m, ds_vocab **src, ds_vocab **tgt);
 
 #ifdef __cplusplus
 }

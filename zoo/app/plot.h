@@ -29,9 +29,9 @@ int zoo_svg_heatmaps(const char *path, const char *title, int n_rows, int n_cols
                      const char *xlabel, const char *ylabel);
 
 /* Grouped bars: n_groups series of n_bins counts; bin b is labelled bin_labels[b]. */
-int zoo_svg_histogram(const char *path, const char *title, const char *xlabel,
-                      const char *ylabel, int n_groups, const char *const *group_labels,
-                      const double *const *counts, int n_bins, const char *const *bin_labels);
+int zoo_svg_histogram(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                      int n_groups, const char *const *group_labels, const double *const *counts,
+                      int n_bins, const char *const *bin_labels);
 
 #ifdef __cplusplus
 }

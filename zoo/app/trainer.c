@@ -36,7 +36,8 @@ void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *
     }
 }
 
-ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, const int32_t *tgt_len) {
+ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
+                         const int32_t *tgt_len) {
     if (!logits) return NULL;
     int B = logits->shape[0], T = logits->shape[1];
     ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T);
@@ -52,9 +53,9 @@ struct zoo_shard {
     zoo_model *model;
     ag_tape *tape;
     ag_rng rng;
-    double loss;      /* the step's summed per-sequence loss */
+    double loss; /* the step's summed per-sequence loss */
     bool failed;
-    char err[512];    /* why, copied from the worker thread's ag_last_error */
+    char err[512]; /* why, copied from the worker thread's ag_last_error */
 };
 
 static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
@@ -213,7 +214,7 @@ static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *l
         ag_parallel_for((ptrdiff_t)nn_params_flat_size(tr->model->ps), 4096, reduce_grads, tr);
     if (optim_step(tr->opt))
         return ag_error("training diverged: the gradient norm is %g at epoch %d",
-                            optim_last_grad_norm(tr->opt), tr->epochs_done + 1);
+                        optim_last_grad_norm(tr->opt), tr->epochs_done + 1);
     return 0;
 }
 
@@ -225,8 +226,8 @@ typedef enum { RUN_ON, RUN_LIMIT, RUN_STOP } run_why;
 typedef struct run_state {
     const zoo_train_opts *o; /* NULL: no limits, no progress (zoo_train_epoch) */
     const ds_fra *data;
-    double t0;               /* when this call started training */
-    double last_ckpt;        /* when the last checkpoint of this call was written */
+    double t0;        /* when this call started training */
+    double last_ckpt; /* when the last checkpoint of this call was written */
 } run_state;
 
 static double epoch_fraction(const zoo_trainer *tr, const ds_batches *it) {
@@ -241,14 +242,18 @@ static void report_step(const run_state *r, const zoo_trainer *tr, const ds_batc
     const zoo_train_opts *o = r->o;
     if (!o || !o->log || o->log_steps <= 0 || tr->steps % o->log_steps) return;
     double done = now() - r->t0, per_step = done / (double)(tr->steps ? tr->steps : 1);
-    double frac = epoch_fraction(tr, it), left = (o->epochs - frac) * ds_batches_count(it) * per_step;
+    double frac = epoch_fraction(tr, it),
+           left = (o->epochs - frac) * ds_batches_count(it) * per_step;
     if (o->max_steps > 0 && (double)(o->max_steps - tr->steps) * per_step < left)
         left = (double)(o->max_steps - tr->steps) * per_step;
     if (o->time_budget > 0 && o->time_budget - done < left) left = o->time_budget - done;
-    fprintf(o->log, "step %lld (epoch %.2f): loss %.4f, lr %.3g, %.1f tokens/sec, elapsed %.1fs, "
-            "remaining %.1fs\n", (long long)tr->steps, frac,
-            tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0, optim_config(tr->opt)->lr,
-            tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done, left > 0 ? left : 0);
+    fprintf(o->log,
+            "step %lld (epoch %.2f): loss %.4f, lr %.3g, %.1f tokens/sec, elapsed %.1fs, "
+            "remaining %.1fs\n",
+            (long long)tr->steps, frac, tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
+            optim_config(tr->opt)->lr,
+            tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done,
+            left > 0 ? left : 0);
     fflush(o->log);
 }
 
@@ -272,7 +277,8 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, run_state *r,
     ds_batches_epoch(it, tr->epochs_done);
     ds_batch b;
     for (int k = 0; k < tr->epoch_batches; k++) /* the batches a stopped run already did */
-        if (!ds_batches_next(it, &b)) return ag_error("resume: the epoch has fewer than %d batches", tr->epoch_batches);
+        if (!ds_batches_next(it, &b))
+            return ag_error("resume: the epoch has fewer than %d batches", tr->epoch_batches);
     while (ds_batches_next(it, &b)) {
         double loss, t0 = now();
         if (train_step(tr, &b, bos, &loss)) return -1;
@@ -291,7 +297,8 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, run_state *r,
         if (*why != RUN_ON) return 0;
     }
     *out = (zoo_epoch_stats){.loss = tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
-                             .tokens = tr->epoch_tokens, .seconds = tr->epoch_seconds};
+                             .tokens = tr->epoch_tokens,
+                             .seconds = tr->epoch_seconds};
     if (push_hist(tr, *out)) return -1;
     tr->epochs_done++;
     tr->epoch_batches = 0;
@@ -437,13 +444,15 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
     int rc = -1;
     if (!ck || !hist) {
         ag_error("%s: out of memory", path);
-    } else if (!zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC), ds_fra_vocab(data, DS_TGT)) &&
+    } else if (!zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC),
+                                   ds_fra_vocab(data, DS_TGT)) &&
                !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
                !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
                !nn_ckpt_set_meta_int(ck, "train.shards", tr->shards) &&
                !nn_ckpt_set_meta_int(ck, "train.steps", tr->steps) &&
                !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
-               !nn_ckpt_set_meta(ck, "train.history", hist) && !set_data_meta(ck, ds_fra_opts(data)) &&
+               !nn_ckpt_set_meta(ck, "train.history", hist) &&
+               !set_data_meta(ck, ds_fra_opts(data)) &&
                !set_meta_double(ck, "train.lr", optim_config(tr->opt)->lr) &&
                !set_meta_double(ck, "train.clip", optim_config(tr->opt)->clip_norm)) {
         rc = nn_ckpt_save(ck, path);
@@ -473,15 +482,18 @@ static int get_progress(const nn_ckpt *ck, zoo_trainer *tr) {
     const char *file = nn_ckpt_source(ck), *partial = nn_ckpt_meta(ck, "train.epoch_partial");
     int64_t steps = 0;
     if (nn_ckpt_meta(ck, "train.steps") && nn_ckpt_meta_int(ck, "train.steps", &steps)) return -1;
-    if (steps < 0) return ag_error("%s: metadata train.steps = %lld, expected >= 0", file, (long long)steps);
+    if (steps < 0)
+        return ag_error("%s: metadata train.steps = %lld, expected >= 0", file, (long long)steps);
     tr->steps = steps;
     if (!partial) return 0;
     int used = 0;
     if (sscanf(partial, "%d %lf %lf %lf%n", &tr->epoch_batches, &tr->epoch_loss, &tr->epoch_tokens,
-               &tr->epoch_seconds, &used) != 4 || partial[used] || tr->epoch_batches < 0 ||
-        !isfinite(tr->epoch_loss) || !isfinite(tr->epoch_tokens) || !isfinite(tr->epoch_seconds))
-        return ag_error("%s: metadata train.epoch_partial: expected \"batches loss tokens seconds\", got '%s'",
-                        file, partial);
+               &tr->epoch_seconds, &used) != 4 ||
+        partial[used] || tr->epoch_batches < 0 || !isfinite(tr->epoch_loss) ||
+        !isfinite(tr->epoch_tokens) || !isfinite(tr->epoch_seconds))
+        return ag_error(
+            "%s: metadata train.epoch_partial: expected \"batches loss tokens seconds\", got '%s'",
+            file, partial);
     return 0;
 }
 
@@ -491,14 +503,15 @@ static int parse_history(zoo_trainer *tr, const char *text, const char *file) {
         zoo_epoch_stats s;
         int used = 0;
         if (sscanf(p, "%lf %lf %lf%n", &s.loss, &s.tokens, &s.seconds, &used) != 3)
-            return ag_error("%s: metadata train.history: malformed at epoch %d", file, tr->n_hist + 1);
+            return ag_error("%s: metadata train.history: malformed at epoch %d", file,
+                            tr->n_hist + 1);
         if (push_hist(tr, s)) return -1;
         p = strchr(p + used, '\n');
         if (p) p++;
     }
     if (tr->n_hist != tr->epochs_done)
         return ag_error("%s: train.history has %d epochs, train.epochs_done says %d", file,
-                            tr->n_hist, tr->epochs_done);
+                        tr->n_hist, tr->epochs_done);
     return 0;
 }
 
@@ -522,7 +535,8 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
         nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))
         goto fail;
     if (epochs < 0 || epochs > 1000000) {
-        ag_error("%s: metadata train.epochs_done = %lld, expected 0 to 1000000", path, (long long)epochs);
+        ag_error("%s: metadata train.epochs_done = %lld, expected 0 to 1000000", path,
+                 (long long)epochs);
         goto fail;
     }
     tr->epochs_done = (int)epochs;
@@ -548,10 +562,12 @@ fail:
 }
 
 int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
-    int s = ds_vocab_size(ds_fra_vocab(data, DS_SRC)), t = ds_vocab_size(ds_fra_vocab(data, DS_TGT));
+    int s = ds_vocab_size(ds_fra_vocab(data, DS_SRC)),
+        t = ds_vocab_size(ds_fra_vocab(data, DS_TGT));
     if (s != tr->model->src_vocab || t != tr->model->tgt_vocab)
         return ag_error("the data gives vocabularies of %d / %d tokens, the checkpoint's "
-                            "model has %d / %d", s, t, tr->model->src_vocab, tr->model->tgt_vocab);
+                        "model has %d / %d",
+                        s, t, tr->model->src_vocab, tr->model->tgt_vocab);
     return 0;
 }
 

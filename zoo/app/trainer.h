@@ -33,8 +33,7 @@ extern "C" {
 void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in);
 /* MaskedSoftmaxCELoss: per-sequence loss (B,) = sum over t < tgt_len[b] of the cross-entropy
  * of logits (B, T, V) against tgt, divided by T (padded positions count in the divisor). */
-ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
-                         const int32_t *tgt_len);
+ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, const int32_t *tgt_len);
 
 /* ---- the data options of a run, typed (zoo/models/config.h) ----
  * One table over ds_fra_options serves the programs' data flags (--num-steps ...) and the
@@ -48,24 +47,24 @@ extern const int zoo_n_data_fields;
 int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only);
 
 typedef struct zoo_epoch_stats {
-    double loss;          /* sum of per-sequence losses / valid target tokens */
-    double tokens;        /* valid target tokens */
+    double loss;   /* sum of per-sequence losses / valid target tokens */
+    double tokens; /* valid target tokens */
     double seconds;
 } zoo_epoch_stats;
 
 typedef struct zoo_shard zoo_shard; /* one row range of every batch (trainer.c) */
 
 typedef struct zoo_trainer {
-    zoo_model *model;     /* owned */
-    optim *opt;           /* owned */
-    ag_tape *tape;        /* owned; shard 0's tape */
-    ag_rng rng;           /* seeds each shard's dropout stream, once per step */
-    int shards;           /* see zoo_trainer_set_shards */
-    zoo_shard *shard;     /* owned, `shards` entries */
+    zoo_model *model; /* owned */
+    optim *opt;       /* owned */
+    ag_tape *tape;    /* owned; shard 0's tape */
+    ag_rng rng;       /* seeds each shard's dropout stream, once per step */
+    int shards;       /* see zoo_trainer_set_shards */
+    zoo_shard *shard; /* owned, `shards` entries */
     int epochs_done;
     int n_hist, cap_hist;
     zoo_epoch_stats *hist; /* one per epoch done */
-    int64_t steps;        /* optimizer steps of the whole run */
+    int64_t steps;         /* optimizer steps of the whole run */
     /* The epoch under way when a run stopped inside it (all 0 at an epoch boundary): batches
      * done, their loss sum, valid tokens and seconds. A resumed run skips those batches of the
      * epoch's order, a function of (seed, epoch), and carries on with the same bits. */
@@ -74,25 +73,27 @@ typedef struct zoo_trainer {
 } zoo_trainer;
 
 typedef struct zoo_train_opts {
-    int epochs;              /* total epochs of the run (a resumed run counts those done) */
-    int64_t max_steps;       /* stop after this many steps of the whole run; 0: no limit */
-    double time_budget;      /* stop once this call has trained this many seconds; 0: none */
-    const char *checkpoint;  /* written at the end, at a stop and periodically; NULL: never */
-    int checkpoint_every;    /* also every N epochs; 0: none */
-    int64_t checkpoint_steps;   /* also every N steps; 0: none */
-    double checkpoint_minutes;  /* also every M minutes of training; 0: none */
-    const char *plots_dir;   /* loss.csv and loss.svg written at the end; NULL: none */
-    int log_every;           /* epochs between progress reports; 0: none */
-    int64_t log_steps;       /* also a progress line every N steps; 0: none */
-    FILE *log;               /* progress stream; redrawn in place when it is a terminal */
+    int epochs;                /* total epochs of the run (a resumed run counts those done) */
+    int64_t max_steps;         /* stop after this many steps of the whole run; 0: no limit */
+    double time_budget;        /* stop once this call has trained this many seconds; 0: none */
+    const char *checkpoint;    /* written at the end, at a stop and periodically; NULL: never */
+    int checkpoint_every;      /* also every N epochs; 0: none */
+    int64_t checkpoint_steps;  /* also every N steps; 0: none */
+    double checkpoint_minutes; /* also every M minutes of training; 0: none */
+    const char *plots_dir;     /* loss.csv and loss.svg written at the end; NULL: none */
+    int log_every;             /* epochs between progress reports; 0: none */
+    int64_t log_steps;         /* also a progress line every N steps; 0: none */
+    FILE *log;                 /* progress stream; redrawn in place when it is a terminal */
     /* Checked after every step: when *stop is set (e.g. by a SIGINT handler), the run saves and
      * returns ZOO_TRAIN_STOPPED. NULL: never. */
     volatile sig_atomic_t *stop;
 } zoo_train_opts;
 
 /* What zoo_train returns besides 0 (every epoch done) and -1 (an error). */
-enum { ZOO_TRAIN_LIMIT = 1,   /* max_steps or the time budget reached; the checkpoint saved */
-       ZOO_TRAIN_STOPPED = 2  /* *opts->stop was set; the checkpoint saved */ };
+enum {
+    ZOO_TRAIN_LIMIT = 1,  /* max_steps or the time budget reached; the checkpoint saved */
+    ZOO_TRAIN_STOPPED = 2 /* *opts->stop was set; the checkpoint saved */
+};
 
 /* A new run: takes ownership of model; Adam (PyTorch defaults) with lr and clipping by clip;
  * dropout RNG seeded from seed. NULL with ag_last_error(). */

@@ -16,8 +16,10 @@ ag_tensor *zoo_dot_attention_forward(const zoo_dot_attention *a, const nn_ctx *c
 int zoo_additive_attention_init(zoo_additive_attention *a, nn_params *ps, const char *prefix,
                                 int key_size, int query_size, int hiddens, double dropout) {
     char p[NN_NAME_MAX];
-    if (nn_linear_init(&a->W_k, ps, nn_join(p, sizeof p, prefix, "W_k"), key_size, hiddens, false) ||
-        nn_linear_init(&a->W_q, ps, nn_join(p, sizeof p, prefix, "W_q"), query_size, hiddens, false) ||
+    if (nn_linear_init(&a->W_k, ps, nn_join(p, sizeof p, prefix, "W_k"), key_size, hiddens,
+                       false) ||
+        nn_linear_init(&a->W_q, ps, nn_join(p, sizeof p, prefix, "W_q"), query_size, hiddens,
+                       false) ||
         nn_linear_init(&a->w_v, ps, nn_join(p, sizeof p, prefix, "w_v"), hiddens, 1, false))
         return -1;
     return nn_dropout_init(&a->dropout, dropout);
@@ -33,7 +35,8 @@ ag_tensor *zoo_additive_attention_attend(const zoo_additive_attention *a, const 
                                          const int32_t *valid_lens, int vl_ndim,
                                          ag_tensor **weights) {
     if (weights) *weights = NULL;
-    ag_tensor *scores = nn_additive_scores_forward(&a->w_v, c, nn_linear_forward(&a->W_q, c, q), keys);
+    ag_tensor *scores =
+        nn_additive_scores_forward(&a->w_v, c, nn_linear_forward(&a->W_q, c, q), keys);
     ag_tensor *w = ag_masked_softmax(c->tape, scores, valid_lens, vl_ndim);
     if (w && weights) *weights = w;
     return ag_matmul(c->tape, nn_dropout_forward(&a->dropout, c, w), v);
@@ -50,14 +53,16 @@ ag_tensor *zoo_additive_attention_forward(const zoo_additive_attention *a, const
 int zoo_mha_init(zoo_mha *m, nn_params *ps, const char *prefix, int key_size, int query_size,
                  int value_size, int hiddens, int heads, double dropout, bool bias) {
     if (heads < 1 || hiddens % heads)
-        return nn_params_fail(ps, "%s: hiddens %d is not a multiple of heads %d", prefix,
-                              hiddens, heads);
+        return nn_params_fail(ps, "%s: hiddens %d is not a multiple of heads %d", prefix, hiddens,
+                              heads);
     char p[NN_NAME_MAX];
     m->heads = heads;
     m->hiddens = hiddens;
-    if (nn_linear_init(&m->W_q, ps, nn_join(p, sizeof p, prefix, "W_q"), query_size, hiddens, bias) ||
+    if (nn_linear_init(&m->W_q, ps, nn_join(p, sizeof p, prefix, "W_q"), query_size, hiddens,
+                       bias) ||
         nn_linear_init(&m->W_k, ps, nn_join(p, sizeof p, prefix, "W_k"), key_size, hiddens, bias) ||
-        nn_linear_init(&m->W_v, ps, nn_join(p, sizeof p, prefix, "W_v"), value_size, hiddens, bias) ||
+        nn_linear_init(&m->W_v, ps, nn_join(p, sizeof p, prefix, "W_v"), value_size, hiddens,
+                       bias) ||
         nn_linear_init(&m->W_o, ps, nn_join(p, sizeof p, prefix, "W_o"), hiddens, hiddens, bias))
         return -1;
     return nn_attention_init(&m->attention, heads, dropout);
@@ -65,9 +70,9 @@ int zoo_mha_init(zoo_mha *m, nn_params *ps, const char *prefix, int key_size, in
 
 /* The projections, then the attention core (split into heads, scaled dot-product attention per
  * head, merge: one fused op that reads and writes the heads in place), then W_o. */
-ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
-                           ag_tensor *keys, ag_tensor *values, const int32_t *valid_lens,
-                           int vl_ndim, ag_tensor **weights) {
+ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries, ag_tensor *keys,
+                           ag_tensor *values, const int32_t *valid_lens, int vl_ndim,
+                           ag_tensor **weights) {
     ag_tensor *q = nn_linear_forward(&m->W_q, c, queries);
     ag_tensor *k = nn_linear_forward(&m->W_k, c, keys);
     ag_tensor *v = nn_linear_forward(&m->W_v, c, values);
@@ -76,10 +81,11 @@ ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries
 }
 
 ag_tensor *zoo_mha_attend_projected(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
-                                    ag_tensor *k_proj, ag_tensor *v_proj,
-                                    const int32_t *valid_lens, int vl_ndim, ag_tensor **weights) {
+                                    ag_tensor *k_proj, ag_tensor *v_proj, const int32_t *valid_lens,
+                                    int vl_ndim, ag_tensor **weights) {
     ag_tensor *q = nn_linear_forward(&m->W_q, c, queries);
-    ag_tensor *out = nn_attention_forward(&m->attention, c, q, k_proj, v_proj, valid_lens, vl_ndim, weights);
+    ag_tensor *out =
+        nn_attention_forward(&m->attention, c, q, k_proj, v_proj, valid_lens, vl_ndim, weights);
     return nn_linear_forward(&m->W_o, c, out);
 }
 
@@ -110,6 +116,7 @@ void *zoo_rows_move(ag_tape *t, const void *src, size_t src_stride, size_t len, 
                     size_t stride) {
     unsigned char *dst = ag_tape_alloc(t, stride * (size_t)cap);
     const unsigned char *from = src;
-    for (int i = 0; dst && i < n; i++) memcpy(dst + (size_t)i * stride, from + (size_t)i * src_stride, len);
+    for (int i = 0; dst && i < n; i++)
+        memcpy(dst + (size_t)i * stride, from + (size_t)i * src_stride, len);
     return dst;
 }

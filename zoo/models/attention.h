@@ -25,9 +25,9 @@ extern "C" {
  * trace) records nothing. Encoding fills enc_self; a decoding step fills dec_self and
  * dec_cross with that step's weights, rows b * heads + h. */
 typedef struct zoo_attn_trace {
-    ag_tensor **enc_self;   /* (B heads, Ts, Ts) */
-    ag_tensor **dec_self;   /* (B heads, 1, keys so far) */
-    ag_tensor **dec_cross;  /* (B heads, 1, Ts) */
+    ag_tensor **enc_self;  /* (B heads, Ts, Ts) */
+    ag_tensor **dec_self;  /* (B heads, 1, keys so far) */
+    ag_tensor **dec_cross; /* (B heads, 1, Ts) */
 } zoo_attn_trace;
 
 /* ---- scaled dot-product: softmax(Q K^T / sqrt(d)) V ------------------------------------- */
@@ -45,8 +45,8 @@ ag_tensor *zoo_dot_attention_forward(const zoo_dot_attention *a, const nn_ctx *c
 /* ---- additive (Bahdanau): w_v tanh(W_q q + W_k k) ---------------------------------------- */
 
 typedef struct zoo_additive_attention {
-    nn_linear W_k, W_q, w_v;  /* (H x key_size), (H x query_size), (1 x H), no bias */
-    nn_dropout dropout;       /* on the weights */
+    nn_linear W_k, W_q, w_v; /* (H x key_size), (H x query_size), (1 x H), no bias */
+    nn_dropout dropout;      /* on the weights */
 } zoo_additive_attention;
 
 /* Registers prefix.W_k.weight, prefix.W_q.weight, prefix.w_v.weight (d2l's order). */
@@ -86,15 +86,15 @@ int zoo_mha_init(zoo_mha *m, nn_params *ps, const char *prefix, int key_size, in
  * dot-product attention per head with row b's valid lengths for each of its heads, merge (d2l's
  * transpose_qkv, DotProductAttention, transpose_output: nn_attention_forward, one fused op);
  * W_o. *weights: (B * heads, Tq, Tk), row b * heads + h. */
-ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
-                           ag_tensor *keys, ag_tensor *values, const int32_t *valid_lens,
-                           int vl_ndim, ag_tensor **weights);
+ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries, ag_tensor *keys,
+                           ag_tensor *values, const int32_t *valid_lens, int vl_ndim,
+                           ag_tensor **weights);
 /* The same from keys and values already projected: k_proj = W_k keys (B, Tk, hiddens), v_proj =
  * W_v values (B, Tk, hiddens), e.g. a decoder's cache of them; only the queries are projected
  * here. zoo_mha_forward(q, k, v) = zoo_mha_attend_projected(q, W_k k, W_v v). */
 ag_tensor *zoo_mha_attend_projected(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
-                                    ag_tensor *k_proj, ag_tensor *v_proj,
-                                    const int32_t *valid_lens, int vl_ndim, ag_tensor **weights);
+                                    ag_tensor *k_proj, ag_tensor *v_proj, const int32_t *valid_lens,
+                                    int vl_ndim, ag_tensor **weights);
 
 /* ---- rows of a decoding state ------------------------------------------------------------
  * A model's decoding state keeps per-row buffers (encoder outputs, caches) that beam search

@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-const zoo_bahdanau_cfg zoo_bahdanau_default_cfg = {.embed = 32, .hiddens = 32, .layers = 2,
-                                                   .dropout = 0.1, .cell = ZOO_CELL_GRU};
+const zoo_bahdanau_cfg zoo_bahdanau_default_cfg = {
+    .embed = 32, .hiddens = 32, .layers = 2, .dropout = 0.1, .cell = ZOO_CELL_GRU};
 
 zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab) {
     zoo_bahdanau_cfg c = zoo_bahdanau_default_cfg;
@@ -36,11 +36,13 @@ int zoo_seq2seq_attn_decoder_init_cell(zoo_seq2seq_attn_decoder *d, nn_params *p
     d->layers = layers;
     if (zoo_additive_attention_init(&d->attention, ps, nn_join(p, sizeof p, prefix, "attention"),
                                     hiddens, hiddens, hiddens, dropout) ||
-        nn_embedding_init(&d->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab, embed) ||
-        zoo_rnn_init(&d->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), cell, embed + hiddens, hiddens,
-                     layers, dropout))
+        nn_embedding_init(&d->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab,
+                          embed) ||
+        zoo_rnn_init(&d->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), cell, embed + hiddens,
+                     hiddens, layers, dropout))
         return -1;
-    return nn_linear_init(&d->dense, ps, nn_join(p, sizeof p, prefix, "dense"), hiddens, vocab, true);
+    return nn_linear_init(&d->dense, ps, nn_join(p, sizeof p, prefix, "dense"), hiddens, vocab,
+                          true);
 }
 
 zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_state(const zoo_seq2seq_attn_decoder *d,
@@ -61,9 +63,11 @@ zoo_bahdanau_state *zoo_seq2seq_attn_decoder_init_rnn_state(const zoo_seq2seq_at
         enc_state->shape[0] != L || enc_state->shape[1] != enc_outputs->shape[1] ||
         enc_state->shape[2] != H) {
         char so[64], ss[64];
-        return ag_report(c->tape, "attention decoder: encoder outputs %s and state %s, expected "
-                                   "(Ts, B, %d) and (%d, B, %d)", ag_shape_str(enc_outputs, so, sizeof so),
-                                ag_shape_str(enc_state, ss, sizeof ss), H, L, H);
+        return ag_report(c->tape,
+                         "attention decoder: encoder outputs %s and state %s, expected "
+                         "(Ts, B, %d) and (%d, B, %d)",
+                         ag_shape_str(enc_outputs, so, sizeof so),
+                         ag_shape_str(enc_state, ss, sizeof ss), H, L, H);
     }
     const int Ts = enc_outputs->shape[0], B = enc_outputs->shape[1];
     /* Attended positions Tk = the longest valid length of the batch: every position j >= Tk is
@@ -116,12 +120,13 @@ ag_tensor *zoo_seq2seq_attn_decoder_attend(const zoo_seq2seq_attn_decoder *d, co
     if (query->ndim != 2 || query->shape[0] != B || query->shape[1] != H) {
         char sq[64];
         return ag_report(c->tape, "attention decoder: query %s, expected (B = %d, H = %d)",
-                                ag_shape_str(query, sq, sizeof sq), B, H);
+                         ag_shape_str(query, sq, sizeof sq), B, H);
     }
     /* context (B, 1, H) = dropout(masked_softmax(w_v tanh(W_q q + keys))) enc_out, one query
      * (B, 1, H) per row against the precomputed keys (B, Tk, H) */
-    ag_tensor *ctx = zoo_additive_attention_attend(&d->attention, c, ag_reshape(t, query, AG_SHAPE(B, 1, H)),
-                                                   s->keys, s->enc_out, s->enc_valid, 1, weights_out);
+    ag_tensor *ctx =
+        zoo_additive_attention_attend(&d->attention, c, ag_reshape(t, query, AG_SHAPE(B, 1, H)),
+                                      s->keys, s->enc_out, s->enc_valid, 1, weights_out);
     return ag_reshape(t, ctx, AG_SHAPE(B, H));
 }
 
@@ -130,8 +135,8 @@ ag_tensor *zoo_seq2seq_attn_decoder_attend(const zoo_seq2seq_attn_decoder *d, co
  * x = concat(context, e) (B, H + E); RNN step. Returns the new h[L-1] (B, H), or NULL (h
  * unchanged). *w gets the attention weights. */
 static ag_tensor *one_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
-                           const zoo_bahdanau_state *s, ag_tensor **h, ag_tensor **cs,
-                           ag_tensor *e, ag_tensor **w) {
+                           const zoo_bahdanau_state *s, ag_tensor **h, ag_tensor **cs, ag_tensor *e,
+                           ag_tensor **w) {
     ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(d, c, s, h[d->layers - 1], w);
     if (!ctx || !e) return NULL;
     ag_tensor *x = ag_concat(c->tape, 2, (ag_tensor *[]){ctx, e}, 1);
@@ -141,8 +146,10 @@ static ag_tensor *one_step(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
 static bool check_batch(const nn_ctx *c, const zoo_bahdanau_state *s, int B, int T,
                         const char *what) {
     if (B == s->B && T >= 1) return true;
-    ag_report(c->tape, "attention decoder %s: batch %d and %d steps, expected the state's "
-                        "batch %d and >= 1 step", what, B, T, s->B);
+    ag_report(c->tape,
+              "attention decoder %s: batch %d and %d steps, expected the state's "
+              "batch %d and >= 1 step",
+              what, B, T, s->B);
     return false;
 }
 
@@ -190,14 +197,16 @@ ag_tensor *zoo_seq2seq_attn_decoder_step(const zoo_seq2seq_attn_decoder *d, cons
     memcpy(cs, s->c, sizeof cs);
     ag_tensor *e = nn_embedding_forward(&d->embedding, c, tokens, AG_SHAPE(B)); /* (B, E) */
     ag_tensor *out = one_step(d, c, s, h, cs, e, weights);
-    ag_tensor *logits = nn_linear_forward(&d->dense, c, ag_reshape(t, out, AG_SHAPE(B, 1, d->hiddens)));
+    ag_tensor *logits =
+        nn_linear_forward(&d->dense, c, ag_reshape(t, out, AG_SHAPE(B, 1, d->hiddens)));
     if (!logits) return NULL;
     if (s->rows_cap) { /* s->h (s->c) are leaves over the row buffers: copy the new state in */
         for (int k = 0; k < d->layers; k++)
             for (int w = 0; w < (d->cell == ZOO_CELL_LSTM ? 2 : 1); w++) {
                 ag_tensor *v = ag_contiguous(t, w ? cs[k] : h[k]);
                 if (!v) return NULL;
-                memcpy((w ? s->c[k] : s->h[k])->data, v->data, sizeof(ag_real) * (size_t)B * d->hiddens);
+                memcpy((w ? s->c[k] : s->h[k])->data, v->data,
+                       sizeof(ag_real) * (size_t)B * d->hiddens);
             }
     } else {
         memcpy(s->h, h, sizeof s->h);
@@ -256,7 +265,8 @@ static int ensure_rows(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c, zoo_b
     size_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += row_bytes(d, s, i) * (size_t)cap;
     unsigned char *buf = ag_tape_alloc(t, bytes), *p = buf;
-    int32_t *lens = s->enc_valid ? zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, s->B, cap, sizeof *lens)
+    int32_t *lens = s->enc_valid ? zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, s->B,
+                                                 cap, sizeof *lens)
                                  : NULL;
     int32_t *src = zoo_rows_move(t, s->src_row, sizeof *src, sizeof *src, s->B, cap, sizeof *src);
     if (!buf || (s->enc_valid && !lens) || !src) return -1;
@@ -327,11 +337,12 @@ int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *c
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
         k->layers > ZOO_RNN_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1) ||
         (k->cell != ZOO_CELL_GRU && k->cell != ZOO_CELL_LSTM))
-        return nn_params_fail(ps, "bahdanau: bad config (vocab %d/%d, embed %d, hiddens %d, layers "
-                                  "%d, dropout %g, cell %d): sizes must be >= 1, layers <= %d, "
-                                  "0 <= dropout < 1, cell gru (%d) or lstm (%d)",
-                              k->src_vocab, k->tgt_vocab, k->embed, k->hiddens, k->layers, k->dropout,
-                              k->cell, ZOO_RNN_MAX_LAYERS, ZOO_CELL_GRU, ZOO_CELL_LSTM);
+        return nn_params_fail(ps,
+                              "bahdanau: bad config (vocab %d/%d, embed %d, hiddens %d, layers "
+                              "%d, dropout %g, cell %d): sizes must be >= 1, layers <= %d, "
+                              "0 <= dropout < 1, cell gru (%d) or lstm (%d)",
+                              k->src_vocab, k->tgt_vocab, k->embed, k->hiddens, k->layers,
+                              k->dropout, k->cell, ZOO_RNN_MAX_LAYERS, ZOO_CELL_GRU, ZOO_CELL_LSTM);
     if (zoo_seq2seq_encoder_init_cell(&bm->encoder, ps, "encoder", (zoo_cell)k->cell, k->src_vocab,
                                       k->embed, k->hiddens, k->layers, k->dropout))
         return -1;
@@ -356,6 +367,7 @@ ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zo
 ag_tensor *zoo_bahdanau_step(const zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
                              const int32_t *tokens, int B, const zoo_attn_trace *trace) {
     return bm ? zoo_seq2seq_attn_decoder_step(&bm->decoder, c, s, tokens, B,
-                                              trace && trace->dec_cross ? &trace->dec_cross[0] : NULL)
+                                              trace && trace->dec_cross ? &trace->dec_cross[0]
+                                                                        : NULL)
               : NULL;
 }

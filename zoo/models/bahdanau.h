@@ -64,11 +64,11 @@ extern "C" {
 
 typedef struct zoo_bahdanau_cfg {
     int src_vocab, tgt_vocab;
-    int embed;       /* E (32) */
-    int hiddens;     /* H (32) */
-    int layers;      /* GRU layers L of the encoder and of the decoder (2) */
-    double dropout;  /* between GRU layers and on the attention weights (0.1) */
-    int cell;        /* zoo_cell of both RNNs (ZOO_CELL_GRU) */
+    int embed;      /* E (32) */
+    int hiddens;    /* H (32) */
+    int layers;     /* GRU layers L of the encoder and of the decoder (2) */
+    double dropout; /* between GRU layers and on the attention weights (0.1) */
+    int cell;       /* zoo_cell of both RNNs (ZOO_CELL_GRU) */
 } zoo_bahdanau_cfg;
 
 /* docs/spec.md section 4's default configuration (vocabulary sizes 0), the one place it is written;
@@ -82,31 +82,31 @@ zoo_bahdanau_cfg zoo_bahdanau_defaults(int src_vocab, int tgt_vocab);
 
 /* What the decoder needs from the encoder, and where step decoding is; lives on the tape. */
 typedef struct zoo_bahdanau_state {
-    ag_tensor *enc_out;                   /* (B, Tk, H): the encoder outputs, batch first */
-    ag_tensor *keys;                      /* (B, Tk, H) = enc_out W_k^T, computed once */
-    int32_t *enc_valid;                   /* (B,) source valid lengths on the tape, or NULL */
-    int32_t *src_row;                     /* (B,) the source (encoded row) of each row */
-    ag_tensor *h0[ZOO_RNN_MAX_LAYERS];    /* the encoder's final state, layer k (B, H) */
-    ag_tensor *h[ZOO_RNN_MAX_LAYERS];     /* the decoder's state after `steps` steps (B, H) */
-    ag_tensor *c0[ZOO_RNN_MAX_LAYERS];    /* LSTM: the cell states likewise (NULL for a GRU) */
+    ag_tensor *enc_out;                /* (B, Tk, H): the encoder outputs, batch first */
+    ag_tensor *keys;                   /* (B, Tk, H) = enc_out W_k^T, computed once */
+    int32_t *enc_valid;                /* (B,) source valid lengths on the tape, or NULL */
+    int32_t *src_row;                  /* (B,) the source (encoded row) of each row */
+    ag_tensor *h0[ZOO_RNN_MAX_LAYERS]; /* the encoder's final state, layer k (B, H) */
+    ag_tensor *h[ZOO_RNN_MAX_LAYERS];  /* the decoder's state after `steps` steps (B, H) */
+    ag_tensor *c0[ZOO_RNN_MAX_LAYERS]; /* LSTM: the cell states likewise (NULL for a GRU) */
     ag_tensor *c[ZOO_RNN_MAX_LAYERS];
-    int B, Ts;                            /* batch, source steps */
-    int Tk;                               /* attended source positions (see init_state), <= Ts */
-    int steps;                            /* tokens decoded by the step function */
+    int B, Ts; /* batch, source steps */
+    int Tk;    /* attended source positions (see init_state), <= Ts */
+    int steps; /* tokens decoded by the step function */
     /* Rows for beam search (select, reserve): once made, the tensors above are leaves over
      * buf, (2, rows_cap, Tk, H) for enc_out and keys then (2, L, rows_cap, H) for h0 and h,
      * (then c0 and c for an LSTM), and enc_valid has room for rows_cap rows; a step copies the
      * new h (and c) into buf. */
-    int rows_cap;                         /* 0: not made */
+    int rows_cap; /* 0: not made */
     ag_real *buf;
     ag_tensor rows[2 + 4 * ZOO_RNN_MAX_LAYERS]; /* the leaves: enc_out, keys, h0[L], h[L], c0, c */
 } zoo_bahdanau_state;
 
 typedef struct zoo_seq2seq_attn_decoder {
-    zoo_additive_attention attention;  /* prefix.attention: AdditiveAttention(H, H, H, dropout) */
-    nn_embedding embedding;            /* prefix.embedding (vocab, E) */
-    zoo_rnn rnn;                       /* prefix.rnn: GRU or LSTM(E + H, H, L, dropout) */
-    nn_linear dense;                   /* prefix.dense: H -> vocab, with bias */
+    zoo_additive_attention attention; /* prefix.attention: AdditiveAttention(H, H, H, dropout) */
+    nn_embedding embedding;           /* prefix.embedding (vocab, E) */
+    zoo_rnn rnn;                      /* prefix.rnn: GRU or LSTM(E + H, H, L, dropout) */
+    nn_linear dense;                  /* prefix.dense: H -> vocab, with bias */
     int vocab, embed, hiddens, layers;
     zoo_cell cell;
 } zoo_seq2seq_attn_decoder;

@@ -22,12 +22,12 @@ static void *bm_encode(const zoo_model *m, const nn_ctx *c, const int32_t *src,
     (void)trace; /* no encoder attention */
     return zoo_bahdanau_encode(bm_of(m), c, src, src_len, B, Ts);
 }
-static ag_tensor *bm_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in, int B,
-                            int T) {
+static ag_tensor *bm_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in,
+                            int B, int T) {
     return zoo_bahdanau_decode(bm_of(m), c, s, dec_in, B, T);
 }
-static ag_tensor *bm_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens, int B,
-                          const zoo_attn_trace *trace) {
+static ag_tensor *bm_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens,
+                          int B, const zoo_attn_trace *trace) {
     return zoo_bahdanau_step(bm_of(m), c, s, tokens, B, trace);
 }
 static int bm_select(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *rows, int n) {
@@ -46,9 +46,13 @@ static void bm_free(zoo_model *m) {
     free(m);
 }
 
-static const zoo_model_ops bm_ops = {.encode = bm_encode, .decode = bm_decode, .step = bm_step,
-                                     .select = bm_select, .reserve = bm_reserve,
-                                     .attn_heads = bm_attn_heads, .free = bm_free};
+static const zoo_model_ops bm_ops = {.encode = bm_encode,
+                                     .decode = bm_decode,
+                                     .step = bm_step,
+                                     .select = bm_select,
+                                     .reserve = bm_reserve,
+                                     .attn_heads = bm_attn_heads,
+                                     .free = bm_free};
 
 static zoo_model *bm_create(const void *config, int src_vocab, int tgt_vocab) {
     bahdanau_model *m = calloc(1, sizeof *m);
@@ -62,8 +66,13 @@ static zoo_model *bm_create(const void *config, int src_vocab, int tgt_vocab) {
     zoo_bahdanau_cfg cfg = *(const zoo_bahdanau_cfg *)config;
     cfg.src_vocab = src_vocab;
     cfg.tgt_vocab = tgt_vocab;
-    m->base = (zoo_model){.ops = &bm_ops, .kind = &zoo_bahdanau_kind, .cfg = &m->bm.cfg, .ps = ps,
-                          .src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .layers = 1};
+    m->base = (zoo_model){.ops = &bm_ops,
+                          .kind = &zoo_bahdanau_kind,
+                          .cfg = &m->bm.cfg,
+                          .ps = ps,
+                          .src_vocab = src_vocab,
+                          .tgt_vocab = tgt_vocab,
+                          .layers = 1};
     if (zoo_bahdanau_init(&m->bm, ps, &cfg)) {
         bm_free(&m->base);
         return NULL;
@@ -75,9 +84,12 @@ static zoo_model *bm_create(const void *config, int src_vocab, int tgt_vocab) {
 static const zoo_field bm_fields[] = {
     {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size"},
     {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "GRU hidden size (also the attention's width)"},
-    {"layers", ZOO_INT, F(layers), 1, NN_GRU_MAX_LAYERS, "GRU layers in the encoder and in the decoder"},
-    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout between GRU layers and on the attention weights"},
-    {"cell", ZOO_CHOICE, F(cell), 0, 0, "gru|lstm: the recurrent cell of the encoder and the decoder"},
+    {"layers", ZOO_INT, F(layers), 1, NN_GRU_MAX_LAYERS,
+     "GRU layers in the encoder and in the decoder"},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99,
+     "dropout between GRU layers and on the attention weights"},
+    {"cell", ZOO_CHOICE, F(cell), 0, 0,
+     "gru|lstm: the recurrent cell of the encoder and the decoder"},
 };
 #undef F
 

@@ -50,20 +50,15 @@ const char *zoo_field_expects(const zoo_field *f, char *buf, size_t len) {
     shortest(f->max, hi, sizeof hi);
     if (f->type == ZOO_U64 && f->max >= 18446744073709551615.0)
         snprintf(buf, len, "an integer in [%s, 18446744073709551615]", lo);
-    else if (integral(f->type))
-        snprintf(buf, len, "an integer in [%s, %s]", lo, hi);
-    else if (f->type == ZOO_REAL)
-        snprintf(buf, len, "a number in [%s, %s]", lo, hi);
-    else if (f->type == ZOO_BOOL)
-        snprintf(buf, len, "0 or 1");
+    else if (integral(f->type)) snprintf(buf, len, "an integer in [%s, %s]", lo, hi);
+    else if (f->type == ZOO_REAL) snprintf(buf, len, "a number in [%s, %s]", lo, hi);
+    else if (f->type == ZOO_BOOL) snprintf(buf, len, "0 or 1");
     else if (f->type == ZOO_CHOICE) {
         char name[64];
         size_t at = (size_t)snprintf(buf, len, "one of");
         for (int i = 0; choice_name(f, i, name, sizeof name) && at < len; i++)
             at += (size_t)snprintf(buf + at, len - at, "%s %s", i ? "," : "", name);
-    }
-    else
-        snprintf(buf, len, f->type == ZOO_STR ? "a text" : "no value");
+    } else snprintf(buf, len, f->type == ZOO_STR ? "a text" : "no value");
     return buf;
 }
 
@@ -92,12 +87,8 @@ int zoo_field_parse(const zoo_field *f, void *obj, const char *text, const char 
     int64_t si = 0;
     uint64_t ui = 0;
     switch (f->type) {
-    case ZOO_STR:
-        *(const char **)dst = text;
-        return 0;
-    case ZOO_SWITCH:
-        *(int *)dst = 1;
-        return 0;
+    case ZOO_STR: *(const char **)dst = text; return 0;
+    case ZOO_SWITCH: *(int *)dst = 1; return 0;
     case ZOO_CHOICE: {
         char name[64];
         for (int i = 0; choice_name(f, i, name, sizeof name); i++)
@@ -156,9 +147,12 @@ char *zoo_field_format(const zoo_field *f, const void *obj, char *buf, size_t le
     case ZOO_REAL: shortest(*(const double *)src, buf, len); break;
     case ZOO_BOOL: snprintf(buf, len, "%d", *(const bool *)src ? 1 : 0); break;
     case ZOO_SWITCH: snprintf(buf, len, "%s", *(const int *)src ? "on" : "off"); break;
-    case ZOO_STR: snprintf(buf, len, "%s", *(const char *const *)src ? *(const char *const *)src : "(none)"); break;
+    case ZOO_STR:
+        snprintf(buf, len, "%s", *(const char *const *)src ? *(const char *const *)src : "(none)");
+        break;
     case ZOO_CHOICE:
-        if (!choice_name(f, *(const int *)src, buf, len)) snprintf(buf, len, "(choice %d)", *(const int *)src);
+        if (!choice_name(f, *(const int *)src, buf, len))
+            snprintf(buf, len, "(choice %d)", *(const int *)src);
         break;
     }
     return buf;

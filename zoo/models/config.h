@@ -40,10 +40,10 @@ typedef enum zoo_type {
 } zoo_type;
 
 typedef struct zoo_field {
-    const char *name;   /* flag "--name", checkpoint key "config.name" */
+    const char *name; /* flag "--name", checkpoint key "config.name" */
     zoo_type type;
-    size_t offset;      /* of the field in its struct */
-    double min, max;    /* accepted range, inclusive (numbers) */
+    size_t offset;   /* of the field in its struct */
+    double min, max; /* accepted range, inclusive (numbers) */
     const char *help;
 } zoo_field;
 

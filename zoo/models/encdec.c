@@ -28,10 +28,12 @@ int zoo_rnn_init(zoo_rnn *r, nn_params *ps, const char *prefix, zoo_cell cell, i
     r->cell = cell;
     r->layers = layers;
     r->hidden = hidden;
-    if (cell == ZOO_CELL_GRU) return nn_gru_init(&r->gru, ps, prefix, input_size, hidden, layers, dropout);
-    if (cell == ZOO_CELL_LSTM) return nn_lstm_init(&r->lstm, ps, prefix, input_size, hidden, layers, dropout);
-    return nn_params_fail(ps, "%s: unknown cell %d (gru %d, lstm %d)", prefix, (int)cell, ZOO_CELL_GRU,
-                          ZOO_CELL_LSTM);
+    if (cell == ZOO_CELL_GRU)
+        return nn_gru_init(&r->gru, ps, prefix, input_size, hidden, layers, dropout);
+    if (cell == ZOO_CELL_LSTM)
+        return nn_lstm_init(&r->lstm, ps, prefix, input_size, hidden, layers, dropout);
+    return nn_params_fail(ps, "%s: unknown cell %d (gru %d, lstm %d)", prefix, (int)cell,
+                          ZOO_CELL_GRU, ZOO_CELL_LSTM);
 }
 
 /* "(2, 4, 16)" or "(none)". */
@@ -44,12 +46,15 @@ static const char *shape_or_none(const ag_tensor *x, char *buf, size_t len) {
 }
 
 /* A GRU's state is h alone. Reports a c given to a GRU. */
-static bool gru_state_ok(const zoo_rnn *r, const nn_ctx *c, const char *what, ag_tensor *h, ag_tensor *cs) {
+static bool gru_state_ok(const zoo_rnn *r, const nn_ctx *c, const char *what, ag_tensor *h,
+                         ag_tensor *cs) {
     if (r->cell != ZOO_CELL_GRU || !cs) return true;
     char sh[64], sc[64];
-    ag_report(c->tape, "%s: state h %s and c %s given to a GRU, whose state is one tensor h "
-                       "[%d, B, %d] (an LSTM's state?)", what, shape_or_none(h, sh, sizeof sh),
-              ag_shape_str(cs, sc, sizeof sc), r->layers, r->hidden);
+    ag_report(c->tape,
+              "%s: state h %s and c %s given to a GRU, whose state is one tensor h "
+              "[%d, B, %d] (an LSTM's state?)",
+              what, shape_or_none(h, sh, sizeof sh), ag_shape_str(cs, sc, sizeof sc), r->layers,
+              r->hidden);
     return false;
 }
 
@@ -63,9 +68,11 @@ ag_tensor *zoo_rnn_forward(const zoo_rnn *r, const nn_ctx *c, ag_tensor *x, ag_t
     return nn_gru_forward(&r->gru, c, x, h0, h_out);
 }
 
-ag_tensor *zoo_rnn_step(const zoo_rnn *r, const nn_ctx *c, ag_tensor *x, ag_tensor **h, ag_tensor **cs) {
+ag_tensor *zoo_rnn_step(const zoo_rnn *r, const nn_ctx *c, ag_tensor *x, ag_tensor **h,
+                        ag_tensor **cs) {
     if (!r) return NULL;
-    return r->cell == ZOO_CELL_LSTM ? nn_lstm_step(&r->lstm, c, x, h, cs) : nn_gru_step(&r->gru, c, x, h);
+    return r->cell == ZOO_CELL_LSTM ? nn_lstm_step(&r->lstm, c, x, h, cs)
+                                    : nn_gru_step(&r->gru, c, x, h);
 }
 
 int zoo_rnn_state_split(const zoo_rnn *r, const nn_ctx *c, const char *what, ag_tensor *h,
@@ -75,19 +82,23 @@ int zoo_rnn_state_split(const zoo_rnn *r, const nn_ctx *c, const char *what, ag_
         return gru_state_ok(r, c, what, h, cs) ? nn_gru_state_split(&r->gru, c, h, hp) : -1;
     if (!cs) {
         char sh[64]; /* e.g. a GRU's state */
-        ag_report(c->tape, "%s: state h %s and c (none) given to an LSTM, whose state is two "
-                           "tensors (h, c), each [%d, B, %d] (a GRU's state?)",
+        ag_report(c->tape,
+                  "%s: state h %s and c (none) given to an LSTM, whose state is two "
+                  "tensors (h, c), each [%d, B, %d] (a GRU's state?)",
                   what, ag_shape_str(h, sh, sizeof sh), r->layers, r->hidden);
         return -1;
     }
     if (cs->ndim != h->ndim || memcmp(cs->shape, h->shape, sizeof(int) * (size_t)h->ndim)) {
         char sh[64], sc[64];
-        ag_report(c->tape, "%s: state h %s and c %s given to an LSTM, expected two tensors of "
-                           "one shape [%d, B, %d]", what, ag_shape_str(h, sh, sizeof sh),
-                  ag_shape_str(cs, sc, sizeof sc), r->layers, r->hidden);
+        ag_report(c->tape,
+                  "%s: state h %s and c %s given to an LSTM, expected two tensors of "
+                  "one shape [%d, B, %d]",
+                  what, ag_shape_str(h, sh, sizeof sh), ag_shape_str(cs, sc, sizeof sc), r->layers,
+                  r->hidden);
         return -1;
     }
-    if (nn_lstm_state_split(&r->lstm, c, h, hp) || nn_lstm_state_split(&r->lstm, c, cs, cp)) return -1;
+    if (nn_lstm_state_split(&r->lstm, c, h, hp) || nn_lstm_state_split(&r->lstm, c, cs, cp))
+        return -1;
     return 0;
 }
 
@@ -104,24 +115,27 @@ int zoo_seq2seq_encoder_init_cell(zoo_seq2seq_encoder *e, nn_params *ps, const c
                                   double dropout) {
     char p[NN_NAME_MAX];
     memset(e, 0, sizeof *e);
-    if (nn_embedding_init(&e->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab, embed))
+    if (nn_embedding_init(&e->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab,
+                          embed))
         return -1;
     return zoo_rnn_init(&e->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), cell, embed, hiddens,
                         layers, dropout);
 }
 
-int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix,
-                             int vocab, int embed, int hiddens, int layers, double dropout) {
-    return zoo_seq2seq_encoder_init_cell(e, ps, prefix, ZOO_CELL_GRU, vocab, embed, hiddens,
-                                         layers, dropout);
+int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix, int vocab,
+                             int embed, int hiddens, int layers, double dropout) {
+    return zoo_seq2seq_encoder_init_cell(e, ps, prefix, ZOO_CELL_GRU, vocab, embed, hiddens, layers,
+                                         dropout);
 }
 
 ag_tensor *zoo_seq2seq_encoder_run(const zoo_seq2seq_encoder *e, const nn_ctx *c,
-                                   const int32_t *src, int B, int T, ag_tensor **h, ag_tensor **cs) {
+                                   const int32_t *src, int B, int T, ag_tensor **h,
+                                   ag_tensor **cs) {
     if (h) *h = NULL;
     if (cs) *cs = NULL;
     if (!e || !c || !src) return NULL;
-    if (B < 1 || T < 1) return ag_report(c->tape, "seq2seq encoder: source (B = %d, T = %d), expected >= 1", B, T);
+    if (B < 1 || T < 1)
+        return ag_report(c->tape, "seq2seq encoder: source (B = %d, T = %d), expected >= 1", B, T);
     const int32_t *ids = zoo_time_major(c->tape, src, B, T);
     if (!ids) return NULL;
     /* (T, B, E) -> outputs (T, B, H), state (L, B, H); the padded positions go through too */
@@ -145,14 +159,17 @@ int zoo_seq2seq_decoder_init(zoo_seq2seq_decoder *d, nn_params *ps, const char *
                              double dropout) {
     char p[NN_NAME_MAX];
     memset(d, 0, sizeof *d);
-    *d = (zoo_seq2seq_decoder){.cell = cell, .vocab = vocab, .embed = embed, .hiddens = hiddens,
-                               .layers = layers};
+    *d = (zoo_seq2seq_decoder){
+        .cell = cell, .vocab = vocab, .embed = embed, .hiddens = hiddens, .layers = layers};
     /* the book's GRU reads the context after the embedding: E + H inputs */
     const int in = cell == ZOO_CELL_GRU ? embed + hiddens : embed;
-    if (nn_embedding_init(&d->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab, embed) ||
-        zoo_rnn_init(&d->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), cell, in, hiddens, layers, dropout))
+    if (nn_embedding_init(&d->embedding, ps, nn_join(p, sizeof p, prefix, "embedding"), vocab,
+                          embed) ||
+        zoo_rnn_init(&d->rnn, ps, nn_join(p, sizeof p, prefix, "rnn"), cell, in, hiddens, layers,
+                     dropout))
         return -1;
-    return nn_linear_init(&d->dense, ps, nn_join(p, sizeof p, prefix, "dense"), hiddens, vocab, true);
+    return nn_linear_init(&d->dense, ps, nn_join(p, sizeof p, prefix, "dense"), hiddens, vocab,
+                          true);
 }
 
 zoo_encdec_state *zoo_seq2seq_decoder_init_state(const zoo_seq2seq_decoder *d, const nn_ctx *c,
@@ -175,10 +192,13 @@ zoo_encdec_state *zoo_seq2seq_decoder_init_state(const zoo_seq2seq_decoder *d, c
     return s;
 }
 
-static bool check_batch(const nn_ctx *c, const zoo_encdec_state *s, int B, int T, const char *what) {
+static bool check_batch(const nn_ctx *c, const zoo_encdec_state *s, int B, int T,
+                        const char *what) {
     if (B == s->B && T >= 1) return true;
-    ag_report(c->tape, "seq2seq decoder %s: batch %d and %d steps, expected the state's "
-                       "batch %d and >= 1 step", what, B, T, s->B);
+    ag_report(c->tape,
+              "seq2seq decoder %s: batch %d and %d steps, expected the state's "
+              "batch %d and >= 1 step",
+              what, B, T, s->B);
     return false;
 }
 
@@ -199,7 +219,9 @@ ag_tensor *zoo_seq2seq_decoder_forward(const zoo_seq2seq_decoder *d, const nn_ct
     }
     /* the encoder's state; once the rows moved (select), joined from the pieces */
     ag_tensor *h0 = s->h0_all ? s->h0_all : rnn_join(&d->rnn, c, s->h0);
-    ag_tensor *c0 = d->cell != ZOO_CELL_LSTM ? NULL : s->c0_all ? s->c0_all : rnn_join(&d->rnn, c, s->c0);
+    ag_tensor *c0 = d->cell != ZOO_CELL_LSTM ? NULL
+                    : s->c0_all              ? s->c0_all
+                                             : rnn_join(&d->rnn, c, s->c0);
     if (!x || !h0 || (d->cell == ZOO_CELL_LSTM && !c0)) return NULL;
     ag_tensor *out = zoo_rnn_forward(&d->rnn, c, x, h0, c0, NULL, NULL); /* (T, B, H) */
     /* dense on all outputs at once: (B, T, H) -> (B, T, V) */
@@ -247,7 +269,8 @@ ag_tensor *zoo_seq2seq_decoder_step(const zoo_seq2seq_decoder *d, const nn_ctx *
 
 /* The state's pieces in buffer order (h0[L], c0[L] for an LSTM, h[L], c[L] for an LSTM) into
  * x; *n_src gets how many of them follow the source (h0, c0). Returns how many. */
-static int state_tensors(const zoo_seq2seq_decoder *d, zoo_encdec_state *s, ag_tensor ***x, int *n_src) {
+static int state_tensors(const zoo_seq2seq_decoder *d, zoo_encdec_state *s, ag_tensor ***x,
+                         int *n_src) {
     const int L = d->layers;
     const bool lstm = d->cell == ZOO_CELL_LSTM;
     int n = 0;
@@ -269,7 +292,8 @@ static void set_rows(const zoo_seq2seq_decoder *d, zoo_encdec_state *s) {
     }
 }
 
-static int ensure_rows(const zoo_seq2seq_decoder *d, const nn_ctx *c, zoo_encdec_state *s, int rows) {
+static int ensure_rows(const zoo_seq2seq_decoder *d, const nn_ctx *c, zoo_encdec_state *s,
+                       int rows) {
     if (rows <= s->rows_cap) return 0;
     ag_tape *t = c->tape;
     ag_tensor **x[4 * ZOO_RNN_MAX_LAYERS];
@@ -326,7 +350,8 @@ int zoo_seq2seq_decoder_select(const zoo_seq2seq_decoder *d, const nn_ctx *c, zo
     if (!same) return -1;
     zoo_rows_same_source(s->src_row, s->B, rows, n, same);
     for (int i = 0; i < m; i++) /* h0, c0 follow the source, h, c the row */
-        if (zoo_rows_gather(t, (*x[i])->data, row, row, rows, n, i < n_src ? same : NULL)) return -1;
+        if (zoo_rows_gather(t, (*x[i])->data, row, row, rows, n, i < n_src ? same : NULL))
+            return -1;
     if (zoo_rows_gather(t, s->src_row, I, I, rows, n, same)) return -1;
     s->B = n;
     set_rows(d, s);
@@ -335,8 +360,8 @@ int zoo_seq2seq_decoder_select(const zoo_seq2seq_decoder *d, const nn_ctx *c, zo
 
 /* ---- the model ---- */
 
-const zoo_encdec_cfg zoo_encdec_default_cfg = {.cell = ZOO_CELL_LSTM, .embed = 32, .hiddens = 32,
-                                               .layers = 2, .dropout = 0.1};
+const zoo_encdec_cfg zoo_encdec_default_cfg = {
+    .cell = ZOO_CELL_LSTM, .embed = 32, .hiddens = 32, .layers = 2, .dropout = 0.1};
 
 zoo_encdec_cfg zoo_encdec_defaults(int src_vocab, int tgt_vocab) {
     zoo_encdec_cfg c = zoo_encdec_default_cfg;
@@ -352,9 +377,10 @@ int zoo_encdec_init(zoo_encdec *ed, nn_params *ps, const zoo_encdec_cfg *cfg) {
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
         k->layers > ZOO_RNN_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1) ||
         (k->cell != ZOO_CELL_GRU && k->cell != ZOO_CELL_LSTM))
-        return nn_params_fail(ps, "seq2seq: bad config (vocab %d/%d, cell %d, embed %d, hiddens %d, "
-                                  "layers %d, dropout %g): sizes must be >= 1, layers <= %d, "
-                                  "0 <= dropout < 1, cell gru (%d) or lstm (%d)",
+        return nn_params_fail(ps,
+                              "seq2seq: bad config (vocab %d/%d, cell %d, embed %d, hiddens %d, "
+                              "layers %d, dropout %g): sizes must be >= 1, layers <= %d, "
+                              "0 <= dropout < 1, cell gru (%d) or lstm (%d)",
                               k->src_vocab, k->tgt_vocab, k->cell, k->embed, k->hiddens, k->layers,
                               k->dropout, ZOO_RNN_MAX_LAYERS, ZOO_CELL_GRU, ZOO_CELL_LSTM);
     if (zoo_seq2seq_encoder_init_cell(&ed->encoder, ps, "encoder", (zoo_cell)k->cell, k->src_vocab,

@@ -55,7 +55,8 @@ extern "C" {
 /* The order of the names of a ZOO_CHOICE "cell" field: "gru|lstm: ...". */
 typedef enum zoo_cell { ZOO_CELL_GRU = 0, ZOO_CELL_LSTM = 1 } zoo_cell;
 
-#define ZOO_RNN_MAX_LAYERS (NN_GRU_MAX_LAYERS < NN_LSTM_MAX_LAYERS ? NN_GRU_MAX_LAYERS : NN_LSTM_MAX_LAYERS)
+#define ZOO_RNN_MAX_LAYERS                                                                         \
+    (NN_GRU_MAX_LAYERS < NN_LSTM_MAX_LAYERS ? NN_GRU_MAX_LAYERS : NN_LSTM_MAX_LAYERS)
 
 /* "gru" or "lstm" ("?" for another value). */
 const char *zoo_cell_name(zoo_cell cell);
@@ -94,13 +95,13 @@ int zoo_rnn_state_split(const zoo_rnn *r, const nn_ctx *c, const char *what, ag_
 /* ---- encoder (d2l's Seq2SeqEncoder) ---- */
 
 typedef struct zoo_seq2seq_encoder {
-    nn_embedding embedding;  /* prefix.embedding (vocab, E) */
-    zoo_rnn rnn;             /* prefix.rnn: GRU or LSTM(E, H, L, dropout) */
+    nn_embedding embedding; /* prefix.embedding (vocab, E) */
+    zoo_rnn rnn;            /* prefix.rnn: GRU or LSTM(E, H, L, dropout) */
 } zoo_seq2seq_encoder;
 
 /* Registers prefix.embedding.weight then prefix.rnn.*, a GRU. Returns 0 or -1. */
-int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix,
-                             int vocab, int embed, int hiddens, int layers, double dropout);
+int zoo_seq2seq_encoder_init(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix, int vocab,
+                             int embed, int hiddens, int layers, double dropout);
 /* The same with the cell given. */
 int zoo_seq2seq_encoder_init_cell(zoo_seq2seq_encoder *e, nn_params *ps, const char *prefix,
                                   zoo_cell cell, int vocab, int embed, int hiddens, int layers,
@@ -119,13 +120,13 @@ ag_tensor *zoo_seq2seq_encoder_run(const zoo_seq2seq_encoder *e, const nn_ctx *c
 
 /* The decoder's state, on the tape. */
 typedef struct zoo_encdec_state {
-    ag_tensor *h0[ZOO_RNN_MAX_LAYERS];  /* the encoder's final state, layer k (B, H) */
-    ag_tensor *c0[ZOO_RNN_MAX_LAYERS];  /* its cell state (LSTM; NULL for a GRU) */
-    ag_tensor *h[ZOO_RNN_MAX_LAYERS];   /* the decoder's state after `steps` steps */
+    ag_tensor *h0[ZOO_RNN_MAX_LAYERS]; /* the encoder's final state, layer k (B, H) */
+    ag_tensor *c0[ZOO_RNN_MAX_LAYERS]; /* its cell state (LSTM; NULL for a GRU) */
+    ag_tensor *h[ZOO_RNN_MAX_LAYERS];  /* the decoder's state after `steps` steps */
     ag_tensor *c[ZOO_RNN_MAX_LAYERS];
-    ag_tensor *h0_all, *c0_all;         /* the encoder's state as given (L, B, H), or NULL
+    ag_tensor *h0_all, *c0_all; /* the encoder's state as given (L, B, H), or NULL
                                          * once the rows moved (the pieces are joined then) */
-    int32_t *src_row;                   /* (B,) the source (encoded row) of each row */
+    int32_t *src_row;           /* (B,) the source (encoded row) of each row */
     int B, steps;
     /* Row buffers for beam search (select, reserve), as zoo_bahdanau_state: once made, the
      * pieces above are leaves over buf: h0[L], c0[L], h[L], c[L] blocks of rows_cap rows. */
@@ -135,9 +136,9 @@ typedef struct zoo_encdec_state {
 } zoo_encdec_state;
 
 typedef struct zoo_seq2seq_decoder {
-    nn_embedding embedding;  /* prefix.embedding (vocab, E) */
-    zoo_rnn rnn;             /* prefix.rnn: LSTM(E, H, L) or GRU(E + H, H, L) */
-    nn_linear dense;         /* prefix.dense: H -> vocab, with bias */
+    nn_embedding embedding; /* prefix.embedding (vocab, E) */
+    zoo_rnn rnn;            /* prefix.rnn: LSTM(E, H, L) or GRU(E + H, H, L) */
+    nn_linear dense;        /* prefix.dense: H -> vocab, with bias */
     zoo_cell cell;
     int vocab, embed, hiddens, layers;
 } zoo_seq2seq_decoder;
@@ -171,11 +172,11 @@ int zoo_seq2seq_decoder_reserve(const zoo_seq2seq_decoder *d, const nn_ctx *c, z
 
 typedef struct zoo_encdec_cfg {
     int src_vocab, tgt_vocab;
-    int cell;        /* zoo_cell of both RNNs (LSTM) */
-    int embed;       /* E (32) */
-    int hiddens;     /* H (32) */
-    int layers;      /* L (2) */
-    double dropout;  /* between RNN layers (0.1) */
+    int cell;       /* zoo_cell of both RNNs (LSTM) */
+    int embed;      /* E (32) */
+    int hiddens;    /* H (32) */
+    int layers;     /* L (2) */
+    double dropout; /* between RNN layers (0.1) */
 } zoo_encdec_cfg;
 
 /* docs/spec.md section 7's default configuration (vocabulary sizes 0). */

@@ -46,9 +46,13 @@ static void ed_free(zoo_model *m) {
     free(m);
 }
 
-static const zoo_model_ops ed_ops = {.encode = ed_encode, .decode = ed_decode, .step = ed_step,
-                                     .select = ed_select, .reserve = ed_reserve,
-                                     .attn_heads = ed_attn_heads, .free = ed_free};
+static const zoo_model_ops ed_ops = {.encode = ed_encode,
+                                     .decode = ed_decode,
+                                     .step = ed_step,
+                                     .select = ed_select,
+                                     .reserve = ed_reserve,
+                                     .attn_heads = ed_attn_heads,
+                                     .free = ed_free};
 
 static zoo_model *ed_create(const void *config, int src_vocab, int tgt_vocab) {
     encdec_model *m = calloc(1, sizeof *m);
@@ -62,8 +66,13 @@ static zoo_model *ed_create(const void *config, int src_vocab, int tgt_vocab) {
     zoo_encdec_cfg cfg = *(const zoo_encdec_cfg *)config;
     cfg.src_vocab = src_vocab;
     cfg.tgt_vocab = tgt_vocab;
-    m->base = (zoo_model){.ops = &ed_ops, .kind = &zoo_encdec_kind, .cfg = &m->ed.cfg, .ps = ps,
-                          .src_vocab = src_vocab, .tgt_vocab = tgt_vocab, .layers = 0};
+    m->base = (zoo_model){.ops = &ed_ops,
+                          .kind = &zoo_encdec_kind,
+                          .cfg = &m->ed.cfg,
+                          .ps = ps,
+                          .src_vocab = src_vocab,
+                          .tgt_vocab = tgt_vocab,
+                          .layers = 0};
     if (zoo_encdec_init(&m->ed, ps, &cfg)) {
         ed_free(&m->base);
         return NULL;
@@ -75,9 +84,11 @@ static zoo_model *ed_create(const void *config, int src_vocab, int tgt_vocab) {
 static const zoo_field ed_fields[] = {
     {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size"},
     {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "RNN hidden size"},
-    {"layers", ZOO_INT, F(layers), 1, ZOO_RNN_MAX_LAYERS, "RNN layers in the encoder and in the decoder"},
+    {"layers", ZOO_INT, F(layers), 1, ZOO_RNN_MAX_LAYERS,
+     "RNN layers in the encoder and in the decoder"},
     {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout between RNN layers"},
-    {"cell", ZOO_CHOICE, F(cell), 0, 0, "gru|lstm: the recurrent cell of the encoder and the decoder"},
+    {"cell", ZOO_CHOICE, F(cell), 0, 0,
+     "gru|lstm: the recurrent cell of the encoder and the decoder"},
 };
 #undef F
 

@@ -3,8 +3,8 @@
 
 #include <stdio.h>
 
-zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab,
-                         int tgt_vocab, uint64_t seed) {
+zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab, int tgt_vocab,
+                         uint64_t seed) {
     zoo_model *m = kind->create(cfg ? cfg : kind->defaults, src_vocab, tgt_vocab);
     if (!m) return NULL;
     if (nn_params_finalize(m->ps, seed)) {

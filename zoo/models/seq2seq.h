@@ -28,7 +28,11 @@ extern "C" {
 
 typedef struct zoo_model zoo_model;
 
-typedef enum zoo_attn_kind { ZOO_ATTN_ENC_SELF, ZOO_ATTN_DEC_SELF, ZOO_ATTN_DEC_CROSS } zoo_attn_kind;
+typedef enum zoo_attn_kind {
+    ZOO_ATTN_ENC_SELF,
+    ZOO_ATTN_DEC_SELF,
+    ZOO_ATTN_DEC_CROSS
+} zoo_attn_kind;
 
 /* A model's functions. The state encode returns lives on c->tape (freed by its reset) and has
  * B rows, one per source.
@@ -50,8 +54,8 @@ typedef enum zoo_attn_kind { ZOO_ATTN_ENC_SELF, ZOO_ATTN_DEC_SELF, ZOO_ATTN_DEC_
  *     state = encode(...); reserve(state, max_rows, max_steps); mark = ag_tape_mark(t);
  *     loop { y = step(state, ...); read y; ag_tape_rewind(t, mark); select(state, ...); } */
 typedef struct zoo_model_ops {
-    void *(*encode)(const zoo_model *m, const nn_ctx *c, const int32_t *src,
-                    const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace);
+    void *(*encode)(const zoo_model *m, const nn_ctx *c, const int32_t *src, const int32_t *src_len,
+                    int B, int Ts, const zoo_attn_trace *trace);
     ag_tensor *(*decode)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
                          int B, int T);
     ag_tensor *(*step)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *tokens,
@@ -66,13 +70,13 @@ typedef struct zoo_model_ops {
 } zoo_model_ops;
 
 typedef struct zoo_model_kind {
-    const char *name;          /* "transformer": checkpoint metadata tapegrad.model */
-    const char *program;       /* "transformer_nmt" */
-    const zoo_field *config;   /* the fields of the config a user sets (see config.h) */
+    const char *name;        /* "transformer": checkpoint metadata tapegrad.model */
+    const char *program;     /* "transformer_nmt" */
+    const zoo_field *config; /* the fields of the config a user sets (see config.h) */
     int n_config;
-    size_t config_size;        /* sizeof the config struct */
-    const void *defaults;      /* the config's defaults (docs/spec.md) */
-    int epochs;                /* trainer defaults (docs/spec.md) */
+    size_t config_size;   /* sizeof the config struct */
+    const void *defaults; /* the config's defaults (docs/spec.md) */
+    int epochs;           /* trainer defaults (docs/spec.md) */
     double lr;
     /* Builds and registers a model in a new store, not finalized; cfg points to a config of
      * this kind. NULL with ag_last_error(). */
@@ -86,7 +90,7 @@ typedef struct zoo_model_kind {
 struct zoo_model {
     const zoo_model_ops *ops;
     const zoo_model_kind *kind;
-    const void *cfg;           /* its config (kind->config_size bytes), owned by the model */
+    const void *cfg; /* its config (kind->config_size bytes), owned by the model */
     nn_params *ps;
     int src_vocab, tgt_vocab, layers;
 };
@@ -96,8 +100,8 @@ extern const zoo_model_kind zoo_bahdanau_kind;
 
 /* Creates a model of `kind` from cfg (a config of that kind; NULL: its defaults) and
  * finalizes its store from seed. NULL with ag_last_error(). */
-zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab,
-                         int tgt_vocab, uint64_t seed);
+zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab, int tgt_vocab,
+                         uint64_t seed);
 void zoo_model_free(zoo_model *m);
 
 /* Sets the field `name` of cfg (a config of kind k) from text, strictly (config.h). Returns 0,

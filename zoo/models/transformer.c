@@ -8,9 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-const zoo_transformer_cfg zoo_transformer_default_cfg = {
-    .hiddens = 32, .ffn_hiddens = 64, .heads = 4, .layers = 2, .dropout = 0.1, .max_len = 1000,
-    .d2l_step_positions = false};
+const zoo_transformer_cfg zoo_transformer_default_cfg = {.hiddens = 32,
+                                                         .ffn_hiddens = 64,
+                                                         .heads = 4,
+                                                         .layers = 2,
+                                                         .dropout = 0.1,
+                                                         .max_len = 1000,
+                                                         .d2l_step_positions = false};
 
 zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab) {
     zoo_transformer_cfg c = zoo_transformer_default_cfg;
@@ -24,7 +28,8 @@ zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab) {
 int zoo_pos_encoding_init(zoo_pos_encoding *pe, int hiddens, double dropout, int max_len) {
     memset(pe, 0, sizeof *pe);
     if (hiddens < 1 || max_len < 1)
-        return ag_error("positional encoding: hiddens %d and max_len %d must be >= 1", hiddens, max_len);
+        return ag_error("positional encoding: hiddens %d and max_len %d must be >= 1", hiddens,
+                        max_len);
     if (nn_dropout_init(&pe->dropout, dropout)) return -1;
     pe->P = malloc(sizeof *pe->P * (size_t)max_len * hiddens);
     if (!pe->P) return ag_error("positional encoding: out of memory");
@@ -51,7 +56,8 @@ ag_tensor *zoo_pos_encoding_forward(const zoo_pos_encoding *pe, const nn_ctx *c,
     int T = x->shape[1], H = x->shape[2];
     if (H != pe->hiddens || offset < 0 || offset + T > pe->max_len) {
         ag_error("positional encoding: positions [%d, %d) of width %d exceed the table "
-                     "(%d x %d)", offset, offset + T, H, pe->max_len, pe->hiddens);
+                 "(%d x %d)",
+                 offset, offset + T, H, pe->max_len, pe->hiddens);
         return NULL;
     }
     ag_tensor *p = ag_tensor_from(c->tape, AG_SHAPE(T, H), pe->P + (size_t)offset * H);
@@ -62,8 +68,10 @@ ag_tensor *zoo_pos_encoding_forward(const zoo_pos_encoding *pe, const nn_ctx *c,
 
 int zoo_ffn_init(zoo_ffn *f, nn_params *ps, const char *prefix, int in, int hiddens, int out) {
     char p[NN_NAME_MAX];
-    return nn_linear_init(&f->dense1, ps, nn_join(p, sizeof p, prefix, "dense1"), in, hiddens, true) ||
-                   nn_linear_init(&f->dense2, ps, nn_join(p, sizeof p, prefix, "dense2"), hiddens, out, true)
+    return nn_linear_init(&f->dense1, ps, nn_join(p, sizeof p, prefix, "dense1"), in, hiddens,
+                          true) ||
+                   nn_linear_init(&f->dense2, ps, nn_join(p, sizeof p, prefix, "dense2"), hiddens,
+                                  out, true)
                ? -1
                : 0;
 }
@@ -72,8 +80,8 @@ ag_tensor *zoo_ffn_forward(const zoo_ffn *f, const nn_ctx *c, ag_tensor *x) {
     return nn_linear_forward(&f->dense2, c, ag_relu(c->tape, nn_linear_forward(&f->dense1, c, x)));
 }
 
-int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim,
-                     const int *shape, double dropout) {
+int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim, const int *shape,
+                     double dropout) {
     char p[NN_NAME_MAX];
     if (nn_dropout_init(&a->dropout, dropout)) return -1;
     return nn_layer_norm_init(&a->ln, ps, nn_join(p, sizeof p, prefix, "ln"), ndim, shape,
@@ -105,8 +113,8 @@ int zoo_encoder_block_init(zoo_encoder_block *b, nn_params *ps, const char *pref
 
 ag_tensor *zoo_encoder_block_forward(const zoo_encoder_block *b, const nn_ctx *c, ag_tensor *x,
                                      const int32_t *valid_lens, ag_tensor **weights) {
-    ag_tensor *y = zoo_addnorm_forward(&b->addnorm1, c, x,
-                                       zoo_mha_forward(&b->attention, c, x, x, x, valid_lens, 1, weights));
+    ag_tensor *y = zoo_addnorm_forward(
+        &b->addnorm1, c, x, zoo_mha_forward(&b->attention, c, x, x, x, valid_lens, 1, weights));
     return zoo_addnorm_forward(&b->addnorm2, c, y, zoo_ffn_forward(&b->ffn, c, y));
 }
 
@@ -140,9 +148,8 @@ static const int32_t *causal_lens(ag_tape *t, int B, int T) {
 }
 
 ag_tensor *zoo_decoder_block_forward(const zoo_decoder_block *b, const nn_ctx *c, ag_tensor *x,
-                                     ag_tensor *keys, ag_tensor *enc_out,
-                                     const int32_t *enc_valid, ag_tensor **self_weights,
-                                     ag_tensor **cross_weights) {
+                                     ag_tensor *keys, ag_tensor *enc_out, const int32_t *enc_valid,
+                                     ag_tensor **self_weights, ag_tensor **cross_weights) {
     if (!x) return NULL;
     const int32_t *self_lens = NULL;
     if (!keys) {
@@ -150,11 +157,12 @@ ag_tensor *zoo_decoder_block_forward(const zoo_decoder_block *b, const nn_ctx *c
         self_lens = causal_lens(c->tape, x->shape[0], x->shape[1]);
         if (!self_lens) return NULL;
     }
-    ag_tensor *y = zoo_addnorm_forward(
-        &b->addnorm1, c, x, zoo_mha_forward(&b->attention1, c, x, keys, keys, self_lens, self_lens ? 2 : 0,
-                                          self_weights));
+    ag_tensor *y = zoo_addnorm_forward(&b->addnorm1, c, x,
+                                       zoo_mha_forward(&b->attention1, c, x, keys, keys, self_lens,
+                                                       self_lens ? 2 : 0, self_weights));
     ag_tensor *z = zoo_addnorm_forward(
-        &b->addnorm2, c, y, zoo_mha_forward(&b->attention2, c, y, enc_out, enc_out, enc_valid, 1, cross_weights));
+        &b->addnorm2, c, y,
+        zoo_mha_forward(&b->attention2, c, y, enc_out, enc_out, enc_valid, 1, cross_weights));
     return zoo_addnorm_forward(&b->addnorm3, c, z, zoo_ffn_forward(&b->ffn, c, z));
 }
 
@@ -166,25 +174,32 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
     const zoo_transformer_cfg *k = cfg;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->hiddens < 1 || k->ffn_hiddens < 1 ||
         k->heads < 1 || k->layers < 1 || k->hiddens % k->heads)
-        return nn_params_fail(ps, "transformer: bad config (vocab %d/%d, hiddens %d, ffn %d, "
-                                  "heads %d, layers %d): sizes must be >= 1 and hiddens a "
-                                  "multiple of heads", k->src_vocab, k->tgt_vocab, k->hiddens,
-                              k->ffn_hiddens, k->heads, k->layers);
-    if (zoo_pos_encoding_init(&tf->pos, k->hiddens, k->dropout, k->max_len)) return nn_params_fail(ps, "%s", ag_last_error());
+        return nn_params_fail(ps,
+                              "transformer: bad config (vocab %d/%d, hiddens %d, ffn %d, "
+                              "heads %d, layers %d): sizes must be >= 1 and hiddens a "
+                              "multiple of heads",
+                              k->src_vocab, k->tgt_vocab, k->hiddens, k->ffn_hiddens, k->heads,
+                              k->layers);
+    if (zoo_pos_encoding_init(&tf->pos, k->hiddens, k->dropout, k->max_len))
+        return nn_params_fail(ps, "%s", ag_last_error());
     tf->enc = calloc((size_t)k->layers, sizeof *tf->enc);
     tf->dec = calloc((size_t)k->layers, sizeof *tf->dec);
     if (!tf->enc || !tf->dec) return nn_params_fail(ps, "transformer: out of memory");
     char p[NN_NAME_MAX];
     const int norm[1] = {k->hiddens};
-    if (nn_embedding_init(&tf->enc_embedding, ps, "encoder.embedding", k->src_vocab, k->hiddens)) return -1;
+    if (nn_embedding_init(&tf->enc_embedding, ps, "encoder.embedding", k->src_vocab, k->hiddens))
+        return -1;
     for (int i = 0; i < k->layers; i++)
-        if (zoo_encoder_block_init(&tf->enc[i], ps, nn_join(p, sizeof p, "encoder.blks", "block%d", i),
-                                   k->hiddens, 1, norm, k->ffn_hiddens, k->heads, k->dropout))
+        if (zoo_encoder_block_init(&tf->enc[i], ps,
+                                   nn_join(p, sizeof p, "encoder.blks", "block%d", i), k->hiddens,
+                                   1, norm, k->ffn_hiddens, k->heads, k->dropout))
             return -1;
-    if (nn_embedding_init(&tf->dec_embedding, ps, "decoder.embedding", k->tgt_vocab, k->hiddens)) return -1;
+    if (nn_embedding_init(&tf->dec_embedding, ps, "decoder.embedding", k->tgt_vocab, k->hiddens))
+        return -1;
     for (int i = 0; i < k->layers; i++)
-        if (zoo_decoder_block_init(&tf->dec[i], ps, nn_join(p, sizeof p, "decoder.blks", "block%d", i),
-                                   k->hiddens, 1, norm, k->ffn_hiddens, k->heads, k->dropout))
+        if (zoo_decoder_block_init(&tf->dec[i], ps,
+                                   nn_join(p, sizeof p, "decoder.blks", "block%d", i), k->hiddens,
+                                   1, norm, k->ffn_hiddens, k->heads, k->dropout))
             return -1;
     return nn_linear_init(&tf->dense, ps, "decoder.dense", k->hiddens, k->tgt_vocab, true);
 }
@@ -201,7 +216,8 @@ void zoo_transformer_free(zoo_transformer *tf) {
 static ag_tensor *embed(const zoo_transformer *tf, const nn_embedding *e, const nn_ctx *c,
                         const int32_t *ids, int B, int T, int offset) {
     ag_tensor *x = nn_embedding_forward(e, c, ids, AG_SHAPE(B, T));
-    return zoo_pos_encoding_forward(&tf->pos, c, ag_scale(c->tape, x, sqrt((double)tf->cfg.hiddens)), offset);
+    return zoo_pos_encoding_forward(&tf->pos, c,
+                                    ag_scale(c->tape, x, sqrt((double)tf->cfg.hiddens)), offset);
 }
 
 /* Inference compaction: y's values copied into `held` (made before the mark, y's size), then
@@ -235,17 +251,20 @@ zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c,
         if (compact) x = settle(c->tape, mark, held, x);
     }
     if (!x) return NULL;
-    *s = (zoo_tf_state){.enc_out = x, .enc_valid = lens, .src_row = src_row, .B = B, .Ts = Ts, .rows_cap = B};
+    *s = (zoo_tf_state){
+        .enc_out = x, .enc_valid = lens, .src_row = src_row, .B = B, .Ts = Ts, .rows_cap = B};
     return s;
 }
 
 ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T) {
     if (!s) return NULL;
-    if (B != s->B) return ag_report(c->tape, "transformer decode: batch %d, the state has %d rows", B, s->B);
+    if (B != s->B)
+        return ag_report(c->tape, "transformer decode: batch %d, the state has %d rows", B, s->B);
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, dec_in, B, T, 0);
     for (int i = 0; i < tf->cfg.layers; i++)
-        x = zoo_decoder_block_forward(&tf->dec[i], c, x, NULL, s->enc_out, s->enc_valid, NULL, NULL);
+        x = zoo_decoder_block_forward(&tf->dec[i], c, x, NULL, s->enc_out, s->enc_valid, NULL,
+                                      NULL);
     return nn_linear_forward(&tf->dense, c, x);
 }
 
@@ -273,12 +292,14 @@ static int ensure_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state 
     ag_tape *t = c->tape;
     const int L = tf->cfg.layers, B = s->B;
     const size_t H = (size_t)tf->cfg.hiddens, R = sizeof(ag_real), enc_row = (size_t)s->Ts * H * R;
-    const int nr = rows > s->rows_cap ? rows : s->rows_cap, nt = t_cap > s->t_cap ? t_cap : s->t_cap;
+    const int nr = rows > s->rows_cap ? rows : s->rows_cap,
+              nt = t_cap > s->t_cap ? t_cap : s->t_cap;
     const bool first = !s->cache, more_rows = nr > s->rows_cap;
     if (!first && !more_rows && nt == s->t_cap) return 0;
     if (more_rows) {
         ag_real *enc = zoo_rows_move(t, s->enc_out->data, enc_row, enc_row, B, nr, enc_row);
-        int32_t *lens = zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, B, nr, sizeof *lens);
+        int32_t *lens =
+            zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, B, nr, sizeof *lens);
         int32_t *src = zoo_rows_move(t, s->src_row, sizeof *src, sizeof *src, B, nr, sizeof *src);
         if (!enc || !lens || !src) return -1;
         set_enc_rows(s, enc);
@@ -286,7 +307,8 @@ static int ensure_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state 
         s->src_row = src;
     }
     if (first && !(s->cache = ag_tape_calloc(t, sizeof *s->cache * (size_t)L))) return -1;
-    const size_t self_row = H * R * (size_t)s->t_cap, new_row = H * R * (size_t)nt, used = H * R * (size_t)s->steps;
+    const size_t self_row = H * R * (size_t)s->t_cap, new_row = H * R * (size_t)nt,
+                 used = H * R * (size_t)s->steps;
     for (int i = 0; i < L; i++) {
         zoo_tf_cache *k = &s->cache[i];
         if (first || more_rows) {
@@ -296,7 +318,8 @@ static int ensure_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state 
             if (!dst[0] || !dst[1]) return -1;
             if (first) { /* W_k enc_out and W_v enc_out (B, Ts, H), dropped once copied */
                 const zoo_mha *a = &tf->dec[i].attention2;
-                ag_tensor *ck = nn_linear_forward(&a->W_k, c, s->enc_out), *cv = nn_linear_forward(&a->W_v, c, s->enc_out);
+                ag_tensor *ck = nn_linear_forward(&a->W_k, c, s->enc_out),
+                          *cv = nn_linear_forward(&a->W_v, c, s->enc_out);
                 if (!ck || !cv) return -1;
                 src[0] = ck->data;
                 src[1] = cv->data;
@@ -315,11 +338,12 @@ static int ensure_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state 
     return 0;
 }
 
-int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                            int rows, int steps) {
+int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
+                            int steps) {
     if (!s) return -1;
     if (rows < 1 || steps < 0) {
-        ag_report(c->tape, "transformer reserve: %d rows and %d steps, expected >= 1 and >= 0", rows, steps);
+        ag_report(c->tape, "transformer reserve: %d rows and %d steps, expected >= 1 and >= 0",
+                  rows, steps);
         return -1;
     }
     return records(tf, c, "reserve") ? -1 : ensure_room(tf, c, s, rows, s->steps + steps);
@@ -335,13 +359,15 @@ int zoo_transformer_select(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_st
     }
     for (int i = 0; i < n; i++)
         if (rows[i] < 0 || rows[i] >= s->B) {
-            ag_report(c->tape, "transformer select: row %d is %d, the state has %d rows", i, rows[i], s->B);
+            ag_report(c->tape, "transformer select: row %d is %d, the state has %d rows", i,
+                      rows[i], s->B);
             return -1;
         }
     if (n > s->rows_cap && ensure_room(tf, c, s, n, s->t_cap)) return -1;
     ag_tape *t = c->tape;
     const size_t H = (size_t)tf->cfg.hiddens, R = sizeof(ag_real), enc_row = (size_t)s->Ts * H * R;
-    const size_t I = sizeof(int32_t), self_row = H * R * (size_t)s->t_cap, used = H * R * (size_t)s->steps;
+    const size_t I = sizeof(int32_t), self_row = H * R * (size_t)s->t_cap,
+                 used = H * R * (size_t)s->steps;
     bool *same = ag_tape_alloc(t, sizeof *same * (size_t)n); /* rows whose source stays */
     if (!same) return -1;
     zoo_rows_same_source(s->src_row, s->B, rows, n, same);
@@ -385,18 +411,22 @@ static ag_tensor *block_step(const zoo_decoder_block *b, const nn_ctx *c, const 
     ag_leaf_init(&ckl, k->cross_k, NULL, AG_SHAPE(B, s->Ts, H));
     ag_leaf_init(&cvl, k->cross_v, NULL, AG_SHAPE(B, s->Ts, H));
     ag_tape *t = c->tape;
-    ag_tensor *keys = ag_narrow(t, &kl, 1, 0, s->steps + 1), *vals = ag_narrow(t, &vl, 1, 0, s->steps + 1);
-    ag_tensor *y = zoo_addnorm_forward(&b->addnorm1, c, x,
-                                       zoo_mha_attend_projected(&b->attention1, c, x, keys, vals, NULL, 0, self_w));
-    ag_tensor *z = zoo_addnorm_forward(&b->addnorm2, c, y,
-                                       zoo_mha_attend_projected(&b->attention2, c, y, &ckl, &cvl, s->enc_valid, 1, cross_w));
+    ag_tensor *keys = ag_narrow(t, &kl, 1, 0, s->steps + 1),
+              *vals = ag_narrow(t, &vl, 1, 0, s->steps + 1);
+    ag_tensor *y = zoo_addnorm_forward(
+        &b->addnorm1, c, x,
+        zoo_mha_attend_projected(&b->attention1, c, x, keys, vals, NULL, 0, self_w));
+    ag_tensor *z = zoo_addnorm_forward(
+        &b->addnorm2, c, y,
+        zoo_mha_attend_projected(&b->attention2, c, y, &ckl, &cvl, s->enc_valid, 1, cross_w));
     return zoo_addnorm_forward(&b->addnorm3, c, z, zoo_ffn_forward(&b->ffn, c, z));
 }
 
 ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                 const int32_t *tokens, int B, const zoo_attn_trace *trace) {
     if (!s) return NULL;
-    if (B != s->B) return ag_report(c->tape, "transformer step: batch %d, the state has %d rows", B, s->B);
+    if (B != s->B)
+        return ag_report(c->tape, "transformer step: batch %d, the state has %d rows", B, s->B);
     if (records(tf, c, "step")) return NULL;
     if ((!s->cache || s->steps == s->t_cap) &&
         ensure_room(tf, c, s, B, s->t_cap ? 2 * s->t_cap : 16))

@@ -52,7 +52,7 @@ zoo_transformer_cfg zoo_transformer_defaults(int src_vocab, int tgt_vocab);
 
 typedef struct zoo_pos_encoding {
     nn_dropout dropout;
-    ag_real *P;       /* (max_len, hiddens): P[i, 2j] = sin(i / 10000^(2j/H)), P[i, 2j+1] = cos */
+    ag_real *P; /* (max_len, hiddens): P[i, 2j] = sin(i / 10000^(2j/H)), P[i, 2j+1] = cos */
     int hiddens, max_len;
 } zoo_pos_encoding;
 
@@ -63,16 +63,21 @@ void zoo_pos_encoding_free(zoo_pos_encoding *pe);
 ag_tensor *zoo_pos_encoding_forward(const zoo_pos_encoding *pe, const nn_ctx *c, ag_tensor *x,
                                     int offset);
 
-typedef struct zoo_ffn { nn_linear dense1, dense2; } zoo_ffn;
+typedef struct zoo_ffn {
+    nn_linear dense1, dense2;
+} zoo_ffn;
 /* dense2(relu(dense1(x))) on the last axis: (..., in) -> (..., out). */
 int zoo_ffn_init(zoo_ffn *f, nn_params *ps, const char *prefix, int in, int hiddens, int out);
 ag_tensor *zoo_ffn_forward(const zoo_ffn *f, const nn_ctx *c, ag_tensor *x);
 
-typedef struct zoo_addnorm { nn_dropout dropout; nn_layer_norm ln; } zoo_addnorm;
+typedef struct zoo_addnorm {
+    nn_dropout dropout;
+    nn_layer_norm ln;
+} zoo_addnorm;
 /* ln(dropout(y) + x), one fused op (ag_add_layer_norm); normalized over the trailing `ndim`
  * dims of the given shape. */
-int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim,
-                     const int *shape, double dropout);
+int zoo_addnorm_init(zoo_addnorm *a, nn_params *ps, const char *prefix, int ndim, const int *shape,
+                     double dropout);
 ag_tensor *zoo_addnorm_forward(const zoo_addnorm *a, const nn_ctx *c, ag_tensor *x, ag_tensor *y);
 
 typedef struct zoo_encoder_block {
@@ -93,9 +98,9 @@ ag_tensor *zoo_encoder_block_forward(const zoo_encoder_block *b, const nn_ctx *c
                                      const int32_t *valid_lens, ag_tensor **weights);
 
 typedef struct zoo_decoder_block {
-    zoo_mha attention1;  /* self-attention */
+    zoo_mha attention1; /* self-attention */
     zoo_addnorm addnorm1;
-    zoo_mha attention2;  /* attention to the encoder's outputs */
+    zoo_mha attention2; /* attention to the encoder's outputs */
     zoo_addnorm addnorm2;
     zoo_ffn ffn;
     zoo_addnorm addnorm3;
@@ -109,9 +114,8 @@ int zoo_decoder_block_init(zoo_decoder_block *b, nn_params *ps, const char *pref
  * enc_valid (B,). -> (B, T, H). self_weights and cross_weights: NULL, or receive the weights
  * of the two attentions. */
 ag_tensor *zoo_decoder_block_forward(const zoo_decoder_block *b, const nn_ctx *c, ag_tensor *x,
-                                     ag_tensor *keys, ag_tensor *enc_out,
-                                     const int32_t *enc_valid, ag_tensor **self_weights,
-                                     ag_tensor **cross_weights);
+                                     ag_tensor *keys, ag_tensor *enc_out, const int32_t *enc_valid,
+                                     ag_tensor **self_weights, ag_tensor **cross_weights);
 
 /* ---- the model ---- */
 
@@ -119,9 +123,9 @@ typedef struct zoo_transformer {
     zoo_transformer_cfg cfg;
     nn_embedding enc_embedding, dec_embedding;
     zoo_pos_encoding pos;
-    zoo_encoder_block *enc;  /* cfg.layers each */
+    zoo_encoder_block *enc; /* cfg.layers each */
     zoo_decoder_block *dec;
-    nn_linear dense;         /* hiddens -> tgt_vocab */
+    nn_linear dense; /* hiddens -> tgt_vocab */
 } zoo_transformer;
 
 /* Registers every parameter in ps (names as docs/spec.md section 6). Returns 0, or -1 with
@@ -143,14 +147,14 @@ typedef struct zoo_tf_cache {
 /* What the decoder needs from the encoder, and the step decoding's caches; lives on the tape
  * (every buffer too). */
 typedef struct zoo_tf_state {
-    ag_tensor *enc_out;       /* (B, Ts, H) */
-    int32_t *enc_valid;       /* (B,) copied to the tape */
-    int32_t *src_row;         /* (B,) the source (encoded row) of each row */
-    zoo_tf_cache *cache;      /* per decoder block; NULL until the first step or reserve */
-    int B, Ts;                /* rows, source positions */
-    int steps;                /* tokens decoded by zoo_transformer_step */
-    int rows_cap, t_cap;      /* rows every buffer holds; positions the self caches hold */
-    ag_tensor enc_rows;       /* enc_out once select or reserve moved its rows: a leaf over them */
+    ag_tensor *enc_out;  /* (B, Ts, H) */
+    int32_t *enc_valid;  /* (B,) copied to the tape */
+    int32_t *src_row;    /* (B,) the source (encoded row) of each row */
+    zoo_tf_cache *cache; /* per decoder block; NULL until the first step or reserve */
+    int B, Ts;           /* rows, source positions */
+    int steps;           /* tokens decoded by zoo_transformer_step */
+    int rows_cap, t_cap; /* rows every buffer holds; positions the self caches hold */
+    ag_tensor enc_rows;  /* enc_out once select or reserve moved its rows: a leaf over them */
 } zoo_tf_state;
 
 /* src (B, Ts) ids, src_len (B,). Returns the state on c->tape, or NULL after an error. trace
@@ -185,8 +189,8 @@ int zoo_transformer_select(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_st
                            const int32_t *rows, int n);
 /* Room for `rows` rows and `steps` more tokens; projects the cross-attention's keys and values
  * if not done yet. Returns 0 or -1 (reported). */
-int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                            int rows, int steps);
+int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
+                            int steps);
 
 #ifdef __cplusplus
 }

@@ -17,12 +17,12 @@ static void *tf_encode(const zoo_model *m, const nn_ctx *c, const int32_t *src,
                        const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace) {
     return zoo_transformer_encode(tf_of(m), c, src, src_len, B, Ts, trace);
 }
-static ag_tensor *tf_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in, int B,
-                            int T) {
+static ag_tensor *tf_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in,
+                            int B, int T) {
     return zoo_transformer_decode(tf_of(m), c, s, dec_in, B, T);
 }
-static ag_tensor *tf_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens, int B,
-                          const zoo_attn_trace *trace) {
+static ag_tensor *tf_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens,
+                          int B, const zoo_attn_trace *trace) {
     return zoo_transformer_step(tf_of(m), c, s, tokens, B, trace);
 }
 static int tf_select(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *rows, int n) {
@@ -41,9 +41,13 @@ static void tf_free(zoo_model *m) {
     free(m);
 }
 
-static const zoo_model_ops tf_ops = {.encode = tf_encode, .decode = tf_decode, .step = tf_step,
-                                     .select = tf_select, .reserve = tf_reserve,
-                                     .attn_heads = tf_attn_heads, .free = tf_free};
+static const zoo_model_ops tf_ops = {.encode = tf_encode,
+                                     .decode = tf_decode,
+                                     .step = tf_step,
+                                     .select = tf_select,
+                                     .reserve = tf_reserve,
+                                     .attn_heads = tf_attn_heads,
+                                     .free = tf_free};
 
 static zoo_model *tf_create(const void *config, int src_vocab, int tgt_vocab) {
     tf_model *m = calloc(1, sizeof *m);
@@ -57,8 +61,12 @@ static zoo_model *tf_create(const void *config, int src_vocab, int tgt_vocab) {
     zoo_transformer_cfg cfg = *(const zoo_transformer_cfg *)config;
     cfg.src_vocab = src_vocab;
     cfg.tgt_vocab = tgt_vocab;
-    m->base = (zoo_model){.ops = &tf_ops, .kind = &zoo_transformer_kind, .cfg = &m->tf.cfg,
-                          .ps = ps, .src_vocab = src_vocab, .tgt_vocab = tgt_vocab,
+    m->base = (zoo_model){.ops = &tf_ops,
+                          .kind = &zoo_transformer_kind,
+                          .cfg = &m->tf.cfg,
+                          .ps = ps,
+                          .src_vocab = src_vocab,
+                          .tgt_vocab = tgt_vocab,
                           .layers = cfg.layers};
     if (zoo_transformer_init(&m->tf, ps, &cfg)) {
         tf_free(&m->base);
@@ -70,8 +78,9 @@ static zoo_model *tf_create(const void *config, int src_vocab, int tgt_vocab) {
 static int tf_check_steps(const void *config, int num_steps) {
     const zoo_transformer_cfg *cfg = config;
     if (num_steps > cfg->max_len)
-        return ag_error("--num-steps %d is longer than the positional-encoding table (--max-len %d)",
-                        num_steps, cfg->max_len);
+        return ag_error(
+            "--num-steps %d is longer than the positional-encoding table (--max-len %d)", num_steps,
+            cfg->max_len);
     return 0;
 }
 

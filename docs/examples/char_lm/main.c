@@ -43,11 +43,10 @@ enum { CTX = 8, EMB = 16, HIDDEN = 128, BATCH = 64, STEPS = 800, REPORT = 100, S
 typedef struct vocab {
     int size;
     char chars[256];
-    int32_t id[256];   /* byte -> id, -1 when absent */
+    int32_t id[256]; /* byte -> id, -1 when absent */
 } vocab;
 
-static void vocab_build(vocab *v, const char *text)
-{
+static void vocab_build(vocab *v, const char *text) {
     bool seen[256] = {false};
     for (const char *p = text; *p; p++) seen[(unsigned char)*p] = true;
     v->size = 0;
@@ -64,18 +63,18 @@ typedef struct char_mlp {
     nn_linear hidden, out;
 } char_mlp;
 
-static int model_init(char_mlp *m, nn_params *ps, int vocab_size)
-{
+static int model_init(char_mlp *m, nn_params *ps, int vocab_size) {
     return nn_embedding_init(&m->emb, ps, "emb", vocab_size, EMB) ||
-           nn_linear_init(&m->hidden, ps, "hidden", CTX * EMB, HIDDEN, true) ||
-           nn_linear_init(&m->out, ps, "out", HIDDEN, vocab_size, true) ? -1 : 0;
+                   nn_linear_init(&m->hidden, ps, "hidden", CTX * EMB, HIDDEN, true) ||
+                   nn_linear_init(&m->out, ps, "out", HIDDEN, vocab_size, true)
+               ? -1
+               : 0;
 }
 
 /* ids (B, CTX) -> logits (B, V). */
-static ag_tensor *model_forward(const char_mlp *m, const nn_ctx *c, const int32_t *ids, int B)
-{
-    ag_tensor *e = nn_embedding_forward(&m->emb, c, ids, AG_SHAPE(B, CTX));   /* (B, CTX, EMB) */
-    ag_tensor *h = ag_reshape(c->tape, e, AG_SHAPE(B, CTX * EMB));           /* concatenated */
+static ag_tensor *model_forward(const char_mlp *m, const nn_ctx *c, const int32_t *ids, int B) {
+    ag_tensor *e = nn_embedding_forward(&m->emb, c, ids, AG_SHAPE(B, CTX)); /* (B, CTX, EMB) */
+    ag_tensor *h = ag_reshape(c->tape, e, AG_SHAPE(B, CTX * EMB));          /* concatenated */
     h = ag_gelu(c->tape, nn_linear_forward(&m->hidden, c, h));
     return nn_linear_forward(&m->out, c, h);
 }
@@ -83,8 +82,7 @@ static ag_tensor *model_forward(const char_mlp *m, const nn_ctx *c, const int32_
 /* Continues `ctx` (CTX ids) by n characters into out: drawn from softmax(logits / temperature)
  * with rng, or the most likely one when rng is NULL. */
 static int generate(const char_mlp *m, const vocab *v, ag_tape *t, const int32_t *start, int n,
-                    double temperature, ag_rng *rng, char *out)
-{
+                    double temperature, ag_rng *rng, char *out) {
     nn_ctx c = {.tape = t, .training = false};
     int32_t ctx[CTX];
     memcpy(ctx, start, sizeof ctx);
@@ -99,7 +97,7 @@ static int generate(const char_mlp *m, const vocab *v, ag_tape *t, const int32_t
             ag_tensor *probs = ag_softmax(t, ag_scale(t, logits, 1 / temperature));
             if (!probs || ag_copy_out_f32(probs, p, 256)) return -1;
             double u = ag_rng_uniform(rng), acc = 0;
-            next = (int32_t)v->size - 1;  /* if rounding leaves u above the total */
+            next = (int32_t)v->size - 1; /* if rounding leaves u above the total */
             for (int k = 0; k < v->size; k++)
                 if ((acc += p[k]) > u) {
                     next = k;
@@ -116,14 +114,12 @@ static int generate(const char_mlp *m, const vocab *v, ag_tape *t, const int32_t
     return 0;
 }
 
-static int fail(const char *what)
-{
+static int fail(const char *what) {
     fprintf(stderr, "char_lm: %s\n", what);
     return 1;
 }
 
-int main(void)
-{
+int main(void) {
     vocab v;
     vocab_build(&v, TEXT);
     enum { L = sizeof TEXT - 1, N = L - CTX };
@@ -145,7 +141,7 @@ int main(void)
     if (ds_loader_new(N, 2, arrays, &lo, &loader)) return fail(ag_last_error());
 
     optim_cfg cfg = optim_adamw(3e-3);
-    cfg.decay_filter = optim_decay_matrices;  /* the embedding and weights decay, biases not */
+    cfg.decay_filter = optim_decay_matrices; /* the embedding and weights decay, biases not */
     cfg.clip_norm = 1.0;
     cfg.schedule = optim_lr_warmup_cosine(100, STEPS, 0.1);
     optim *opt = optim_new(ps, cfg);
@@ -157,16 +153,17 @@ int main(void)
     int64_t epoch = 0;
     ds_minibatch b;
     for (int step = 1; step <= STEPS; step++) {
-        if (!ds_loader_next(loader, &b)) {  /* the epoch is over: the next one, reshuffled */
+        if (!ds_loader_next(loader, &b)) { /* the epoch is over: the next one, reshuffled */
             ds_loader_epoch(loader, ++epoch);
             ds_loader_next(loader, &b);
         }
         ag_tensor *logits = model_forward(&model, &c, b.data[0], (int)b.size);
-        ag_tensor *loss = ag_cross_entropy(t, logits, b.data[1], NULL, 0, AG_IGNORE_INDEX,
-                                           AG_REDUCE_MEAN);
+        ag_tensor *loss =
+            ag_cross_entropy(t, logits, b.data[1], NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_MEAN);
         if (!loss || ag_backward(t, loss)) return fail("forward/backward failed");
         window += ag_get(loss, 0);
-        if (step == 1) printf("step    1  loss %.3f  (log V = %.3f)\n", ag_get(loss, 0), log(v.size));
+        if (step == 1)
+            printf("step    1  loss %.3f  (log V = %.3f)\n", ag_get(loss, 0), log(v.size));
         if (optim_step(opt)) return fail(ag_last_error());
         ag_tape_reset(t);
         if (step % REPORT == 0) {

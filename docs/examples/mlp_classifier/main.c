@@ -15,8 +15,17 @@
 #include <tapegrad/nn/nn.h>
 #include <tapegrad/optim/optim.h>
 
-enum { PER_CLASS = 200, CLASSES = 3, N = PER_CLASS * CLASSES, N_TEST = N / 5,
-       N_TRAIN = N - N_TEST, IN = 2, HIDDEN = 64, BATCH = 32, EPOCHS = 60 };
+enum {
+    PER_CLASS = 200,
+    CLASSES = 3,
+    N = PER_CLASS * CLASSES,
+    N_TEST = N / 5,
+    N_TRAIN = N - N_TEST,
+    IN = 2,
+    HIDDEN = 64,
+    BATCH = 32,
+    EPOCHS = 60
+};
 
 /* ---- the model ---------------------------------------------------------------------------- */
 
@@ -24,16 +33,16 @@ typedef struct mlp {
     nn_linear fc1, fc2, out;
 } mlp;
 
-static int mlp_init(mlp *m, nn_params *ps)
-{
+static int mlp_init(mlp *m, nn_params *ps) {
     return nn_linear_init(&m->fc1, ps, "fc1", IN, HIDDEN, true) ||
-           nn_linear_init(&m->fc2, ps, "fc2", HIDDEN, HIDDEN, true) ||
-           nn_linear_init(&m->out, ps, "out", HIDDEN, CLASSES, true) ? -1 : 0;
+                   nn_linear_init(&m->fc2, ps, "fc2", HIDDEN, HIDDEN, true) ||
+                   nn_linear_init(&m->out, ps, "out", HIDDEN, CLASSES, true)
+               ? -1
+               : 0;
 }
 
 /* x (B, 2) -> logits (B, 3); NULL if an op failed (it reported why). */
-static ag_tensor *mlp_forward(const mlp *m, const nn_ctx *c, ag_tensor *x)
-{
+static ag_tensor *mlp_forward(const mlp *m, const nn_ctx *c, ag_tensor *x) {
     ag_tensor *h = ag_gelu(c->tape, nn_linear_forward(&m->fc1, c, x));
     h = ag_gelu(c->tape, nn_linear_forward(&m->fc2, c, h));
     return nn_linear_forward(&m->out, c, h);
@@ -41,8 +50,7 @@ static ag_tensor *mlp_forward(const mlp *m, const nn_ctx *c, ag_tensor *x)
 
 /* ---- the data: spiral arm k at radius r, angle 4k + 4r + noise; shuffled, then split ------- */
 
-static void make_data(ag_real *x, int32_t *y)
-{
+static void make_data(ag_real *x, int32_t *y) {
     static ag_real xs[N * IN];
     static int32_t ys[N];
     ag_rng r;
@@ -57,7 +65,7 @@ static void make_data(ag_real *x, int32_t *y)
             ys[n] = k;
         }
     int64_t perm[N];
-    ag_rng_permutation(perm, N, 7, 0);  /* the first N_TRAIN rows train, the rest test */
+    ag_rng_permutation(perm, N, 7, 0); /* the first N_TRAIN rows train, the rest test */
     for (int n = 0; n < N; n++) {
         x[2 * n] = xs[2 * perm[n]];
         x[2 * n + 1] = xs[2 * perm[n] + 1];
@@ -65,14 +73,12 @@ static void make_data(ag_real *x, int32_t *y)
     }
 }
 
-static int fail(const char *what)
-{
+static int fail(const char *what) {
     fprintf(stderr, "mlp_classifier: %s\n", what);
     return 1;
 }
 
-int main(void)
-{
+int main(void) {
     static ag_real x[N * IN];
     static int32_t y[N];
     make_data(x, y);
@@ -120,7 +126,8 @@ int main(void)
     /* Held-out accuracy: eval mode, no recording; predictions by argmax over the classes. */
     c.training = false;
     ag_tape_set_recording(t, false);
-    ag_tensor *logits = mlp_forward(&model, &c, ag_tensor_from(t, AG_SHAPE(N_TEST, IN), x + N_TRAIN * IN));
+    ag_tensor *logits =
+        mlp_forward(&model, &c, ag_tensor_from(t, AG_SHAPE(N_TEST, IN), x + N_TRAIN * IN));
     int32_t pred[N_TEST];
     if (!logits || ag_argmax(logits, -1, pred, N_TEST)) return fail(ag_last_error());
     int correct = 0;

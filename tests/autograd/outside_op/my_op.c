@@ -24,7 +24,7 @@ static void softplus_backward(ag_node *n) {
     ag_tensor *x = n->in[0], *y = n->out;
     const double beta = ((const softplus_saved *)n->saved)->beta;
     if (!x->requires_grad) return;
-    for (ptrdiff_t i = 0; i < x->numel; i++)   /* ADD into the input's gradient, never assign */
+    for (ptrdiff_t i = 0; i < x->numel; i++) /* ADD into the input's gradient, never assign */
         x->grad[i] += y->grad[i] * (ag_real)(1 / (1 + exp(-beta * x->data[i])));
 }
 static const ag_op softplus_op = {"softplus", softplus_backward};
@@ -36,7 +36,7 @@ ag_tensor *my_softplus(ag_tape *t, ag_tensor *x, double beta) {
         return ag_report(t, "softplus: beta = %g for input %s, expected > 0", beta,
                          ag_shape_str(x, sx, sizeof sx));
     }
-    x = ag_op_contig(t, x);                             /* a recorded copy of a view */
+    x = ag_op_contig(t, x); /* a recorded copy of a view */
     ag_tensor *y = x ? ag_op_out(t, x->ndim, x->shape, 1, &x) : NULL; /* grad iff wanted */
     if (!y) return NULL;
     for (ptrdiff_t i = 0; i < x->numel; i++) {
@@ -44,21 +44,21 @@ ag_tensor *my_softplus(ag_tape *t, ag_tensor *x, double beta) {
         y->data[i] = (ag_real)((v > 0 ? v : 0) + log1p(exp(-beta * fabs(v))) / beta);
     }
     ag_node *n = ag_op_record(t, &softplus_op, y, 1, &x, sizeof(softplus_saved));
-    if (n) ((softplus_saved *)n->saved)->beta = beta;  /* NULL when no gradient is wanted */
+    if (n) ((softplus_saved *)n->saved)->beta = beta; /* NULL when no gradient is wanted */
     return y;
 }
 
 /* ---- the checks -------------------------------------------------------------------------- */
 
 static int failures;
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "my_op: FAILED %s: ", #cond);                                      \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            failures++;                                                                        \
-        }                                                                                      \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "my_op: FAILED %s: ", #cond);                                          \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 static char last_msg[512];
@@ -78,8 +78,8 @@ static void check_forward(void) {
     CHECK(y && y->ndim == 2 && y->shape[0] == 4 && y->shape[1] == 3, "shape");
     for (ptrdiff_t i = 0; y && i < y->numel; i++) {
         double v = ag_get(xt, i), want = log1p(exp(0.5 * v)) / 0.5;
-        CHECK(fabs(y->data[i] - want) <= tol * fmax(1, fabs(want)), "softplus(%g) = %.17g, want %.17g",
-              v, (double)y->data[i], want);
+        CHECK(fabs(y->data[i] - want) <= tol * fmax(1, fabs(want)),
+              "softplus(%g) = %.17g, want %.17g", v, (double)y->data[i], want);
     }
     ag_set_error_handler(capture, NULL);
     CHECK(!my_softplus(t, x, 0), "beta 0 accepted");
@@ -108,7 +108,10 @@ static ag_tensor *f_softplus_twice(ag_tape *t, ag_tensor *const *x, void *u) {
 }
 
 static void check_gradients(void) {
-    struct { const char *name; ag_gradcheck_fn fn; } rows[] = {
+    struct {
+        const char *name;
+        ag_gradcheck_fn fn;
+    } rows[] = {
         {"softplus", f_softplus},
         {"softplus of a strided view", f_softplus_view},
         {"softplus, input used twice", f_softplus_twice},
@@ -130,7 +133,8 @@ int main(void) {
 #ifdef TG_DOUBLE
     check_gradients();
 #endif
-    printf("my_op (%s): %s\n", sizeof(ag_real) == 4 ? "float32, forward" : "float64, forward and gradcheck",
+    printf("my_op (%s): %s\n",
+           sizeof(ag_real) == 4 ? "float32, forward" : "float64, forward and gradcheck",
            failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }
