@@ -147,40 +147,52 @@ static double half_to_double(uint16_t h) {
     return (h & 0x8000) ? -v : v;
 }
 
-int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src) {
+unsigned char *ck_add_begin(nn_ckpt *ck, const char *op, const char *name, int ndim,
+                            const int *shape, const void *src, size_t es, int64_t *sh,
+                            uint64_t *numel) {
     char s[96];
-    if (!ck || !name || (!shape && ndim > 0)) return ag_error("nn_ckpt_add: NULL argument");
+    if (!ck || !name || (!shape && ndim > 0)) return ag_error("%s: NULL argument", op), NULL;
     if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
-        return ag_error("nn_ckpt_add: invalid tensor name '%s' (empty, reserved or not "
-                        "UTF-8)",
-                        name);
-    if (nn_ckpt_find(ck, name)) return ag_error("nn_ckpt_add: duplicate tensor '%s'", name);
+        return ag_error("%s: invalid tensor name '%s' (empty, reserved or not UTF-8)", op, name),
+               NULL;
+    if (nn_ckpt_find(ck, name)) return ag_error("%s: duplicate tensor '%s'", op, name), NULL;
     if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
-        return ag_error("nn_ckpt_add: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
-                        NN_CKPT_MAX_DIMS);
-    int64_t sh[NN_CKPT_MAX_DIMS];
+        return ag_error("%s: tensor '%s': ndim %d, expected 0 to %d", op, name, ndim,
+                        NN_CKPT_MAX_DIMS),
+               NULL;
     shape64(ndim, shape, sh);
-    uint64_t numel = 1;
+    *numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return ag_error("nn_ckpt_add: tensor '%s': bad shape %s", name,
-                            ck_shape_fmt(s, sizeof s, ndim, sh));
-        if (shape[i] && numel > SIZE_MAX / 8 / (uint64_t)shape[i])
-            return ag_error("nn_ckpt_add: tensor '%s': shape %s too large", name,
-                            ck_shape_fmt(s, sizeof s, ndim, sh));
-        numel *= (uint64_t)shape[i];
+            return ag_error("%s: tensor '%s': bad shape %s", op, name,
+                            ck_shape_fmt(s, sizeof s, ndim, sh)),
+                   NULL;
+        if (shape[i] && *numel > SIZE_MAX / 8 / (uint64_t)shape[i])
+            return ag_error("%s: tensor '%s': shape %s too large", op, name,
+                            ck_shape_fmt(s, sizeof s, ndim, sh)),
+                   NULL;
+        *numel *= (uint64_t)shape[i];
     }
-    if (numel > 0 && !src) return ag_error("nn_ckpt_add: tensor '%s': data is NULL", name);
-    size_t es = nn_dtype_size(ck->store), bytes = (size_t)numel * es;
+    if (*numel > 0 && !src) return ag_error("%s: tensor '%s': data is NULL", op, name), NULL;
+    size_t bytes = (size_t)*numel * es;
     if (ck->len + bytes > ck->data_cap) {
         size_t cap = ck->data_cap ? ck->data_cap : 4096;
         while (cap < ck->len + bytes) cap *= 2;
         unsigned char *d = realloc(ck->data, cap);
-        if (!d) return ag_error("nn_ckpt_add: out of memory adding '%s'", name);
+        if (!d) return ag_error("%s: out of memory adding '%s'", op, name), NULL;
         ck->data = d;
         ck->data_cap = cap;
     }
-    unsigned char *p = ck->data + ck->len;
+    return ck->data + ck->len;
+}
+
+int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src) {
+    int64_t sh[NN_CKPT_MAX_DIMS];
+    uint64_t numel;
+    size_t es = ck ? nn_dtype_size(ck->store) : 0;
+    unsigned char *p = ck_add_begin(ck, "nn_ckpt_add", name, ndim, shape, src, es, sh, &numel);
+    if (!p) return -1;
+    size_t bytes = (size_t)numel * es;
     for (uint64_t i = 0; i < numel; i++, p += es) {
         if (ck->store == NN_F32) {
             float f = (float)src[i];

@@ -42,6 +42,13 @@ int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape);
 void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst);
 /* Formats (ndim, shape) as "[2, 3]" into buf (always NUL-terminated); returns buf. */
 char *ck_shape_fmt(char *buf, size_t len, int ndim, const int64_t *shape);
+/* The checks and room of adding tensor `name` (ndim, shape) of es-byte elements from src: the
+ * name is valid and new, the shape sane, src not NULL when there is data, and ck's data buffer
+ * grown to hold it. Returns where its bytes go (ck->data + ck->len) with sh and *numel filled,
+ * or NULL after ag_error naming op. The caller writes the bytes, then ck_push_tensor. */
+unsigned char *ck_add_begin(nn_ckpt *ck, const char *op, const char *name, int ndim,
+                            const int *shape, const void *src, size_t es, int64_t *sh,
+                            uint64_t *numel);
 /* Whether a metadata key is one nn_ckpt_save writes itself (format, checksums). */
 bool ck_reserved_key(const char *key);
 

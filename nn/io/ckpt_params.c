@@ -26,34 +26,10 @@ static uint64_t le64_get(const unsigned char *p) {
 }
 
 int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, const int64_t *src) {
-    char s[96];
-    if (!ck || !name || (!shape && ndim > 0)) return ag_error("nn_ckpt_add_i64: NULL argument");
-    if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
-        return ag_error("nn_ckpt_add_i64: invalid tensor name '%s' (empty, reserved or not UTF-8)",
-                        name);
-    if (nn_ckpt_find(ck, name)) return ag_error("nn_ckpt_add_i64: duplicate tensor '%s'", name);
-    if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
-        return ag_error("nn_ckpt_add_i64: tensor '%s': ndim %d, expected 0 to %d", name, ndim,
-                        NN_CKPT_MAX_DIMS);
     int64_t sh[NN_CKPT_MAX_DIMS];
-    uint64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        sh[i] = shape[i];
-        if (shape[i] < 0 || (shape[i] && numel > SIZE_MAX / 8 / (uint64_t)shape[i]))
-            return ag_error("nn_ckpt_add_i64: tensor '%s': bad shape %s", name,
-                            ck_shape_fmt(s, sizeof s, i + 1, sh));
-        numel *= (uint64_t)shape[i];
-    }
-    if (numel > 0 && !src) return ag_error("nn_ckpt_add_i64: tensor '%s': data is NULL", name);
+    uint64_t numel;
+    if (!ck_add_begin(ck, "nn_ckpt_add_i64", name, ndim, shape, src, 8, sh, &numel)) return -1;
     size_t bytes = (size_t)numel * 8;
-    if (ck->len + bytes > ck->data_cap) {
-        size_t cap = ck->data_cap ? ck->data_cap : 4096;
-        while (cap < ck->len + bytes) cap *= 2;
-        unsigned char *d = realloc(ck->data, cap);
-        if (!d) return ag_error("nn_ckpt_add_i64: out of memory adding '%s'", name);
-        ck->data = d;
-        ck->data_cap = cap;
-    }
     for (uint64_t i = 0; i < numel; i++) le64_put(ck->data + ck->len + 8 * i, (uint64_t)src[i]);
     if (ck_push_tensor(ck, name, NN_I64, ndim, sh, numel, ck->len, ck->len + bytes))
         return ag_error("nn_ckpt_add_i64: out of memory adding '%s'", name);
