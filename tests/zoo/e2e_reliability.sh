@@ -137,5 +137,22 @@ check "SIGINT: exit 130" test "$status" = 130
 check "  says where it saved" has err "interrupted at step [0-9]+ .*checkpoint .*sig.safetensors"
 check "  the checkpoint resumes" run 0 train --data "$data" --epochs 100000 --max-steps 1000000000 --time-budget 0.2 --log-every 0 --checkpoint "$dir/sig.safetensors" --resume
 
+# 8. the training recipe: a schedule needs its warm-up, names are checked, a run with a recipe
+#    stopped mid-epoch resumes to the bits of an uninterrupted one, and the recipe is fixed on --resume
+check "--lr-schedule invsqrt without warm-up refused" run 2 train "${small[@]}" --lr-schedule invsqrt
+check "  names the flag" has err "needs --warmup-steps >= 1"
+check "--lr-schedule bogus refused" run 2 train "${small[@]}" --lr-schedule bogus
+check "  lists the names" has err "expected one of constant, invsqrt, cosine, linear, got 'bogus'"
+recipe=(--lr 0.002 --beta2 0.98 --lr-schedule invsqrt --warmup-steps 4 --label-smoothing 0.1)
+check "a run with a recipe" run 0 train "${job[@]}" "${recipe[@]}" --checkpoint "$dir/rw.safetensors" --log-steps 3
+check "  the progress shows the warm-up" has err "step 3 \\(epoch [0-9.]+\\): loss [0-9.]+, lr 0.0015,"
+check "  stopped at step 6" run 0 train "${job[@]}" "${recipe[@]}" --checkpoint "$dir/rp.safetensors" --max-steps 6
+check "  resumed" run 0 train "${job[@]}" --checkpoint "$dir/rp.safetensors" --resume
+run 0 export --checkpoint "$dir/rw.safetensors" --out "$dir/rw.sd" --src-vocab "$dir/rws.txt" --tgt-vocab "$dir/rwt.txt"
+run 0 export --checkpoint "$dir/rp.safetensors" --out "$dir/rp.sd" --src-vocab "$dir/rps.txt" --tgt-vocab "$dir/rpt.txt"
+check "  the same parameters, bit for bit" same "$dir/rw.sd" "$dir/rp.sd"
+check "  --beta2 cannot change on --resume" run 2 train "${job[@]}" --checkpoint "$dir/rp.safetensors" --resume --epochs 4 --beta2 0.9
+check "  says so" has err "--beta2 0.9 differs from the checkpoint's 0.98"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -37,6 +37,7 @@ typedef struct args {
     double lr, alpha, time_budget, checkpoint_minutes;
     int resume, allow_nonfinite;
     ds_fra_options o; /* the data flags: their table is zoo_data_fields (trainer.h) */
+    zoo_recipe r;     /* the recipe flags: their table is zoo_recipe_fields (trainer.h) */
     void *hp;         /* the model's config (kind->config_size bytes), malloc'd */
 } args;
 
@@ -103,13 +104,14 @@ static const flag FLAGS[] = {
 /* The sub-commands taking each data flag (zoo_data_fields, in its order). */
 static const char *const DATA_CMDS[] = {"tes", "t", "tres", "ts", "t", "tes", "tes", "tes"};
 #define N_DATA (sizeof DATA_CMDS / sizeof *DATA_CMDS)
+#define N_RECIPE 7 /* zoo_n_recipe_fields: the recipe flags, train only */
 
 typedef struct cli {
     const zoo_model_kind *kind;
     const char *cmd;
     char letter;
     args a;
-    bool given[N_FLAGS + N_DATA + MAX_CONFIG]; /* program flags, data flags, config fields */
+    bool given[N_FLAGS + N_DATA + N_RECIPE + MAX_CONFIG]; /* program, data, recipe, config */
     int n_pos;
     char **pos;
 } cli;
@@ -120,6 +122,7 @@ static void init_args(args *a, const zoo_model_kind *kind) {
     *a = (args){.epochs = kind->epochs,
                 .lr = kind->lr,
                 .o = ds_fra_defaults(),
+                .r = zoo_recipe_d2l,
                 .threads = 1,
                 .shards = 2,
                 .log_every = 10,
@@ -180,6 +183,8 @@ static void help(const cli *c) {
         if (takes(c, &FLAGS[i])) print_field(&FLAGS[i].f, &c->a);
     for (size_t i = 0; i < N_DATA; i++)
         if (strchr(DATA_CMDS[i], c->letter)) print_field(&zoo_data_fields[i], &c->a.o);
+    for (int i = 0; i < zoo_n_recipe_fields && c->letter == 't'; i++)
+        print_field(&zoo_recipe_fields[i], &c->a.r);
     if (config_applies(c)) {
         printf("\n%s config%s:\n", c->kind->name,
                c->letter == 't'
@@ -222,10 +227,15 @@ static int parse(cli *c, int argc, char **argv) {
                 obj = &c->a.o;
                 idx = N_FLAGS + k;
             }
+        if (!f && c->letter == 't' &&
+            (f = zoo_field_find(zoo_recipe_fields, zoo_n_recipe_fields, name))) {
+            obj = &c->a.r;
+            idx = N_FLAGS + N_DATA + (size_t)(f - zoo_recipe_fields);
+        }
         if (!f && config_applies(c) &&
             (f = zoo_field_find(c->kind->config, c->kind->n_config, name))) {
             obj = c->a.hp;
-            idx = N_FLAGS + N_DATA + (size_t)(f - c->kind->config);
+            idx = N_FLAGS + N_DATA + N_RECIPE + (size_t)(f - c->kind->config);
         }
         if (!f) return usage_error(c, "unknown flag --%s", name);
         if (f->type == ZOO_SWITCH) {
@@ -246,8 +256,11 @@ static bool given(const cli *c, const char *name) {
         if (!strcmp(FLAGS[k].f.name, name)) return c->given[k];
     for (size_t k = 0; k < N_DATA; k++)
         if (!strcmp(zoo_data_fields[k].name, name)) return c->given[N_FLAGS + k];
+    for (int k = 0; k < zoo_n_recipe_fields; k++)
+        if (!strcmp(zoo_recipe_fields[k].name, name)) return c->given[N_FLAGS + N_DATA + k];
     for (int k = 0; k < c->kind->n_config; k++)
-        if (!strcmp(c->kind->config[k].name, name)) return c->given[N_FLAGS + N_DATA + k];
+        if (!strcmp(c->kind->config[k].name, name))
+            return c->given[N_FLAGS + N_DATA + N_RECIPE + k];
     return false;
 }
 
@@ -402,8 +415,17 @@ static int cmd_train(cli *c) {
                     zoo_data_fields[k].name, a, b);
                 goto done;
             }
-        for (int k = 0; k < c->kind->n_config; k++)
+        for (int k = 0; k < zoo_n_recipe_fields; k++)
             if (c->given[N_FLAGS + N_DATA + k] &&
+                strcmp(zoo_field_format(&zoo_recipe_fields[k], &c->a.r, a, sizeof a),
+                       zoo_field_format(&zoo_recipe_fields[k], &tr->recipe, b, sizeof b))) {
+                rc = usage_error(
+                    c, "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
+                    zoo_recipe_fields[k].name, a, b);
+                goto done;
+            }
+        for (int k = 0; k < c->kind->n_config; k++)
+            if (c->given[N_FLAGS + N_DATA + N_RECIPE + k] &&
                 strcmp(zoo_field_format(&c->kind->config[k], c->a.hp, a, sizeof a),
                        zoo_field_format(&c->kind->config[k], tr->model->cfg, b, sizeof b))) {
                 rc = usage_error(
@@ -433,6 +455,13 @@ static int cmd_train(cli *c) {
         tr = m ? zoo_trainer_new(m, c->a.lr, 1.0, c->a.o.seed + 1) : NULL;
         if (!tr || zoo_trainer_set_shards(tr, c->a.shards)) {
             rc = fail(c, ag_last_error());
+            goto done;
+        }
+        bool recipe_given = false;
+        for (int k = 0; k < zoo_n_recipe_fields; k++)
+            recipe_given |= c->given[N_FLAGS + N_DATA + k];
+        if (recipe_given && zoo_trainer_set_recipe(tr, &c->a.r)) {
+            rc = usage_error(c, "%s", ag_last_error());
             goto done;
         }
     }
@@ -802,7 +831,8 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         cli c = {.kind = kind, .cmd = cmds[i].name, .letter = cmds[i].letter};
-        if (kind->n_config > MAX_CONFIG) return fail(&c, "the model's config has too many fields");
+        if (kind->n_config > MAX_CONFIG || zoo_n_recipe_fields != N_RECIPE)
+            return fail(&c, "the model's config has too many fields");
         init_args(&c.a, kind);
         if (!c.a.hp) return fail(&c, "out of memory");
         int rc = parse(&c, argc - 2, argv + 2);

@@ -20,9 +20,48 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static optim_cfg adam_cfg(double lr, double clip) {
+const zoo_recipe zoo_recipe_d2l = {.beta1 = 0.9,
+                                   .beta2 = 0.999,
+                                   .schedule = 0,
+                                   .warmup = 0,
+                                   .decay_steps = 0,
+                                   .min_lr_ratio = 0,
+                                   .label_smoothing = 0};
+
+#define R(field) offsetof(zoo_recipe, field)
+const zoo_field zoo_recipe_fields[] = {
+    {"beta1", ZOO_REAL, R(beta1), 0, 0.9999, "Adam's beta1"},
+    {"beta2", ZOO_REAL, R(beta2), 0, 0.9999, "Adam's beta2 (0.98 in the Transformer papers)"},
+    {"lr-schedule", ZOO_CHOICE, R(schedule), 0, 0,
+     "constant|invsqrt|cosine|linear: the learning rate after a linear warm-up of "
+     "--warmup-steps (invsqrt: lr sqrt(warmup / step); cosine, linear: down to "
+     "--min-lr-ratio lr at --decay-steps)"},
+    {"warmup-steps", ZOO_INT, R(warmup), 0, 1e9, "warm-up steps of the schedule"},
+    {"decay-steps", ZOO_I64, R(decay_steps), 0, 1e12,
+     "cosine, linear: the step where the decay ends"},
+    {"min-lr-ratio", ZOO_REAL, R(min_lr_ratio), 0, 1, "cosine, linear: final rate / rate"},
+    {"label-smoothing", ZOO_REAL, R(label_smoothing), 0, 0.99,
+     "label smoothing of the cross-entropy (PyTorch's definition)"},
+};
+#undef R
+const int zoo_n_recipe_fields = sizeof zoo_recipe_fields / sizeof *zoo_recipe_fields;
+
+/* Adam with lr, clipping and the recipe's betas and schedule. */
+static optim_cfg adam_cfg(double lr, double clip, const zoo_recipe *r) {
     optim_cfg cfg = optim_adam(lr);
     cfg.clip_norm = clip;
+    cfg.beta1 = r->beta1;
+    cfg.beta2 = r->beta2;
+    switch (r->schedule) {
+    case 1: cfg.schedule = optim_lr_warmup_invsqrt(r->warmup); break;
+    case 2:
+        cfg.schedule = optim_lr_warmup_cosine(r->warmup, r->decay_steps, r->min_lr_ratio);
+        break;
+    case 3:
+        cfg.schedule = optim_lr_warmup_linear(r->warmup, r->decay_steps, r->min_lr_ratio);
+        break;
+    default: break; /* constant */
+    }
     return cfg;
 }
 
@@ -47,6 +86,19 @@ ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
     return ag_mean(t, ag_softmax_ce(t, logits, tgt, mask), 1, false);
 }
 
+ag_tensor *zoo_masked_ce_smoothed(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
+                                  const int32_t *tgt_len, double eps) {
+    if (eps == 0) return zoo_masked_ce(t, logits, tgt, tgt_len);
+    if (!logits) return NULL;
+    int B = logits->shape[0], T = logits->shape[1];
+    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T);
+    if (!mask) return NULL;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++) mask[(size_t)b * T + s] = s < tgt_len[b] ? 1 : 0;
+    return ag_mean(t, ag_cross_entropy(t, logits, tgt, mask, eps, AG_IGNORE_INDEX, AG_REDUCE_NONE),
+                   1, false);
+}
+
 /* One row range of every batch: a model (shard 0: the trainer's; others: replicas viewing its
  * values, with their own gradients), a tape, a dropout stream, and what its last step gave. */
 struct zoo_shard {
@@ -58,7 +110,7 @@ struct zoo_shard {
     char err[512]; /* why, copied from the worker thread's ag_last_error */
 };
 
-static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
+static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip, const zoo_recipe *r) {
     zoo_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) {
         ag_error("trainer: out of memory");
@@ -66,7 +118,8 @@ static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
         return NULL;
     }
     tr->model = model;
-    tr->opt = optim_new(model->ps, adam_cfg(lr, clip));
+    tr->recipe = *r;
+    tr->opt = optim_new(model->ps, adam_cfg(lr, clip, r));
     tr->tape = ag_tape_new();
     tr->shard = calloc(1, sizeof *tr->shard);
     if (!tr->opt || !tr->tape || !tr->shard) {
@@ -79,8 +132,28 @@ static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip) {
     return tr;
 }
 
+int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r) {
+    if (tr->steps) return ag_error("the recipe of a run is set before its first step");
+    bool decays = r->schedule == 2 || r->schedule == 3;
+    if (r->schedule && r->warmup < 1)
+        return ag_error("--lr-schedule %s needs --warmup-steps >= 1",
+                        r->schedule == 1 ? "invsqrt"
+                        : decays         ? (r->schedule == 2 ? "cosine" : "linear")
+                                         : "?");
+    if (decays && r->decay_steps <= r->warmup)
+        return ag_error("--decay-steps %lld must be above --warmup-steps %d",
+                        (long long)r->decay_steps, r->warmup);
+    const optim_cfg *old = optim_config(tr->opt);
+    optim *o = optim_new(tr->model->ps, adam_cfg(old->lr, old->clip_norm, r));
+    if (!o) return -1;
+    optim_free(tr->opt);
+    tr->opt = o;
+    tr->recipe = *r;
+    return 0;
+}
+
 zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed) {
-    zoo_trainer *tr = trainer_of(model, lr, clip);
+    zoo_trainer *tr = trainer_of(model, lr, clip, &zoo_recipe_d2l);
     if (tr) ag_rng_seed(&tr->rng, seed);
     return tr;
 }
@@ -150,7 +223,7 @@ typedef struct step_job {
 } step_job;
 
 /* Forward and backward of rows [r0, r1) of the batch on shard sh; the loss sum in sh->loss. */
-static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t bos) {
+static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t bos, double eps) {
     int B = r1 - r0, T = b->num_steps;
     size_t off = (size_t)r0 * T;
     zoo_model *m = sh->model;
@@ -160,8 +233,8 @@ static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t 
     if (!dec_in) return -1;
     zoo_teacher_inputs(b->tgt + off, B, T, bos, dec_in);
     void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T, NULL);
-    ag_tensor *l = zoo_masked_ce(t, m->ops->decode(m, &c, state, dec_in, B, T), b->tgt + off,
-                                 b->tgt_valid_len + r0);
+    ag_tensor *l = zoo_masked_ce_smoothed(t, m->ops->decode(m, &c, state, dec_in, B, T),
+                                          b->tgt + off, b->tgt_valid_len + r0, eps);
     ag_tensor *loss = ag_sum(t, l, AG_ALL, false);
     if (!loss || ag_backward(t, loss)) return -1;
     sh->loss = loss->data[0];
@@ -176,7 +249,7 @@ static void run_shards(void *ctx, ptrdiff_t s0, ptrdiff_t s1) {
         zoo_shard *sh = &j->tr->shard[s];
         int r0 = (int)((ptrdiff_t)B * s / S), r1 = (int)((ptrdiff_t)B * (s + 1) / S);
         sh->loss = 0;
-        sh->failed = r0 < r1 && shard_step(sh, j->b, r0, r1, j->bos);
+        sh->failed = r0 < r1 && shard_step(sh, j->b, r0, r1, j->bos, j->tr->recipe.label_smoothing);
         if (sh->failed) snprintf(sh->err, sizeof sh->err, "%s", ag_last_error());
     }
 }
@@ -247,13 +320,14 @@ static void report_step(const run_state *r, const zoo_trainer *tr, const ds_batc
     if (o->max_steps > 0 && (double)(o->max_steps - tr->steps) * per_step < left)
         left = (double)(o->max_steps - tr->steps) * per_step;
     if (o->time_budget > 0 && o->time_budget - done < left) left = o->time_budget - done;
-    fprintf(o->log,
-            "step %lld (epoch %.2f): loss %.4f, lr %.3g, %.1f tokens/sec, elapsed %.1fs, "
-            "remaining %.1fs\n",
-            (long long)tr->steps, frac, tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
-            optim_config(tr->opt)->lr,
-            tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done,
-            left > 0 ? left : 0);
+    fprintf(
+        o->log,
+        "step %lld (epoch %.2f): loss %.4f, lr %.3g, %.1f tokens/sec, elapsed %.1fs, "
+        "remaining %.1fs\n",
+        (long long)tr->steps, frac, tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
+        optim_schedule_lr(optim_config(tr->opt)->schedule, optim_config(tr->opt)->lr, tr->steps),
+        tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done,
+        left > 0 ? left : 0);
     fflush(o->log);
 }
 
@@ -405,6 +479,35 @@ static void data_key(const zoo_field *f, char *key, size_t len) {
 }
 static bool in_split(const zoo_field *f) { return f->type == ZOO_REAL; }
 
+/* "train.lr_schedule" for the field "lr-schedule". */
+static void recipe_key(const zoo_field *f, char *key, size_t len) {
+    snprintf(key, len, "train.%s", f->name);
+    for (char *p = key; *p; p++)
+        if (*p == '-') *p = '_';
+}
+
+static int set_recipe_meta(nn_ckpt *ck, const zoo_recipe *r) {
+    char key[64], val[64];
+    for (int i = 0; i < zoo_n_recipe_fields; i++) {
+        recipe_key(&zoo_recipe_fields[i], key, sizeof key);
+        if (nn_ckpt_set_meta(ck, key, zoo_field_format(&zoo_recipe_fields[i], r, val, sizeof val)))
+            return -1;
+    }
+    return 0;
+}
+
+/* The recipe of a checkpoint (a key absent, as in checkpoints made before the recipe: d2l's). */
+static int get_recipe(const nn_ckpt *ck, zoo_recipe *r) {
+    char key[64], what[4200];
+    for (int i = 0; i < zoo_n_recipe_fields; i++) {
+        recipe_key(&zoo_recipe_fields[i], key, sizeof key);
+        const char *text = nn_ckpt_meta(ck, key);
+        snprintf(what, sizeof what, "%s: metadata %s", nn_ckpt_source(ck), key);
+        if (text && zoo_field_parse(&zoo_recipe_fields[i], r, text, what)) return -1;
+    }
+    return 0;
+}
+
 static int set_data_meta(nn_ckpt *ck, const ds_fra_options *o) {
     char split[64], key[64], val[64];
     snprintf(split, sizeof split, "%.17g %.17g", o->valid_frac, o->test_frac);
@@ -450,6 +553,7 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
                !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
                !nn_ckpt_set_meta_int(ck, "train.shards", tr->shards) &&
                !nn_ckpt_set_meta_int(ck, "train.steps", tr->steps) &&
+               !set_recipe_meta(ck, &tr->recipe) &&
                !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
                !nn_ckpt_set_meta(ck, "train.history", hist) &&
                !set_data_meta(ck, ds_fra_opts(data)) &&
@@ -529,7 +633,9 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
         goto fail;
     ds_vocab_free(src);
     ds_vocab_free(tgt);
-    tr = trainer_of(m, lr, clip);
+    zoo_recipe recipe = zoo_recipe_d2l;
+    if (get_recipe(ck, &recipe)) goto fail;
+    tr = trainer_of(m, lr, clip, &recipe);
     m = NULL; /* owned by tr (or freed) */
     if (!tr || optim_load_state(tr->opt, ck) || nn_ckpt_meta_rng(ck, "train.rng", &tr->rng) ||
         nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))

@@ -34,6 +34,27 @@ void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *
 /* MaskedSoftmaxCELoss: per-sequence loss (B,) = sum over t < tgt_len[b] of the cross-entropy
  * of logits (B, T, V) against tgt, divided by T (padded positions count in the divisor). */
 ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, const int32_t *tgt_len);
+/* The same with label smoothing eps (PyTorch's definition, ag_cross_entropy); eps = 0 is
+ * zoo_masked_ce. */
+ag_tensor *zoo_masked_ce_smoothed(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
+                                  const int32_t *tgt_len, double eps);
+
+/* ---- the training recipe beyond d2l's ----
+ * Adam's betas, a learning-rate schedule after a linear warm-up, label smoothing. d2l's recipe
+ * (zoo_recipe_d2l) is Adam 0.9 / 0.999, a constant rate and no smoothing. One table of typed
+ * fields serves the programs' flags (--beta2, --lr-schedule ...) and the checkpoint's metadata
+ * ("train.<name>", '_' for '-'); a resumed run continues with its recipe. */
+typedef struct zoo_recipe {
+    double beta1, beta2;
+    int schedule;        /* ZOO_CHOICE: 0 constant, 1 invsqrt, 2 cosine, 3 linear */
+    int warmup;          /* warm-up steps of the invsqrt, cosine and linear schedules */
+    int64_t decay_steps; /* cosine, linear: the step where the decay ends (> warmup) */
+    double min_lr_ratio; /* cosine, linear: final rate / rate */
+    double label_smoothing;
+} zoo_recipe;
+extern const zoo_recipe zoo_recipe_d2l;
+extern const zoo_field zoo_recipe_fields[];
+extern const int zoo_n_recipe_fields;
 
 /* ---- the data options of a run, typed (zoo/models/config.h) ----
  * One table over ds_fra_options serves the programs' data flags (--num-steps ...) and the
@@ -65,6 +86,7 @@ typedef struct zoo_trainer {
     int n_hist, cap_hist;
     zoo_epoch_stats *hist; /* one per epoch done */
     int64_t steps;         /* optimizer steps of the whole run */
+    zoo_recipe recipe;     /* zoo_recipe_d2l unless set (zoo_trainer_set_recipe) */
     /* The epoch under way when a run stopped inside it (all 0 at an epoch boundary): batches
      * done, their loss sum, valid tokens and seconds. A resumed run skips those batches of the
      * epoch's order, a function of (seed, epoch), and carries on with the same bits. */
@@ -99,6 +121,11 @@ enum {
  * dropout RNG seeded from seed. NULL with ag_last_error(). */
 zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed);
 void zoo_trainer_free(zoo_trainer *tr);
+
+/* Sets the recipe of a run that has not taken a step yet (the optimizer is rebuilt with its
+ * betas and schedule). Returns 0, or -1 (ag_last_error) for values out of range, a schedule
+ * whose warm-up or decay steps do not fit, or a run already under way. */
+int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r);
 
 /* Cuts every batch into `shards` row ranges (as even as can be; a batch smaller than that
  * leaves some empty) that run as independent forward and backward passes, in parallel on the
