@@ -77,26 +77,21 @@ void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *
 
 ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
                          const int32_t *tgt_len) {
-    if (!logits) return NULL;
-    int B = logits->shape[0], T = logits->shape[1];
-    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T);
-    if (!mask) return NULL;
-    for (int b = 0; b < B; b++)
-        for (int s = 0; s < T; s++) mask[(size_t)b * T + s] = s < tgt_len[b] ? 1 : 0;
-    return ag_mean(t, ag_softmax_ce(t, logits, tgt, mask), 1, false);
+    return zoo_masked_ce_smoothed(t, logits, tgt, tgt_len, 0);
 }
 
 ag_tensor *zoo_masked_ce_smoothed(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
                                   const int32_t *tgt_len, double eps) {
-    if (eps == 0) return zoo_masked_ce(t, logits, tgt, tgt_len);
     if (!logits) return NULL;
     int B = logits->shape[0], T = logits->shape[1];
-    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T);
+    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T); /* 1 on the valid positions */
     if (!mask) return NULL;
     for (int b = 0; b < B; b++)
         for (int s = 0; s < T; s++) mask[(size_t)b * T + s] = s < tgt_len[b] ? 1 : 0;
-    return ag_mean(t, ag_cross_entropy(t, logits, tgt, mask, eps, AG_IGNORE_INDEX, AG_REDUCE_NONE),
-                   1, false);
+    ag_tensor *per =
+        eps == 0 ? ag_softmax_ce(t, logits, tgt, mask)
+                 : ag_cross_entropy(t, logits, tgt, mask, eps, AG_IGNORE_INDEX, AG_REDUCE_NONE);
+    return ag_mean(t, per, 1, false);
 }
 
 /* One row range of every batch: a model (shard 0: the trainer's; others: replicas viewing its
@@ -134,12 +129,13 @@ static zoo_trainer *trainer_of(zoo_model *model, double lr, double clip, const z
 
 int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r) {
     if (tr->steps) return ag_error("the recipe of a run is set before its first step");
-    bool decays = r->schedule == 2 || r->schedule == 3;
+    bool decays = r->schedule == 2 || r->schedule == 3; /* cosine, linear */
+    char name[32];
     if (r->schedule && r->warmup < 1)
-        return ag_error("--lr-schedule %s needs --warmup-steps >= 1",
-                        r->schedule == 1 ? "invsqrt"
-                        : decays         ? (r->schedule == 2 ? "cosine" : "linear")
-                                         : "?");
+        return ag_error(
+            "--lr-schedule %s needs --warmup-steps >= 1",
+            zoo_field_format(zoo_field_find(zoo_recipe_fields, zoo_n_recipe_fields, "lr-schedule"),
+                             r, name, sizeof name));
     if (decays && r->decay_steps <= r->warmup)
         return ag_error("--decay-steps %lld must be above --warmup-steps %d",
                         (long long)r->decay_steps, r->warmup);
@@ -471,25 +467,20 @@ const zoo_field zoo_data_fields[] = {
 #undef D
 const int zoo_n_data_fields = sizeof zoo_data_fields / sizeof *zoo_data_fields;
 
-/* "data.num_steps" for the field "num-steps"; fractions go together in "data.split". */
-static void data_key(const zoo_field *f, char *key, size_t len) {
-    snprintf(key, len, "data.%s", f->name);
+/* The metadata key of a field: "data.num_steps" for the data field "num-steps",
+ * "train.lr_schedule" for the recipe field "lr-schedule". */
+static void meta_key(const char *group, const zoo_field *f, char *key, size_t len) {
+    snprintf(key, len, "%s.%s", group, f->name);
     for (char *p = key; *p; p++)
         if (*p == '-') *p = '_';
 }
+/* The data fractions go together in "data.split". */
 static bool in_split(const zoo_field *f) { return f->type == ZOO_REAL; }
-
-/* "train.lr_schedule" for the field "lr-schedule". */
-static void recipe_key(const zoo_field *f, char *key, size_t len) {
-    snprintf(key, len, "train.%s", f->name);
-    for (char *p = key; *p; p++)
-        if (*p == '-') *p = '_';
-}
 
 static int set_recipe_meta(nn_ckpt *ck, const zoo_recipe *r) {
     char key[64], val[64];
     for (int i = 0; i < zoo_n_recipe_fields; i++) {
-        recipe_key(&zoo_recipe_fields[i], key, sizeof key);
+        meta_key("train", &zoo_recipe_fields[i], key, sizeof key);
         if (nn_ckpt_set_meta(ck, key, zoo_field_format(&zoo_recipe_fields[i], r, val, sizeof val)))
             return -1;
     }
@@ -500,7 +491,7 @@ static int set_recipe_meta(nn_ckpt *ck, const zoo_recipe *r) {
 static int get_recipe(const nn_ckpt *ck, zoo_recipe *r) {
     char key[64], what[4200];
     for (int i = 0; i < zoo_n_recipe_fields; i++) {
-        recipe_key(&zoo_recipe_fields[i], key, sizeof key);
+        meta_key("train", &zoo_recipe_fields[i], key, sizeof key);
         const char *text = nn_ckpt_meta(ck, key);
         snprintf(what, sizeof what, "%s: metadata %s", nn_ckpt_source(ck), key);
         if (text && zoo_field_parse(&zoo_recipe_fields[i], r, text, what)) return -1;
@@ -514,7 +505,7 @@ static int set_data_meta(nn_ckpt *ck, const ds_fra_options *o) {
     for (int i = 0; i < zoo_n_data_fields; i++) {
         const zoo_field *f = &zoo_data_fields[i];
         if (in_split(f)) continue;
-        data_key(f, key, sizeof key);
+        meta_key("data", f, key, sizeof key);
         if (nn_ckpt_set_meta(ck, key, zoo_field_format(f, o, val, sizeof val))) return -1;
     }
     return nn_ckpt_set_meta(ck, "data.split", split);
@@ -529,7 +520,7 @@ int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only) {
     for (int i = 0, k = 0; i < zoo_n_data_fields; i++) {
         const zoo_field *f = &zoo_data_fields[i];
         const char *text = in_split(f) ? (split ? fracs[k++] : NULL) : NULL;
-        data_key(f, key, sizeof key);
+        meta_key("data", f, key, sizeof key);
         if (!in_split(f)) text = nn_ckpt_meta(ck, key);
         snprintf(what, sizeof what, "%s: metadata %s", file, in_split(f) ? "data.split" : key);
         if (text && (!only || only[i]) && zoo_field_parse(f, &r, text, what)) return -1;
@@ -570,7 +561,7 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
 static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
     char key[64];
     for (int i = 0; i < zoo_n_data_fields; i++) {
-        data_key(&zoo_data_fields[i], key, sizeof key);
+        meta_key("data", &zoo_data_fields[i], key, sizeof key);
         if (!in_split(&zoo_data_fields[i]) && !nn_ckpt_meta(ck, key))
             return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
     }
