@@ -26,6 +26,10 @@ struct ds_batches {
     int64_t pos;
     int32_t *src, *src_len, *tgt, *tgt_len;
     int64_t *pairs;
+    /* token batches (B = 0): nb batches; batch k is sorted[start[k] .. start[k + 1]), its
+     * arrays cut to len[k] steps; visited in the order border; lens: a pair's length */
+    int64_t nb, *start, *sorted, *border, *count;
+    int32_t *len;
 };
 
 void ds_batches_free(ds_batches *it) {
@@ -37,7 +41,62 @@ void ds_batches_free(ds_batches *it) {
     free(it->tgt);
     free(it->tgt_len);
     free(it->pairs);
+    free(it->start);
+    free(it->sorted);
+    free(it->border);
+    free(it->count);
+    free(it->len);
     free(it);
+}
+
+/* A pair's length in a token batch: its longer side, <eos> included (<= num_steps). */
+static int32_t pair_len(const ds_fra *d, int64_t p) {
+    int32_t s = d->side[DS_SRC].valid_len[p], t = d->side[DS_TGT].valid_len[p];
+    return s > t ? s : t;
+}
+
+/* it->sorted = it->order sorted by pair_len, stably (a counting sort over 1..T). */
+static void sort_by_len(ds_batches *it) {
+    int64_t *count = it->count;
+    memset(count, 0, sizeof *count * (size_t)(it->T + 2));
+    for (int64_t i = 0; i < it->n; i++) count[pair_len(it->d, it->order[i]) + 1]++;
+    for (int32_t l = 1; l <= it->T + 1; l++) count[l] += count[l - 1];
+    for (int64_t i = 0; i < it->n; i++)
+        it->sorted[count[pair_len(it->d, it->order[i])]++] = it->order[i];
+}
+
+/* Token batches: cuts the sorted lengths greedily (rows x the last, longest, length <= max).
+ * Sets nb, start, len; buffers sized for the largest batch. DS_OK, DS_EARG, DS_ENOMEM. */
+static int plan_token_batches(ds_batches *it, int32_t max) {
+    sort_by_len(it); /* the lengths in sorted order are the same in every epoch */
+    int32_t longest = pair_len(it->d, it->sorted[it->n - 1]);
+    if (longest > max)
+        return ds_fail(DS_EARG,
+                       "batch_tokens = %d is below the longest pair (%d tokens with <eos>, "
+                       "num_steps %d): a batch must hold one pair",
+                       (int)max, (int)longest, (int)it->T);
+    it->start = malloc(sizeof *it->start * (size_t)(it->n + 1));
+    it->len = malloc(sizeof *it->len * (size_t)it->n);
+    if (!it->start || !it->len) return ds_fail(DS_ENOMEM, "out of memory");
+    int64_t rows_max = 0;
+    for (int64_t i = 0; i < it->n;) {
+        int64_t r = 1;
+        while (i + r < it->n && (r + 1) * pair_len(it->d, it->sorted[i + r]) <= max) r++;
+        it->start[it->nb] = i;
+        it->len[it->nb++] = pair_len(it->d, it->sorted[i + r - 1]);
+        if (r > rows_max) rows_max = r;
+        i += r;
+    }
+    it->start[it->nb] = it->n;
+    it->border = malloc(sizeof *it->border * (size_t)it->nb);
+    it->src = malloc(sizeof *it->src * (size_t)max);
+    it->tgt = malloc(sizeof *it->tgt * (size_t)max);
+    it->src_len = malloc(sizeof *it->src_len * (size_t)rows_max);
+    it->tgt_len = malloc(sizeof *it->tgt_len * (size_t)rows_max);
+    it->pairs = malloc(sizeof *it->pairs * (size_t)rows_max);
+    if (!it->border || !it->src || !it->tgt || !it->src_len || !it->tgt_len || !it->pairs)
+        return ds_fail(DS_ENOMEM, "out of memory for token batches of %d tokens", (int)max);
+    return DS_OK;
 }
 
 int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out) {
@@ -59,12 +118,30 @@ int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t ba
     it->d = d;
     it->rows = d->part[part];
     it->n = n;
-    it->B = batch_size ? batch_size : d->opt.batch_size;
+    it->B = batch_size ? batch_size : d->opt.batch_tokens > 0 ? 0 : d->opt.batch_size;
     it->T = d->opt.num_steps;
     it->shuffle = shuffle;
     size_t B = (size_t)(it->B < n ? it->B : n), T = (size_t)it->T;
     it->order = malloc((size_t)n * sizeof *it->order);
     it->perm = shuffle ? malloc((size_t)n * sizeof *it->perm) : NULL;
+    if (!it->B) { /* token batches */
+        it->sorted = malloc((size_t)n * sizeof *it->sorted);
+        it->count = malloc(((size_t)it->T + 2) * sizeof *it->count);
+        int rc = DS_ENOMEM;
+        if (it->order && (!shuffle || it->perm) && it->sorted && it->count) {
+            memcpy(it->order, it->rows, (size_t)n * sizeof *it->order);
+            rc = plan_token_batches(it, d->opt.batch_tokens);
+        } else {
+            ds_fail(rc, "out of memory for a batch iterator over %lld pairs", (long long)n);
+        }
+        if (rc) {
+            ds_batches_free(it);
+            return rc;
+        }
+        ds_batches_epoch(it, 0);
+        *out = it;
+        return DS_OK;
+    }
     it->src = malloc(B * T * sizeof *it->src);
     it->tgt = malloc(B * T * sizeof *it->tgt);
     it->src_len = malloc(B * sizeof *it->src_len);
@@ -89,9 +166,42 @@ void ds_batches_epoch(ds_batches *it, int64_t epoch) {
         memcpy(it->order, it->rows, (size_t)it->n * sizeof *it->order);
     }
     it->pos = 0;
+    if (it->B) return;
+    sort_by_len(it);
+    if (it->shuffle) {
+        ag_rng_permutation(it->border, it->nb, it->d->opt.seed, (uint64_t)epoch ^ DS_BATCH_STREAM);
+    } else {
+        for (int64_t k = 0; k < it->nb; k++) it->border[k] = k;
+    }
+}
+
+/* The next token batch (it->pos counts batches). */
+static bool next_token_batch(ds_batches *it, ds_batch *b) {
+    if (it->pos >= it->nb) return false;
+    int64_t k = it->border[it->pos++], i0 = it->start[k];
+    int32_t B = (int32_t)(it->start[k + 1] - i0), L = it->len[k], T = it->T;
+    const ds_fra_side *s = &it->d->side[DS_SRC], *t = &it->d->side[DS_TGT];
+    for (int32_t r = 0; r < B; r++) {
+        int64_t p = it->sorted[i0 + r];
+        it->pairs[r] = p;
+        memcpy(it->src + (size_t)r * L, s->ids + p * T, (size_t)L * sizeof(int32_t));
+        memcpy(it->tgt + (size_t)r * L, t->ids + p * T, (size_t)L * sizeof(int32_t));
+        it->src_len[r] = s->valid_len[p];
+        it->tgt_len[r] = t->valid_len[p];
+    }
+    *b = (ds_batch){.size = B,
+                    .num_steps = L,
+                    .full_steps = T,
+                    .src = it->src,
+                    .src_valid_len = it->src_len,
+                    .tgt = it->tgt,
+                    .tgt_valid_len = it->tgt_len,
+                    .pairs = it->pairs};
+    return true;
 }
 
 bool ds_batches_next(ds_batches *it, ds_batch *b) {
+    if (!it->B) return next_token_batch(it, b);
     if (it->pos >= it->n) return false;
     int64_t m = it->n - it->pos;
     int32_t B = (int32_t)(m < it->B ? m : it->B), T = it->T;
@@ -107,6 +217,7 @@ bool ds_batches_next(ds_batches *it, ds_batch *b) {
     it->pos += B;
     *b = (ds_batch){.size = B,
                     .num_steps = T,
+                    .full_steps = T,
                     .src = it->src,
                     .src_valid_len = it->src_len,
                     .tgt = it->tgt,
@@ -115,7 +226,9 @@ bool ds_batches_next(ds_batches *it, ds_batch *b) {
     return true;
 }
 
-int64_t ds_batches_count(const ds_batches *it) { return (it->n + it->B - 1) / it->B; }
+int64_t ds_batches_count(const ds_batches *it) {
+    return it->B ? (it->n + it->B - 1) / it->B : it->nb;
+}
 
 /* ---- the split file ------------------------------------------------------------------- */
 

@@ -23,7 +23,8 @@ ds_fra_options ds_fra_defaults(void) {
                             .seed = 0,
                             .valid_frac = 0,
                             .test_frac = 0,
-                            .split_seed = 0};
+                            .split_seed = 0,
+                            .batch_tokens = 0};
 }
 
 void ds_fra_free(ds_fra *d) {
@@ -336,6 +337,8 @@ static int check_options(const ds_fra_options *o) {
         return ds_fail(DS_EARG, "num_steps = %d, expected >= 1", (int)o->num_steps);
     if (o->batch_size < 1)
         return ds_fail(DS_EARG, "batch_size = %d, expected >= 1", (int)o->batch_size);
+    if (o->batch_tokens < 0)
+        return ds_fail(DS_EARG, "batch_tokens = %d, expected >= 0", (int)o->batch_tokens);
     if (!(o->valid_frac >= 0 && o->valid_frac < 1) || !(o->test_frac >= 0 && o->test_frac < 1) ||
         !(o->valid_frac + o->test_frac < 1))
         return ds_fail(DS_EARG,

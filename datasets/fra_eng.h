@@ -65,6 +65,8 @@ typedef enum { DS_TRAIN = 0, DS_VALID = 1, DS_TEST = 2, DS_ALL = 3 } ds_part;
 
 /* The RNG stream of the train/valid/test split (ag_rng_permutation(n, split_seed, this)). */
 #define DS_SPLIT_STREAM 0x53504C4954ULL /* "SPLIT" */
+/* Mixed into the epoch for the order of token batches (ds_batches_new). */
+#define DS_BATCH_STREAM 0x4241544348ULL /* "BATCH" */
 
 typedef struct {
     int64_t num_examples; /* read lines 0..num_examples inclusive; 0 = every line (600)    */
@@ -75,6 +77,7 @@ typedef struct {
     double valid_frac;    /* held-out split: floor(valid_frac * pairs) validation    (0)    */
     double test_frac;     /*   and floor(test_frac * pairs) test pairs               (0)    */
     uint64_t split_seed;  /* split permutation(pairs, split_seed, DS_SPLIT_STREAM) (0)  */
+    int32_t batch_tokens; /* > 0: ds_batches_new makes token batches (below)            (0)    */
 } ds_fra_options;
 
 /* d2l's defaults (values in parentheses above). */
@@ -138,7 +141,8 @@ int ds_fra_write_split(const ds_fra *d, const char *path);
 
 typedef struct {
     int32_t size;                 /* B rows in this batch (the last one may be smaller)  */
-    int32_t num_steps;            /* T                                                   */
+    int32_t num_steps;            /* T (token batches: the batch's longest pair)         */
+    int32_t full_steps;           /* opts.num_steps: T before a token batch's cut        */
     const int32_t *src;           /* B x T, row-major                                    */
     const int32_t *src_valid_len; /* B                                                   */
     const int32_t *tgt;           /* B x T                                               */
@@ -150,12 +154,24 @@ typedef struct ds_batches ds_batches;
 
 /* Iterator over the pairs of `part` in batches of opts.batch_size rows, positioned at the
  * start of epoch 0. With shuffle, epoch e visits the part in the order
- * permutation(size, opts.seed, e) (ag_rng_permutation, autograd/ag_base.h), so the same seed gives the same
- * batches, and an epoch can be replayed alone; without shuffle, ascending order. Returns
- * DS_OK, DS_EARG (empty part), DS_ENOMEM. Free with ds_batches_free(). */
+ * permutation(size, opts.seed, e) (ag_rng_permutation, autograd/ag_base.h), so the same seed
+ * gives the same batches, and an epoch can be replayed alone; without shuffle, ascending order.
+ *
+ * Token batches (opts.batch_tokens > 0): a pair's length is max(src_valid_len, tgt_valid_len);
+ * epoch e takes the pairs in the order above, sorts them by length (stably: pairs of equal
+ * length keep that order), and cuts the sorted list greedily into batches of at most
+ * batch_tokens tokens counted as rows x the batch's longest length; the batches are then
+ * visited in the order permutation(batches, seed, e ^ DS_BATCH_STREAM). A batch's arrays are
+ * cut to that longest length (num_steps = it, <= opts.num_steps): every position dropped is
+ * padding. The batch boundaries depend only on the lengths, so every epoch has the same number
+ * of batches. DS_EARG when batch_tokens is below the longest pair of the part (a batch must
+ * hold one pair; the message names both).
+ *
+ * Returns DS_OK, DS_EARG (empty part), DS_ENOMEM. Free with ds_batches_free(). */
 int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out);
 /* The same with batch_size rows per batch instead of opts.batch_size (e.g. a larger batch
- * for evaluation); batch_size 0 means opts.batch_size. DS_EARG if batch_size < 0. */
+ * for evaluation), never token batches; batch_size 0 means ds_batches_new. DS_EARG if
+ * batch_size < 0. */
 int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t batch_size,
                          ds_batches **out);
 /* Restarts the iterator at the beginning of epoch `epoch` (>= 0). */
@@ -163,7 +179,7 @@ void ds_batches_epoch(ds_batches *it, int64_t epoch);
 /* Fills *b with the next batch of the epoch and returns true, or returns false at the end of
  * the epoch. The arrays in *b belong to the iterator and are overwritten by the next call. */
 bool ds_batches_next(ds_batches *it, ds_batch *b);
-/* Batches per epoch: ceil(part size / batch_size). */
+/* Batches per epoch: ceil(part size / batch_size), or the number of token batches. */
 int64_t ds_batches_count(const ds_batches *it);
 void ds_batches_free(ds_batches *it);
 

@@ -280,6 +280,88 @@ static void test_batches(void) {
     ds_fra_free(d);
 }
 
+/* Token batches: every pair once per epoch, rows x the batch's longest length <= the budget,
+ * arrays cut to that length (only padding dropped), lengths sorted inside a batch, as many
+ * batches in every epoch, a seeded batch order that an epoch replays, and the refusal of a
+ * budget below the longest pair. */
+static void test_token_batches(void) {
+    const char *path = tu_data_path();
+    if (!path) return;
+    ds_fra_options o = ds_fra_defaults();
+    o.num_examples = 5000;
+    o.num_steps = 12;
+    o.batch_tokens = 200;
+    ds_fra *d = NULL;
+    TU_STATUS(ds_fra_load(path, &o, &d), DS_OK);
+    if (!d) return;
+    ds_batches *it;
+    TU_STATUS(ds_batches_new(d, DS_TRAIN, true, &it), DS_OK);
+    if (!it) {
+        ds_fra_free(d);
+        return;
+    }
+    int64_t n = ds_fra_num_pairs(d), nb = ds_batches_count(it);
+    const int32_t *sl = ds_fra_valid_len(d, DS_SRC), *tl = ds_fra_valid_len(d, DS_TGT);
+    char *seen = calloc((size_t)n, 1);
+    int64_t *first = calloc(3, sizeof *first), padded = 0, tokens = 0;
+    for (int epoch = 0; epoch < 3 && seen && first; epoch++) {
+        ds_batches_epoch(it, epoch == 2 ? 1 : epoch); /* epoch 2 replays epoch 1 */
+        memset(seen, 0, (size_t)n);
+        ds_batch b;
+        int64_t k = 0, total = 0, bad = 0;
+        while (ds_batches_next(it, &b)) {
+            if (k == 0) first[epoch] = b.pairs[0];
+            int32_t L = b.num_steps, prev = 0;
+            bad += L < 1 || L > 12 || (int64_t)b.size * L > 200;
+            for (int r = 0; r < b.size; r++) {
+                int64_t p = b.pairs[r];
+                int32_t len = sl[p] > tl[p] ? sl[p] : tl[p];
+                bad += seen[p]++ != 0;
+                bad += len < prev || len > L; /* sorted; none longer than the batch */
+                prev = len;
+                bad += memcmp(b.src + r * L, ds_fra_ids(d, DS_SRC) + p * 12, 4 * (size_t)L) != 0;
+                bad += memcmp(b.tgt + r * L, ds_fra_ids(d, DS_TGT) + p * 12, 4 * (size_t)L) != 0;
+                for (int j = L; j < 12; j++) /* what was cut is padding */
+                    bad += ds_fra_ids(d, DS_SRC)[p * 12 + j] != DS_PAD ||
+                           ds_fra_ids(d, DS_TGT)[p * 12 + j] != DS_PAD;
+                bad += b.src_valid_len[r] != sl[p] || b.tgt_valid_len[r] != tl[p];
+                if (epoch == 0) tokens += tl[p], padded += L;
+            }
+            bad += prev != L; /* the batch is as long as its longest pair */
+            total += b.size;
+            k++;
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT_EQUAL(total, n);
+        CU_ASSERT_EQUAL(k, nb);
+    }
+    CU_ASSERT_EQUAL(first[1], first[2]);     /* a replayed epoch */
+    CU_ASSERT_NOT_EQUAL(first[0], first[1]); /* another order */
+    /* far less padding than sentence batches padded to num_steps */
+    CU_ASSERT_TRUE(padded < 12 * n / 2);
+    CU_ASSERT_TRUE(tokens > 0);
+    free(seen);
+    free(first);
+    ds_batches_free(it);
+    /* a budget below the longest pair (12 steps here) */
+    ds_fra *d2 = NULL;
+    o.batch_tokens = 11;
+    TU_STATUS(ds_fra_load(path, &o, &d2), DS_OK);
+    if (d2) {
+        TU_STATUS(ds_batches_new(d2, DS_TRAIN, true, &it), DS_EARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "batch_tokens = 11"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "longest pair (12 tokens"));
+        /* sized batches never use tokens */
+        TU_STATUS(ds_batches_new_sized(d2, DS_ALL, false, 100, &it), DS_OK);
+        if (it) CU_ASSERT_EQUAL(ds_batches_count(it), (n + 99) / 100);
+        ds_batches_free(it);
+    }
+    ds_fra_free(d2);
+    o.batch_tokens = -1;
+    TU_STATUS(ds_fra_load(path, &o, &d2), DS_EARG);
+    ds_fra_free(d);
+}
+
 /* The documented RNG, reproduced by ref_numbers.py (ref key rng.seed42.stream0.first3). */
 static void test_rng(void) {
     ag_rng r;
@@ -644,6 +726,7 @@ int main(void) {
         {"whole file: 167130 pairs, vocab 10012/17851, arrays", test_whole_file},
         {"predict helpers: encode / decode as d2l", test_predict_helpers},
         {"batches: seeded shuffles, sizes, contents", test_batches},
+        {"token batches: budget, lengths, cut arrays, seeded order", test_token_batches},
         {"rng: documented xoshiro256** stream", test_rng},
         {"split: sizes, determinism, disjointness, file", test_split},
         {"preprocess: punctuation, NBSP, lowercase, sigma", test_preprocess_rules},

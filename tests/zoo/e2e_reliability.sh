@@ -154,5 +154,41 @@ check "  the same parameters, bit for bit" same "$dir/rw.sd" "$dir/rp.sd"
 check "  --beta2 cannot change on --resume" run 2 train "${job[@]}" --checkpoint "$dir/rp.safetensors" --resume --epochs 4 --beta2 0.9
 check "  says so" has err "--beta2 0.9 differs from the checkpoint's 0.98"
 
+# 9. the whole-corpus job: token batches, validation, the best checkpoint, early stopping,
+#    presets; what cannot work is refused before training, naming the flag
+check "--valid-steps without a validation split refused" run 2 train "${small[@]}" --valid-steps 5
+check "  names the flags" has err "--valid-steps 5: the validation split is empty \(--valid-frac 0 of 81 pairs\)"
+check "--valid-frac holding no pair refused" run 2 train "${small[@]}" --valid-steps 5 --valid-frac 0.001
+check "--patience without --valid-steps refused" run 2 train "${small[@]}" --patience 3
+check "  says so" has err "--patience and --best-checkpoint need --valid-steps"
+check "--batch-tokens below the longest pair refused" run 2 train "${small[@]}" --batch-tokens 5
+check "  names the flag and the pair" has err "--batch-tokens: batch_tokens = 5 is below the longest pair \([0-9]+ tokens"
+check "--best-checkpoint in a missing folder refused" run 2 train "${small[@]}" --valid-frac 0.2 --valid-steps 2 --best-checkpoint "$dir/no/b.safetensors"
+check "--preset bogus refused" run 2 train "${small[@]}" --preset bogus
+check "  names it" has err "--preset bogus: no such preset"
+val=(--data "$data" --num-examples 400 --valid-frac 0.1 --batch-tokens 200 --log-every 0 --plots "$dir/vp")
+check "token batches with validation" run 0 train "${val[@]}" --epochs 3 --valid-steps 10 --checkpoint "$dir/v.safetensors"
+check "  a validation line" has err "valid at step 10 \(epoch [0-9.]+\): loss [0-9.]+, BLEU-4 [0-9.]+ \(best"
+check "  the best checkpoint" test -s "$dir/v.best.safetensors"
+check "  the curves" test -s "$dir/vp/valid_bleu.svg" -a -s "$dir/vp/valid_bleu_time.svg" -a -s "$dir/vp/valid_loss.svg"
+check "  valid.csv: a header and a line per validation" test "$(head -1 "$dir/vp/valid.csv")" = "step,epoch,seconds,train_loss,valid_loss,bleu"
+check "  the summary line" has out "valid: BLEU-4 [0-9.]+, loss [0-9.]+ at step [0-9]+; best BLEU-4"
+check "--patience 1 stops early" run 0 train "${val[@]}" --epochs 50 --valid-steps 1 --patience 1 --lr 0 --checkpoint "$dir/e.safetensors"
+check "  says so" has out "by --patience"
+check "a token-batch run stopped mid-epoch" run 0 train "${val[@]}" --epochs 2 --valid-steps 7 --checkpoint "$dir/tp.safetensors" --max-steps 9
+check "  resumed" run 0 train "${val[@]}" --epochs 2 --valid-steps 7 --checkpoint "$dir/tp.safetensors" --resume
+check "  an uninterrupted one" run 0 train "${val[@]}" --epochs 2 --valid-steps 7 --checkpoint "$dir/tw.safetensors"
+run 0 export --checkpoint "$dir/tw.safetensors" --out "$dir/tw.sd" --src-vocab "$dir/tws.txt" --tgt-vocab "$dir/twt.txt"
+run 0 export --checkpoint "$dir/tp.safetensors" --out "$dir/tp.sd" --src-vocab "$dir/tps.txt" --tgt-vocab "$dir/tpt.txt"
+check "  the same parameters, bit for bit" same "$dir/tw.sd" "$dir/tp.sd"
+check "  --batch-tokens cannot change on --resume" run 2 train "${val[@]}" --epochs 3 --batch-tokens 300 --checkpoint "$dir/tp.safetensors" --resume
+check "--preset full, flags given override it" run 0 train --data "$data" --preset full --num-examples 300 --valid-frac 0.1 --test-frac 0 --batch-tokens 400 --hiddens 32 --ffn-hiddens 64 --max-steps 2 --valid-steps 2 --log-steps 0 --checkpoint "$dir/pf.safetensors"
+head -c 20000 "$dir/pf.safetensors" | tr ',' '\n' > "$dir/pf.header"
+for kv in '"config.heads":"4"' '"train.lr_schedule":"invsqrt"' '"config.d2l-step-positions":"0"' '"data.num_examples":"300"'; do
+    check "  the preset's or the flags' $kv" has pf.header "$kv"
+done
+check "  the flags' --hiddens" has pf.header '"config.hiddens":"32"'
+check "  the flags' --batch-tokens" has pf.header '"data.batch_tokens":"400"'
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

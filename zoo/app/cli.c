@@ -31,9 +31,10 @@ enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
  * the kind's default config; --help prints them from there. */
 
 typedef struct args {
-    const char *data, *checkpoint, *plots, *src_vocab, *tgt_vocab, *split, *out;
-    int epochs, threads, shards, checkpoint_every, log_every, beam;
-    int64_t max_steps, checkpoint_steps, log_steps;
+    const char *data, *checkpoint, *plots, *src_vocab, *tgt_vocab, *split, *out, *preset,
+        *best_checkpoint;
+    int epochs, threads, shards, checkpoint_every, log_every, beam, patience;
+    int64_t max_steps, checkpoint_steps, log_steps, valid_steps;
     double lr, alpha, time_budget, checkpoint_minutes;
     int resume, allow_nonfinite;
     ds_fra_options o; /* the data flags: their table is zoo_data_fields (trainer.h) */
@@ -80,6 +81,20 @@ static const flag FLAGS[] = {
       "also a progress line every N steps: step, epoch, loss, lr, tokens/sec, elapsed, remaining "
       "(0: none)"},
      "t"},
+    {{"valid-steps", ZOO_I64, A(valid_steps), 0, 1e12,
+      "validate every N steps and at the end: loss and corpus BLEU-4 (greedy) on the "
+      "--valid-frac split, in the log, the checkpoint and the plots (0: never)"},
+     "t"},
+    {{"best-checkpoint", ZOO_STR, A(best_checkpoint), 0, 0,
+      "with --valid-steps: where the run is saved at each new best BLEU (default: the "
+      "checkpoint's name with .best before .safetensors)"},
+     "t"},
+    {{"patience", ZOO_INT, A(patience), 0, 1e6,
+      "with --valid-steps: stop after N validations without a better BLEU (0: never)"},
+     "t"},
+    {{"preset", ZOO_STR, A(preset), 0, 0,
+      "full: the whole-corpus recipe (docs/zoo.md); flags given as well override its values"},
+     "t"},
     {{"resume", ZOO_SWITCH, A(resume), 0, 1, "continue the run saved in --checkpoint"}, "t"},
     {{"plots", ZOO_STR, A(plots), 0, 0, "directory for the plots"}, "ts"},
     {{"log-every", ZOO_INT, A(log_every), 0, 1e6, "epochs between progress lines (0: none)"}, "t"},
@@ -102,7 +117,7 @@ static const flag FLAGS[] = {
 #define MAX_CONFIG 32 /* fields of a model's config */
 
 /* The sub-commands taking each data flag (zoo_data_fields, in its order). */
-static const char *const DATA_CMDS[] = {"tes", "t", "tres", "ts", "t", "tes", "tes", "tes"};
+static const char *const DATA_CMDS[] = {"tes", "t", "tres", "ts", "t", "tes", "tes", "tes", "t"};
 #define N_DATA (sizeof DATA_CMDS / sizeof *DATA_CMDS)
 #define N_RECIPE 7 /* zoo_n_recipe_fields: the recipe flags, train only */
 
@@ -193,6 +208,46 @@ static void help(const cli *c) {
         for (int i = 0; i < c->kind->n_config; i++)
             print_field(&c->kind->config[i], c->kind->defaults);
     }
+}
+
+/* ---- presets ----
+ * A preset is a list of flags for one model kind, applied before the command line (whose flags
+ * override it) and counted as given. Why each value: docs/zoo.md, "The whole corpus". */
+static const struct {
+    const char *kind, *name, *flags;
+} PRESETS[] = {
+    {"transformer", "full",
+     "--num-examples 0 --valid-frac 0.01197 --test-frac 0.01197 --split-seed 1 "
+     "--num-steps 20 --batch-tokens 4096 "
+     "--hiddens 256 --ffn-hiddens 1024 --heads 4 --layers 3 --dropout 0.1 "
+     "--d2l-step-positions 0 "
+     "--lr 0.001 --beta2 0.98 --lr-schedule invsqrt --warmup-steps 400 --label-smoothing 0.1 "
+     "--epochs 1000 --time-budget 3600 --valid-steps 250 --log-steps 50 --log-every 1 "
+     "--checkpoint-minutes 10"},
+};
+
+static int parse(cli *c, int argc, char **argv);
+
+/* Applies the preset named by --preset NAME (or --preset=NAME) in argv, if any. Returns 0 or
+ * EXIT_USAGE. */
+static int apply_preset(cli *c, int argc, char **argv) {
+    const char *name = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--preset") && i + 1 < argc) name = argv[i + 1];
+        else if (!strncmp(argv[i], "--preset=", 9)) name = argv[i] + 9;
+    }
+    if (!name || c->letter != 't') return 0;
+    for (size_t k = 0; k < sizeof PRESETS / sizeof *PRESETS; k++) {
+        if (strcmp(PRESETS[k].kind, c->kind->name) || strcmp(PRESETS[k].name, name)) continue;
+        char buf[1024], *words[64], *save = NULL;
+        int n = 0;
+        snprintf(buf, sizeof buf, "%s", PRESETS[k].flags);
+        for (char *w = strtok_r(buf, " ", &save); w && n < 64; w = strtok_r(NULL, " ", &save))
+            words[n++] = w;
+        return parse(c, n, words);
+    }
+    return usage_error(c, "--preset %s: no such preset for %s (%s)", name, c->kind->program,
+                       strcmp(c->kind->name, "transformer") ? "it has none" : "full");
 }
 
 /* Returns 0, EXIT_USAGE, or -1 when --help was printed. */
@@ -399,8 +454,23 @@ static int cmd_train(cli *c) {
     if (!given(c, "checkpoint"))
         snprintf(ckpath, sizeof ckpath, "%s.safetensors", c->kind->program);
     else snprintf(ckpath, sizeof ckpath, "%s", c->a.checkpoint);
-    if (check_output_file("--checkpoint", ckpath) || (c->a.plots && mkdir_p(c->a.plots)))
+    char best[4200] = "";
+    if ((given(c, "patience") || given(c, "best-checkpoint")) && !c->a.valid_steps)
+        return usage_error(c, "--patience and --best-checkpoint need --valid-steps");
+    if (c->a.valid_steps && c->a.best_checkpoint) {
+        snprintf(best, sizeof best, "%s", c->a.best_checkpoint);
+    } else if (c->a.valid_steps) { /* NAME.safetensors -> NAME.best.safetensors */
+        size_t n = strlen(ckpath), ext = strlen(".safetensors");
+        if (n > ext && !strcmp(ckpath + n - ext, ".safetensors"))
+            snprintf(best, sizeof best, "%.*s.best.safetensors", (int)(n - ext), ckpath);
+        else snprintf(best, sizeof best, "%s.best", ckpath);
+    }
+    if (check_output_file("--checkpoint", ckpath) ||
+        (*best && check_output_file("--best-checkpoint", best)) ||
+        (c->a.plots && mkdir_p(c->a.plots)))
         return usage_error(c, "%s", ag_last_error());
+    if (*best && same_file(best, ckpath))
+        return usage_error(c, "--best-checkpoint and --checkpoint name the same file (%s)", best);
     if (c->a.resume) {
         tr = zoo_trainer_resume(ckpath, c->kind, &o);
         if (!tr) return fail(c, ag_last_error());
@@ -465,6 +535,13 @@ static int cmd_train(cli *c) {
             goto done;
         }
     }
+    if (c->a.valid_steps && !ds_fra_part_size(d, DS_VALID)) {
+        rc = usage_error(c,
+                         "--valid-steps %lld: the validation split is empty (--valid-frac %g of "
+                         "%lld pairs); give a --valid-frac that holds at least one pair",
+                         (long long)c->a.valid_steps, o.valid_frac, (long long)ds_fra_num_pairs(d));
+        goto done;
+    }
     if (!given(c, "threads")) { /* one per shard, up to the cores */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         if (ag_set_threads(tr->shards < cores ? tr->shards : cores > 1 ? (int)cores : 1)) {
@@ -473,7 +550,8 @@ static int cmd_train(cli *c) {
         }
     }
     if (ds_batches_new(d, DS_TRAIN, true, &it)) {
-        rc = fail(c, ag_last_error());
+        rc = o.batch_tokens ? usage_error(c, "--batch-tokens: %s", ag_last_error())
+                            : fail(c, ag_last_error());
         goto done;
     }
     zoo_train_opts to = {.epochs = c->a.epochs,
@@ -487,7 +565,10 @@ static int cmd_train(cli *c) {
                          .log_every = c->a.log_every,
                          .log_steps = c->a.log_steps,
                          .log = stderr,
-                         .stop = &stop_signal};
+                         .stop = &stop_signal,
+                         .valid_steps = c->a.valid_steps,
+                         .best_checkpoint = *best ? best : NULL,
+                         .patience = c->a.patience};
     if (tr->epochs_done >= to.epochs) {
         rc = usage_error(c, "the checkpoint has %d epochs already; give --epochs above it",
                          tr->epochs_done);
@@ -519,12 +600,24 @@ static int cmd_train(cli *c) {
         rc = 128 + (int)stop_signal;
         goto done;
     }
-    if (trc == ZOO_TRAIN_LIMIT)
+    if (trc == ZOO_TRAIN_LIMIT || trc == ZOO_TRAIN_EARLY)
         printf("stopped at step %lld (epoch %d, batch %d) by %s; checkpoint %s (continue with "
                "--resume)\n",
                (long long)tr->steps, tr->epochs_done + 1, tr->epoch_batches,
-               c->a.max_steps && tr->steps >= c->a.max_steps ? "--max-steps" : "--time-budget",
+               trc == ZOO_TRAIN_EARLY                          ? "--patience"
+               : c->a.max_steps && tr->steps >= c->a.max_steps ? "--max-steps"
+                                                               : "--time-budget",
                ckpath);
+    if (tr->n_valid) {
+        int b = 0;
+        for (int i = 1; i < tr->n_valid; i++)
+            if (tr->valid[i].bleu > tr->valid[b].bleu) b = i;
+        printf("valid: BLEU-4 %.2f, loss %.4f at step %lld; best BLEU-4 %.2f at step %lld "
+               "(%s)\n",
+               tr->valid[tr->n_valid - 1].bleu, tr->valid[tr->n_valid - 1].loss,
+               (long long)tr->valid[tr->n_valid - 1].step, tr->valid[b].bleu,
+               (long long)tr->valid[b].step, best);
+    }
     if (tr->epoch_batches) /* the epoch under way */
         printf("loss %.3f, %.1f tokens/sec (epoch %d so far)\n",
                tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
@@ -831,11 +924,13 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         cli c = {.kind = kind, .cmd = cmds[i].name, .letter = cmds[i].letter};
-        if (kind->n_config > MAX_CONFIG || zoo_n_recipe_fields != N_RECIPE)
+        if (kind->n_config > MAX_CONFIG || zoo_n_recipe_fields != N_RECIPE ||
+            zoo_n_data_fields != (int)N_DATA)
             return fail(&c, "the model's config has too many fields");
         init_args(&c.a, kind);
         if (!c.a.hp) return fail(&c, "out of memory");
-        int rc = parse(&c, argc - 2, argv + 2);
+        int rc = apply_preset(&c, argc - 2, argv + 2);
+        if (!rc) rc = parse(&c, argc - 2, argv + 2);
         if (!rc && !ag_set_threads(c.a.threads)) {
             rc = cmds[i].run(&c);
             ag_set_threads(1); /* joins the workers */

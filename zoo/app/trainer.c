@@ -12,6 +12,7 @@
 
 #include "autograd/ag_file.h"
 #include "datasets/common.h"
+#include "zoo/app/decode.h"
 #include "zoo/app/plot.h"
 
 static double now(void) {
@@ -195,6 +196,7 @@ void zoo_trainer_free(zoo_trainer *tr) {
     ag_tape_free(tr->tape);
     zoo_model_free(tr->model);
     free(tr->hist);
+    free(tr->valid);
     free(tr);
 }
 
@@ -207,6 +209,18 @@ static int push_hist(zoo_trainer *tr, zoo_epoch_stats s) {
         tr->cap_hist = cap;
     }
     tr->hist[tr->n_hist++] = s;
+    return 0;
+}
+
+static int push_valid(zoo_trainer *tr, zoo_valid_stats v) {
+    if (tr->n_valid == tr->cap_valid) {
+        int cap = tr->cap_valid ? 2 * tr->cap_valid : 64;
+        zoo_valid_stats *h = realloc(tr->valid, sizeof *h * (size_t)cap);
+        if (!h) return ag_error("trainer: out of memory");
+        tr->valid = h;
+        tr->cap_valid = cap;
+    }
+    tr->valid[tr->n_valid++] = v;
     return 0;
 }
 
@@ -231,6 +245,8 @@ static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t 
     void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T, NULL);
     ag_tensor *l = zoo_masked_ce_smoothed(t, m->ops->decode(m, &c, state, dec_in, B, T),
                                           b->tgt + off, b->tgt_valid_len + r0, eps);
+    if (b->full_steps > T) /* a token batch: d2l's mean is over the uncut num_steps */
+        l = ag_scale(t, l, (double)T / b->full_steps);
     ag_tensor *loss = ag_sum(t, l, AG_ALL, false);
     if (!loss || ag_backward(t, loss)) return -1;
     sh->loss = loss->data[0];
@@ -290,7 +306,7 @@ static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *l
 /* ---- epochs, steps and stops ---- */
 
 /* Why run_epoch returned before the end of its epoch. */
-typedef enum { RUN_ON, RUN_LIMIT, RUN_STOP } run_why;
+typedef enum { RUN_ON, RUN_LIMIT, RUN_STOP, RUN_EARLY } run_why;
 
 typedef struct run_state {
     const zoo_train_opts *o; /* NULL: no limits, no progress (zoo_train_epoch) */
@@ -298,6 +314,101 @@ typedef struct run_state {
     double t0;        /* when this call started training */
     double last_ckpt; /* when the last checkpoint of this call was written */
 } run_state;
+
+int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, double *loss,
+                         double *bleu) {
+    enum { ROWS = 64 }; /* (ROWS, T, V) logits at a time */
+    zoo_model *m = tr->model;
+    ag_tape *t = tr->tape;
+    ds_batches *it;
+    if (ds_batches_new_sized(data, part, false, ROWS, &it)) return -1;
+    const ds_vocab *sv = ds_fra_vocab(data, DS_SRC), *tv = ds_fra_vocab(data, DS_TGT);
+    int32_t bos = ds_vocab_id(tv, "<bos>");
+    nn_ctx c = {.tape = t, .training = true};
+    nn_eval_saved e = nn_eval_begin(&c);
+    double sum = 0, tokens = 0;
+    int rc = 0;
+    ds_batch b;
+    while (!rc && ds_batches_next(it, &b)) {
+        int B = b.size, T = b.num_steps;
+        int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * T);
+        void *state = dec_in ? m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL) : NULL;
+        if (state) zoo_teacher_inputs(b.tgt, B, T, bos, dec_in);
+        ag_tensor *l = state ? zoo_masked_ce(t, m->ops->decode(m, &c, state, dec_in, B, T), b.tgt,
+                                             b.tgt_valid_len)
+                             : NULL;
+        if (!l) rc = ag_error_context("validation");
+        for (int i = 0; !rc && i < B; i++) {
+            sum += (double)l->data[i] * T; /* the per-sequence mean over T, as a sum */
+            tokens += b.tgt_valid_len[i];
+        }
+        ag_tape_reset(t);
+    }
+    nn_eval_end(&c, e);
+    ds_batches_free(it);
+    zoo_eval_result r;
+    if (rc || zoo_evaluate(m, t, sv, tv, data, part, ds_fra_num_steps(data), &r)) return -1;
+    *loss = tokens ? sum / tokens : 0;
+    *bleu = r.bleu4;
+    return 0;
+}
+
+/* Training seconds of the whole run so far (steps only). */
+static double train_seconds(const zoo_trainer *tr) {
+    double s = tr->epoch_seconds;
+    for (int i = 0; i < tr->n_hist; i++) s += tr->hist[i].seconds;
+    return s;
+}
+
+/* The best BLEU of the run's validations before the last one, and how many validations since
+ * it (the last included). */
+static double best_before_last(const zoo_trainer *tr, int *since) {
+    double best = -1;
+    *since = 0;
+    for (int i = 0; i + 1 < tr->n_valid; i++) {
+        (*since)++;
+        if (tr->valid[i].bleu > best) best = tr->valid[i].bleu, *since = 0;
+    }
+    (*since)++;
+    return best;
+}
+
+/* A validation now: its line on the log, the history, the best checkpoint, the plots. Sets
+ * *early when opts->patience validations went by without a better BLEU. Returns 0 or -1. */
+static int validate_now(run_state *r, zoo_trainer *tr, const ds_batches *it, bool *early) {
+    const zoo_train_opts *o = r->o;
+    double t0 = now(), loss, bleu;
+    if (zoo_trainer_validate(tr, r->data, DS_VALID, &loss, &bleu)) return -1;
+    zoo_valid_stats v = {
+        .step = tr->steps,
+        .epoch =
+            tr->epochs_done +
+            (ds_batches_count(it) ? (double)tr->epoch_batches / (double)ds_batches_count(it) : 0),
+        .seconds = train_seconds(tr),
+        .train_loss = tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens
+                      : tr->n_hist     ? tr->hist[tr->n_hist - 1].loss
+                                       : 0,
+        .loss = loss,
+        .bleu = bleu};
+    if (push_valid(tr, v)) return -1;
+    int since;
+    double best = best_before_last(tr, &since);
+    bool better = bleu > best;
+    if (better && o->best_checkpoint && zoo_trainer_save(tr, r->data, o->best_checkpoint))
+        return -1;
+    if (better) since = 0;
+    *early = o->patience > 0 && since >= o->patience;
+    if (o->log) {
+        fprintf(o->log,
+                "valid at step %lld (epoch %.2f): loss %.4f, BLEU-4 %.2f (best %.2f%s), "
+                "%lld sentences, %.1fs\n",
+                (long long)v.step, v.epoch, loss, bleu, better ? bleu : best,
+                better ? (o->best_checkpoint ? ", saved" : "") : "",
+                (long long)ds_fra_part_size(r->data, DS_VALID), now() - t0);
+        fflush(o->log);
+    }
+    return o->plots_dir ? zoo_trainer_write_plots(tr, o->plots_dir) : 0;
+}
 
 static double epoch_fraction(const zoo_trainer *tr, const ds_batches *it) {
     int64_t n = ds_batches_count(it);
@@ -360,7 +471,12 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, run_state *r,
         report_step(r, tr, it);
         if (periodic_save(r, tr)) return -1;
         if (!o) continue;
-        if (o->stop && *o->stop) *why = RUN_STOP;
+        bool early = false;
+        if (o->valid_steps > 0 && tr->steps % o->valid_steps == 0 &&
+            validate_now(r, tr, it, &early))
+            return -1;
+        if (early) *why = RUN_EARLY;
+        else if (o->stop && *o->stop) *why = RUN_STOP;
         else if ((o->max_steps > 0 && tr->steps >= o->max_steps) ||
                  (o->time_budget > 0 && now() - r->t0 >= o->time_budget))
             *why = RUN_LIMIT;
@@ -397,23 +513,41 @@ static void report(const zoo_train_opts *o, const zoo_trainer *tr, const zoo_epo
     fflush(o->log);
 }
 
+/* The validation at the end of a run (or a stop), unless the last step had one. */
+static int final_validation(run_state *r, zoo_trainer *tr, const ds_batches *it, bool *early) {
+    if (r->o->valid_steps <= 0 || (tr->n_valid && tr->valid[tr->n_valid - 1].step == tr->steps))
+        return 0;
+    return validate_now(r, tr, it, early);
+}
+
 int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *o) {
     int32_t bos = ds_vocab_id(ds_fra_vocab(data, DS_TGT), "<bos>");
     double elapsed = 0;
     for (int i = 0; i < tr->n_hist; i++) elapsed += tr->hist[i].seconds;
     run_state r = {.o = o, .data = data, .t0 = now()};
     r.last_ckpt = r.t0;
+    if (o->valid_steps > 0 && !ds_fra_part_size(data, DS_VALID))
+        return ag_error("validation every %lld steps: the data has no validation part",
+                        (long long)o->valid_steps);
     while (tr->epochs_done < o->epochs) {
         zoo_epoch_stats s;
         run_why why;
         if (run_epoch(tr, it, bos, &r, &s, &why)) return -1;
         if (why != RUN_ON) { /* stopped inside or at the end of an epoch: save where it is */
+            bool early = false;
+            if (why != RUN_EARLY && final_validation(&r, tr, it, &early)) return -1;
             if (o->checkpoint && zoo_trainer_save(tr, data, o->checkpoint)) return -1;
-            if (o->plots_dir && tr->n_hist && zoo_trainer_write_plots(tr, o->plots_dir)) return -1;
-            return why == RUN_STOP ? ZOO_TRAIN_STOPPED : ZOO_TRAIN_LIMIT;
+            if (o->plots_dir && (tr->n_hist || tr->n_valid) &&
+                zoo_trainer_write_plots(tr, o->plots_dir))
+                return -1;
+            return why == RUN_STOP    ? ZOO_TRAIN_STOPPED
+                   : why == RUN_EARLY ? ZOO_TRAIN_EARLY
+                                      : ZOO_TRAIN_LIMIT;
         }
         elapsed += s.seconds;
         report(o, tr, &s, elapsed, tr->epochs_done == o->epochs);
+        bool early = false;
+        if (tr->epochs_done == o->epochs && final_validation(&r, tr, it, &early)) return -1;
         bool periodic = o->checkpoint_every > 0 && tr->epochs_done % o->checkpoint_every == 0;
         if (o->checkpoint && (periodic || tr->epochs_done == o->epochs) &&
             zoo_trainer_save(tr, data, o->checkpoint))
@@ -435,6 +569,39 @@ static char *history_text(const zoo_trainer *tr) {
         n += (size_t)snprintf(s + n, cap - n, "%.17g %.17g %.17g\n", tr->hist[i].loss,
                               tr->hist[i].tokens, tr->hist[i].seconds);
     return s;
+}
+
+/* The validations as text: one "step epoch seconds train_loss loss bleu" line each, exact. */
+static char *valid_text(const zoo_trainer *tr) {
+    size_t cap = (size_t)tr->n_valid * 140 + 1, n = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < tr->n_valid; i++) {
+        const zoo_valid_stats *v = &tr->valid[i];
+        n += (size_t)snprintf(s + n, cap - n, "%lld %.17g %.17g %.17g %.17g %.17g\n",
+                              (long long)v->step, v->epoch, v->seconds, v->train_loss, v->loss,
+                              v->bleu);
+    }
+    return s;
+}
+
+static int parse_valid(zoo_trainer *tr, const char *text, const char *file) {
+    for (const char *p = text; p && *p;) {
+        zoo_valid_stats v;
+        long long step;
+        int used = 0;
+        if (sscanf(p, "%lld %lf %lf %lf %lf %lf%n", &step, &v.epoch, &v.seconds, &v.train_loss,
+                   &v.loss, &v.bleu, &used) != 6 ||
+            step < 0 || step > tr->steps)
+            return ag_error("%s: metadata train.valid_history: malformed at validation %d", file,
+                            tr->n_valid + 1);
+        v.step = step;
+        if (push_valid(tr, v)) return -1;
+        p = strchr(p + used, '\n');
+        if (p) p++;
+    }
+    return 0;
 }
 
 static int set_meta_double(nn_ckpt *ck, const char *key, double v) {
@@ -463,6 +630,9 @@ const zoo_field zoo_data_fields[] = {
     {"valid-frac", ZOO_REAL, D(valid_frac), 0, 0.9, "held-out validation fraction of the pairs"},
     {"test-frac", ZOO_REAL, D(test_frac), 0, 0.9, "held-out test fraction of the pairs"},
     {"split-seed", ZOO_U64, D(split_seed), 0, 18446744073709551615.0, "seed of the held-out split"},
+    {"batch-tokens", ZOO_INT, D(batch_tokens), 0, 1e8,
+     "batches of at most N tokens (rows x longest pair) over length-sorted pairs, instead of "
+     "--batch-size rows (0: off)"},
 };
 #undef D
 const int zoo_n_data_fields = sizeof zoo_data_fields / sizeof *zoo_data_fields;
@@ -534,9 +704,9 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
     snprintf(partial, sizeof partial, "%d %.17g %.17g %.17g", tr->epoch_batches, tr->epoch_loss,
              tr->epoch_tokens, tr->epoch_seconds);
     nn_ckpt *ck = nn_ckpt_new();
-    char *hist = history_text(tr);
+    char *hist = history_text(tr), *valid = valid_text(tr);
     int rc = -1;
-    if (!ck || !hist) {
+    if (!ck || !hist || !valid) {
         ag_error("%s: out of memory", path);
     } else if (!zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC),
                                    ds_fra_vocab(data, DS_TGT)) &&
@@ -547,22 +717,26 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
                !set_recipe_meta(ck, &tr->recipe) &&
                !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
                !nn_ckpt_set_meta(ck, "train.history", hist) &&
+               (!tr->n_valid || !nn_ckpt_set_meta(ck, "train.valid_history", valid)) &&
                !set_data_meta(ck, ds_fra_opts(data)) &&
                !set_meta_double(ck, "train.lr", optim_config(tr->opt)->lr) &&
                !set_meta_double(ck, "train.clip", optim_config(tr->opt)->clip_norm)) {
         rc = nn_ckpt_save(ck, path);
     }
     free(hist);
+    free(valid);
     nn_ckpt_free(ck);
     return rc;
 }
 
-/* The whole data options of a training checkpoint: every key must be there. */
+/* The whole data options of a training checkpoint: every key must be there (but
+ * data.batch_tokens, absent from checkpoints made before it: 0). */
 static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
     char key[64];
     for (int i = 0; i < zoo_n_data_fields; i++) {
         meta_key("data", &zoo_data_fields[i], key, sizeof key);
-        if (!in_split(&zoo_data_fields[i]) && !nn_ckpt_meta(ck, key))
+        if (!in_split(&zoo_data_fields[i]) && strcmp(key, "data.batch_tokens") &&
+            !nn_ckpt_meta(ck, key))
             return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
     }
     if (!nn_ckpt_meta(ck, "data.split"))
@@ -649,7 +823,9 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
         ag_error("%s: not a training checkpoint (no train.history)", path);
         goto fail;
     }
-    if (parse_history(tr, hist, path) || get_progress(ck, tr)) goto fail;
+    if (parse_history(tr, hist, path) || get_progress(ck, tr) ||
+        parse_valid(tr, nn_ckpt_meta(ck, "train.valid_history"), path))
+        goto fail;
     nn_ckpt_free(ck);
     return tr;
 fail:
@@ -670,6 +846,47 @@ int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
 
 /* ---- plots ---- */
 
+/* valid.csv and the validation curves (nothing without validations). */
+static int write_valid_plots(const zoo_trainer *tr, const char *dir) {
+    int n = tr->n_valid;
+    if (!n) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/valid.csv", dir);
+    ag_file out;
+    FILE *f = ag_file_open(&out, path);
+    if (!f) return -1;
+    fprintf(f, "step,epoch,seconds,train_loss,valid_loss,bleu\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%lld,%.4f,%.3f,%.6f,%.6f,%.4f\n", (long long)tr->valid[i].step,
+                tr->valid[i].epoch, tr->valid[i].seconds, tr->valid[i].train_loss,
+                tr->valid[i].loss, tr->valid[i].bleu);
+    if (ag_file_commit(&out)) return -1;
+    double *steps = malloc(sizeof(double) * (size_t)n), *mins = malloc(sizeof(double) * (size_t)n),
+           *bleu = malloc(sizeof(double) * (size_t)n), *loss = malloc(sizeof(double) * (size_t)n);
+    int rc = 0;
+    if (!steps || !mins || !bleu || !loss) rc = ag_error("plots: out of memory");
+    for (int i = 0; !rc && i < n; i++) {
+        steps[i] = (double)tr->valid[i].step;
+        mins[i] = tr->valid[i].seconds / 60;
+        bleu[i] = tr->valid[i].bleu;
+        loss[i] = tr->valid[i].loss;
+    }
+    zoo_series sb = {"valid", steps, bleu, n}, st = {"valid", mins, bleu, n},
+               sl = {"valid", steps, loss, n};
+    if (!rc) snprintf(path, sizeof path, "%s/valid_bleu.svg", dir);
+    if (!rc) rc = zoo_svg_lines(path, "validation BLEU-4", "step", "BLEU-4", &sb, 1, false);
+    if (!rc) snprintf(path, sizeof path, "%s/valid_bleu_time.svg", dir);
+    if (!rc)
+        rc = zoo_svg_lines(path, "validation BLEU-4", "training minutes", "BLEU-4", &st, 1, false);
+    if (!rc) snprintf(path, sizeof path, "%s/valid_loss.svg", dir);
+    if (!rc) rc = zoo_svg_lines(path, "validation loss (per token)", "step", "loss", &sl, 1, true);
+    free(steps);
+    free(mins);
+    free(bleu);
+    free(loss);
+    return rc;
+}
+
 int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/loss.csv", dir);
@@ -681,6 +898,7 @@ int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir) {
         fprintf(f, "%d,%.6f,%.0f,%.6f,%.1f\n", i + 1, tr->hist[i].loss, tr->hist[i].tokens,
                 tr->hist[i].seconds, tr->hist[i].tokens / tr->hist[i].seconds);
     if (ag_file_commit(&out)) return -1;
+    if (!tr->n_hist) return write_valid_plots(tr, dir);
     double *x = malloc(sizeof *x * (size_t)tr->n_hist), *y = malloc(sizeof *y * (size_t)tr->n_hist);
     if (!x || !y) {
         free(x);
@@ -696,5 +914,5 @@ int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir) {
     int rc = zoo_svg_lines(path, "training loss (per token)", "epoch", "loss", &s, 1, true);
     free(x);
     free(y);
-    return rc;
+    return rc ? rc : write_valid_plots(tr, dir);
 }

@@ -73,6 +73,16 @@ typedef struct zoo_epoch_stats {
     double seconds;
 } zoo_epoch_stats;
 
+/* One validation (zoo_train_opts.valid_steps): when, and the scores on the validation part. */
+typedef struct zoo_valid_stats {
+    int64_t step;      /* optimizer steps done */
+    double epoch;      /* fractional epoch */
+    double seconds;    /* training seconds so far (steps only, the whole run, resumes included) */
+    double train_loss; /* the running loss of the epoch under way (d2l's definition) */
+    double loss;       /* cross-entropy per valid target token (teacher forcing, no dropout) */
+    double bleu;       /* corpus BLEU-4, 0..100, greedy (zoo_evaluate) */
+} zoo_valid_stats;
+
 typedef struct zoo_shard zoo_shard; /* one row range of every batch (trainer.c) */
 
 typedef struct zoo_trainer {
@@ -92,6 +102,8 @@ typedef struct zoo_trainer {
      * epoch's order, a function of (seed, epoch), and carries on with the same bits. */
     int epoch_batches;
     double epoch_loss, epoch_tokens, epoch_seconds;
+    int n_valid, cap_valid;
+    zoo_valid_stats *valid; /* the validations of the run, in order */
 } zoo_trainer;
 
 typedef struct zoo_train_opts {
@@ -109,13 +121,28 @@ typedef struct zoo_train_opts {
     /* Checked after every step: when *stop is set (e.g. by a SIGINT handler), the run saves and
      * returns ZOO_TRAIN_STOPPED. NULL: never. */
     volatile sig_atomic_t *stop;
+    /* Validation on the data's DS_VALID part (which must not be empty) every valid_steps steps
+     * and when the run ends or stops (0: never): the loss per token and corpus BLEU-4 (greedy),
+     * a line on log, the history in the checkpoint and the plots. A BLEU above every earlier one saves the run to best_checkpoint (NULL: not
+     * kept); after `patience` validations without one (0: never) the run saves and returns
+     * ZOO_TRAIN_EARLY. */
+    int64_t valid_steps;
+    const char *best_checkpoint;
+    int patience;
 } zoo_train_opts;
 
 /* What zoo_train returns besides 0 (every epoch done) and -1 (an error). */
 enum {
-    ZOO_TRAIN_LIMIT = 1,  /* max_steps or the time budget reached; the checkpoint saved */
-    ZOO_TRAIN_STOPPED = 2 /* *opts->stop was set; the checkpoint saved */
+    ZOO_TRAIN_LIMIT = 1,   /* max_steps or the time budget reached; the checkpoint saved */
+    ZOO_TRAIN_STOPPED = 2, /* *opts->stop was set; the checkpoint saved */
+    ZOO_TRAIN_EARLY = 3    /* opts->patience validations without a better BLEU; saved */
 };
+
+/* The validation of zoo_train on `part` of data, with tr's model in eval mode: *loss, the
+ * cross-entropy per valid target token (teacher forcing, 64 sentences at a time), and *bleu,
+ * corpus BLEU-4 of greedy translations (zoo_evaluate). Returns 0 or -1 (ag_last_error). */
+int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, double *loss,
+                         double *bleu);
 
 /* A new run: takes ownership of model; Adam (PyTorch defaults) with lr and clipping by clip;
  * dropout RNG seeded from seed. NULL with ag_last_error(). */
@@ -164,7 +191,9 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
 int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data);
 
 /* Writes the history as CSV (epoch,loss,tokens,seconds,tokens_per_sec) and as an SVG line plot
- * of the loss. Returns 0 or -1. */
+ * of the loss; with validations, also valid.csv (step,epoch,seconds,train_loss,valid_loss,bleu)
+ * and the curves valid_bleu.svg, valid_bleu_time.svg (BLEU against steps and minutes) and
+ * valid_loss.svg. Returns 0 or -1. */
 int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir);
 
 #ifdef __cplusplus
