@@ -182,6 +182,27 @@ static void test_parameter_names(void) {
     tiny_free(&m);
 }
 
+/* embed_std: the embeddings drawn from N(0, std^2); 0 keeps PyTorch's N(0, 1). */
+static void test_embedding_std(void) {
+    double stds[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        nn_params *ps = nn_params_new();
+        zoo_transformer_cfg cfg = zoo_transformer_defaults(400, 500);
+        cfg.embed_std = k ? 0.0625 : 0;
+        zoo_transformer tf;
+        CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&tf, ps, &cfg), 0);
+        CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 5), 0);
+        const ag_tensor *e = nn_params_find(ps, "decoder.embedding.weight");
+        double ss = 0;
+        for (ptrdiff_t i = 0; i < e->numel; i++) ss += (double)e->data[i] * e->data[i];
+        stds[k] = sqrt(ss / (double)e->numel); /* 16,000 draws: within 2% */
+        zoo_transformer_free(&tf);
+        nn_params_free(ps);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(stds[0], 1.0, 0.02);
+    CU_ASSERT_DOUBLE_EQUAL(stds[1], 0.0625, 0.0625 * 0.02);
+}
+
 /* Changing a later target token leaves the earlier positions' logits unchanged. */
 static void test_decoder_is_causal(void) {
     tiny m;
@@ -335,6 +356,7 @@ static CU_TestInfo tests[] = {
     {"FFN and blocks: spec.md's shapes", test_ffn_and_blocks_shapes},
     {"positional encoding table", test_positional_encoding_values},
     {"transformer parameter names as the state_dict", test_parameter_names},
+    {"embeddings: N(0, embed_std^2)", test_embedding_std},
     {"decoder is causal", test_decoder_is_causal},
     {"incremental decoding equals the full pass", test_incremental_equals_full},
     {"training forward is deterministic", test_training_forward_is_deterministic},

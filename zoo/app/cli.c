@@ -220,7 +220,7 @@ static const struct {
      "--num-examples 0 --valid-frac 0.01197 --test-frac 0.01197 --split-seed 1 "
      "--num-steps 20 --batch-tokens 4096 "
      "--hiddens 256 --ffn-hiddens 1024 --heads 4 --layers 3 --dropout 0.1 "
-     "--d2l-step-positions 0 "
+     "--d2l-step-positions 0 --embed-std 0.0625 "
      "--lr 0.001 --beta2 0.98 --lr-schedule invsqrt --warmup-steps 400 --label-smoothing 0.1 "
      "--epochs 1000 --time-budget 3600 --valid-steps 250 --log-steps 50 --log-every 1 "
      "--checkpoint-minutes 10"},

@@ -94,9 +94,7 @@ int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model
         snprintf(key, sizeof key, "config.%s", kind->config[i].name);
         snprintf(what, sizeof what, "%s: metadata %s", file, key);
         const char *v = nn_ckpt_meta(ck, key);
-        /* a choice field (e.g. the RNN cell) came after the first checkpoints: a file without it
-         * predates it and was made with its default, which is the behaviour of that time */
-        if (!v && kind->config[i].type == ZOO_CHOICE) continue;
+        if (!v && kind->n_first && i >= kind->n_first) continue; /* older than the field */
         rc = !v ? ag_error("%s: metadata has no %s", file, key)
                 : zoo_field_parse(&kind->config[i], cfg, v, what);
     }

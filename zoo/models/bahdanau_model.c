@@ -98,6 +98,7 @@ const zoo_model_kind zoo_bahdanau_kind = {
     .program = "bahdanau_nmt",
     .config = bm_fields,
     .n_config = sizeof bm_fields / sizeof *bm_fields,
+    .n_first = 4, /* the cell came later */
     .config_size = sizeof(zoo_bahdanau_cfg),
     .defaults = &zoo_bahdanau_default_cfg,
     .epochs = 250,

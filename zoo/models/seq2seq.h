@@ -74,6 +74,9 @@ typedef struct zoo_model_kind {
     const char *program;     /* "transformer_nmt" */
     const zoo_field *config; /* the fields of the config a user sets (see config.h) */
     int n_config;
+    /* config[n_first ..] came after the first checkpoints of the model (0: none did): a
+     * checkpoint without one of them was made with its default, which loading then takes */
+    int n_first;
     size_t config_size;   /* sizeof the config struct */
     const void *defaults; /* the config's defaults (docs/spec.md) */
     int epochs;           /* trainer defaults (docs/spec.md) */

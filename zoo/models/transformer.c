@@ -187,14 +187,18 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
     if (!tf->enc || !tf->dec) return nn_params_fail(ps, "transformer: out of memory");
     char p[NN_NAME_MAX];
     const int norm[1] = {k->hiddens};
-    if (nn_embedding_init(&tf->enc_embedding, ps, "encoder.embedding", k->src_vocab, k->hiddens))
+    if (nn_embedding_init(&tf->enc_embedding, ps, "encoder.embedding", k->src_vocab, k->hiddens) ||
+        (k->embed_std > 0 &&
+         nn_params_set_init(ps, tf->enc_embedding.weight, nn_init_normal(0, k->embed_std))))
         return -1;
     for (int i = 0; i < k->layers; i++)
         if (zoo_encoder_block_init(&tf->enc[i], ps,
                                    nn_join(p, sizeof p, "encoder.blks", "block%d", i), k->hiddens,
                                    1, norm, k->ffn_hiddens, k->heads, k->dropout))
             return -1;
-    if (nn_embedding_init(&tf->dec_embedding, ps, "decoder.embedding", k->tgt_vocab, k->hiddens))
+    if (nn_embedding_init(&tf->dec_embedding, ps, "decoder.embedding", k->tgt_vocab, k->hiddens) ||
+        (k->embed_std > 0 &&
+         nn_params_set_init(ps, tf->dec_embedding.weight, nn_init_normal(0, k->embed_std))))
         return -1;
     for (int i = 0; i < k->layers; i++)
         if (zoo_decoder_block_init(&tf->dec[i], ps,

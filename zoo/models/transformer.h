@@ -41,6 +41,7 @@ typedef struct zoo_transformer_cfg {
     double dropout;          /* (0.1) */
     int max_len;             /* positional-encoding table length (1000) */
     bool d2l_step_positions; /* step decoding adds P[0] at every step, as d2l (false) */
+    double embed_std;        /* embeddings ~ N(0, embed_std^2); 0: N(0, 1), PyTorch's (0) */
 } zoo_transformer_cfg;
 
 /* docs/spec.md section 3's default configuration (vocabulary sizes 0), the one place it is written;

@@ -94,6 +94,8 @@ static const zoo_field tf_fields[] = {
     {"max-len", ZOO_INT, F(max_len), 1, 100000, "positional-encoding table length"},
     {"d2l-step-positions", ZOO_BOOL, F(d2l_step_positions), 0, 1,
      "1: decode steps add P[0] at every step, as d2l's predict (0: true positions)"},
+    {"embed-std", ZOO_REAL, F(embed_std), 0, 100,
+     "embeddings drawn from N(0, std^2) (0: N(0, 1), PyTorch's nn.Embedding)"},
 };
 #undef F
 
@@ -102,6 +104,7 @@ const zoo_model_kind zoo_transformer_kind = {
     .program = "transformer_nmt",
     .config = tf_fields,
     .n_config = sizeof tf_fields / sizeof *tf_fields,
+    .n_first = 7, /* --embed-std came later */
     .config_size = sizeof(zoo_transformer_cfg),
     .defaults = &zoo_transformer_default_cfg,
     .epochs = 200,
