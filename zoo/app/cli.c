@@ -117,7 +117,7 @@ static const flag FLAGS[] = {
 #define MAX_CONFIG 32 /* fields of a model's config */
 
 /* The sub-commands taking each data flag (zoo_data_fields, in its order). */
-static const char *const DATA_CMDS[] = {"tes", "t", "tres", "ts", "t", "tes", "tes", "tes", "t"};
+static const char *const DATA_CMDS[] = {"tes", "ts", "tres", "ts", "t", "tes", "tes", "tes", "ts"};
 #define N_DATA (sizeof DATA_CMDS / sizeof *DATA_CMDS)
 #define N_RECIPE 7 /* zoo_n_recipe_fields: the recipe flags, train only */
 
@@ -219,7 +219,7 @@ static const struct {
     {"transformer", "full",
      "--num-examples 0 --valid-frac 0.01197 --test-frac 0.01197 --split-seed 1 "
      "--num-steps 20 --batch-tokens 4096 "
-     "--hiddens 256 --ffn-hiddens 1024 --heads 4 --layers 3 --dropout 0.1 "
+     "--hiddens 256 --ffn-hiddens 1024 --heads 8 --layers 3 --dropout 0.1 "
      "--d2l-step-positions 0 --embed-std 0.0625 "
      "--lr 0.001 --beta2 0.98 --lr-schedule invsqrt --warmup-steps 400 --label-smoothing 0.1 "
      "--epochs 1000 --time-budget 3600 --valid-steps 250 --log-steps 50 --log-every 1 "
@@ -851,6 +851,28 @@ static int cmd_stats(cli *c) {
                (long long)st->truncated[s], (long long)n, o.num_steps);
     }
     free(lens);
+    /* the training batches of an epoch: how much of what a step computes is padding */
+    ds_batches *it = NULL;
+    if (ds_batches_new(d, DS_TRAIN, false, &it)) {
+        ds_fra_free(d);
+        return o.batch_tokens ? usage_error(c, "--batch-tokens: %s", ag_last_error())
+                              : fail(c, ag_last_error());
+    }
+    ds_batch b;
+    double positions = 0, valid[2] = {0, 0}, rows = 0;
+    while (ds_batches_next(it, &b)) {
+        positions += (double)b.size * b.num_steps;
+        rows += b.size;
+        for (int r = 0; r < b.size; r++)
+            valid[0] += b.src_valid_len[r], valid[1] += b.tgt_valid_len[r];
+    }
+    int64_t nb = ds_batches_count(it);
+    printf("batches (%s): %lld per epoch, %.1f pairs and %.0f positions on average; padding: "
+           "%.1f%% of the source and %.1f%% of the target positions\n",
+           o.batch_tokens ? "--batch-tokens" : "--batch-size", (long long)nb, rows / (double)nb,
+           positions / (double)nb, 100 * (1 - valid[0] / positions),
+           100 * (1 - valid[1] / positions));
+    ds_batches_free(it);
     if (c->a.plots) {
         char path[4096], labels[BINS][8];
         const char *bl[BINS];
