@@ -39,9 +39,11 @@ ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, cons
 ag_tensor *zoo_masked_ce_smoothed(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
                                   const int32_t *tgt_len, double eps);
 
-/* Logits per step (rows x target vocabulary) from which the trainer fuses the output layer with
- * the loss: 2^20, 16 times a shard's logits in the book's runs (32 x 10 x 201), which keep the
- * composite's bits; the whole-corpus Transformer (64 x 20 x 17,851 per shard) fuses. */
+/* Logits of a shard (its rows B T x the target vocabulary) from which the trainer fuses the
+ * output layer with the loss: 2^20 = 1,048,576, 16 times a shard's 32 x 10 x 201 in the book's
+ * runs, which keep the composite's bits; with the whole corpus's 17,851 target words a shard of
+ * 59 rows or more fuses. The fused op is not slower below it either (docs/benchmarks.md): the
+ * threshold is there for the bits of the book's runs. */
 #define ZOO_FUSED_CE_MIN_LOGITS (1 << 20)
 
 /* The objective of a batch of B rows: sum over b of zoo_masked_ce_smoothed's per-sequence
