@@ -11,6 +11,8 @@
 #include "tests/tg_test.h"
 #include "zoo/app/decode.h"
 #include "zoo/app/trainer.h"
+#include "zoo/models/bahdanau.h"
+#include "zoo/models/encdec.h"
 #include "zoo/models/transformer.h"
 
 static const char CORPUS[] = "go .\tva !\n"
@@ -349,6 +351,112 @@ static void test_metadata_values(void) {
     ds_fra_free(d);
 }
 
+/* ---- the output layer fused with the loss ---- */
+
+/* The objective of one batch, as the trainer's shards compute it (zoo_seq2seq_loss): fused
+ * (nn_linear_ce_forward on decode_features; min_logits 0) and composite (decode,
+ * zoo_masked_ce_smoothed, sum; min_logits above the batch's logits), for the three models, in
+ * training with dropout drawing the same stream, with and without label smoothing: the same
+ * loss and the same parameter gradients up to float rounding, the fused pass recording fewer
+ * nodes. At the default threshold this small batch takes the composite: its bits exactly. And
+ * decode is, bit for bit, the output layer applied to decode_features. */
+static void test_fused_loss_same_objective(void) {
+    ds_fra *d = load();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    ds_batches *it;
+    ds_batch b;
+    CU_ASSERT_EQUAL_FATAL(ds_batches_new(d, DS_TRAIN, false, &it), 0);
+    CU_ASSERT_FATAL(ds_batches_next(it, &b));
+    const int B = b.size, T = b.num_steps, SV = ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
+              TV = ds_vocab_size(ds_fra_vocab(d, DS_TGT));
+    int32_t *dec_in = malloc(sizeof *dec_in * (size_t)B * T);
+    zoo_teacher_inputs(b.tgt, B, T, 1, dec_in);
+    zoo_transformer_cfg th = tiny(0.2);
+    zoo_bahdanau_cfg bh = zoo_bahdanau_default_cfg;
+    bh.embed = 8;
+    bh.hiddens = 16;
+    bh.dropout = 0.2;
+    zoo_encdec_cfg eh = zoo_encdec_default_cfg;
+    eh.embed = 8;
+    eh.hiddens = 16;
+    eh.dropout = 0.2;
+    const zoo_model_kind *kinds[3] = {&zoo_transformer_kind, &zoo_bahdanau_kind, &zoo_encdec_kind};
+    const void *cfgs[3] = {&th, &bh, &eh};
+    for (int k = 0; k < 3; k++) {
+        zoo_model *m = zoo_model_new(kinds[k], cfgs[k], SV, TV, 11);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m->ops->decode_features);
+        size_t P = nn_params_flat_size(m->ps);
+        ag_real *g[5];
+        for (int p = 0; p < 5; p++) g[p] = malloc(sizeof **g * P);
+        for (int e = 0; e < 2; e++) {
+            double loss[5], eps = e ? 0.1 : 0;
+            size_t nodes[5];
+            /* 0: fused; 1: composite; 2: the trainer's default threshold; 3, 4: fused and
+             * composite with the mean over 2 T positions (a token batch cut to half) */
+            const double min_logits[5] = {0, 1e300, ZOO_FUSED_CE_MIN_LOGITS, 0, 1e300};
+            for (int p = 0; p < 5; p++) {
+                ag_tape *t = ag_tape_new();
+                ag_rng rng;
+                ag_rng_seed(&rng, 5);
+                nn_ctx c = {.tape = t, .training = true, .rng = &rng};
+                void *s = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
+                ag_tensor *l = zoo_seq2seq_loss(m, &c, s, dec_in, b.tgt, b.tgt_valid_len, B, T,
+                                                p < 3 ? T : 2 * T, eps, min_logits[p]);
+                CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+                CU_ASSERT_EQUAL(l->numel, 1);
+                CU_ASSERT_EQUAL(ag_backward(t, l), 0);
+                loss[p] = l->data[0];
+                nodes[p] = ag_tape_stats_get(t).nodes;
+                memcpy(g[p], nn_params_grads(m->ps), sizeof **g * P);
+                nn_params_zero_grad(m->ps);
+                ag_tape_free(t);
+            }
+            CU_ASSERT(loss[1] > 0);
+            CU_ASSERT_DOUBLE_EQUAL(loss[0], loss[1], 1e-5 * loss[1]);
+            CU_ASSERT(nodes[0] < nodes[1]);
+            double gmax = 0, diff = 0;
+            for (size_t i = 0; i < P; i++) {
+                gmax = fmax(gmax, fabs(g[1][i]));
+                diff = fmax(diff, fabs(g[0][i] - g[1][i]));
+            }
+            CU_ASSERT(gmax > 0);
+            CU_ASSERT(diff <= 1e-4 * gmax);
+            if (!(diff <= 1e-4 * gmax) || fabs(loss[0] - loss[1]) > 1e-5 * loss[1])
+                fprintf(stderr, "\n  %s, eps %g: loss %.9g vs %.9g, gradients %g of %g\n",
+                        kinds[k]->name, eps, loss[0], loss[1], diff, gmax);
+            /* B T V is far below the threshold: the composite, to the bit */
+            CU_ASSERT((double)B * T * TV < ZOO_FUSED_CE_MIN_LOGITS);
+            CU_ASSERT_EQUAL(loss[2], loss[1]);
+            CU_ASSERT_EQUAL(memcmp(g[2], g[1], sizeof **g * P), 0);
+            /* the mean over 2 T: half the objective, on either path */
+            CU_ASSERT_DOUBLE_EQUAL(loss[3], loss[1] / 2, 1e-5 * loss[1]);
+            CU_ASSERT_DOUBLE_EQUAL(loss[4], loss[1] / 2, 1e-5 * loss[1]);
+        }
+        /* decode = the output layer on decode_features, bit for bit (evaluation) */
+        ag_tape *t = ag_tape_new();
+        nn_ctx c = {.tape = t};
+        void *s = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
+        ag_tensor *y = m->ops->decode(m, &c, s, dec_in, B, T);
+        const nn_linear *out = NULL;
+        ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+        ag_tensor *y2 = nn_linear_forward(out, &c, h);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+        CU_ASSERT_EQUAL(h->ndim, 3);
+        CU_ASSERT_EQUAL(y->numel, (ptrdiff_t)B * T * TV);
+        CU_ASSERT_EQUAL(y2->numel, y->numel);
+        CU_ASSERT_EQUAL(memcmp(y->data, y2->data, sizeof *y->data * (size_t)y->numel), 0);
+        ag_tape_free(t);
+        for (int p = 0; p < 5; p++) free(g[p]);
+        zoo_model_free(m);
+    }
+    free(dec_in);
+    ds_batches_free(it);
+    ds_fra_free(d);
+}
+
 static CU_TestInfo tests[] = {
     {"metadata values: strict, named once, in range", test_metadata_values},
     {"masked cross-entropy and teacher forcing", test_masked_ce_value},
@@ -359,6 +467,7 @@ static CU_TestInfo tests[] = {
     {"batch shards: the same objective", test_shards_same_objective},
     {"checkpoint of another model; model round trip", test_checkpoint_of_another_model},
     {"hyperparameter errors", test_hparam_errors},
+    {"the output layer fused with the loss: the same objective", test_fused_loss_same_objective},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"trainer", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -95,6 +95,25 @@ ag_tensor *zoo_masked_ce_smoothed(ag_tape *t, ag_tensor *logits, const int32_t *
     return ag_mean(t, per, 1, false);
 }
 
+ag_tensor *zoo_seq2seq_loss(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
+                            const int32_t *tgt, const int32_t *tgt_len, int B, int T, int T_div,
+                            double eps, double min_logits) {
+    ag_tape *t = c->tape;
+    const nn_linear *out = NULL;
+    if (!m->ops->decode_features || (double)B * T * m->tgt_vocab < min_logits) {
+        ag_tensor *l =
+            zoo_masked_ce_smoothed(t, m->ops->decode(m, c, state, dec_in, B, T), tgt, tgt_len, eps);
+        if (T_div != T) l = ag_scale(t, l, (double)T / T_div); /* the mean over T_div */
+        return ag_sum(t, l, AG_ALL, false);
+    }
+    ag_tensor *h = m->ops->decode_features(m, c, state, dec_in, B, T, &out);
+    ag_real *w = ag_tape_alloc(t, sizeof *w * (size_t)B * T); /* mask / T_div */
+    if (!h || !w) return NULL;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++) w[(size_t)b * T + s] = s < tgt_len[b] ? (ag_real)1 / T_div : 0;
+    return nn_linear_ce_forward(out, c, h, tgt, w, eps, AG_IGNORE_INDEX, 0);
+}
+
 /* One row range of every batch: a model (shard 0: the trainer's; others: replicas viewing its
  * values, with their own gradients), a tape, a dropout stream, and what its last step gave. */
 struct zoo_shard {
@@ -243,11 +262,8 @@ static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t 
     if (!dec_in) return -1;
     zoo_teacher_inputs(b->tgt + off, B, T, bos, dec_in);
     void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T, NULL);
-    ag_tensor *l = zoo_masked_ce_smoothed(t, m->ops->decode(m, &c, state, dec_in, B, T),
-                                          b->tgt + off, b->tgt_valid_len + r0, eps);
-    if (b->full_steps > T) /* a token batch: d2l's mean is over the uncut num_steps */
-        l = ag_scale(t, l, (double)T / b->full_steps);
-    ag_tensor *loss = ag_sum(t, l, AG_ALL, false);
+    ag_tensor *loss = zoo_seq2seq_loss(m, &c, state, dec_in, b->tgt + off, b->tgt_valid_len + r0, B,
+                                       T, b->full_steps, eps, ZOO_FUSED_CE_MIN_LOGITS);
     if (!loss || ag_backward(t, loss)) return -1;
     sh->loss = loss->data[0];
     return 0;

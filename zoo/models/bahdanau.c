@@ -156,6 +156,15 @@ static bool check_batch(const nn_ctx *c, const zoo_bahdanau_state *s, int B, int
 ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                             const zoo_bahdanau_state *s, const int32_t *dec_in,
                                             int B, int T, ag_tensor **weights) {
+    /* dense on all outputs at once: (B, T, H) -> (B, T, V) */
+    return d ? nn_linear_forward(&d->dense, c,
+                                 zoo_seq2seq_attn_decoder_features(d, c, s, dec_in, B, T, weights))
+             : NULL;
+}
+
+ag_tensor *zoo_seq2seq_attn_decoder_features(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                             const zoo_bahdanau_state *s, const int32_t *dec_in,
+                                             int B, int T, ag_tensor **weights) {
     if (!d || !c || !s || !dec_in) return NULL;
     if (!check_batch(c, s, B, T, "forward")) return NULL;
     ag_tape *t = c->tape;
@@ -175,8 +184,7 @@ ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, c
         outs[i] = ag_reshape(t, out, AG_SHAPE(B, 1, H));
         if (!outs[i]) return NULL;
     }
-    /* dense on all outputs at once: (B, T, H) -> (B, T, V) */
-    return nn_linear_forward(&d->dense, c, ag_concat(t, T, outs, 1));
+    return ag_concat(t, T, outs, 1); /* (B, T, H) */
 }
 
 /* True (reported) when c would record gradients for the decoder's parameters. */

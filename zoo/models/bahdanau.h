@@ -156,6 +156,11 @@ ag_tensor *zoo_seq2seq_attn_decoder_attend(const zoo_seq2seq_attn_decoder *d, co
 ag_tensor *zoo_seq2seq_attn_decoder_forward(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
                                             const zoo_bahdanau_state *s, const int32_t *dec_in,
                                             int B, int T, ag_tensor **weights);
+/* The same pass up to the output layer: the last layer's outputs (B, T, H); the forward is
+ * nn_linear_forward(&d->dense, c, this). */
+ag_tensor *zoo_seq2seq_attn_decoder_features(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c,
+                                             const zoo_bahdanau_state *s, const int32_t *dec_in,
+                                             int B, int T, ag_tensor **weights);
 
 /* One step: tokens (B,) -> logits (B, 1, vocab); advances s->h and s->steps (s->h unchanged on
  * error). weights: NULL, or receives the step's attention weights (B, 1, Tk). Once the state

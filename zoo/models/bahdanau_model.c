@@ -26,6 +26,11 @@ static ag_tensor *bm_decode(const zoo_model *m, const nn_ctx *c, void *s, const 
                             int B, int T) {
     return zoo_bahdanau_decode(bm_of(m), c, s, dec_in, B, T);
 }
+static ag_tensor *bm_decode_features(const zoo_model *m, const nn_ctx *c, void *s,
+                                     const int32_t *dec_in, int B, int T, const nn_linear **out) {
+    *out = &bm_of(m)->decoder.dense;
+    return zoo_seq2seq_attn_decoder_features(&bm_of(m)->decoder, c, s, dec_in, B, T, NULL);
+}
 static ag_tensor *bm_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens,
                           int B, const zoo_attn_trace *trace) {
     return zoo_bahdanau_step(bm_of(m), c, s, tokens, B, trace);
@@ -48,6 +53,7 @@ static void bm_free(zoo_model *m) {
 
 static const zoo_model_ops bm_ops = {.encode = bm_encode,
                                      .decode = bm_decode,
+                                     .decode_features = bm_decode_features,
                                      .step = bm_step,
                                      .select = bm_select,
                                      .reserve = bm_reserve,

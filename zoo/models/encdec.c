@@ -205,6 +205,14 @@ static bool check_batch(const nn_ctx *c, const zoo_encdec_state *s, int B, int T
 ag_tensor *zoo_seq2seq_decoder_forward(const zoo_seq2seq_decoder *d, const nn_ctx *c,
                                        const zoo_encdec_state *s, const int32_t *dec_in, int B,
                                        int T) {
+    /* dense on all outputs at once: (B, T, H) -> (B, T, V) */
+    return d ? nn_linear_forward(&d->dense, c, zoo_seq2seq_decoder_features(d, c, s, dec_in, B, T))
+             : NULL;
+}
+
+ag_tensor *zoo_seq2seq_decoder_features(const zoo_seq2seq_decoder *d, const nn_ctx *c,
+                                        const zoo_encdec_state *s, const int32_t *dec_in, int B,
+                                        int T) {
     if (!d || !c || !s || !dec_in) return NULL;
     if (!check_batch(c, s, B, T, "forward")) return NULL;
     ag_tape *t = c->tape;
@@ -224,8 +232,7 @@ ag_tensor *zoo_seq2seq_decoder_forward(const zoo_seq2seq_decoder *d, const nn_ct
                                              : rnn_join(&d->rnn, c, s->c0);
     if (!x || !h0 || (d->cell == ZOO_CELL_LSTM && !c0)) return NULL;
     ag_tensor *out = zoo_rnn_forward(&d->rnn, c, x, h0, c0, NULL, NULL); /* (T, B, H) */
-    /* dense on all outputs at once: (B, T, H) -> (B, T, V) */
-    return nn_linear_forward(&d->dense, c, ag_contiguous(t, ag_transpose(t, out, 0, 1)));
+    return ag_contiguous(t, ag_transpose(t, out, 0, 1));                 /* (B, T, H) */
 }
 
 /* True (reported) when c would record gradients for the decoder's parameters. */

@@ -157,6 +157,11 @@ zoo_encdec_state *zoo_seq2seq_decoder_init_state(const zoo_seq2seq_decoder *d, c
 ag_tensor *zoo_seq2seq_decoder_forward(const zoo_seq2seq_decoder *d, const nn_ctx *c,
                                        const zoo_encdec_state *s, const int32_t *dec_in, int B,
                                        int T);
+/* The same pass up to the output layer: the last layer's outputs (B, T, H); the forward is
+ * nn_linear_forward(&d->dense, c, this). */
+ag_tensor *zoo_seq2seq_decoder_features(const zoo_seq2seq_decoder *d, const nn_ctx *c,
+                                        const zoo_encdec_state *s, const int32_t *dec_in, int B,
+                                        int T);
 /* One step: tokens (B,) -> logits (B, 1, vocab); advances s. Once the state has its row
  * buffers the new state is copied into them: inference only then. */
 ag_tensor *zoo_seq2seq_decoder_step(const zoo_seq2seq_decoder *d, const nn_ctx *c,

@@ -24,6 +24,11 @@ static ag_tensor *ed_decode(const zoo_model *m, const nn_ctx *c, void *s, const 
                             int B, int T) {
     return zoo_encdec_decode(ed_of(m), c, s, dec_in, B, T);
 }
+static ag_tensor *ed_decode_features(const zoo_model *m, const nn_ctx *c, void *s,
+                                     const int32_t *dec_in, int B, int T, const nn_linear **out) {
+    *out = &ed_of(m)->decoder.dense;
+    return zoo_seq2seq_decoder_features(&ed_of(m)->decoder, c, s, dec_in, B, T);
+}
 static ag_tensor *ed_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens,
                           int B, const zoo_attn_trace *trace) {
     (void)trace;
@@ -48,6 +53,7 @@ static void ed_free(zoo_model *m) {
 
 static const zoo_model_ops ed_ops = {.encode = ed_encode,
                                      .decode = ed_decode,
+                                     .decode_features = ed_decode_features,
                                      .step = ed_step,
                                      .select = ed_select,
                                      .reserve = ed_reserve,

@@ -9,6 +9,8 @@
  *
  *     state  = ops->encode(m, &c, src, src_len, B, Ts, trace)   (on the tape)
  *     logits = ops->decode(m, &c, state, dec_in, B, T)          teacher-forced, (B, T, V)
+ *     h      = ops->decode_features(m, &c, state, dec_in, B, T, &out)   the same before the
+ *                                                 output layer `out`: (B, T, H)
  *     logits = ops->step(m, &c, state, tokens, B, trace)        one token, (B, 1, V), advances state
  *
  * decode never changes the state; step gives decode's outputs for the same prefix. A model is
@@ -58,6 +60,13 @@ typedef struct zoo_model_ops {
                     int B, int Ts, const zoo_attn_trace *trace);
     ag_tensor *(*decode)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
                          int B, int T);
+    /* decode up to the output layer: the decoder's features (B, T, H) on the tape, and in *out
+     * the output layer (the model's; valid as long as the model), so that decode is exactly
+     * nn_linear_forward(*out, c, features). A trainer uses it to fuse the output layer with
+     * its loss (nn_linear_ce_forward) instead of making the (B, T, V) logits. NULL in a model
+     * that does not provide it: then use decode. */
+    ag_tensor *(*decode_features)(const zoo_model *m, const nn_ctx *c, void *state,
+                                  const int32_t *dec_in, int B, int T, const nn_linear **out);
     ag_tensor *(*step)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *tokens,
                        int B, const zoo_attn_trace *trace);
     /* rows (n,) in [0, B), n >= 1. Returns 0 or -1 (reported). */

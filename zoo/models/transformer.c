@@ -260,8 +260,8 @@ zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c,
     return s;
 }
 
-ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                                  const int32_t *dec_in, int B, int T) {
+ag_tensor *zoo_transformer_decode_features(const zoo_transformer *tf, const nn_ctx *c,
+                                           zoo_tf_state *s, const int32_t *dec_in, int B, int T) {
     if (!s) return NULL;
     if (B != s->B)
         return ag_report(c->tape, "transformer decode: batch %d, the state has %d rows", B, s->B);
@@ -269,7 +269,13 @@ ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zo
     for (int i = 0; i < tf->cfg.layers; i++)
         x = zoo_decoder_block_forward(&tf->dec[i], c, x, NULL, s->enc_out, s->enc_valid, NULL,
                                       NULL);
-    return nn_linear_forward(&tf->dense, c, x);
+    return x;
+}
+
+ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
+                                  const int32_t *dec_in, int B, int T) {
+    return nn_linear_forward(&tf->dense, c,
+                             zoo_transformer_decode_features(tf, c, s, dec_in, B, T));
 }
 
 /* ---- incremental decoding ---- */

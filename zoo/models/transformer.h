@@ -169,6 +169,10 @@ zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c,
 /* Teacher-forced causal pass: dec_in (B, T) -> logits (B, T, tgt_vocab). Leaves s unchanged. */
 ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T);
+/* The same pass up to the output layer: the last decoder block's output (B, T, hiddens);
+ * zoo_transformer_decode is nn_linear_forward(&tf->dense, c, this). */
+ag_tensor *zoo_transformer_decode_features(const zoo_transformer *tf, const nn_ctx *c,
+                                           zoo_tf_state *s, const int32_t *dec_in, int B, int T);
 
 /* Incremental decoding, inference only: each function reports an error when c->tape records
  * gradients for the parameters (the caches are copies: no gradient could flow through them).

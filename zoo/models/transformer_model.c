@@ -21,6 +21,11 @@ static ag_tensor *tf_decode(const zoo_model *m, const nn_ctx *c, void *s, const 
                             int B, int T) {
     return zoo_transformer_decode(tf_of(m), c, s, dec_in, B, T);
 }
+static ag_tensor *tf_decode_features(const zoo_model *m, const nn_ctx *c, void *s,
+                                     const int32_t *dec_in, int B, int T, const nn_linear **out) {
+    *out = &tf_of(m)->dense;
+    return zoo_transformer_decode_features(tf_of(m), c, s, dec_in, B, T);
+}
 static ag_tensor *tf_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens,
                           int B, const zoo_attn_trace *trace) {
     return zoo_transformer_step(tf_of(m), c, s, tokens, B, trace);
@@ -43,6 +48,7 @@ static void tf_free(zoo_model *m) {
 
 static const zoo_model_ops tf_ops = {.encode = tf_encode,
                                      .decode = tf_decode,
+                                     .decode_features = tf_decode_features,
                                      .step = tf_step,
                                      .select = tf_select,
                                      .reserve = tf_reserve,
