@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "datasets/common.h"
@@ -457,6 +458,74 @@ static void test_fused_loss_same_objective(void) {
     ds_fra_free(d);
 }
 
+/* Validation: the loss is the cross-entropy per valid target token of the held-out pairs (the
+ * composite on the whole part at once gives the same value), the BLEU is zoo_evaluate's, and
+ * zoo_train records one validation every valid_steps steps and one at the end, with the best
+ * checkpoint written at each new best. */
+static void test_validation(void) {
+    ds_fra_options o = ds_fra_defaults();
+    o.min_freq = 1;
+    o.batch_size = 2;
+    o.valid_frac = 0.25; /* 2 of the 8 pairs */
+    ds_fra *d = NULL;
+    CU_ASSERT_EQUAL_FATAL(ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d), 0);
+    zoo_trainer *tr = new_trainer(d, 0.1, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
+    double loss = -1, bleu = -1;
+    CU_ASSERT_EQUAL_FATAL(zoo_trainer_validate(tr, d, DS_VALID, &loss, &bleu), 0);
+    /* the reference: decode the 2 pairs at once, masked cross-entropy, no dropout */
+    ds_batches *it;
+    ds_batch b;
+    CU_ASSERT_EQUAL_FATAL(ds_batches_new_sized(d, DS_VALID, false, 2, &it), 0);
+    CU_ASSERT_FATAL(ds_batches_next(it, &b));
+    int B = b.size, T = b.num_steps;
+    int32_t dec_in[2 * 10];
+    zoo_teacher_inputs(b.tgt, B, T, ds_vocab_id(ds_fra_vocab(d, DS_TGT), "<bos>"), dec_in);
+    nn_ctx c = {.tape = tr->tape};
+    zoo_model *m = tr->model;
+    void *st = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
+    ag_tensor *l =
+        zoo_masked_ce(tr->tape, m->ops->decode(m, &c, st, dec_in, B, T), b.tgt, b.tgt_valid_len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    double want = (l->data[0] + l->data[1]) * T / (b.tgt_valid_len[0] + b.tgt_valid_len[1]);
+    CU_ASSERT_DOUBLE_EQUAL(loss, want, 1e-5 * want);
+    ag_tape_reset(tr->tape);
+    ds_batches_free(it);
+    zoo_eval_result r;
+    CU_ASSERT_EQUAL(zoo_evaluate(m, tr->tape, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT), d,
+                                 DS_VALID, T, &r),
+                    0);
+    CU_ASSERT_EQUAL(bleu, r.bleu4);
+    /* in a run: 3 batches an epoch, 2 epochs, every 2 steps: steps 2, 4, 6 (the end) */
+    char best[] = "/tmp/tg_test_valid_best.XXXXXX";
+    int fd = mkstemp(best);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    CU_ASSERT_EQUAL_FATAL(ds_batches_new(d, DS_TRAIN, true, &it), 0);
+    zoo_train_opts to = {.epochs = 2, .valid_steps = 2, .best_checkpoint = best};
+    CU_ASSERT_EQUAL(zoo_train(tr, d, it, &to), 0);
+    CU_ASSERT_EQUAL(tr->n_valid, 3);
+    for (int i = 0; i < tr->n_valid && i < 3; i++) {
+        CU_ASSERT_EQUAL(tr->valid[i].step, 2 * (i + 1));
+        CU_ASSERT(tr->valid[i].loss > 0 && tr->valid[i].bleu >= 0);
+    }
+    struct stat sb;
+    CU_ASSERT(stat(best, &sb) == 0 && sb.st_size > 0); /* the first validation is a best */
+    /* a part without pairs is refused before any step */
+    zoo_trainer *t2 = new_trainer(d, 0.1, 4);
+    ds_fra *d0 = load(); /* no split */
+    zoo_train_opts bad = {.epochs = 1, .valid_steps = 1};
+    CU_ASSERT_EQUAL(zoo_train(t2, d0, it, &bad), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "the data has no validation part"));
+    CU_ASSERT_EQUAL(t2->steps, 0);
+    remove(best);
+    zoo_trainer_free(t2);
+    ds_fra_free(d0);
+    ds_batches_free(it);
+    zoo_trainer_free(tr);
+    ds_fra_free(d);
+}
+
 static CU_TestInfo tests[] = {
     {"metadata values: strict, named once, in range", test_metadata_values},
     {"masked cross-entropy and teacher forcing", test_masked_ce_value},
@@ -468,6 +537,7 @@ static CU_TestInfo tests[] = {
     {"checkpoint of another model; model round trip", test_checkpoint_of_another_model},
     {"hyperparameter errors", test_hparam_errors},
     {"the output layer fused with the loss: the same objective", test_fused_loss_same_objective},
+    {"validation: loss per token, BLEU, when, the best checkpoint", test_validation},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"trainer", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -333,7 +333,7 @@ typedef struct run_state {
 
 int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, double *loss,
                          double *bleu) {
-    enum { ROWS = 64 }; /* (ROWS, T, V) logits at a time */
+    enum { ROWS = 256 };
     zoo_model *m = tr->model;
     ag_tape *t = tr->tape;
     ds_batches *it;
@@ -350,14 +350,13 @@ int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, doub
         int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * T);
         void *state = dec_in ? m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL) : NULL;
         if (state) zoo_teacher_inputs(b.tgt, B, T, bos, dec_in);
-        ag_tensor *l = state ? zoo_masked_ce(t, m->ops->decode(m, &c, state, dec_in, B, T), b.tgt,
-                                             b.tgt_valid_len)
+        /* the sum of the per-sequence means over T (no logits kept: the fused loss) */
+        ag_tensor *l = state ? zoo_seq2seq_loss(m, &c, state, dec_in, b.tgt, b.tgt_valid_len, B, T,
+                                                T, 0, ZOO_FUSED_CE_MIN_LOGITS)
                              : NULL;
         if (!l) rc = ag_error_context("validation");
-        for (int i = 0; !rc && i < B; i++) {
-            sum += (double)l->data[i] * T; /* the per-sequence mean over T, as a sum */
-            tokens += b.tgt_valid_len[i];
-        }
+        else sum += (double)l->data[0] * T;
+        for (int i = 0; i < B; i++) tokens += b.tgt_valid_len[i];
         ag_tape_reset(t);
     }
     nn_eval_end(&c, e);

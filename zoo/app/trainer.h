@@ -158,7 +158,7 @@ enum {
 };
 
 /* The validation of zoo_train on `part` of data, with tr's model in eval mode: *loss, the
- * cross-entropy per valid target token (teacher forcing, 64 sentences at a time), and *bleu,
+ * cross-entropy per valid target token (teacher forcing, 256 sentences at a time), and *bleu,
  * corpus BLEU-4 of greedy translations (zoo_evaluate). Returns 0 or -1 (ag_last_error). */
 int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, double *loss,
                          double *bleu);
