@@ -1,22 +1,45 @@
 /* threads.c -- a fixed pool of worker threads for the data-parallel loops inside ops.
  *
- * ag_parallel_for(n, grain, fn, ctx) cuts [0, n) into one contiguous range per thread (the
- * caller runs the first) and returns when all are done. Ops use it only over independent
- * outputs (rows of C, batches, rows of a softmax), so results do not depend on the number of
- * threads: same inputs, same bits. A region started while another runs (another application
- * thread, or a nested call from a worker) runs serially in its caller.
+ * ag_parallel_for(n, grain, fn, ctx) cuts [0, n) into one contiguous range per thread: with T
+ * threads, range s is [n s / T, n (s + 1) / T). The cut depends on n and T only, never on
+ * timing, and it is the one cut of the first version of this pool: some callers' bits depend on
+ * it (a BLIS product of rows [b, e) of C does not always give the bits of the same rows inside
+ * a larger product), so a cut into more, smaller ranges would change results.
  *
- * Regions are short (tens of microseconds) and frequent, so both sides first spin on atomics
- * for a few microseconds and only then sleep on a condition variable: a wake-up through the
- * kernel costs about as much as the work being split.
+ * Ranges are not bound to threads. The caller runs range 0; then the caller and the workers
+ * claim the others, one at a time, from one atomic word that holds the region's generation,
+ * its number of ranges and the next range to claim. So a worker that another process keeps off
+ * its core, or that has not woken yet, costs nothing: the caller runs the range it has not
+ * claimed. The caller waits only for ranges that workers have claimed and not yet finished. A
+ * worker that wakes late finds the generation changed or no range left, and claims nothing (the
+ * generation is in the same word as the counter, so it can never claim a range of a later
+ * region). Ops use ranges only over independent outputs (rows of C, batches, rows of a
+ * softmax), so which thread runs a range changes no bit.
+ *
+ * A region started while another runs (another application thread, or a nested call from
+ * inside fn) runs serially in its caller, as fn(ctx, 0, n).
+ *
+ * Waiting: regions are short (tens of microseconds) and frequent, so a thread waiting for a
+ * region or for its end first polls for SPIN_NS and only then sleeps on a condition variable: a
+ * wake-up through the kernel costs about as much as the work being split. The poll is short
+ * because on a shared machine the thread being waited for may have lost its core to another
+ * process, and a poller then only takes CPU time from it (and from the other process).
  */
 #include "autograd/ag_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
-#define SPINS 20000 /* about 10-40 us of polling before sleeping */
+#define SPIN_NS 50000 /* polling before sleeping: 50 us */
+
+/* The region word: generation (40 bits, wrapping) | ranges (12 bits) | next range (12 bits). */
+#define GEN_MASK ((UINT64_C(1) << 40) - 1)
+#define WORD(gen, ranges, next) (((gen) << 24) | ((uint64_t)(ranges) << 12) | (uint64_t)(next))
+#define GEN_OF(w) ((w) >> 24)
+#define RANGES_OF(w) ((int)(((w) >> 12) & 0xfff))
+#define NEXT_OF(w) ((int)((w)&0xfff))
 
 typedef void (*range_fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end);
 
@@ -25,11 +48,14 @@ static struct {
     pthread_cond_t start, done;
     pthread_mutex_t region; /* held by the caller of a parallel region, and by set_threads */
     pthread_t *workers;
-    int nthreads;         /* workers + the caller */
-    _Atomic uint64_t gen; /* bumped per region: workers run when it changes */
-    _Atomic int pending;  /* workers still running the current region */
+    int nthreads;               /* workers + the caller */
+    uint64_t gen;               /* the last region's generation; written under region */
+    _Atomic uint64_t word;      /* the current region (see WORD); workers run when GEN_OF changes */
+    _Atomic int finished;       /* ranges of the current region run to their end */
+    _Atomic int sleepers;       /* workers asleep on start */
+    _Atomic bool caller_sleeps; /* the caller is asleep on done */
     _Atomic bool quit;
-    range_fn fn; /* the current region, published before gen changes */
+    range_fn fn; /* the current region, published before word changes */
     void *ctx;
     ptrdiff_t n;
 } pool = {PTHREAD_MUTEX_INITIALIZER,
@@ -40,17 +66,21 @@ static struct {
           1,
           0,
           0,
+          0,
+          0,
+          false,
           false,
           NULL,
           NULL,
           0};
 
 typedef struct worker_arg {
-    int id;        /* 1 .. nthreads-1 */
     uint64_t seen; /* the generation when the worker was created */
 } worker_arg;
 
-static _Thread_local bool in_worker;
+/* In a pool worker, or in the caller of a running region: a region started here runs
+ * serially. */
+static _Thread_local bool in_region;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -58,34 +88,77 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_share(range_fn fn, void *ctx, ptrdiff_t n, int share, int shares) {
-    ptrdiff_t b = n * share / shares, e = n * (share + 1) / shares;
-    if (b < e) fn(ctx, b, e);
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Polls done(arg) for about SPIN_NS; returns whether it became true. The clock is read once
+ * every 32 polls (a poll is a pause, 10 to 150 cycles depending on the CPU). */
+static bool spin(bool (*done)(const void *), const void *arg) {
+    int64_t until = 0;
+    for (int i = 0;; i++) {
+        if (done(arg)) return true;
+        if ((i & 31) == 31) {
+            int64_t t = now_ns();
+            if (!until) until = t + SPIN_NS;
+            else if (t >= until) return false;
+        }
+        cpu_relax();
+    }
+}
+
+/* A region other than generation *seen has started, or the pool quits. */
+static bool region_changed(const void *seen) {
+    return GEN_OF(atomic_load(&pool.word)) != *(const uint64_t *)seen || atomic_load(&pool.quit);
+}
+
+/* Every range of the current region has finished (*ranges of them). */
+static bool all_finished(const void *ranges) {
+    return atomic_load(&pool.finished) == *(const int *)ranges;
+}
+
+/* Claims the next unclaimed range of generation gen: its index (and the region's number of
+ * ranges in *ranges), or -1 if the region has no range left or is no longer the current one. */
+static int claim(uint64_t gen, int *ranges) {
+    uint64_t w = atomic_load(&pool.word);
+    while (GEN_OF(w) == gen && NEXT_OF(w) < RANGES_OF(w))
+        if (atomic_compare_exchange_weak(&pool.word, &w, w + 1)) {
+            *ranges = RANGES_OF(w);
+            return NEXT_OF(w);
+        }
+    return -1;
+}
+
+/* Runs range s of the current region (of `ranges`) and counts it finished. A claimed range
+ * keeps its region running, so pool.fn, ctx and n are still the region's. */
+static void run_range(int s, int ranges) {
+    ptrdiff_t n = pool.n, b = n * s / ranges, e = n * (s + 1) / ranges;
+    if (b < e) pool.fn(pool.ctx, b, e);
+    if (atomic_fetch_add(&pool.finished, 1) + 1 == ranges && atomic_load(&pool.caller_sleeps)) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_signal(&pool.done);
+        pthread_mutex_unlock(&pool.mu);
+    }
 }
 
 static void *worker_main(void *p) {
-    worker_arg arg = *(worker_arg *)p;
+    uint64_t seen = ((worker_arg *)p)->seen;
     free(p);
-    in_worker = true;
-    uint64_t seen = arg.seen;
+    in_region = true;
     for (;;) {
-        for (int i = 0; i < SPINS && atomic_load(&pool.gen) == seen && !atomic_load(&pool.quit);
-             i++)
-            cpu_relax();
-        if (atomic_load(&pool.gen) == seen && !atomic_load(&pool.quit)) {
+        if (!spin(region_changed, &seen)) {
             pthread_mutex_lock(&pool.mu);
-            while (atomic_load(&pool.gen) == seen && !atomic_load(&pool.quit))
-                pthread_cond_wait(&pool.start, &pool.mu);
+            atomic_fetch_add(&pool.sleepers, 1);
+            while (!region_changed(&seen)) pthread_cond_wait(&pool.start, &pool.mu);
+            atomic_fetch_sub(&pool.sleepers, 1);
             pthread_mutex_unlock(&pool.mu);
         }
         if (atomic_load(&pool.quit)) break;
-        seen = atomic_load(&pool.gen); /* acquire: the region's fields are visible */
-        run_share(pool.fn, pool.ctx, pool.n, arg.id, pool.nthreads);
-        if (atomic_fetch_sub(&pool.pending, 1) == 1) {
-            pthread_mutex_lock(&pool.mu);
-            pthread_cond_signal(&pool.done);
-            pthread_mutex_unlock(&pool.mu);
-        }
+        seen = GEN_OF(atomic_load(&pool.word));
+        int ranges, s;
+        while ((s = claim(seen, &ranges)) >= 0) run_range(s, ranges);
     }
     ag__scratch_free();
     return NULL;
@@ -118,7 +191,7 @@ int ag_set_threads(int n) {
         while (pool.workers && started < n - 1) {
             worker_arg *arg = malloc(sizeof *arg);
             if (!arg) break;
-            *arg = (worker_arg){started + 1, atomic_load(&pool.gen)};
+            arg->seen = pool.gen;
             if (pthread_create(&pool.workers[started], NULL, worker_main, arg)) {
                 free(arg);
                 break;
@@ -138,27 +211,35 @@ int ag_set_threads(int n) {
 int ag_threads(void) { return pool.nthreads; }
 
 void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *ctx) {
-    int shares = pool.nthreads;
     if (min_per_thread < 1) min_per_thread = 1;
-    if (shares < 2 || n / min_per_thread < 2 || in_worker || pthread_mutex_trylock(&pool.region)) {
+    if (pool.nthreads < 2 || n / min_per_thread < 2 || in_region ||
+        pthread_mutex_trylock(&pool.region)) {
         if (n > 0) fn(ctx, 0, n);
         return;
     }
-    shares = pool.nthreads;
+    int ranges = pool.nthreads;
+    in_region = true;
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
-    atomic_store(&pool.pending, shares - 1);
-    atomic_fetch_add(&pool.gen, 1); /* release: publishes the fields above */
-    pthread_mutex_lock(&pool.mu);
-    pthread_cond_broadcast(&pool.start); /* for the workers that went to sleep */
-    pthread_mutex_unlock(&pool.mu);
-    run_share(fn, ctx, n, 0, shares);
-    for (int i = 0; i < SPINS && atomic_load(&pool.pending) > 0; i++) cpu_relax();
-    if (atomic_load(&pool.pending) > 0) {
+    atomic_store(&pool.finished, 0);
+    pool.gen = (pool.gen + 1) & GEN_MASK;
+    atomic_store(&pool.word, WORD(pool.gen, ranges, 1)); /* publishes the fields above */
+    if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.mu);
-        while (atomic_load(&pool.pending) > 0) pthread_cond_wait(&pool.done, &pool.mu);
+        pthread_cond_broadcast(&pool.start);
         pthread_mutex_unlock(&pool.mu);
     }
+    run_range(0, ranges);
+    int s, r;
+    while ((s = claim(pool.gen, &r)) >= 0) run_range(s, r);
+    if (!spin(all_finished, &ranges)) {
+        pthread_mutex_lock(&pool.mu);
+        atomic_store(&pool.caller_sleeps, true);
+        while (!all_finished(&ranges)) pthread_cond_wait(&pool.done, &pool.mu);
+        atomic_store(&pool.caller_sleeps, false);
+        pthread_mutex_unlock(&pool.mu);
+    }
+    in_region = false;
     pthread_mutex_unlock(&pool.region);
 }
