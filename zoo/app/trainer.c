@@ -680,10 +680,10 @@ zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kin
         goto fail;
     }
     int ranks = zoo_dist_size(d); /* the global count, shared between the ranks */
-    if (shards % ranks) {
-        ag_error("%s: its run has %lld shards in all, which %d ranks cannot share (run it on a "
-                 "rank count that divides %lld)",
-                 path, (long long)shards, ranks, (long long)shards);
+    if (shards % ranks || shards / ranks > 64) {
+        ag_error("%s: its run has %lld shards in all, which %d rank%s cannot share (run it on a "
+                 "rank count that divides %lld, into at most 64 shards each)",
+                 path, (long long)shards, ranks, ranks == 1 ? "" : "s", (long long)shards);
         goto fail;
     }
     if (zoo_trainer_set_dist(tr, d) || zoo_trainer_set_shards(tr, (int)(shards / ranks))) goto fail;
