@@ -50,6 +50,10 @@ set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "pkg-config, cmake")
 set(CPACK_DEBIAN_PROGRAMS_PACKAGE_NAME tapegrad-tools)
 set(CPACK_DEBIAN_PROGRAMS_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PROGRAMS_PACKAGE_DEPENDS "${_tg_deb_runtime_deps}")  # tapegrad linked in statically
+if(TG_MPI_FOUND)  # the programs link Open MPI (docs/distributed.md); mpirun is openmpi-bin's
+  string(APPEND CPACK_DEBIAN_PROGRAMS_PACKAGE_DEPENDS ", libopenmpi3")
+  set(CPACK_DEBIAN_PROGRAMS_PACKAGE_SUGGESTS "openmpi-bin")
+endif()
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 
 # Checked when cpack runs (it reads this file with the generator known).

@@ -1,6 +1,9 @@
 /* bahdanau_nmt -- d2l's GRU encoder-decoder with Bahdanau attention on English-French: train,
  * translate, eval, stats. See zoo/app/cli.h for the sub-commands and docs/zoo.md for a walk
- * through. */
+ * through; under mpirun, train runs on every process (docs/distributed.md). */
 #include "zoo/app/cli.h"
+#include "zoo/app/dist_mpi_internal.h"
 
-int main(int argc, char **argv) { return zoo_cli_main(&zoo_bahdanau_kind, argc, argv); }
+int main(int argc, char **argv) {
+    return zoo_cli_main_dist(&zoo_bahdanau_kind, zoo_dist_mpi(), argc, argv);
+}

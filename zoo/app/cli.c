@@ -16,6 +16,7 @@
 #include "datasets/metrics.h"
 #include "zoo/app/plot.h"
 #include "zoo/app/decode.h"
+#include "zoo/app/dist.h"
 #include "zoo/app/trainer.h"
 
 #ifndef TG_SOURCE_DIR
@@ -129,6 +130,7 @@ typedef struct cli {
     bool given[N_FLAGS + N_DATA + N_RECIPE + MAX_CONFIG]; /* program, data, recipe, config */
     int n_pos;
     char **pos;
+    zoo_dist *dist; /* the processes of a train run (dist.h); one for every other command */
 } cli;
 
 /* The defaults of every flag, in one place: the data options' own defaults, the kind's trainer
@@ -444,12 +446,29 @@ static void on_stop_signal(int sig) { stop_signal = sig; }
 static const char *const ENGS[4] = {"go .", "i lost .", "he's calm .", "i'm home ."};
 static const char *const FRAS[4] = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
 
+/* Under several processes: every rank's run must be the same (dist.h). 0 or the exit status
+ * of every rank. */
+static int check_ranks(const cli *c, const zoo_trainer *tr, const ds_fra *d) {
+    bool report = false;
+    if (zoo_dist_size(c->dist) == 1) return zoo_dist_check_start(c->dist, 0, NULL, &report);
+    char extra[192];
+    snprintf(extra, sizeof extra,
+             "--epochs %d\n--max-steps %lld\n--valid-steps %lld\n--patience %d\n", c->a.epochs,
+             (long long)c->a.max_steps, (long long)c->a.valid_steps, c->a.patience);
+    char *text = zoo_dist_run_text(tr, d, extra);
+    int rc = zoo_dist_check_start(c->dist, text ? 0 : fail(c, ag_last_error()), text, &report);
+    free(text);
+    if (report) fail(c, ag_last_error());
+    return rc;
+}
+
 static int cmd_train(cli *c) {
     zoo_trainer *tr = NULL;
     ds_fra *d = NULL;
     ds_batches *it = NULL;
     ds_fra_options o = c->a.o;
     int rc = 0;
+    bool rank0 = zoo_dist_rank(c->dist) == 0; /* alone prints and writes files */
     char ckpath[4096];
     if (!given(c, "checkpoint"))
         snprintf(ckpath, sizeof ckpath, "%s.safetensors", c->kind->program);
@@ -465,14 +484,14 @@ static int cmd_train(cli *c) {
             snprintf(best, sizeof best, "%.*s.best.safetensors", (int)(n - ext), ckpath);
         else snprintf(best, sizeof best, "%s.best", ckpath);
     }
-    if (check_output_file("--checkpoint", ckpath) ||
-        (*best && check_output_file("--best-checkpoint", best)) ||
-        (c->a.plots && mkdir_p(c->a.plots)))
+    if (rank0 && (check_output_file("--checkpoint", ckpath) ||
+                  (*best && check_output_file("--best-checkpoint", best)) ||
+                  (c->a.plots && mkdir_p(c->a.plots))))
         return usage_error(c, "%s", ag_last_error());
     if (*best && same_file(best, ckpath))
         return usage_error(c, "--best-checkpoint and --checkpoint name the same file (%s)", best);
     if (c->a.resume) {
-        tr = zoo_trainer_resume(ckpath, c->kind, &o);
+        tr = zoo_trainer_resume_dist(ckpath, c->kind, c->dist, &o);
         if (!tr) return fail(c, ag_last_error());
         /* what the checkpoint fixes may be given again, with the same value only */
         char a[64], b[64];
@@ -506,8 +525,9 @@ static int cmd_train(cli *c) {
         if ((given(c, "lr") && c->a.lr != optim_config(tr->opt)->lr) ||
             (given(c, "shards") && c->a.shards != tr->shards)) {
             rc = usage_error(
-                c, "--lr and --shards cannot change on --resume (the checkpoint has %g and %d)",
-                optim_config(tr->opt)->lr, tr->shards);
+                c, "--lr and --shards cannot change on --resume (the checkpoint has %g and %d%s)",
+                optim_config(tr->opt)->lr, tr->shards,
+                zoo_dist_size(c->dist) > 1 ? " per rank" : "");
             goto done;
         }
         if ((rc = check_steps(c, tr->model->cfg, o.num_steps)) || (rc = load_data(c, &o, &d)))
@@ -523,7 +543,7 @@ static int cmd_train(cli *c) {
         zoo_model *m = zoo_model_new(c->kind, c->a.hp, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
                                      ds_vocab_size(ds_fra_vocab(d, DS_TGT)), c->a.o.seed);
         tr = m ? zoo_trainer_new(m, c->a.lr, 1.0, c->a.o.seed + 1) : NULL;
-        if (!tr || zoo_trainer_set_shards(tr, c->a.shards)) {
+        if (!tr || zoo_trainer_set_dist(tr, c->dist) || zoo_trainer_set_shards(tr, c->a.shards)) {
             rc = fail(c, ag_last_error());
             goto done;
         }
@@ -542,8 +562,8 @@ static int cmd_train(cli *c) {
                          (long long)c->a.valid_steps, o.valid_frac, (long long)ds_fra_num_pairs(d));
         goto done;
     }
-    if (!given(c, "threads")) { /* one per shard, up to the cores */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!given(c, "threads")) { /* one per shard, up to the cores (shared by a machine's ranks) */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN) / zoo_dist_local_size(c->dist);
         if (ag_set_threads(tr->shards < cores ? tr->shards : cores > 1 ? (int)cores : 1)) {
             rc = fail(c, ag_last_error());
             goto done;
@@ -557,17 +577,17 @@ static int cmd_train(cli *c) {
     zoo_train_opts to = {.epochs = c->a.epochs,
                          .max_steps = c->a.max_steps,
                          .time_budget = c->a.time_budget,
-                         .checkpoint = ckpath,
+                         .checkpoint = rank0 ? ckpath : NULL,
                          .checkpoint_every = c->a.checkpoint_every,
                          .checkpoint_steps = c->a.checkpoint_steps,
                          .checkpoint_minutes = c->a.checkpoint_minutes,
-                         .plots_dir = c->a.plots,
+                         .plots_dir = rank0 ? c->a.plots : NULL,
                          .log_every = c->a.log_every,
                          .log_steps = c->a.log_steps,
-                         .log = stderr,
+                         .log = rank0 ? stderr : NULL,
                          .stop = &stop_signal,
                          .valid_steps = c->a.valid_steps,
-                         .best_checkpoint = *best ? best : NULL,
+                         .best_checkpoint = rank0 && *best ? best : NULL,
                          .patience = c->a.patience};
     if (tr->epochs_done >= to.epochs) {
         rc = usage_error(c, "the checkpoint has %d epochs already; give --epochs above it",
@@ -579,27 +599,33 @@ static int cmd_train(cli *c) {
                          (long long)tr->steps);
         goto done;
     }
+    if ((rc = check_ranks(c, tr, d))) goto done;
     /* SIGINT / SIGTERM: finish the step, save, exit 130 / 143 */
     struct sigaction sa = {.sa_handler = on_stop_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    double seconds = zoo_trainer_seconds(tr);
     int trc = zoo_train(tr, d, it, &to);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (trc < 0) {
         rc = fail(c, ag_last_error());
+        zoo_dist_abort(c->dist, rc); /* the other ranks may wait in a step: end them all */
         goto done;
     }
     if (trc == ZOO_TRAIN_STOPPED) {
-        fprintf(stderr,
-                "%s %s: interrupted at step %lld (epoch %d, batch %d): checkpoint %s; "
-                "continue with --resume\n",
-                c->kind->program, c->cmd, (long long)tr->steps, tr->epochs_done + 1,
-                tr->epoch_batches, ckpath);
-        rc = 128 + (int)stop_signal;
+        if (rank0)
+            fprintf(stderr,
+                    "%s %s: interrupted at step %lld (epoch %d, batch %d): checkpoint %s; "
+                    "continue with --resume\n",
+                    c->kind->program, c->cmd, (long long)tr->steps, tr->epochs_done + 1,
+                    tr->epoch_batches, ckpath);
+        rc = 128 + (int)(stop_signal ? stop_signal : SIGTERM); /* the signal of another rank */
         goto done;
     }
+    if (!rank0) goto done;
+    zoo_dist_report(c->dist, stderr, zoo_trainer_seconds(tr) - seconds);
     if (trc == ZOO_TRAIN_LIMIT || trc == ZOO_TRAIN_EARLY)
         printf("stopped at step %lld (epoch %d, batch %d) by %s; checkpoint %s (continue with "
                "--resume)\n",
@@ -928,6 +954,11 @@ static int cmd_export(cli *c) {
 /* ---- main ---- */
 
 int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
+    return zoo_cli_main_dist(kind, NULL, argc, argv);
+}
+
+int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transport *transport,
+                      int argc, char **argv) {
     static const struct {
         const char *name;
         char letter;
@@ -949,15 +980,34 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
         if (kind->n_config > MAX_CONFIG || zoo_n_recipe_fields != N_RECIPE ||
             zoo_n_data_fields != (int)N_DATA)
             return fail(&c, "the model's config has too many fields");
+        /* under mpirun: train on every process, rank 0 alone printing (dist.h) */
+        if (!(c.dist = zoo_dist_open(transport))) return fail(&c, ag_last_error());
+        if (zoo_dist_size(c.dist) > 1 && c.letter != 't') {
+            int rc = zoo_dist_rank(c.dist) ? EXIT_USAGE
+                                           : usage_error(&c,
+                                                         "%s runs in one process; run it "
+                                                         "without mpirun (%d processes here)",
+                                                         c.cmd, zoo_dist_size(c.dist));
+            zoo_dist_close(c.dist);
+            return rc;
+        }
+        if (zoo_dist_hold_output(c.dist)) {
+            zoo_dist_close(c.dist);
+            return fail(&c, ag_last_error());
+        }
         init_args(&c.a, kind);
-        if (!c.a.hp) return fail(&c, "out of memory");
-        int rc = apply_preset(&c, argc - 2, argv + 2);
+        int rc = c.a.hp ? apply_preset(&c, argc - 2, argv + 2) : fail(&c, "out of memory");
         if (!rc) rc = parse(&c, argc - 2, argv + 2);
         if (!rc && !ag_set_threads(c.a.threads)) {
             rc = cmds[i].run(&c);
             ag_set_threads(1); /* joins the workers */
         } else if (!rc) {
             rc = fail(&c, ag_last_error());
+        }
+        if (!zoo_dist_started(c.dist)) { /* a rank that failed before the check takes part */
+            bool report;
+            int all = zoo_dist_check_start(c.dist, rc > 0 ? rc : 0, NULL, &report);
+            if (all && rc <= 0) rc = all;
         }
         free(c.a.hp);
         if (fflush(stdout) || ferror(stdout)) {
@@ -966,6 +1016,7 @@ int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
                     strerror(errno));
             if (rc <= 0) rc = EXIT_RUNTIME;
         }
+        zoo_dist_close(c.dist);
         return rc < 0 ? 0 : rc;
     }
     fprintf(stderr, "%s: unknown sub-command '%s' (train, translate, eval, stats, export)\n",

@@ -23,6 +23,14 @@ extern "C" {
 
 int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv);
 
+/* The same, `train` spread over the processes an MPI launcher started (docs/distributed.md):
+ * transport is the program's (zoo_dist_mpi() for the zoo's programs; NULL: zoo_cli_main). Under
+ * several processes, `train` trains one model on all of them and rank 0 alone prints and writes
+ * files; the other sub-commands refuse to run as several processes. */
+struct zoo_dist_transport;
+int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transport *transport,
+                      int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,7 @@
 #include "autograd/ag_file.h"
 #include "datasets/common.h"
 #include "zoo/app/decode.h"
+#include "zoo/app/dist.h"
 #include "zoo/app/plot.h"
 
 static double now(void) {
@@ -207,6 +208,11 @@ int zoo_trainer_set_shards(zoo_trainer *tr, int shards) {
     return 0;
 }
 
+int zoo_trainer_set_dist(zoo_trainer *tr, zoo_dist *d) {
+    tr->dist = d;
+    return 0;
+}
+
 void zoo_trainer_free(zoo_trainer *tr) {
     if (!tr) return;
     if (tr->shard) free_shards(tr->shard, 1, tr->shards); /* replicas go before the model */
@@ -249,6 +255,7 @@ typedef struct step_job {
     zoo_trainer *tr;
     const ds_batch *b;
     int32_t bos;
+    int g0, G; /* this rank's first global shard, the global shard count */
 } step_job;
 
 /* Forward and backward of rows [r0, r1) of the batch on shard sh; the loss sum in sh->loss. */
@@ -272,10 +279,11 @@ static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t 
 /* Shards [s0, s1) of the step, in one thread. */
 static void run_shards(void *ctx, ptrdiff_t s0, ptrdiff_t s1) {
     step_job *j = ctx;
-    int S = j->tr->shards, B = j->b->size;
+    int G = j->G, B = j->b->size;
     for (ptrdiff_t s = s0; s < s1; s++) {
         zoo_shard *sh = &j->tr->shard[s];
-        int r0 = (int)((ptrdiff_t)B * s / S), r1 = (int)((ptrdiff_t)B * (s + 1) / S);
+        ptrdiff_t g = j->g0 + s; /* the global shard */
+        int r0 = (int)((ptrdiff_t)B * g / G), r1 = (int)((ptrdiff_t)B * (g + 1) / G);
         sh->loss = 0;
         sh->failed = r0 < r1 && shard_step(sh, j->b, r0, r1, j->bos, j->tr->recipe.label_smoothing);
         if (sh->failed) snprintf(sh->err, sizeof sh->err, "%s", ag_last_error());
@@ -296,8 +304,13 @@ static void reduce_grads(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
 
 /* One update from batch b; its loss sum in *loss. */
 static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *loss) {
-    for (int s = 0; s < tr->shards; s++) ag_rng_seed(&tr->shard[s].rng, ag_rng_next(&tr->rng));
-    step_job job = {tr, b, bos};
+    /* every rank draws the keys of all G global shards and keeps its own (trainer.h) */
+    int g0 = zoo_dist_rank(tr->dist) * tr->shards, G = zoo_dist_size(tr->dist) * tr->shards;
+    for (int g = 0; g < G; g++) {
+        uint64_t key = ag_rng_next(&tr->rng);
+        if (g >= g0 && g < g0 + tr->shards) ag_rng_seed(&tr->shard[g - g0].rng, key);
+    }
+    step_job job = {tr, b, bos, g0, G};
     ag_parallel_for(tr->shards, 1, run_shards, &job);
     int rc = 0;
     *loss = 0;
@@ -313,6 +326,11 @@ static int train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *l
     }
     if (tr->shards > 1)
         ag_parallel_for((ptrdiff_t)nn_params_flat_size(tr->model->ps), 4096, reduce_grads, tr);
+    if (G > tr->shards && /* then over the ranks: the flat gradient buffer and the loss */
+        (zoo_dist_sum(tr->dist, nn_params_grads(tr->model->ps),
+                      nn_params_flat_size(tr->model->ps)) ||
+         zoo_dist_sum_f64(tr->dist, loss, 1)))
+        return -1;
     if (optim_step(tr->opt))
         return ag_error("training diverged: the gradient norm is %g at epoch %d",
                         optim_last_grad_norm(tr->opt), tr->epochs_done + 1);
@@ -368,8 +386,7 @@ int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, doub
     return 0;
 }
 
-/* Training seconds of the whole run so far (steps only). */
-static double train_seconds(const zoo_trainer *tr) {
+double zoo_trainer_seconds(const zoo_trainer *tr) {
     double s = tr->epoch_seconds;
     for (int i = 0; i < tr->n_hist; i++) s += tr->hist[i].seconds;
     return s;
@@ -399,7 +416,7 @@ static int validate_now(run_state *r, zoo_trainer *tr, const ds_batches *it, boo
         .epoch =
             tr->epochs_done +
             (ds_batches_count(it) ? (double)tr->epoch_batches / (double)ds_batches_count(it) : 0),
-        .seconds = train_seconds(tr),
+        .seconds = zoo_trainer_seconds(tr),
         .train_loss = tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens
                       : tr->n_hist     ? tr->hist[tr->n_hist - 1].loss
                                        : 0,
@@ -464,6 +481,17 @@ static int periodic_save(run_state *r, const zoo_trainer *tr) {
     return zoo_trainer_save(tr, r->data, o->checkpoint);
 }
 
+/* Several ranks stop after the same step: a stop signal on any rank, or a limit as rank 0 sees
+ * it (its clock for the time budget). */
+static int agree_stop(zoo_trainer *tr, run_why *why) {
+    /* an early stop needs no agreement: every rank validates the same model to the same bits */
+    if (zoo_dist_size(tr->dist) == 1 || *why == RUN_EARLY) return 0;
+    int32_t v[2] = {*why == RUN_STOP, zoo_dist_rank(tr->dist) == 0 && *why == RUN_LIMIT};
+    if (zoo_dist_max(tr->dist, v, 2)) return -1;
+    *why = v[0] ? RUN_STOP : v[1] ? RUN_LIMIT : RUN_ON;
+    return 0;
+}
+
 /* Batches of epoch tr->epochs_done from tr->epoch_batches on, until the epoch ends (then its
  * stats go to the history) or a limit or a stop comes (*why). Returns 0 or -1. */
 static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, run_state *r,
@@ -495,6 +523,7 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, run_state *r,
         else if ((o->max_steps > 0 && tr->steps >= o->max_steps) ||
                  (o->time_budget > 0 && now() - r->t0 >= o->time_budget))
             *why = RUN_LIMIT;
+        if (agree_stop(tr, why)) return -1;
         if (*why != RUN_ON) return 0;
     }
     *out = (zoo_epoch_stats){.loss = tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
@@ -727,7 +756,8 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
                                    ds_fra_vocab(data, DS_TGT)) &&
                !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
                !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
-               !nn_ckpt_set_meta_int(ck, "train.shards", tr->shards) &&
+               !nn_ckpt_set_meta_int(ck, "train.shards", tr->shards * zoo_dist_size(tr->dist)) &&
+               !nn_ckpt_set_meta_int(ck, "train.ranks", zoo_dist_size(tr->dist)) &&
                !nn_ckpt_set_meta_int(ck, "train.steps", tr->steps) &&
                !set_recipe_meta(ck, &tr->recipe) &&
                !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
@@ -801,6 +831,11 @@ static int parse_history(zoo_trainer *tr, const char *text, const char *file) {
 
 zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
                                 ds_fra_options *data_opts) {
+    return zoo_trainer_resume_dist(path, kind, NULL, data_opts);
+}
+
+zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kind, zoo_dist *d,
+                                     ds_fra_options *data_opts) {
     nn_ckpt *ck = NULL;
     zoo_model *m = NULL;
     ds_vocab *src = NULL, *tgt = NULL;
@@ -828,11 +863,19 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
     tr->epochs_done = (int)epochs;
     int64_t shards;
     if (nn_ckpt_meta_int(ck, "train.shards", &shards)) goto fail;
-    if (shards < 1 || shards > 64) {
-        ag_error("%s: metadata train.shards = %lld, expected 1 to 64", path, (long long)shards);
+    if (shards < 1 || shards > 1048576) { /* the global count: up to 64 per rank */
+        ag_error("%s: metadata train.shards = %lld, expected 1 to 1048576", path,
+                 (long long)shards);
         goto fail;
     }
-    if (zoo_trainer_set_shards(tr, (int)shards)) goto fail;
+    int ranks = zoo_dist_size(d); /* the global count, shared between the ranks */
+    if (shards % ranks || shards / ranks > 64) {
+        ag_error("%s: its run has %lld shards in all, which %d rank%s cannot share (run it on a "
+                 "rank count that divides %lld, into at most 64 shards each)",
+                 path, (long long)shards, ranks, ranks == 1 ? "" : "s", (long long)shards);
+        goto fail;
+    }
+    if (zoo_trainer_set_dist(tr, d) || zoo_trainer_set_shards(tr, (int)(shards / ranks))) goto fail;
     const char *hist = nn_ckpt_meta(ck, "train.history");
     if (!hist) {
         ag_error("%s: not a training checkpoint (no train.history)", path);

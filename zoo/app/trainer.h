@@ -103,14 +103,16 @@ typedef struct zoo_valid_stats {
 } zoo_valid_stats;
 
 typedef struct zoo_shard zoo_shard; /* one row range of every batch (trainer.c) */
+typedef struct zoo_dist zoo_dist;   /* the processes of a data-parallel run (dist.h) */
 
 typedef struct zoo_trainer {
     zoo_model *model; /* owned */
     optim *opt;       /* owned */
     ag_tape *tape;    /* owned; shard 0's tape */
     ag_rng rng;       /* seeds each shard's dropout stream, once per step */
-    int shards;       /* see zoo_trainer_set_shards */
+    int shards;       /* see zoo_trainer_set_shards: this process's */
     zoo_shard *shard; /* owned, `shards` entries */
+    zoo_dist *dist;   /* not owned; NULL: this process alone (zoo_trainer_set_dist) */
     int epochs_done;
     int n_hist, cap_hist;
     zoo_epoch_stats *hist; /* one per epoch done */
@@ -183,6 +185,21 @@ int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r);
  * (ag_last_error) for shards outside [1, 64] or out of memory (the trainer is then unchanged). */
 int zoo_trainer_set_shards(zoo_trainer *tr, int shards);
 
+/* Spreads the run over the ranks of d (dist.h; NULL: this process alone), before its first step
+ * or on resuming (zoo_trainer_resume_dist), and before zoo_trainer_set_shards, whose count is
+ * then each rank's: the run has shards x size shards in all ("global" shards). Global shard
+ * g = rank x shards + s takes rows [B g / G, B (g + 1) / G) of every batch (the whole batch, the
+ * same on every rank, as one process would use); every rank draws the dropout keys of all G
+ * shards from the same RNG and keeps its own, so keys and rows depend on G only, never on the
+ * rank count. After a step's forward and backward, each rank sums its shards' gradients in shard
+ * order, then the ranks sum theirs (zoo_dist_sum) and the loss, and every rank clips and
+ * updates the same bits. One process with G shards and G/S ranks with S shards each take the
+ * same rows and dropout draws, and the same gradients up to the order of the sums: the same
+ * bits for 2 ranks (a + b is b + a), within rounding otherwise. A stop (a signal on any rank,
+ * the time budget as rank 0 measures it) is agreed after every step, so every rank stops after
+ * the same one. Returns 0. */
+int zoo_trainer_set_dist(zoo_trainer *tr, zoo_dist *d);
+
 /* The rest of epoch tr->epochs_done over `it` (positioned by this function, past the batches of
  * that epoch already done). Returns 0 or -1 (an op failed: its message went to ag's error
  * handler and is in ag_last_error(); or the gradient norm was not finite). */
@@ -196,8 +213,13 @@ int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stat
  * (ag_last_error says why; checkpoints already written are intact). */
 int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *opts);
 
+/* The seconds the run's training steps took, resumes included (validations excluded). */
+double zoo_trainer_seconds(const zoo_trainer *tr);
+
 /* Writes the whole run to path (atomically): model, vocabularies, config, optimizer state and
- * settings (lr, clip, shards), RNG, epochs done, history, data options. Returns 0 or -1. */
+ * settings (lr, clip, shards: the global count, and the ranks that ran them), RNG, epochs done,
+ * history, data options. Under several ranks only rank 0 calls it (zoo_train does so). Returns
+ * 0 or -1. */
 int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path);
 
 /* Restores a run saved by zoo_trainer_save into a new trainer, its optimizer configured with
@@ -206,6 +228,12 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
  * vocabularies: checked by zoo_trainer_check_data). NULL with ag_last_error(). */
 zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
                                 ds_fra_options *data_opts);
+/* The same, spread over the ranks of d (zoo_trainer_set_dist): the checkpoint's global shard
+ * count is shared between them, each rank running count / size (an error when size does not
+ * divide it). Every rank reads the checkpoint. A run resumed on another rank count keeps its
+ * rows and dropout draws: one process with 2 shards and 2 ranks with 1 give the same bits. */
+zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kind, zoo_dist *d,
+                                     ds_fra_options *data_opts);
 /* 0 if data's vocabularies equal the checkpoint's model sizes, else -1 naming the mismatch. */
 int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data);
 

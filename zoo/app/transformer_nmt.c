@@ -1,5 +1,9 @@
 /* transformer_nmt -- d2l's Transformer on English-French: train, translate, eval, stats.
- * See zoo/app/cli.h for the sub-commands and docs/zoo.md for a walk through. */
+ * See zoo/app/cli.h for the sub-commands and docs/zoo.md for a walk through; under mpirun,
+ * train runs on every process (docs/distributed.md). */
 #include "zoo/app/cli.h"
+#include "zoo/app/dist_mpi_internal.h"
 
-int main(int argc, char **argv) { return zoo_cli_main(&zoo_transformer_kind, argc, argv); }
+int main(int argc, char **argv) {
+    return zoo_cli_main_dist(&zoo_transformer_kind, zoo_dist_mpi(), argc, argv);
+}

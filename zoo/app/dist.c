@@ -1,0 +1,426 @@
+/* dist.c -- the process group of a data-parallel run, over a transport the program provides
+ * (zoo/app/dist.h). No MPI here: zoo/app/dist_mpi.c is the Open MPI transport. */
+#define _POSIX_C_SOURCE 200809L
+#include "zoo/app/dist.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+struct zoo_dist {
+    const zoo_dist_transport *t; /* NULL: this process alone */
+    void *ctx;
+    int rank, size, local_size;
+    bool check, timing;  /* TG_DIST_CHECK, TG_DIST_TIMING */
+    bool started;        /* zoo_dist_check_start has run */
+    int real_stderr;     /* while holding: the stderr to restore (else -1) */
+    FILE *held;          /* while holding: where stderr goes */
+    double sum_seconds;  /* zoo_dist_sum: time, calls, elements of the last */
+    double wait_seconds; /* TG_DIST_TIMING: time waiting for the last rank before each sum */
+    int64_t sums;
+    size_t sum_n;
+};
+
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+zoo_dist *zoo_dist_open(const zoo_dist_transport *t) {
+    zoo_dist *d = calloc(1, sizeof *d);
+    if (!d) {
+        ag_error("dist: out of memory");
+        return NULL;
+    }
+    *d = (zoo_dist){.size = 1, .local_size = 1, .real_stderr = -1};
+    int joined = t ? t->init(&d->ctx, &d->rank, &d->size, &d->local_size) : 0;
+    if (joined < 0) {
+        free(d);
+        return NULL;
+    }
+    if (joined) d->t = t;
+    d->check = env_on("TG_DIST_CHECK");
+    d->timing = env_on("TG_DIST_TIMING");
+    return d;
+}
+
+/* Ends a hold: stderr is the real one again; the held bytes are returned (malloc'd, *len). */
+static char *unhold(zoo_dist *d, size_t *len) {
+    *len = 0;
+    if (d->real_stderr < 0) return NULL;
+    fflush(stderr);
+    int fd = fileno(d->held);
+    off_t end = lseek(fd, 0, SEEK_END);
+    char *text = malloc(end > 0 ? (size_t)end + 1 : 1);
+    if (text && end > 0 && pread(fd, text, (size_t)end, 0) == (ssize_t)end) *len = (size_t)end;
+    if (text) text[*len] = '\0';
+    dup2(d->real_stderr, STDERR_FILENO);
+    close(d->real_stderr);
+    fclose(d->held);
+    d->real_stderr = -1;
+    d->held = NULL;
+    return text;
+}
+
+void zoo_dist_close(zoo_dist *d) {
+    if (!d) return;
+    size_t len;
+    char *held = unhold(d, &len); /* a hold never checked: what it held is not lost */
+    if (held) fwrite(held, 1, len, stderr);
+    free(held);
+    if (d->t) d->t->finalize(d->ctx);
+    free(d);
+}
+
+int zoo_dist_rank(const zoo_dist *d) { return d ? d->rank : 0; }
+int zoo_dist_size(const zoo_dist *d) { return d ? d->size : 1; }
+int zoo_dist_local_size(const zoo_dist *d) { return d ? d->local_size : 1; }
+const char *zoo_dist_name(const zoo_dist *d) { return d && d->t ? d->t->name : "none"; }
+
+static bool group(const zoo_dist *d) { return d && d->t; }
+
+/* ---- collectives ---- */
+
+/* TG_DIST_CHECK: every rank's hash of buf against rank 0's (on every rank, so that all fail
+ * together). */
+static int check_same(zoo_dist *d, const void *buf, size_t bytes, const char *what) {
+    uint64_t mine = XXH3_64bits(buf, bytes);
+    uint64_t *all = malloc(sizeof *all * (size_t)d->size);
+    if (!all) return ag_error("dist: out of memory");
+    int rc = d->t->allgather(d->ctx, &mine, all, sizeof mine);
+    for (int r = 1; r < d->size && !rc; r++)
+        if (all[r] != all[0])
+            rc = ag_error("dist: TG_DIST_CHECK: the %s on rank %d differs from rank 0's (the "
+                          "transport did not give every rank the same bits)",
+                          what, r);
+    free(all);
+    return rc;
+}
+
+int zoo_dist_sum(zoo_dist *d, ag_real *buf, size_t n) {
+    if (!group(d)) return 0;
+    double t0 = now();
+    if (d->timing) { /* the ranks meet first, so that the sum's time is its own */
+        int32_t one = 1;
+        if (d->t->max_i32(d->ctx, &one, 1)) return -1;
+        double t1 = now();
+        d->wait_seconds += t1 - t0;
+        t0 = t1;
+    }
+#ifdef TG_DOUBLE
+    int rc = d->t->sum_f64(d->ctx, buf, n);
+#else
+    int rc = d->t->sum_f32(d->ctx, buf, n);
+#endif
+    d->sum_seconds += now() - t0;
+    d->sums++;
+    d->sum_n = n;
+    if (!rc && d->check) rc = check_same(d, buf, sizeof *buf * n, "sum");
+    return rc;
+}
+
+int zoo_dist_sum_f64(zoo_dist *d, double *buf, size_t n) {
+    if (!group(d)) return 0;
+    int rc = d->t->sum_f64(d->ctx, buf, n);
+    if (!rc && d->check) rc = check_same(d, buf, sizeof *buf * n, "sum");
+    return rc;
+}
+
+int zoo_dist_max(zoo_dist *d, int32_t *flags, size_t n) {
+    return group(d) ? d->t->max_i32(d->ctx, flags, n) : 0;
+}
+
+int zoo_dist_share(zoo_dist *d, void *buf, size_t bytes) {
+    return group(d) ? d->t->bcast(d->ctx, buf, bytes) : 0;
+}
+
+int zoo_dist_on_root(zoo_dist *d, int (*fn)(void *ctx, double *out), void *ctx, double *out) {
+    if (!group(d)) return fn(ctx, out);
+    double msg[2] = {0, 0}; /* status, value */
+    if (d->rank == 0) {
+        msg[0] = fn(ctx, out) ? -1 : 0;
+        if (!msg[0]) msg[1] = *out;
+    }
+    if (d->t->bcast(d->ctx, msg, sizeof msg)) return -1;
+    if (msg[0]) return d->rank == 0 ? -1 : ag_error("rank 0 failed (its message is on its stderr)");
+    *out = msg[1];
+    return 0;
+}
+
+/* ---- the start of a run ---- */
+
+int zoo_dist_hold_output(zoo_dist *d) {
+    if (!group(d) || d->size == 1 || d->real_stderr >= 0) return 0;
+    fflush(stdout);
+    fflush(stderr);
+    if (d->rank) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, STDOUT_FILENO) < 0) {
+            if (null >= 0) close(null);
+            return ag_error("dist: cannot send stdout to /dev/null");
+        }
+        close(null);
+    }
+    d->held = tmpfile();
+    d->real_stderr = d->held ? dup(STDERR_FILENO) : -1;
+    if (d->real_stderr < 0 || dup2(fileno(d->held), STDERR_FILENO) < 0) {
+        if (d->real_stderr >= 0) close(d->real_stderr);
+        if (d->held) fclose(d->held);
+        d->real_stderr = -1;
+        d->held = NULL;
+        return ag_error("dist: cannot hold stderr back in a temporary file");
+    }
+    return 0;
+}
+
+/* A text that grows (run_text). */
+typedef struct text {
+    char *s;
+    size_t n, cap;
+    bool failed;
+} text;
+
+static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(text *t, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = t->failed ? 0 : vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap);
+        va_end(ap);
+        if (t->failed || (size_t)k < t->cap - t->n) {
+            t->n += (size_t)k;
+            return;
+        }
+        size_t cap = 2 * t->cap + (size_t)k;
+        char *s = realloc(t->s, cap);
+        if (!s) {
+            t->failed = true;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+/* The flag lines of a typed table over obj: "--name value". */
+static void add_fields(text *t, const zoo_field *f, int n, const void *obj) {
+    char v[64];
+    for (int i = 0; i < n; i++)
+        add(t, "--%s %s\n", f[i].name, zoo_field_format(&f[i], obj, v, sizeof v));
+}
+
+/* XXH3 of what batches are made of: the ids and lengths of both sides, the parts, the
+ * vocabularies' tokens. */
+static uint64_t data_hash(const ds_fra *data) {
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return 0;
+    XXH3_64bits_reset(h);
+    int64_t pairs = ds_fra_num_pairs(data);
+    int32_t steps = ds_fra_num_steps(data);
+    XXH3_64bits_update(h, &pairs, sizeof pairs);
+    XXH3_64bits_update(h, &steps, sizeof steps);
+    for (int s = 0; s < 2; s++) {
+        XXH3_64bits_update(h, ds_fra_ids(data, (ds_side)s),
+                           sizeof(int32_t) * (size_t)pairs * (size_t)steps);
+        XXH3_64bits_update(h, ds_fra_valid_len(data, (ds_side)s), sizeof(int32_t) * (size_t)pairs);
+        const ds_vocab *v = ds_fra_vocab(data, (ds_side)s);
+        for (int32_t id = 0; id < ds_vocab_size(v); id++) {
+            size_t len = 0;
+            const char *tok = ds_vocab_token(v, id, &len);
+            XXH3_64bits_update(h, tok, len + 1);
+        }
+    }
+    for (int p = DS_TRAIN; p <= DS_TEST; p++) {
+        int64_t n = ds_fra_part_size(data, (ds_part)p);
+        XXH3_64bits_update(h, &n, sizeof n);
+        XXH3_64bits_update(h, ds_fra_part_pairs(data, (ds_part)p), sizeof(int64_t) * (size_t)n);
+    }
+    uint64_t r = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    return r;
+}
+
+char *zoo_dist_run_text(const zoo_trainer *tr, const ds_fra *data, const char *extra) {
+    text t = {0};
+    const zoo_model *m = tr->model;
+    const optim_cfg *oc = optim_config(tr->opt);
+    add(&t, "model %s\n", m->kind->name);
+    add_fields(&t, m->kind->config, m->kind->n_config, m->cfg);
+    add_fields(&t, zoo_recipe_fields, zoo_n_recipe_fields, &tr->recipe);
+    add_fields(&t, zoo_data_fields, zoo_n_data_fields, ds_fra_opts(data));
+    add(&t, "--lr %.17g\nclip %.17g\n", oc->lr, oc->clip_norm);
+    add(&t, "shards (all ranks) %d\n", tr->shards * zoo_dist_size(tr->dist));
+    if (extra) add(&t, "%s", extra);
+    add(&t, "data (XXH3 of the pairs, split and vocabularies) %016llx\n",
+        (unsigned long long)data_hash(data));
+    add(&t, "steps done %lld, epochs %d, batches of the epoch %d\n", (long long)tr->steps,
+        tr->epochs_done, tr->epoch_batches);
+    add(&t, "rng %016llx %016llx %016llx %016llx\n", (unsigned long long)tr->rng.s[0],
+        (unsigned long long)tr->rng.s[1], (unsigned long long)tr->rng.s[2],
+        (unsigned long long)tr->rng.s[3]);
+    add(&t, "model values (XXH3) %016llx\n",
+        (unsigned long long)XXH3_64bits(nn_params_values(m->ps),
+                                        sizeof(ag_real) * nn_params_flat_size(m->ps)));
+    if (t.failed || !t.s) {
+        free(t.s);
+        ag_error("dist: out of memory");
+        return NULL;
+    }
+    return t.s;
+}
+
+/* Line k of s (0-based), its length in *len; NULL past the last. */
+static const char *line_at(const char *s, int k, int *len) {
+    for (; k > 0 && s; k--) {
+        s = strchr(s, '\n');
+        if (s) s++;
+    }
+    if (!s || !*s) return NULL;
+    const char *e = strchr(s, '\n');
+    *len = e ? (int)(e - s) : (int)strlen(s);
+    return s;
+}
+
+/* Writes held text to stderr, each line prefixed by "rank R: ". */
+static void write_prefixed(int rank, const char *s, size_t len) {
+    const char *end = s + len;
+    while (s < end) {
+        const char *e = memchr(s, '\n', (size_t)(end - s));
+        size_t n = e ? (size_t)(e - s) : (size_t)(end - s);
+        fprintf(stderr, "rank %d: %.*s\n", rank, (int)n, s);
+        s += n + (e ? 1 : 0);
+    }
+    fflush(stderr);
+}
+
+/* What each rank says at the start (gathered). */
+typedef struct start_note {
+    int32_t status, has_text;
+    uint64_t text_hash, held_hash, held_len, text_len;
+} start_note;
+
+/* The first difference between rank 0's text a and rank r's b, as rank 0's message. */
+static int disagree(int r, const char *a, const char *b) {
+    for (int k = 0;; k++) {
+        int la = 0, lb = 0;
+        const char *x = line_at(a, k, &la), *y = line_at(b, k, &lb);
+        if (!x && !y) break;
+        if (x && y && la == lb && !memcmp(x, y, (size_t)la)) continue;
+        return ag_error("the ranks disagree: rank %d runs %.*s, rank 0 %.*s; every rank must run "
+                        "the same command on the same data (and with --resume the same "
+                        "checkpoint)",
+                        r, y ? lb : 9, y ? y : "(nothing)", x ? la : 9, x ? x : "(nothing)");
+    }
+    return ag_error("the ranks disagree: rank %d's run differs from rank 0's", r);
+}
+
+int zoo_dist_check_start(zoo_dist *d, int status, const char *txt, bool *report) {
+    *report = false;
+    if (!d) return status;
+    d->started = true;
+    size_t held_len = 0;
+    char *held = unhold(d, &held_len);
+    if (!group(d)) {
+        free(held);
+        return status;
+    }
+    start_note mine = {.status = status,
+                       .has_text = txt != NULL,
+                       .text_hash = txt ? XXH3_64bits(txt, strlen(txt)) : 0,
+                       .held_hash = XXH3_64bits(held ? held : "", held_len),
+                       .held_len = held_len,
+                       .text_len = txt ? strlen(txt) : 0};
+    start_note *all = calloc((size_t)d->size, sizeof *all);
+    if (!all) { /* cannot take part: the others would wait for ever */
+        fprintf(stderr, "rank %d: dist: out of memory at the start check\n", d->rank);
+        zoo_dist_abort(d, 1);
+    }
+    if (d->t->allgather(d->ctx, &mine, all, sizeof mine)) zoo_dist_abort(d, 1);
+    /* what was held back: rank 0's, and another rank's where it says something else */
+    if (held_len &&
+        (d->rank == 0 || all[0].held_hash != mine.held_hash || all[0].held_len != mine.held_len)) {
+        if (d->rank == 0) {
+            fwrite(held, 1, held_len, stderr);
+            fflush(stderr);
+        } else {
+            write_prefixed(d->rank, held, held_len);
+        }
+    }
+    free(held);
+    int rc = 0;
+    size_t longest = 0;
+    bool same = true;
+    for (int r = 0; r < d->size; r++) {
+        if (all[r].status > rc) rc = all[r].status;
+        if (all[r].text_len > longest) longest = (size_t)all[r].text_len;
+        same &= all[r].has_text == all[0].has_text && all[r].text_hash == all[0].text_hash &&
+                all[r].text_len == all[0].text_len;
+    }
+    if (rc || same) {
+        free(all);
+        return rc;
+    }
+    /* texts differ: gather them (the same size on every rank, from the notes) */
+    size_t w = longest + 1;
+    char *mine_txt = calloc(w, 1), *texts = malloc(w * (size_t)d->size);
+    if (!mine_txt || !texts) {
+        fprintf(stderr, "rank %d: dist: out of memory at the start check\n", d->rank);
+        zoo_dist_abort(d, 1);
+    }
+    if (txt) memcpy(mine_txt, txt, mine.text_len);
+    if (d->t->allgather(d->ctx, mine_txt, texts, w)) zoo_dist_abort(d, 1);
+    int r = 1;
+    while (r < d->size && all[r].text_hash == all[0].text_hash &&
+           all[r].has_text == all[0].has_text)
+        r++;
+    if (d->rank == 0) {
+        disagree(r, texts, texts + (size_t)r * w);
+        *report = true;
+    } else {
+        ag_error("the ranks disagree (rank 0 says how)");
+    }
+    free(mine_txt);
+    free(texts);
+    free(all);
+    return 2;
+}
+
+bool zoo_dist_started(const zoo_dist *d) { return d && d->started; }
+
+/* ---- ending ---- */
+
+void zoo_dist_abort(zoo_dist *d, int status) {
+    if (!group(d) || d->size == 1) return;
+    size_t len;
+    char *held = unhold(d, &len);
+    if (held) write_prefixed(d->rank, held, len);
+    free(held);
+    fflush(stdout);
+    fflush(stderr);
+    d->t->abort(d->ctx, status);
+}
+
+void zoo_dist_report(const zoo_dist *d, FILE *f, double seconds) {
+    if (!d || !d->timing || d->rank || !f) return;
+    double k = d->sums ? (double)d->sums : 1;
+    fprintf(f,
+            "dist: %d rank%s (%s), %d on this machine; %lld gradient sums of %zu values "
+            "(%.2f MB): %.3f ms each (%.1f%% of %.2f s of training), after %.3f ms waiting for "
+            "the slowest rank (%.1f%%)\n",
+            d->size, d->size == 1 ? "" : "s", zoo_dist_name(d), d->local_size, (long long)d->sums,
+            d->sum_n, (double)(d->sum_n * sizeof(ag_real)) / 1e6, 1e3 * d->sum_seconds / k,
+            seconds > 0 ? 100 * d->sum_seconds / seconds : 0, seconds, 1e3 * d->wait_seconds / k,
+            seconds > 0 ? 100 * d->wait_seconds / seconds : 0);
+    fflush(f);
+}
