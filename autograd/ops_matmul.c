@@ -128,7 +128,10 @@ typedef struct gemm_args {
     ag_real beta;
     ag_real *c;
     ptrdiff_t rsc, csc;
+    int m;
 } gemm_args;
+
+#define GEMM_BLOCK 512 /* rows of C per BLIS call in a large product (ag_gemm) */
 
 /* Rows [r0, r1) of C through BLIS. */
 static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
@@ -137,6 +140,14 @@ static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     BLIS_GEMM(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)(r1 - r0), g->n, g->k, &alpha,
               (ag_real *)g->a + r0 * g->rsa, g->rsa, g->csa, (ag_real *)g->b, g->rsb, g->csb, &beta,
               g->c + r0 * g->rsc, g->rsc, g->csc);
+}
+
+/* Blocks [b0, b1) of GEMM_BLOCK rows of C, the last block taking the rows left over. */
+static void gemm_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
+    const gemm_args *g = ctx;
+    ptrdiff_t nb = g->m / GEMM_BLOCK;
+    for (ptrdiff_t blk = b0; blk < b1; blk++)
+        gemm_rows(ctx, blk * GEMM_BLOCK, blk == nb - 1 ? g->m : (blk + 1) * GEMM_BLOCK);
 }
 
 void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
@@ -161,9 +172,15 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
             csb = 1;
         }
     }
-    gemm_args g = {n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc};
-    /* rows of C are independent: split them between the threads (each range a BLIS call) */
-    ag_parallel_for(m, (double)n * k >= 4096 ? 64 : m, gemm_rows, &g);
+    gemm_args g = {n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, m};
+    /* Rows of C are independent: a product of at least 2 GEMM_BLOCK rows is cut into blocks of
+     * GEMM_BLOCK rows (the last one longer), each a BLIS call, shared between the threads. The
+     * cut depends on m alone, never on the thread count: BLIS does not always give a row the
+     * same bits in products of different heights (its kernels for small sizes take over by
+     * size), so a cut per thread would make results depend on the number of threads. */
+    if ((double)n * k >= 4096 && m >= 2 * GEMM_BLOCK)
+        ag_parallel_for(m / GEMM_BLOCK, 1, gemm_blocks, &g);
+    else gemm_rows(&g, 0, m);
 }
 
 /* ---- matmul ----

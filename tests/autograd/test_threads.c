@@ -254,7 +254,58 @@ static void test_set_threads_changes(void) {
     CU_ASSERT_EQUAL(ag_threads(), 1);
 }
 
+/* Products give the same bits with 1 and 2 threads (the cut of ag_gemm depends on the rows
+ * alone): heights around its block size, the shapes of the whole-corpus Transformer (rows of a
+ * 4,096-token batch, d_model 256, the FFN's 1,024), and 40 random shapes of 128-527 rows and
+ * 16-315 columns, where a cut per thread used to change bits (BLIS's small-size kernels). */
+static void test_matmul_bits_do_not_depend_on_threads(void) {
+    static const int dims[][3] = {
+        {1023, 256, 256}, {1024, 256, 1024}, {1500, 300, 310}, {2048, 1024, 256}, {4096, 256, 256},
+        {1537, 231, 257}, {293, 93, 218},    {461, 40, 53},    {402, 64, 203},    {426, 45, 275},
+        {237, 35, 60},    {350, 230, 51},    {251, 62, 298},   {345, 46, 305},    {191, 130, 314},
+        {159, 311, 315},  {331, 41, 129},    {151, 301, 84},   {276, 230, 89},    {404, 76, 308},
+        {285, 302, 108},  {180, 313, 308},   {455, 112, 206},  {177, 296, 48},    {416, 46, 121},
+        {382, 288, 234},  {525, 176, 254},   {427, 248, 201},  {281, 143, 108},   {485, 140, 57},
+        {422, 169, 284},  {381, 191, 245},   {275, 53, 76},    {390, 230, 100},   {515, 191, 93},
+        {378, 231, 36},   {470, 55, 301},    {421, 176, 190},  {483, 195, 270},   {424, 249, 51},
+        {175, 154, 258},  {484, 49, 47},     {502, 174, 311},  {476, 244, 161},   {494, 213, 193},
+        {139, 252, 197}};
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++) {
+        int m = dims[d][0], k = dims[d][1], n = dims[d][2];
+        ag_tensor *a = ag_leaf_new(AG_SHAPE(m, k), false), *b = ag_leaf_new(AG_SHAPE(k, n), false);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        uint64_t x = 88172645463325252ULL;
+        for (ptrdiff_t i = 0; i < a->numel; i++)
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17,
+                a->data[i] = (ag_real)((double)(x >> 11) / 9007199254740992.0 - 0.5);
+        for (ptrdiff_t i = 0; i < b->numel; i++)
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17,
+                b->data[i] = (ag_real)((double)(x >> 11) / 9007199254740992.0 - 0.5);
+        ag_real *y[2] = {NULL, NULL};
+        for (int t = 0; t < 2; t++) {
+            CU_ASSERT_EQUAL_FATAL(ag_set_threads(t + 1), 0);
+            ag_tape *tape = ag_tape_new();
+            ag_tensor *c = ag_matmul(tape, a, b);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+            y[t] = malloc(sizeof *y[t] * (size_t)c->numel);
+            memcpy(y[t], c->data, sizeof *y[t] * (size_t)c->numel);
+            ag_tape_free(tape);
+        }
+        if (memcmp(y[0], y[1], sizeof *y[0] * (size_t)m * n)) {
+            CU_FAIL("1 and 2 threads give other bits");
+            fprintf(stderr, "\n  %d x %d x %d\n", m, k, n);
+        }
+        free(y[0]);
+        free(y[1]);
+        ag_leaf_free(a);
+        ag_leaf_free(b);
+    }
+    ag_set_threads(1);
+}
+
 static CU_TestInfo tests[] = {
+    {"matmul: the same bits with 1 and 2 threads", test_matmul_bits_do_not_depend_on_threads},
     {"every index once, the fixed cut, range 0 in the caller", test_every_index_once},
     {"a region inside a range runs serially in its thread", test_nested_serial},
     {"sleeping workers wake and run ranges", test_workers_wake_and_run},
