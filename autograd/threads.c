@@ -2,9 +2,9 @@
  *
  * ag_parallel_for(n, grain, fn, ctx) cuts [0, n) into one contiguous range per thread: with T
  * threads, range s is [n s / T, n (s + 1) / T). The cut depends on n and T only, never on
- * timing, and it is the one cut of the first version of this pool: some callers' bits depend on
- * it (a BLIS product of rows [b, e) of C does not always give the bits of the same rows inside
- * a larger product), so a cut into more, smaller ranges would change results.
+ * timing, and it is the cut the pool made when ranges were bound to threads: some callers' bits
+ * depend on it (a BLIS product of rows [b, e) of C does not always give the bits of the same
+ * rows inside a larger product), so a cut into more, smaller ranges would change results.
  *
  * Ranges are not bound to threads. The caller runs range 0; then the caller and the workers
  * claim the others, one at a time, from one atomic word that holds the region's generation,
@@ -14,7 +14,9 @@
  * worker that wakes late finds the generation changed or no range left, and claims nothing (the
  * generation is in the same word as the counter, so it can never claim a range of a later
  * region). Ops use ranges only over independent outputs (rows of C, batches, rows of a
- * softmax), so which thread runs a range changes no bit.
+ * softmax), so which thread runs a range changes no bit. The trainer's batch shards are ranges
+ * too: with 2 shards on 2 threads, a shard that no worker has claimed by the time the caller has
+ * run its own runs in the caller.
  *
  * A region started while another runs (another application thread, or a nested call from
  * inside fn) runs serially in its caller, as fn(ctx, 0, n).
@@ -34,7 +36,8 @@
 
 #define SPIN_NS 50000 /* polling before sleeping: 50 us */
 
-/* The region word: generation (40 bits, wrapping) | ranges (12 bits) | next range (12 bits). */
+/* The region word: generation (40 bits, wrapping) | ranges (12 bits) | next range (12 bits);
+ * ranges <= 256 threads. */
 #define GEN_MASK ((UINT64_C(1) << 40) - 1)
 #define WORD(gen, ranges, next) (((gen) << 24) | ((uint64_t)(ranges) << 12) | (uint64_t)(next))
 #define GEN_OF(w) ((w) >> 24)
