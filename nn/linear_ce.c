@@ -184,7 +184,7 @@ static ag_tensor *linear_ce_fused(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_ten
     if (chunk_rows < 0)
         return ag_report(t, "%s: chunk_rows = %d for input %s, expected >= 0 (0: the default)", op,
                          chunk_rows, sx);
-    const ptrdiff_t V = w->shape[0], H = w->shape[1], R = H ? x->numel / H : 0;
+    const ptrdiff_t V = w->shape[0], H = w->shape[1], R = ag_numel(x->ndim - 1, x->shape);
     if (!labels && R > 0) return ag_report(t, "%s: no labels given for input %s", op, sx);
     for (ptrdiff_t r = 0; r < R; r++)
         if (labels[r] != ignore && (labels[r] < 0 || labels[r] >= V))
