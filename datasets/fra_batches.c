@@ -175,14 +175,12 @@ void ds_batches_epoch(ds_batches *it, int64_t epoch) {
     }
 }
 
-/* The next token batch (it->pos counts batches). */
-static bool next_token_batch(ds_batches *it, ds_batch *b) {
-    if (it->pos >= it->nb) return false;
-    int64_t k = it->border[it->pos++], i0 = it->start[k];
-    int32_t B = (int32_t)(it->start[k + 1] - i0), L = it->len[k], T = it->T;
+/* Fills *b with the pairs pairs[0..B), their arrays cut to their first L steps. */
+static void gather(ds_batches *it, const int64_t *pairs, int32_t B, int32_t L, ds_batch *b) {
     const ds_fra_side *s = &it->d->side[DS_SRC], *t = &it->d->side[DS_TGT];
+    int32_t T = it->T;
     for (int32_t r = 0; r < B; r++) {
-        int64_t p = it->sorted[i0 + r];
+        int64_t p = pairs[r];
         it->pairs[r] = p;
         memcpy(it->src + (size_t)r * L, s->ids + p * T, (size_t)L * sizeof(int32_t));
         memcpy(it->tgt + (size_t)r * L, t->ids + p * T, (size_t)L * sizeof(int32_t));
@@ -197,32 +195,20 @@ static bool next_token_batch(ds_batches *it, ds_batch *b) {
                     .tgt = it->tgt,
                     .tgt_valid_len = it->tgt_len,
                     .pairs = it->pairs};
-    return true;
 }
 
 bool ds_batches_next(ds_batches *it, ds_batch *b) {
-    if (!it->B) return next_token_batch(it, b);
+    if (!it->B) { /* token batches: it->pos counts batches */
+        if (it->pos >= it->nb) return false;
+        int64_t k = it->border[it->pos++], i0 = it->start[k];
+        gather(it, it->sorted + i0, (int32_t)(it->start[k + 1] - i0), it->len[k], b);
+        return true;
+    }
     if (it->pos >= it->n) return false;
     int64_t m = it->n - it->pos;
-    int32_t B = (int32_t)(m < it->B ? m : it->B), T = it->T;
-    const ds_fra_side *s = &it->d->side[DS_SRC], *t = &it->d->side[DS_TGT];
-    for (int32_t r = 0; r < B; r++) {
-        int64_t p = it->order[it->pos + r];
-        it->pairs[r] = p;
-        memcpy(it->src + (size_t)r * T, s->ids + p * T, (size_t)T * sizeof(int32_t));
-        memcpy(it->tgt + (size_t)r * T, t->ids + p * T, (size_t)T * sizeof(int32_t));
-        it->src_len[r] = s->valid_len[p];
-        it->tgt_len[r] = t->valid_len[p];
-    }
+    int32_t B = (int32_t)(m < it->B ? m : it->B);
+    gather(it, it->order + it->pos, B, it->T, b);
     it->pos += B;
-    *b = (ds_batch){.size = B,
-                    .num_steps = T,
-                    .full_steps = T,
-                    .src = it->src,
-                    .src_valid_len = it->src_len,
-                    .tgt = it->tgt,
-                    .tgt_valid_len = it->tgt_len,
-                    .pairs = it->pairs};
     return true;
 }
 

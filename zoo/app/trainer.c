@@ -225,26 +225,29 @@ void zoo_trainer_free(zoo_trainer *tr) {
     free(tr);
 }
 
+/* Array a of n elements of `size` bytes with room for one more (capacity *cap, doubled when
+ * full): a itself, or the grown copy (a then freed), or NULL after an error (a kept). */
+static void *grow(void *a, int *cap, int n, size_t size) {
+    if (n < *cap) return a;
+    int c = *cap ? 2 * *cap : 64;
+    void *p = realloc(a, size * (size_t)c);
+    if (!p) return ag_error("trainer: out of memory"), NULL;
+    *cap = c;
+    return p;
+}
+
 static int push_hist(zoo_trainer *tr, zoo_epoch_stats s) {
-    if (tr->n_hist == tr->cap_hist) {
-        int cap = tr->cap_hist ? 2 * tr->cap_hist : 64;
-        zoo_epoch_stats *h = realloc(tr->hist, sizeof *h * (size_t)cap);
-        if (!h) return ag_error("trainer: out of memory");
-        tr->hist = h;
-        tr->cap_hist = cap;
-    }
+    zoo_epoch_stats *h = grow(tr->hist, &tr->cap_hist, tr->n_hist, sizeof s);
+    if (!h) return -1;
+    tr->hist = h;
     tr->hist[tr->n_hist++] = s;
     return 0;
 }
 
 static int push_valid(zoo_trainer *tr, zoo_valid_stats v) {
-    if (tr->n_valid == tr->cap_valid) {
-        int cap = tr->cap_valid ? 2 * tr->cap_valid : 64;
-        zoo_valid_stats *h = realloc(tr->valid, sizeof *h * (size_t)cap);
-        if (!h) return ag_error("trainer: out of memory");
-        tr->valid = h;
-        tr->cap_valid = cap;
-    }
+    zoo_valid_stats *h = grow(tr->valid, &tr->cap_valid, tr->n_valid, sizeof v);
+    if (!h) return -1;
+    tr->valid = h;
     tr->valid[tr->n_valid++] = v;
     return 0;
 }
