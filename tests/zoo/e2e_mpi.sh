@@ -134,5 +134,11 @@ check "a dead rank: mpirun fails" test "$status" != 0
 check "a dead rank: the job ends" test -z "$(pgrep -f -- 'checkpoint-steps 5 --checkpoint k.st')"
 check "a dead rank: the checkpoint is intact" run kt 0 "$prog" translate --checkpoint k.st "go ."
 
+# validation and early stopping under mpirun: rank 0 prints, every rank stops at the same step
+check "--patience under mpirun" run pat 0 "${mpi[@]}" -np 2 "$prog" train --data "$data" --num-examples 200 --valid-frac 0.2 --valid-steps 1 --patience 1 --lr 0 --epochs 50 --log-every 0 --shards 1 --checkpoint pat.st
+check "  stops at step 2, once" test "$(grep -c 'by --patience' pat.out)" = 1
+check "  one line per validation (rank 0's)" test "$(grep -c '^valid at step' pat.err)" = 2
+check "  the best checkpoint" test -s pat.st.best
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -487,11 +487,13 @@ static int periodic_save(run_state *r, const zoo_trainer *tr) {
 /* Several ranks stop after the same step: a stop signal on any rank, or a limit as rank 0 sees
  * it (its clock for the time budget). */
 static int agree_stop(zoo_trainer *tr, run_why *why) {
-    /* an early stop needs no agreement: every rank validates the same model to the same bits */
-    if (zoo_dist_size(tr->dist) == 1 || *why == RUN_EARLY) return 0;
-    int32_t v[2] = {*why == RUN_STOP, zoo_dist_rank(tr->dist) == 0 && *why == RUN_LIMIT};
-    if (zoo_dist_max(tr->dist, v, 2)) return -1;
-    *why = v[0] ? RUN_STOP : v[1] ? RUN_LIMIT : RUN_ON;
+    if (zoo_dist_size(tr->dist) == 1) return 0;
+    /* an early stop as rank 0 decides it (every rank validates the same model to the same bits
+     * on machines of one kind; rank 0's decision holds if another kind rounds otherwise) */
+    bool root = zoo_dist_rank(tr->dist) == 0;
+    int32_t v[3] = {*why == RUN_STOP, root && *why == RUN_LIMIT, root && *why == RUN_EARLY};
+    if (zoo_dist_max(tr->dist, v, 3)) return -1;
+    *why = v[0] ? RUN_STOP : v[2] ? RUN_EARLY : v[1] ? RUN_LIMIT : RUN_ON;
     return 0;
 }
 
