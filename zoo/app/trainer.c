@@ -408,23 +408,31 @@ static double best_before_last(const zoo_trainer *tr, int *since) {
     return best;
 }
 
+static double epoch_fraction(const zoo_trainer *tr, const ds_batches *it) {
+    int64_t n = ds_batches_count(it);
+    return tr->epochs_done + (n ? (double)tr->epoch_batches / (double)n : 0);
+}
+
+/* The epoch under way's loss so far (d2l's: per-sequence losses / valid tokens), 0 before its
+ * first batch. */
+static double running_loss(const zoo_trainer *tr) {
+    return tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0;
+}
+
 /* A validation now: its line on the log, the history, the best checkpoint, the plots. Sets
  * *early when opts->patience validations went by without a better BLEU. Returns 0 or -1. */
 static int validate_now(run_state *r, zoo_trainer *tr, const ds_batches *it, bool *early) {
     const zoo_train_opts *o = r->o;
     double t0 = now(), loss, bleu;
     if (zoo_trainer_validate(tr, r->data, DS_VALID, &loss, &bleu)) return -1;
-    zoo_valid_stats v = {
-        .step = tr->steps,
-        .epoch =
-            tr->epochs_done +
-            (ds_batches_count(it) ? (double)tr->epoch_batches / (double)ds_batches_count(it) : 0),
-        .seconds = zoo_trainer_seconds(tr),
-        .train_loss = tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens
-                      : tr->n_hist     ? tr->hist[tr->n_hist - 1].loss
-                                       : 0,
-        .loss = loss,
-        .bleu = bleu};
+    zoo_valid_stats v = {.step = tr->steps,
+                         .epoch = epoch_fraction(tr, it),
+                         .seconds = zoo_trainer_seconds(tr),
+                         .train_loss = tr->epoch_tokens || !tr->n_hist
+                                           ? running_loss(tr)
+                                           : tr->hist[tr->n_hist - 1].loss,
+                         .loss = loss,
+                         .bleu = bleu};
     if (push_valid(tr, v)) return -1;
     int since;
     double best = best_before_last(tr, &since);
@@ -445,11 +453,6 @@ static int validate_now(run_state *r, zoo_trainer *tr, const ds_batches *it, boo
     return o->plots_dir ? zoo_trainer_write_plots(tr, o->plots_dir) : 0;
 }
 
-static double epoch_fraction(const zoo_trainer *tr, const ds_batches *it) {
-    int64_t n = ds_batches_count(it);
-    return tr->epochs_done + (n ? (double)tr->epoch_batches / (double)n : 0);
-}
-
 /* A progress line every o->log_steps steps: step, epoch (fractional), the epoch's running loss,
  * the learning rate, tokens/sec of the epoch so far, elapsed, and the time left to the nearest
  * limit. */
@@ -466,7 +469,7 @@ static void report_step(const run_state *r, const zoo_trainer *tr, const ds_batc
         o->log,
         "step %lld (epoch %.2f): loss %.4f, lr %.3g, %.1f tokens/sec, elapsed %.1fs, "
         "remaining %.1fs\n",
-        (long long)tr->steps, frac, tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
+        (long long)tr->steps, frac, running_loss(tr),
         optim_schedule_lr(optim_config(tr->opt)->schedule, optim_config(tr->opt)->lr, tr->steps),
         tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done,
         left > 0 ? left : 0);
@@ -531,9 +534,8 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, run_state *r,
         if (agree_stop(tr, why)) return -1;
         if (*why != RUN_ON) return 0;
     }
-    *out = (zoo_epoch_stats){.loss = tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
-                             .tokens = tr->epoch_tokens,
-                             .seconds = tr->epoch_seconds};
+    *out = (zoo_epoch_stats){
+        .loss = running_loss(tr), .tokens = tr->epoch_tokens, .seconds = tr->epoch_seconds};
     if (push_hist(tr, *out)) return -1;
     tr->epochs_done++;
     tr->epoch_batches = 0;
