@@ -276,6 +276,10 @@ void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g, ptrdiff_t r
 void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
              const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
              ptrdiff_t rsc, ptrdiff_t csc);
+/* The micro-kernel BLIS runs ag_gemm's products with (a static string): "tapegrad avx512 24x16"
+ * (the engine's own, on an AVX-512 CPU where BLIS would pick its AVX2 kernels; float32 only) or
+ * "blis" (BLIS's choice; also when the environment sets TG_GEMM_KERNEL=blis). */
+const char *ag_gemm_kernel(void);
 
 #ifdef __cplusplus
 }

@@ -25,9 +25,9 @@
 #define SMALL_GEMM_MACS 4096
 
 #ifdef TG_DOUBLE
-#define BLIS_GEMM bli_dgemm
+#define BLIS_GEMM_EX bli_dgemm_ex
 #else
-#define BLIS_GEMM bli_sgemm
+#define BLIS_GEMM_EX bli_sgemm_ex
 #endif
 
 /* Largest B (elements) copied to row-major before BLIS; see ag_gemm. */
@@ -133,13 +133,14 @@ typedef struct gemm_args {
 
 #define GEMM_BLOCK 512 /* rows of C per BLIS call in a large product (ag_gemm) */
 
-/* Rows [r0, r1) of C through BLIS. */
+/* Rows [r0, r1) of C through BLIS, with the engine's micro-kernel where it has one
+ * (gemm_kernel.c; NULL: BLIS's own context). */
 static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     gemm_args *g = ctx;
     ag_real alpha = g->alpha, beta = g->beta;
-    BLIS_GEMM(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)(r1 - r0), g->n, g->k, &alpha,
-              (ag_real *)g->a + r0 * g->rsa, g->rsa, g->csa, (ag_real *)g->b, g->rsb, g->csb, &beta,
-              g->c + r0 * g->rsc, g->rsc, g->csc);
+    BLIS_GEMM_EX(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)(r1 - r0), g->n, g->k, &alpha,
+                 (ag_real *)g->a + r0 * g->rsa, g->rsa, g->csa, (ag_real *)g->b, g->rsb, g->csb,
+                 &beta, g->c + r0 * g->rsc, g->rsc, g->csc, (cntx_t *)ag__gemm_cntx(), NULL);
 }
 
 /* Blocks [b0, b1) of GEMM_BLOCK rows of C, the last block taking the rows left over. */
