@@ -5,14 +5,19 @@
  * dx = dy w^T and dw = x^T dy, (a) through the engine (ag_matmul or ag_linear, ag_backward_seed,
  * ag_tape_reset: everything a step pays) and (b) as the same three bli_sgemm calls on the same
  * layouts. It prints GFLOP/s of both and the overhead, medians of several repeats.
- * Not a test: run it by hand (build/tests/autograd/bench_matmul [repeats]).
+ * `big` as second argument times the big Transformer's linear layers instead (d_model 256, FFN
+ * 1,024, output layer 17,851 words, 640 rows); there the BLIS column is BLIS's own kernels and
+ * the engine's is its AVX-512 micro-kernel where it runs one (autograd/gemm_kernel.c).
+ * Not a test: run it by hand (build/tests/autograd/bench_matmul [repeats [big]]).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "autograd/ag.h"
+#include "autograd/ag_op.h"
 
 #include <blis.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) {
@@ -167,8 +172,17 @@ static void bench_node_cost(int repeats) {
 int main(int argc, char **argv) {
     int repeats = argc > 1 ? atoi(argv[1]) : REPEATS_DEFAULT;
     if (repeats < 1 || repeats > 64) repeats = REPEATS_DEFAULT;
+    printf("medians of %d repeats; one step = forward + dX + dW; the engine's micro-kernel: %s\n",
+           repeats, ag_gemm_kernel());
+    if (argc > 2 && strcmp(argv[2], "big") == 0) {
+        /* The big Transformer's products (d_model 256, FFN 1,024, 17,851 target words), on the
+         * rows of a 640-row shard: linear layers only, the engine against BLIS's own kernels. */
+        const shape big[] = {{640, 256, 256}, {640, 256, 1024}, {640, 1024, 256},
+                             {640, 256, 17851}};
+        for (size_t i = 0; i < sizeof big / sizeof *big; i++) bench_shape(big[i], true, repeats);
+        return 0;
+    }
     const shape shapes[] = {{640, 32, 32}, {640, 32, 64}, {640, 64, 32}, {640, 32, 201}};
-    printf("medians of %d repeats; one step = forward + dX + dW\n", repeats);
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         bench_shape(shapes[i], false, repeats);
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
