@@ -20,6 +20,9 @@
  * k, KC = 256 kept), so results are bit-identical to it for beta 0 or 1 (tests/autograd/
  * test_gemm_kernel.c checks this).
  *
+ * A's micro-panels are packed by packm_24xk below (BLIS's generic packing for 24 rows gathers
+ * a row-major A one value at a time); B's keep BLIS's 16-wide packing.
+ *
  * Chosen once, at the first product: when the engine is float32, the compiler can target
  * AVX-512F, the CPU (and its OS) supports it, BLIS has not chosen an AVX-512 configuration
  * itself, and the environment variable TG_GEMM_KERNEL is not "blis" (which keeps BLIS's own
@@ -77,6 +80,63 @@ __attribute__((target("avx512f"))) static void gemm_ukr_24x16(
         }
     }
 }
+
+/* The packing of A for it (BLIS's packm kernel interface, 0.9): panel p (ldp per k, 24 values
+ * per k) from the cdim x n block a (inca between its rows, lda between its columns) times kappa,
+ * rows cdim..23 and columns n..n_max-1 zeroed. BLIS's generic kernel for a 24-row panel
+ * gathers a row-major A one float at a time; here 8 x 8 blocks are transposed in registers.
+ * A pure copy (kappa = 1: the bits of a) or one product by kappa, as BLIS's. */
+static inline void transpose8_store(const float *a, inc_t inca, float *p, inc_t ldp)
+    __attribute__((target("avx512f"), always_inline));
+static inline void transpose8_store(const float *a, inc_t inca, float *p, inc_t ldp) {
+    __m256 r0 = _mm256_loadu_ps(a), r1 = _mm256_loadu_ps(a + inca),
+           r2 = _mm256_loadu_ps(a + 2 * inca), r3 = _mm256_loadu_ps(a + 3 * inca),
+           r4 = _mm256_loadu_ps(a + 4 * inca), r5 = _mm256_loadu_ps(a + 5 * inca),
+           r6 = _mm256_loadu_ps(a + 6 * inca), r7 = _mm256_loadu_ps(a + 7 * inca);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+           t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+           t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(p + 0 * ldp, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(p + 1 * ldp, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(p + 2 * ldp, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(p + 3 * ldp, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(p + 4 * ldp, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(p + 5 * ldp, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(p + 6 * ldp, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(p + 7 * ldp, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+__attribute__((target("avx512f"))) static void packm_24xk(conj_t conja, pack_t schema, dim_t cdim,
+                                                          dim_t n, dim_t n_max,
+                                                          float *restrict kappa, float *restrict a,
+                                                          inc_t inca, inc_t lda,
+                                                          float *restrict p, inc_t ldp,
+                                                          cntx_t *restrict cntx) {
+    (void)conja; /* real data */
+    (void)schema;
+    (void)cntx;
+    const float kap = *kappa;
+    dim_t k0 = 0;
+    if (cdim == MR && kap == 1 && lda == 1) /* rows of A contiguous: 8 x 8 transposes */
+        for (; k0 + 8 <= n; k0 += 8)
+            for (int i0 = 0; i0 < MR; i0 += 8)
+                transpose8_store(a + i0 * inca + k0, inca, p + k0 * ldp + i0, ldp);
+    for (dim_t k = k0; k < n; k++) {
+        const float *ak = a + k * lda;
+        float *pk = p + k * ldp;
+        if (kap == 1)
+            for (dim_t i = 0; i < cdim; i++) pk[i] = ak[i * inca];
+        else
+            for (dim_t i = 0; i < cdim; i++) pk[i] = kap * ak[i * inca];
+    }
+    for (dim_t k = 0; k < n_max; k++)
+        for (dim_t i = k < n ? cdim : 0; i < MR; i++) p[k * ldp + i] = 0;
+}
 #endif
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -104,6 +164,7 @@ static void choose(void) {
     own_cntx.l3_nat_ukrs[BLIS_GEMM_UKR].ptr[F] = (void_fp)gemm_ukr_24x16;
     own_cntx.l3_vir_ukrs[BLIS_GEMM_UKR].ptr[F] = (void_fp)gemm_ukr_24x16;
     own_cntx.l3_nat_ukrs_prefs[BLIS_GEMM_UKR].v[F] = true; /* prefers row-stored C */
+    own_cntx.packm_kers[BLIS_PACKM_24XK_KER].ptr[F] = (void_fp)packm_24xk;
     chosen = &own_cntx;
 #endif
 }
