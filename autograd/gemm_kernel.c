@@ -126,6 +126,13 @@ __attribute__((target("avx512f"))) static void packm_24xk(conj_t conja, pack_t s
         for (; k0 + 8 <= n; k0 += 8)
             for (int i0 = 0; i0 < MR; i0 += 8)
                 transpose8_store(a + i0 * inca + k0, inca, p + k0 * ldp + i0, ldp);
+    else if (cdim == MR && kap == 1 && inca == 1) /* columns of A contiguous: copies */
+        for (; k0 < n; k0++) {
+            const float *ak = a + k0 * lda;
+            float *pk = p + k0 * ldp;
+            _mm512_storeu_ps(pk, _mm512_loadu_ps(ak));
+            _mm256_storeu_ps(pk + 16, _mm256_loadu_ps(ak + 16));
+        }
     for (dim_t k = k0; k < n; k++) {
         const float *ak = a + k * lda;
         float *pk = p + k * ldp;
