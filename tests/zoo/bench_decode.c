@@ -1,11 +1,12 @@
 /* bench_decode.c -- decoding speed and peak memory of the big Transformer (d_model 256, FFN
  * 1024, 8 heads, 3 + 3 layers) with the full fra.txt vocabularies, randomly initialised (seed
  * 42): it never says <eos>, so every sentence runs num_steps steps, the worst case.
- *   bench_decode FRA_TXT greedy|beam [batch] [num_steps] [beam]
+ *   bench_decode FRA_TXT greedy|beam [batch] [num_steps] [beam] [threads]
  * decodes the 2,000 sentences of a seeded test split (split_seed 1), `batch` sentences per call
  * of zoo_greedy / zoo_beam_search (default: all at once), and prints sentences/s, the process's
  * peak RSS (getrusage ru_maxrss) and a hash of the translations (the same hash: the same
- * tokens). Run one mode per process: the peak RSS is the process's. */
+ * tokens). threads: the engine's threads (default 1). Run one mode per process: the peak RSS
+ * is the process's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +30,15 @@ static double peak_mb(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FRA_TXT greedy|beam [batch] [num_steps] [beam]\n", argv[0]);
+        fprintf(stderr, "usage: %s FRA_TXT greedy|beam [batch] [num_steps] [beam] [threads]\n",
+                argv[0]);
         return 2;
     }
     bool greedy = !strcmp(argv[2], "greedy");
     int batch = argc > 3 ? atoi(argv[3]) : 2000, T = argc > 4 ? atoi(argv[4]) : 10;
     int K = argc > 5 ? atoi(argv[5]) : 4, N = 2000;
+    if (argc > 6 && ag_set_threads(atoi(argv[6])))
+        return fprintf(stderr, "%s\n", ag_last_error()), 2;
     ds_fra_options o = ds_fra_defaults();
     o.num_examples = 0;
     o.num_steps = T;
