@@ -41,10 +41,10 @@
 #define MR 24
 #define NR 16
 
-__attribute__((target("avx512f"))) static void gemm_ukr_24x16(
-    dim_t m, dim_t n, dim_t k, float *restrict alpha, float *restrict a, float *restrict b,
-    float *restrict beta, float *restrict c, inc_t rs_c, inc_t cs_c, auxinfo_t *restrict data,
-    cntx_t *restrict cntx) {
+__attribute__((target("avx512f"))) static void
+gemm_ukr_24x16(dim_t m, dim_t n, dim_t k, float *restrict alpha, float *restrict a,
+               float *restrict b, float *restrict beta, float *restrict c, inc_t rs_c, inc_t cs_c,
+               auxinfo_t *restrict data, cntx_t *restrict cntx) {
     (void)data;
     (void)cntx;
     __m512 acc[MR];
@@ -114,9 +114,8 @@ static inline void transpose8_store(const float *a, inc_t inca, float *p, inc_t 
 __attribute__((target("avx512f"))) static void packm_24xk(conj_t conja, pack_t schema, dim_t cdim,
                                                           dim_t n, dim_t n_max,
                                                           float *restrict kappa, float *restrict a,
-                                                          inc_t inca, inc_t lda,
-                                                          float *restrict p, inc_t ldp,
-                                                          cntx_t *restrict cntx) {
+                                                          inc_t inca, inc_t lda, float *restrict p,
+                                                          inc_t ldp, cntx_t *restrict cntx) {
     (void)conja; /* real data */
     (void)schema;
     (void)cntx;
@@ -181,6 +180,4 @@ const void *ag__gemm_cntx(void) {
     return chosen;
 }
 
-const char *ag_gemm_kernel(void) {
-    return ag__gemm_cntx() ? "tapegrad avx512 24x16" : "blis";
-}
+const char *ag_gemm_kernel(void) { return ag__gemm_cntx() ? "tapegrad avx512 24x16" : "blis"; }

@@ -46,8 +46,14 @@ typedef struct gcase {
 } gcase;
 
 static gcase case_of(size_t v) {
-    gcase g = {MS[v / (NN * NK)], NS[v / NK % NN], KS[v % NK], v & 1, (v >> 1) & 1,
-               (v % 7) == 3, (v % 5 == 4) ? 0.375f : 1.0f, 0.0f};
+    gcase g = {MS[v / (NN * NK)],
+               NS[v / NK % NN],
+               KS[v % NK],
+               v & 1,
+               (v >> 1) & 1,
+               (v % 7) == 3,
+               (v % 5 == 4) ? 0.375f : 1.0f,
+               0.0f};
     g.beta = v % 3 == 0 ? 0.0f : v % 3 == 1 ? 1.0f : (v % 2 ? 0.5f : -2.0f);
     return g;
 }
@@ -109,8 +115,8 @@ static void test_against_blis(void) {
     const char *kernel = ag_gemm_kernel();
     __builtin_cpu_init();
     bool avx512 = __builtin_cpu_supports("avx512f");
-    printf("\n    micro-kernel: %s (CPU %s AVX-512F); %zu cases", kernel,
-           avx512 ? "has" : "lacks", (size_t)NCASES);
+    printf("\n    micro-kernel: %s (CPU %s AVX-512F); %zu cases", kernel, avx512 ? "has" : "lacks",
+           (size_t)NCASES);
     if (!avx512) CU_ASSERT_STRING_EQUAL(kernel, "blis");
     CU_ASSERT(run_cases(mine));
     const float *r = ref, *x = mine;
@@ -130,8 +136,8 @@ static void test_against_blis(void) {
         bool ok = (g.beta == 0 || g.beta == 1) ? worst == 0 : worst <= 2;
         if (!ok) {
             differ++;
-            printf("\n    m %d n %d k %d ta %d tb %d cc %d alpha %g beta %g: %g ulp", g.m, g.n,
-                   g.k, g.ta, g.tb, g.cc, g.alpha, g.beta, worst);
+            printf("\n    m %d n %d k %d ta %d tb %d cc %d alpha %g beta %g: %g ulp", g.m, g.n, g.k,
+                   g.ta, g.tb, g.cc, g.alpha, g.beta, worst);
         }
         r += nc;
         x += nc;
@@ -142,7 +148,7 @@ static void test_against_blis(void) {
 }
 
 static CU_TestInfo tests[] = {{"the same results as BLIS's own kernels", test_against_blis},
-                               CU_TEST_INFO_NULL};
+                              CU_TEST_INFO_NULL};
 static CU_SuiteInfo suites[] = {{"gemm_kernel", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) { return tg_test_run(suites); }
