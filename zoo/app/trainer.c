@@ -456,23 +456,30 @@ static int validate_now(run_state *r, zoo_trainer *tr, const ds_batches *it, boo
 /* A progress line every o->log_steps steps: step, epoch (fractional), the epoch's running loss,
  * the learning rate, tokens/sec of the epoch so far, elapsed, and the time left to the nearest
  * limit. */
+/* The time left to the nearest limit: left (by the epochs), or less by --max-steps (at
+ * per_step seconds a step) or by --time-budget (done: seconds since the run started). */
+static double time_left(const zoo_train_opts *o, const zoo_trainer *tr, double left,
+                        double per_step, double done) {
+    if (o->max_steps > 0 && (double)(o->max_steps - tr->steps) * per_step < left)
+        left = (double)(o->max_steps - tr->steps) * per_step;
+    if (o->time_budget > 0 && o->time_budget - done < left) left = o->time_budget - done;
+    return left > 0 ? left : 0;
+}
+
 static void report_step(const run_state *r, const zoo_trainer *tr, const ds_batches *it) {
     const zoo_train_opts *o = r->o;
     if (!o || !o->log || o->log_steps <= 0 || tr->steps % o->log_steps) return;
     double done = now() - r->t0, per_step = done / (double)(tr->steps ? tr->steps : 1);
     double frac = epoch_fraction(tr, it),
-           left = (o->epochs - frac) * ds_batches_count(it) * per_step;
-    if (o->max_steps > 0 && (double)(o->max_steps - tr->steps) * per_step < left)
-        left = (double)(o->max_steps - tr->steps) * per_step;
-    if (o->time_budget > 0 && o->time_budget - done < left) left = o->time_budget - done;
+           left = time_left(o, tr, (o->epochs - frac) * ds_batches_count(it) * per_step,
+                            per_step, done);
     fprintf(
         o->log,
         "step %lld (epoch %.2f): loss %.4f, lr %.3g, %.1f tokens/sec, elapsed %.1fs, "
         "remaining %.1fs\n",
         (long long)tr->steps, frac, running_loss(tr),
         optim_schedule_lr(optim_config(tr->opt)->schedule, optim_config(tr->opt)->lr, tr->steps),
-        tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done,
-        left > 0 ? left : 0);
+        tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0, done, left);
     fflush(o->log);
 }
 
@@ -551,15 +558,19 @@ int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stat
 
 /* ---- the run ---- */
 
+/* An epoch's line; elapsed: the training seconds of the epochs so far, done: seconds since the
+ * run started (the time budget's clock). */
 static void report(const zoo_train_opts *o, const zoo_trainer *tr, const zoo_epoch_stats *s,
-                   double elapsed, bool last) {
+                   double elapsed, double done, bool last) {
     if (!o->log || o->log_every <= 0) return;
     bool tty = isatty(fileno(o->log));
     if (!last && tr->epochs_done % o->log_every && !tty) return;
     double per_epoch = elapsed / (tr->epochs_done ? tr->epochs_done : 1);
+    double left = time_left(o, tr, per_epoch * (o->epochs - tr->epochs_done),
+                            elapsed / (double)(tr->steps ? tr->steps : 1), done);
     fprintf(o->log, "%sepoch %d/%d: loss %.4f, %.1f tokens/sec, elapsed %.1fs, remaining %.1fs%s",
             tty ? "\r" : "", tr->epochs_done, o->epochs, s->loss, s->tokens / s->seconds, elapsed,
-            per_epoch * (o->epochs - tr->epochs_done), tty ? "\033[K" : "\n");
+            left, tty ? "\033[K" : "\n");
     if (tty && last) fputc('\n', o->log);
     fflush(o->log);
 }
@@ -596,7 +607,7 @@ int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_tra
                                       : ZOO_TRAIN_LIMIT;
         }
         elapsed += s.seconds;
-        report(o, tr, &s, elapsed, tr->epochs_done == o->epochs);
+        report(o, tr, &s, elapsed, now() - r.t0, tr->epochs_done == o->epochs);
         bool early = false;
         if (tr->epochs_done == o->epochs && final_validation(&r, tr, it, &early)) return -1;
         bool periodic = o->checkpoint_every > 0 && tr->epochs_done % o->checkpoint_every == 0;
