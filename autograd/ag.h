@@ -159,10 +159,11 @@ void *ag_tape_alloc(ag_tape *t, size_t bytes);
  * after the mark are released, the largest kept for reuse, so a loop of steps and rewinds
  * mallocs nothing once warm. Rewind with recording off, or before ag_backward: a backward after
  * a rewind runs only the nodes recorded before the mark; a rewind after a backward frees the
- * gradient buffers it made (a retained grad it frees becomes NULL). The failed flag is kept (only a reset
- * clears it). A mark is valid until the next reset or a rewind to an earlier mark. Returns 0,
- * or -1 (reported, nothing changed) for a mark from before the last reset or above the tape's
- * current position; other invalid marks (rewound below, then passed again) are not detected. */
+ * gradient buffers it made (a retained grad it frees becomes NULL). The failed flag is kept
+ * (only a reset clears it). A mark is valid until the next reset or a rewind to an earlier
+ * mark. Returns 0, or -1 (reported, nothing changed) for a mark from before the last reset or
+ * above the tape's current position; other invalid marks (rewound below, then passed again)
+ * are not detected. */
 typedef struct ag_tape_pos {
     size_t offset_;
     uint32_t reset_gen_;

@@ -206,7 +206,8 @@ int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_r
 int nn_save_params(const nn_params *ps, const char *path) {
     nn_ckpt *ck = nn_ckpt_new();
     if (!ck) return -1;
-    int rc = nn_ckpt_set_borrow(ck, true) || nn_ckpt_add_params(ck, ps);
+    nn_ckpt_set_borrow(ck, true); /* saved from ps's buffers, not from a copy */
+    int rc = nn_ckpt_add_params(ck, ps);
     if (!rc) rc = nn_ckpt_save(ck, path);
     nn_ckpt_free(ck);
     return rc;

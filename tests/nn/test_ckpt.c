@@ -1208,6 +1208,11 @@ static void test_streamed_write_error(void) {
     HAS(ag_last_error(), "/dev/full: writing the temporary file failed: No space left on device");
     nn_ckpt_free(ck);
     free(v);
+    model m; /* the shortcut, which borrows the store's buffers, fails the same way */
+    nn_params *ps = make_model(&m, 1);
+    CU_ASSERT_EQUAL(nn_save_params(ps, "/dev/full"), -1);
+    HAS(ag_last_error(), "No space left on device");
+    nn_params_free(ps);
 }
 
 static CU_TestInfo tests[] = {
