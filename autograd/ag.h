@@ -16,9 +16,10 @@
  * Precision: ag_real is float, or double when the library is compiled with TG_DOUBLE (CMake
  * builds every library twice: `ag` and `ag64`). The gradient checks use the float64 twin.
  *
- * Memory: tensors returned by ops, and their data and gradients, live in the tape's arena until
- * ag_tape_reset(); the caller never frees them. Leaves made by ag_leaf_new() are owned by the
- * caller (ag_leaf_free). Parameters of the nn library are leaves viewing its flat buffers.
+ * Memory: tensors returned by ops and their data live in the tape's arena until ag_tape_reset();
+ * the caller never frees them. Their gradients exist only while ag_backward needs them (see
+ * there; ag_retain_grad keeps one). Leaves made by ag_leaf_new() are owned by the caller
+ * (ag_leaf_free). Parameters of the nn library are leaves viewing its flat buffers.
  *
  * Errors: a shape mismatch, a bad axis, an out-of-range id, a tensor used after its tape was
  * reset, tensors of two tapes mixed: the op reports one message (op name and shapes) through the
@@ -66,7 +67,14 @@ typedef struct ag_tape ag_tape;
 
 /* A strided n-d array. Element (i0, ..., i{n-1}) is data[sum_k ik * stride[k]]. When the tensor
  * requires a gradient, grad has exactly the layout of data (same offsets), so a view (reshape,
- * transpose, narrow) shares both the values and the gradient of the tensor it views. */
+ * transpose, narrow) shares both the values and the gradient of the tensor it views.
+ *
+ * Where grad points: a leaf's (ag_leaf_new, ag_leaf_init) is the caller's buffer, always there,
+ * and so is a view's of a leaf. An intermediate's (a tensor an op made, or a view of one) is
+ * given by ag_backward: NULL until the reverse pass first needs it, then a zeroed buffer of the
+ * tape's arena, which goes back to the arena for reuse once the pass has run the backward of
+ * the op that made the tensor (grad is NULL again then). To read an intermediate's gradient after
+ * ag_backward, call ag_retain_grad on it before. */
 typedef struct ag_tensor {
     ag_real *data;
     ag_real *grad; /* NULL when no gradient is tracked */
@@ -78,7 +86,12 @@ typedef struct ag_tensor {
     const char *name; /* optional, for messages (parameters carry their name) */
     /* engine bookkeeping */
     ag_tape *tape; /* NULL for leaves */
-    uint32_t gen;  /* the tape's generation when created */
+    /* An intermediate's gradient lives in the buffer of grad_base (itself, or the tensor a view
+     * views), grad_offset elements in; NULL for leaves and their views (grad is fixed). */
+    struct ag_tensor *grad_base;
+    ptrdiff_t grad_offset;
+    bool grad_retained; /* on a grad_base: ag_retain_grad keeps its buffer after backward */
+    uint32_t gen;       /* the tape's generation when created */
     uint32_t magic;
 } ag_tensor;
 
@@ -145,10 +158,12 @@ void *ag_tape_alloc(ag_tape *t, size_t bytes);
  * reports it (as long as its memory has not been handed out again). Chunks the arena opened
  * after the mark are released, the largest kept for reuse, so a loop of steps and rewinds
  * mallocs nothing once warm. Rewind with recording off, or before ag_backward: a backward after
- * a rewind runs only the nodes recorded before the mark. The failed flag is kept (only a reset
- * clears it). A mark is valid until the next reset or a rewind to an earlier mark. Returns 0,
- * or -1 (reported, nothing changed) for a mark from before the last reset or above the tape's
- * current position; other invalid marks (rewound below, then passed again) are not detected. */
+ * a rewind runs only the nodes recorded before the mark; a rewind after a backward frees the
+ * gradient buffers it made (a retained grad it frees becomes NULL). The failed flag is kept
+ * (only a reset clears it). A mark is valid until the next reset or a rewind to an earlier
+ * mark. Returns 0, or -1 (reported, nothing changed) for a mark from before the last reset or
+ * above the tape's current position; other invalid marks (rewound below, then passed again)
+ * are not detected. */
 typedef struct ag_tape_pos {
     size_t offset_;
     uint32_t reset_gen_;
@@ -157,21 +172,34 @@ ag_tape_pos ag_tape_mark(const ag_tape *t);
 int ag_tape_rewind(ag_tape *t, ag_tape_pos mark);
 
 typedef struct ag_tape_stats {
-    size_t bytes_used; /* arena bytes in use now */
+    size_t bytes_used; /* arena bytes in use now (gradient buffers included) */
     size_t high_water; /* most arena bytes used by one step since the tape was made */
     size_t capacity;   /* arena bytes held */
     size_t chunks;     /* arena chunks held (1 in steady state) */
     size_t nodes;      /* nodes recorded since the last reset */
     size_t mallocs;    /* chunk allocations since the tape was made */
+    size_t grad_bytes; /* arena bytes the backward took for intermediates' gradient buffers since
+                        * the last reset (a buffer reused counts once) */
 } ag_tape_stats;
 ag_tape_stats ag_tape_stats_get(const ag_tape *t);
 
-/* Reverse pass from a scalar root: seeds d root = 1 and accumulates into every tensor's grad
- * that requires one (leaves included). Returns 0, or -1 after reporting an error (root not
- * scalar, root does not require a gradient, backward already run on this tape since reset). */
+/* Reverse pass from a scalar root: seeds d root = 1 and accumulates into the grad of every leaf
+ * that requires one. Intermediates' gradients live only during the pass: each buffer is taken
+ * (zeroed) from the arena when the pass first needs it and given back for reuse once the op that
+ * made the tensor has run its backward, so at most the gradients in flight exist at once. After
+ * the pass an intermediate's grad is NULL unless ag_retain_grad kept it. Returns 0, or -1 after
+ * reporting an error (root not scalar, root does not require a gradient, backward already run
+ * on this tape since reset, out of memory for a gradient buffer). */
 int ag_backward(ag_tape *t, ag_tensor *root);
 /* The same from any root, seeding d root = seed (root->numel values, row-major order). */
 int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed);
+/* Keeps x's gradient past the next ag_backward (an intermediate's, which the pass otherwise
+ * frees; for a view, the whole buffer of the tensor it views): after the pass x->grad points to
+ * it (zeros when nothing flowed into x), valid until the tape's next reset. Call it after x is
+ * made and before ag_backward. Nothing to do for a leaf, a view of one, or a tensor that tracks
+ * no gradient (its grad stays NULL). Returns 0; -1 for NULL (no message), or after reporting: x
+ * from an earlier step, backward already run, out of memory. */
+int ag_retain_grad(ag_tensor *x);
 
 /* ---- Tensors ------------------------------------------------------------------------------ */
 

@@ -55,7 +55,10 @@ typedef struct ag_node ag_node;
 typedef struct ag_op {
     const char *name;
     /* Adds d loss / d in[i] into in[i]->grad for every input that requires a gradient, from
-     * out->grad. Must accumulate (+=), never assign. */
+     * out->grad. Must accumulate (+=), never assign. The engine makes out->grad and the grad of
+     * every input that requires one valid just before the call (an intermediate's is NULL
+     * outside the reverse pass, and its buffer is reused after it): read them in the call, never
+     * keep them from the forward or past the call. */
     void (*backward)(ag_node *n);
 } ag_op;
 
@@ -82,11 +85,13 @@ int ag_op_axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndi
 /* ---- making results ---- */
 /* True when recording and some input requires a gradient. */
 bool ag_op_wants_grad(const ag_tape *t, int n, ag_tensor *const *in);
-/* A new contiguous tensor on t with uninitialised data; a zeroed grad when rg. */
+/* A new contiguous tensor on t with uninitialised data. When rg it requires a gradient: its grad
+ * is NULL until the reverse pass gives it a zeroed buffer (see ag_op.backward). */
 ag_tensor *ag_op_new(ag_tape *t, int ndim, const int *shape, bool rg);
 /* ag_op_new with rg = ag_op_wants_grad(t, n, in). */
 ag_tensor *ag_op_out(ag_tape *t, int ndim, const int *shape, int n, ag_tensor *const *in);
-/* A view of x's data and grad: new shape and strides, element offset. */
+/* A view of x's data and grad: new shape and strides, element offset. The view of an
+ * intermediate shares its base's gradient buffer once the reverse pass makes it. */
 ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape, const ptrdiff_t *stride,
                       ptrdiff_t offset);
 /* Records a node when y requires a gradient (else records nothing and returns NULL); saved

@@ -15,6 +15,17 @@
  * new one. A tensor is valid if it was made in the current generation, or, made since the last
  * reset, lies below the last rewind's position (`floor`): everything made before a mark
  * survives the rewind to it, everything made after it does not.
+ *
+ * Gradient buffers of intermediates. An op's result that requires a gradient gets no buffer when
+ * it is made (grad NULL, grad_base = itself; a view of it: grad_base = the viewed tensor's base,
+ * grad_offset its offset there). The reverse pass gives a base its buffer, zeroed, when it first
+ * needs it: before running a node's backward it makes the grad of the node's output and of its
+ * inputs that require one valid (a view's: its base's buffer + offset). Once the node that made
+ * a base has run its backward, no later node can read that buffer (every consumer of the base
+ * or of its views was recorded after it, so its backward ran before), and it goes back into
+ * a free list of the arena, one bin per byte size, for the next buffer of that size. A view's
+ * grad is set only around the backwards that use it (NULL in between), so no pointer outlives
+ * its buffer. ag_retain_grad marks a base whose buffer is never given back.
  */
 #include "autograd/ag_internal.h"
 
@@ -31,6 +42,19 @@ typedef struct chunk {
     unsigned char *base; /* ARENA_ALIGN-aligned start of the usable bytes */
 } chunk;
 
+/* Free gradient buffers of one byte size; each free buffer starts with the pointer to the next. */
+typedef struct grad_bin {
+    struct grad_bin *next;
+    size_t bytes;
+    void *free;
+} grad_bin;
+
+/* A tensor given to ag_retain_grad (newest first). */
+typedef struct retained {
+    struct retained *next;
+    ag_tensor *x;
+} retained;
+
 struct ag_tape {
     chunk *head;       /* the newest chunk */
     chunk *spare;      /* a chunk a rewind dropped, kept for reuse, or NULL */
@@ -40,6 +64,9 @@ struct ag_tape {
     size_t mallocs;
     ag_node *last;
     size_t nodes;
+    grad_bin *bins;     /* the free gradient buffers, in the arena */
+    retained *retained; /* in the arena */
+    size_t grad_bytes;  /* arena bytes taken by gradient buffers since the last reset */
     uint32_t gen;       /* generation of the tensors made now */
     uint32_t reset_gen; /* generation started by the last reset */
     bool recording, nan_check, failed, backward_done;
@@ -111,6 +138,9 @@ void ag_tape_reset(ag_tape *t) {
     t->floor = 0;
     t->last = NULL;
     t->nodes = 0;
+    t->bins = NULL;
+    t->retained = NULL;
+    t->grad_bytes = 0;
     t->reset_gen = ++t->gen;
     t->failed = false;
     t->backward_done = false;
@@ -149,6 +179,14 @@ int ag_tape_rewind(ag_tape *t, ag_tape_pos mark) {
         t->last = t->last->prev;
         t->nodes--;
     }
+    for (retained *r = t->retained; r; r = r->next) { /* kept buffers past the mark go */
+        ag_tensor *x = r->x, *b = x->grad_base;
+        if (x->grad && arena_where(t, x->grad, &off) > 0 && off >= mark.offset_) x->grad = NULL;
+        if (b->grad && arena_where(t, b->grad, &off) > 0 && off >= mark.offset_) b->grad = NULL;
+    }
+    while (t->retained && arena_where(t, t->retained, &off) > 0 && off >= mark.offset_)
+        t->retained = t->retained->next;
+    t->bins = NULL; /* free buffers may lie past the mark: start the lists anew */
     while (t->head->next && t->bytes_prev >= mark.offset_) { /* chunks opened after the mark */
         chunk *c = t->head;
         t->head = c->next;
@@ -222,6 +260,7 @@ ag_tape_stats ag_tape_stats_get(const ag_tape *t) {
     }
     s.nodes = t->nodes;
     s.mallocs = t->mallocs;
+    s.grad_bytes = t->grad_bytes;
     return s;
 }
 
@@ -300,9 +339,8 @@ ag_tensor *ag_op_new(ag_tape *t, int ndim, const int *shape, bool rg) {
     size_t bytes = (size_t)y->numel * sizeof(ag_real);
     y->data = ag_tape_alloc(t, bytes);
     if (!y->data) return NULL;
-    if (rg) {
-        y->grad = ag_tape_calloc(t, bytes);
-        if (!y->grad) return NULL;
+    if (rg) { /* its buffer comes in the reverse pass (see the head) */
+        y->grad_base = y;
         y->requires_grad = true;
     }
     return y;
@@ -319,10 +357,16 @@ ag_tensor *ag_op_view(ag_tape *t, ag_tensor *x, int ndim, const int *shape, cons
     memcpy(y->stride, stride, (size_t)ndim * sizeof *stride);
     y->data = x->data + offset;
     /* A view of a tensor whose gradient is tracked shares it: gradients flow into the base
-     * through the shared memory, so a view needs no backward node. In no-grad mode the view
-     * tracks nothing, like every other result. */
-    if (x->requires_grad && x->grad && t->recording) {
-        y->grad = x->grad + offset;
+     * through the shared memory, so a view needs no backward node. A leaf's grad is there now;
+     * an intermediate's buffer comes in the reverse pass (see the head). In no-grad mode the
+     * view tracks nothing, like every other result. */
+    if (x->requires_grad && (x->grad_base || x->grad) && t->recording) {
+        if (x->grad_base) {
+            y->grad_base = x->grad_base;
+            y->grad_offset = x->grad_offset + offset;
+        } else {
+            y->grad = x->grad + offset;
+        }
         y->requires_grad = true;
     }
     y->name = x->name;
@@ -358,6 +402,88 @@ ag_node *ag_op_record(ag_tape *t, const ag_op *op, ag_tensor *y, int n, ag_tenso
     return nd;
 }
 
+/* ---- gradient buffers of intermediates (see the head) ---- */
+
+static size_t grad_size(const ag_tensor *base) {
+    size_t bytes = (size_t)base->numel * sizeof(ag_real);
+    bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    return bytes ? bytes : ARENA_ALIGN;
+}
+
+static grad_bin *grad_bin_of(const ag_tape *t, size_t bytes) {
+    grad_bin *b = t->bins;
+    while (b && b->bytes != bytes) b = b->next;
+    return b;
+}
+
+/* A zeroed buffer of `bytes` (a grad_size): a free one of that size, else new arena memory (and
+ * the bin it will go back to). NULL (reported) when out of memory. */
+static ag_real *grad_take(ag_tape *t, size_t bytes) {
+    grad_bin *b = grad_bin_of(t, bytes);
+    void *p = b ? b->free : NULL;
+    if (p) {
+        b->free = *(void **)p;
+    } else {
+        if (!b) {
+            if (!(b = ag_tape_alloc(t, sizeof *b))) return NULL;
+            *b = (grad_bin){t->bins, bytes, NULL};
+            t->bins = b;
+        }
+        if (!(p = ag_tape_alloc(t, bytes))) return NULL;
+        t->grad_bytes += bytes;
+    }
+    return memset(p, 0, bytes);
+}
+
+/* Puts p, a grad_take buffer of `bytes` of this pass, into its bin's free list. */
+static void grad_give(ag_tape *t, void *p, size_t bytes) {
+    grad_bin *b = grad_bin_of(t, bytes); /* made by the grad_take that gave p */
+    *(void **)p = b->free;
+    b->free = p;
+}
+
+/* Makes x->grad valid: its base's buffer (taken now if it has none) + x's offset. Nothing to do
+ * for a leaf or a view of one. False (reported) when out of memory. */
+static bool grad_ready(ag_tape *t, ag_tensor *x) {
+    ag_tensor *b = x->grad_base;
+    if (!b) return true;
+    if (!b->grad && !(b->grad = grad_take(t, grad_size(b)))) return false;
+    x->grad = b->grad + x->grad_offset;
+    return true;
+}
+
+/* After a backward that used x: a view's grad is unset again (its base's buffer may go). */
+static void grad_unset_view(ag_tensor *x) {
+    if (x->grad_base && x->grad_base != x) x->grad = NULL;
+}
+
+/* After the backward of the node that made y: y's buffer goes back to the free list, unless
+ * retained (or y is a view, whose base's node has not run yet). */
+static void grad_release(ag_tape *t, ag_tensor *y) {
+    if (y->grad_base == y && y->grad && !y->grad_retained) {
+        grad_give(t, y->grad, grad_size(y));
+        y->grad = NULL;
+    }
+    grad_unset_view(y);
+}
+
+int ag_retain_grad(ag_tensor *x) {
+    if (!x) return -1;
+    if (!x->grad_base) return 0;
+    ag_tape *t = x->tape;
+    if (!ag_op_check(t, "retain_grad", 1, &x)) return -1;
+    if (t->backward_done) {
+        ag_report(t, "retain_grad: backward already ran on this tape; retain before ag_backward");
+        return -1;
+    }
+    retained *r = ag_tape_alloc(t, sizeof *r);
+    if (!r) return -1;
+    *r = (retained){t->retained, x};
+    t->retained = r;
+    x->grad_base->grad_retained = true;
+    return 0;
+}
+
 /* ---- reverse pass ---- */
 
 /* root->grad += seed, seed in row-major order, root a strided view. */
@@ -386,14 +512,25 @@ int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
                      "it was computed with recording off)");
         return -1;
     }
+    t->backward_done = true;
+    if (!grad_ready(t, root)) return -1;
     /* root->grad shares the root's layout (it may be a view): seed through the strides. */
     if (ag_is_contiguous(root)) {
         for (ptrdiff_t i = 0; i < root->numel; i++) root->grad[i] += seed[i];
     } else {
         seed_strided(root, seed);
     }
-    t->backward_done = true;
-    for (ag_node *nd = t->last; nd; nd = nd->prev) nd->op->backward(nd);
+    grad_unset_view(root);
+    for (ag_node *nd = t->last; nd; nd = nd->prev) {
+        if (!grad_ready(t, nd->out)) return -1;
+        for (int i = 0; i < nd->n_in; i++)
+            if (nd->in[i]->requires_grad && !grad_ready(t, nd->in[i])) return -1;
+        nd->op->backward(nd);
+        for (int i = 0; i < nd->n_in; i++) grad_unset_view(nd->in[i]);
+        grad_release(t, nd->out);
+    }
+    for (retained *r = t->retained; r; r = r->next)
+        if (!grad_ready(t, r->x)) return -1;
     return 0;
 }
 

@@ -99,6 +99,7 @@ int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim, cons
     rec->name = nm;
     rec->t = (nn_ckpt_tensor){
         .name = nm, .dtype = dtype, .ndim = ndim, .numel = numel, .begin = begin, .end = end};
+    rec->at = (size_t)begin;
     for (int i = 0; i < ndim; i++) rec->t.shape[i] = shape[i];
     ck->recs[ck->n++] = rec;
     return 0;
@@ -115,6 +116,12 @@ const nn_ckpt_tensor *nn_ckpt_find(const nn_ckpt *ck, const char *name) {
     for (size_t i = 0; i < ck->n; i++)
         if (strcmp(ck->recs[i]->name, name) == 0) return &ck->recs[i]->t;
     return NULL;
+}
+
+int nn_ckpt_set_borrow(nn_ckpt *ck, bool on) {
+    if (!ck) return ag_error("nn_ckpt_set_borrow: checkpoint is NULL");
+    ck->borrow = on;
+    return 0;
 }
 
 int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d) {
@@ -147,67 +154,71 @@ static double half_to_double(uint16_t h) {
     return (h & 0x8000) ? -v : v;
 }
 
-unsigned char *ck_add_begin(nn_ckpt *ck, const char *op, const char *name, int ndim,
-                            const int *shape, const void *src, size_t es, int64_t *sh,
-                            uint64_t *numel) {
+int ck_add_begin(nn_ckpt *ck, const char *op, const char *name, int ndim, const int *shape,
+                 const void *src, size_t es, int64_t *sh, uint64_t *numel) {
     char s[96];
-    if (!ck || !name || (!shape && ndim > 0)) return ag_error("%s: NULL argument", op), NULL;
+    if (!ck || !name || (!shape && ndim > 0)) return ag_error("%s: NULL argument", op);
     if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
-        return ag_error("%s: invalid tensor name '%s' (empty, reserved or not UTF-8)", op, name),
-               NULL;
-    if (nn_ckpt_find(ck, name)) return ag_error("%s: duplicate tensor '%s'", op, name), NULL;
+        return ag_error("%s: invalid tensor name '%s' (empty, reserved or not UTF-8)", op, name);
+    if (nn_ckpt_find(ck, name)) return ag_error("%s: duplicate tensor '%s'", op, name);
     if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
         return ag_error("%s: tensor '%s': ndim %d, expected 0 to %d", op, name, ndim,
-                        NN_CKPT_MAX_DIMS),
-               NULL;
+                        NN_CKPT_MAX_DIMS);
     shape64(ndim, shape, sh);
     *numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return ag_error("%s: tensor '%s': bad shape %s", op, name,
-                            ck_shape_fmt(s, sizeof s, ndim, sh)),
-                   NULL;
+                            ck_shape_fmt(s, sizeof s, ndim, sh));
         if (shape[i] && *numel > SIZE_MAX / 8 / (uint64_t)shape[i])
             return ag_error("%s: tensor '%s': shape %s too large", op, name,
-                            ck_shape_fmt(s, sizeof s, ndim, sh)),
-                   NULL;
+                            ck_shape_fmt(s, sizeof s, ndim, sh));
         *numel *= (uint64_t)shape[i];
     }
-    if (*numel > 0 && !src) return ag_error("%s: tensor '%s': data is NULL", op, name), NULL;
+    if (*numel > 0 && !src) return ag_error("%s: tensor '%s': data is NULL", op, name);
     size_t bytes = (size_t)*numel * es;
-    if (ck->len + bytes > ck->data_cap) {
+    if (ck->held + bytes > ck->data_cap) {
         size_t cap = ck->data_cap ? ck->data_cap : 4096;
-        while (cap < ck->len + bytes) cap *= 2;
+        while (cap < ck->held + bytes) cap *= 2;
         unsigned char *d = realloc(ck->data, cap);
-        if (!d) return ag_error("%s: out of memory adding '%s'", op, name), NULL;
+        if (!d) return ag_error("%s: out of memory adding '%s'", op, name);
         ck->data = d;
         ck->data_cap = cap;
     }
-    return ck->data + ck->len;
+    return 0;
+}
+
+void ck_encode(unsigned char *dst, const ag_real *src, size_t n, nn_dtype d) {
+    for (size_t i = 0; i < n; i++) {
+        if (d == NN_F32) {
+            float f = (float)src[i];
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            put_le(dst + 4 * i, u, 4);
+        } else {
+            double f = (double)src[i];
+            uint64_t u;
+            memcpy(&u, &f, 8);
+            put_le(dst + 8 * i, u, 8);
+        }
+    }
 }
 
 int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src) {
     int64_t sh[NN_CKPT_MAX_DIMS];
     uint64_t numel;
     size_t es = ck ? nn_dtype_size(ck->store) : 0;
-    unsigned char *p = ck_add_begin(ck, "nn_ckpt_add", name, ndim, shape, src, es, sh, &numel);
-    if (!p) return -1;
+    bool borrow = ck && ck->borrow;
+    if (ck_add_begin(ck, "nn_ckpt_add", name, ndim, shape, src, borrow ? 0 : es, sh, &numel))
+        return -1;
     size_t bytes = (size_t)numel * es;
-    for (uint64_t i = 0; i < numel; i++, p += es) {
-        if (ck->store == NN_F32) {
-            float f = (float)src[i];
-            uint32_t u;
-            memcpy(&u, &f, 4);
-            put_le(p, u, 4);
-        } else {
-            double f = (double)src[i];
-            uint64_t u;
-            memcpy(&u, &f, 8);
-            put_le(p, u, 8);
-        }
-    }
+    if (!borrow && numel) ck_encode(ck->data + ck->held, src, (size_t)numel, ck->store);
     if (ck_push_tensor(ck, name, ck->store, ndim, sh, numel, ck->len, ck->len + bytes))
         return ag_error("nn_ckpt_add: out of memory adding '%s'", name);
+    ck_rec *r = ck->recs[ck->n - 1];
+    r->at = ck->held;
+    if (borrow) r->src = src;
+    else ck->held += bytes;
     ck->len += bytes;
     return 0;
 }
@@ -238,22 +249,25 @@ static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tenso
     return 0;
 }
 
-/* Decodes t's elements (a checked float dtype) into dst as ag_real. */
-void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst) {
-    const unsigned char *p = ck->data + t->begin;
-    size_t es = nn_dtype_size(t->dtype);
-    for (uint64_t i = 0; i < t->numel; i++, p += es) {
-        if (t->dtype == NN_F32) {
+const unsigned char *ck_bytes(const nn_ckpt *ck, const nn_ckpt_tensor *t) {
+    return ck->data + ((const ck_rec *)t)->at;
+}
+
+/* Decodes n elements of dtype d (a checked float dtype) at p into dst as ag_real. */
+static void decode(const unsigned char *p, nn_dtype d, size_t n, ag_real *dst) {
+    size_t es = nn_dtype_size(d);
+    for (size_t i = 0; i < n; i++, p += es) {
+        if (d == NN_F32) {
             uint32_t u = (uint32_t)get_le(p, 4);
             float f;
             memcpy(&f, &u, 4);
             dst[i] = (ag_real)f;
-        } else if (t->dtype == NN_F64) {
+        } else if (d == NN_F64) {
             uint64_t u = get_le(p, 8);
             double f;
             memcpy(&f, &u, 8);
             dst[i] = (ag_real)f;
-        } else if (t->dtype == NN_F16) {
+        } else if (d == NN_F16) {
             dst[i] = (ag_real)half_to_double((uint16_t)get_le(p, 2));
         } else { /* BF16: the upper half of an F32 */
             uint32_t u = (uint32_t)get_le(p, 2) << 16;
@@ -261,6 +275,22 @@ void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst) {
             memcpy(&f, &u, 4);
             dst[i] = (ag_real)f;
         }
+    }
+}
+
+void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst) {
+    const ag_real *src = ((const ck_rec *)t)->src;
+    if (!src) {
+        decode(ck_bytes(ck, t), t->dtype, (size_t)t->numel, dst);
+        return;
+    }
+    /* borrowed: the values as the file will hold them, encoded and decoded in chunks */
+    unsigned char buf[4096];
+    const size_t chunk = sizeof buf / nn_dtype_size(t->dtype);
+    for (size_t i = 0; i < t->numel; i += chunk) {
+        size_t m = t->numel - i < chunk ? (size_t)t->numel - i : chunk;
+        ck_encode(buf, src + i, m, t->dtype);
+        decode(buf, t->dtype, m, dst + i);
     }
 }
 

@@ -12,7 +12,12 @@
  * Writing: F32 by default (values converted from ag_real), F64 on request; the JSON is padded
  * with spaces so the data section starts 8-byte aligned. The file goes through ag_file
  * (autograd/ag_file.h): a temporary file beside the target, fsync, rename -- a crash mid-save
- * leaves the previous file intact, a symlink stays a symlink, the target's mode is kept.
+ * leaves the previous file intact, a symlink stays a symlink, the target's mode is kept. It is
+ * written as a stream: the header, then each tensor's bytes; the checksum (below) is computed
+ * over the same bytes in a first pass, incrementally, so a save builds nothing in memory but
+ * the header and a 16 KiB buffer. A checkpoint that borrows its tensors (nn_ckpt_set_borrow)
+ * holds no copy of them either: a model and its optimizer state go from their own buffers to
+ * the file.
  * Every save ends the metadata with two keys of its own:
  *     "tapegrad.format": "2"                       (NN_CKPT_FORMAT_KEY, NN_CKPT_FORMAT)
  *     "tapegrad.checksum": "<16 lowercase hex>"    (NN_CKPT_CHECKSUM_KEY)
@@ -59,6 +64,7 @@
  *
  * Typical use (the optimizer part is optional, see optim/optim.h):
  *     nn_ckpt *ck = nn_ckpt_new();
+ *     nn_ckpt_set_borrow(ck, true);                     // save from ps's and opt's buffers
  *     nn_ckpt_add_params(ck, ps);                       // model
  *     optim_save_state(opt, ck);                        // Adam moments, step
  *     nn_ckpt_set_meta(ck, "config", "{\"hidden\": 32}");
@@ -175,6 +181,12 @@ nn_ckpt_check nn_ckpt_checked(const nn_ckpt *ck);
 /* dtype in which nn_ckpt_add stores ag_real values: NN_F32 (default) or NN_F64 (a float64
  * build that must resume bit for bit). Returns 0, or -1 for another dtype. */
 int nn_ckpt_set_store_dtype(nn_ckpt *ck, nn_dtype d);
+/* on: the tensors nn_ckpt_add adds from now on (so nn_ckpt_add_params' and optim_save_state's
+ * too) are borrowed, not copied: ck keeps a pointer to the caller's values and converts them to
+ * the store dtype when it is saved or read (nn_ckpt_read), taking the values they hold then.
+ * They must stay valid until ck is freed, and unchanged while a save runs. Off by default;
+ * int64 tensors are always copied. Returns 0, or -1 for a NULL ck. */
+int nn_ckpt_set_borrow(nn_ckpt *ck, bool on);
 /* Adds a copy of src (numel = prod(shape) values, row-major) as `name`. 0 <= ndim <=
  * NN_CKPT_MAX_DIMS, dims >= 0. Returns 0, or -1 on a duplicate name or out of memory. */
 int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const ag_real *src);

@@ -10,15 +10,19 @@
 #include "nn/io/checkpoint.h"
 
 typedef struct ck_rec {
-    nn_ckpt_tensor t; /* t.name points to name */
+    nn_ckpt_tensor t; /* first (a tensor's record is (ck_rec *)t); t.name points to name */
     char *name;
+    size_t at;          /* where the bytes are in the checkpoint's data buffer (when held) */
+    const ag_real *src; /* borrowed (nn_ckpt_set_borrow): the caller's values; NULL: held */
 } ck_rec;
 
 struct nn_ckpt {
     ck_rec **recs; /* file / insertion order; each record its own allocation */
     size_t n, cap;
-    unsigned char *data; /* the data section: every tensor's bytes, ranges cover it */
-    size_t len, data_cap;
+    unsigned char *data;   /* the bytes of the held tensors (a loaded file's whole data section) */
+    size_t len;            /* the data section's size: every tensor's range, borrowed ones too */
+    size_t held, data_cap; /* bytes used in data, and allocated */
+    bool borrow;           /* nn_ckpt_add borrows instead of copying */
     char **mkeys, **mvals; /* metadata pairs, insertion / file order */
     size_t nmeta, meta_cap;
     nn_dtype store;        /* dtype of nn_ckpt_add: F32 or F64 */
@@ -26,7 +30,8 @@ struct nn_ckpt {
     nn_ckpt_check checked; /* what a checksum verified at load */
 };
 
-/* Appends a tensor record (the bytes are already in ck->data). Returns 0 or -1 (OOM). */
+/* Appends a tensor record, its bytes held at ck->data + begin (the caller sets another place,
+ * or a borrowed source, in ck->recs[ck->n - 1]). Returns 0 or -1 (OOM). */
 int ck_push_tensor(nn_ckpt *ck, const char *name, nn_dtype dtype, int ndim, const int64_t *shape,
                    uint64_t numel, uint64_t begin, uint64_t end);
 /* Sets a metadata pair without the reserved-key check. Returns 0 or -1 (OOM). */
@@ -40,15 +45,19 @@ const char *ck_dtype_list(void);
 int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape);
 /* Converts t's elements (a float dtype, already checked) into dst. */
 void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst);
+/* The bytes of a held tensor t of ck. */
+const unsigned char *ck_bytes(const nn_ckpt *ck, const nn_ckpt_tensor *t);
+/* Encodes n values of src as little-endian dtype d (F32 or F64) into dst (n * size bytes). */
+void ck_encode(unsigned char *dst, const ag_real *src, size_t n, nn_dtype d);
 /* Formats (ndim, shape) as "[2, 3]" into buf (always NUL-terminated); returns buf. */
 char *ck_shape_fmt(char *buf, size_t len, int ndim, const int64_t *shape);
-/* The checks and room of adding tensor `name` (ndim, shape) of es-byte elements from src: the
- * name is valid and new, the shape sane, src not NULL when there is data, and ck's data buffer
- * grown to hold it. Returns where its bytes go (ck->data + ck->len) with sh and *numel filled,
- * or NULL after ag_error naming op. The caller writes the bytes, then ck_push_tensor. */
-unsigned char *ck_add_begin(nn_ckpt *ck, const char *op, const char *name, int ndim,
-                            const int *shape, const void *src, size_t es, int64_t *sh,
-                            uint64_t *numel);
+/* The checks and room of adding tensor `name` (ndim, shape) from src: the name is valid and
+ * new, the shape sane, src not NULL when there is data, and ck's data buffer grown to hold
+ * numel elements of es bytes (es 0: nothing to hold, a borrowed tensor). Returns 0 with sh and
+ * *numel filled, or -1 after ag_error naming op. The caller writes the bytes at ck->data +
+ * ck->held, then calls ck_push_tensor. */
+int ck_add_begin(nn_ckpt *ck, const char *op, const char *name, int ndim, const int *shape,
+                 const void *src, size_t es, int64_t *sh, uint64_t *numel);
 /* Whether a metadata key is one nn_ckpt_save writes itself (format, checksums). */
 bool ck_reserved_key(const char *key);
 

@@ -28,11 +28,13 @@ static uint64_t le64_get(const unsigned char *p) {
 int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, const int64_t *src) {
     int64_t sh[NN_CKPT_MAX_DIMS];
     uint64_t numel;
-    if (!ck_add_begin(ck, "nn_ckpt_add_i64", name, ndim, shape, src, 8, sh, &numel)) return -1;
+    if (ck_add_begin(ck, "nn_ckpt_add_i64", name, ndim, shape, src, 8, sh, &numel)) return -1;
     size_t bytes = (size_t)numel * 8;
-    for (uint64_t i = 0; i < numel; i++) le64_put(ck->data + ck->len + 8 * i, (uint64_t)src[i]);
+    for (uint64_t i = 0; i < numel; i++) le64_put(ck->data + ck->held + 8 * i, (uint64_t)src[i]);
     if (ck_push_tensor(ck, name, NN_I64, ndim, sh, numel, ck->len, ck->len + bytes))
         return ag_error("nn_ckpt_add_i64: out of memory adding '%s'", name);
+    ck->recs[ck->n - 1]->at = ck->held;
+    ck->held += bytes;
     ck->len += bytes;
     return 0;
 }
@@ -67,7 +69,8 @@ int nn_ckpt_read_i64(const nn_ckpt *ck, const char *name, int ndim, const int *s
         return ag_error("nn_ckpt_read_i64: NULL argument");
     if (check_i64(ck, name, ndim, shape)) return -1;
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
-    for (uint64_t i = 0; i < t->numel; i++) dst[i] = (int64_t)le64_get(ck->data + t->begin + 8 * i);
+    const unsigned char *p = ck_bytes(ck, t);
+    for (uint64_t i = 0; i < t->numel; i++) dst[i] = (int64_t)le64_get(p + 8 * i);
     return 0;
 }
 
@@ -107,8 +110,8 @@ static void load_tensor(const nn_ckpt *ck, ag_tensor *p) {
         ck_decode(ck, t, p->data);
         return;
     }
-    for (uint64_t i = 0; i < t->numel; i++)
-        p->data[i] = (ag_real)(int64_t)le64_get(ck->data + t->begin + 8 * i);
+    const unsigned char *b = ck_bytes(ck, t);
+    for (uint64_t i = 0; i < t->numel; i++) p->data[i] = (ag_real)(int64_t)le64_get(b + 8 * i);
 }
 
 int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps) {
@@ -203,6 +206,7 @@ int nn_ckpt_load_params_partial(const nn_ckpt *ck, nn_params *ps, nn_ckpt_load_r
 int nn_save_params(const nn_params *ps, const char *path) {
     nn_ckpt *ck = nn_ckpt_new();
     if (!ck) return -1;
+    nn_ckpt_set_borrow(ck, true); /* saved from ps's buffers, not from a copy */
     int rc = nn_ckpt_add_params(ck, ps);
     if (!rc) rc = nn_ckpt_save(ck, path);
     nn_ckpt_free(ck);

@@ -1,10 +1,13 @@
-/* safetensors.c -- the file format: writing through ag_file, reading the header first and
- * the data last (format, checksums and rules in nn/io/checkpoint.h). */
+/* safetensors.c -- the file format: writing through ag_file as a stream (the header, then
+ * each tensor's bytes), reading the header first and the data last (format, checksums and
+ * rules in nn/io/checkpoint.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <xxhash.h>
 
 #include "autograd/ag_file.h"
 #include "nn/io/ckpt_internal.h"
@@ -69,11 +72,73 @@ static void put_le64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* ---- Writing ------------------------------------------------------------------------------ */
+/* ---- Writing ------------------------------------------------------------------------------
+ * The data section is never assembled: it goes to a sink tensor by tensor, a held tensor's
+ * bytes as they are, a borrowed one's values encoded in chunks. A save sends it twice, first
+ * to the hash (the checksum stands in the header, before the data), then to the file. */
+
+/* Where bytes go: an XXH3 state, a stream or a buffer (exactly one set). */
+typedef struct sink {
+    XXH3_state_t *hash;
+    FILE *f;
+    unsigned char *mem; /* advanced as bytes arrive */
+    int err;            /* errno of a failed write */
+} sink;
+
+static int sink_put(sink *s, const void *p, size_t n) {
+    if (n == 0) return 0;
+    if (s->hash) {
+        XXH3_64bits_update(s->hash, p, n);
+    } else if (s->f) {
+        if (fwrite(p, 1, n, s->f) != n) {
+            s->err = errno;
+            return -1;
+        }
+    } else {
+        memcpy(s->mem, p, n);
+        s->mem += n;
+    }
+    return 0;
+}
+
+static int by_begin(const void *a, const void *b) {
+    const nn_ckpt_tensor *x = *(const nn_ckpt_tensor *const *)a,
+                         *y = *(const nn_ckpt_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* Sends ck's data section to s: every tensor's bytes in the order of their ranges (which tile
+ * it). Returns 0, or -1 when a write failed (s->err) or out of memory (s->err 0). */
+static int put_data(const nn_ckpt *ck, sink *s) {
+    const nn_ckpt_tensor **order = malloc((ck->n ? ck->n : 1) * sizeof *order);
+    if (!order) return -1;
+    for (size_t i = 0; i < ck->n; i++) order[i] = &ck->recs[i]->t;
+    qsort(order, ck->n, sizeof *order, by_begin);
+    unsigned char buf[1 << 14];
+    int rc = 0;
+    for (size_t i = 0; i < ck->n && !rc; i++) {
+        const nn_ckpt_tensor *t = order[i];
+        const ag_real *src = ((const ck_rec *)t)->src;
+        if (t->end == t->begin) continue;
+        if (!src) {
+            rc = sink_put(s, ck_bytes(ck, t), (size_t)(t->end - t->begin));
+            continue;
+        }
+        const size_t es = nn_dtype_size(t->dtype), chunk = sizeof buf / es;
+        for (size_t k = 0; k < t->numel && !rc; k += chunk) {
+            size_t m = t->numel - k < chunk ? (size_t)t->numel - k : chunk;
+            ck_encode(buf, src + k, m, t->dtype);
+            rc = sink_put(s, buf, m * es);
+        }
+    }
+    free(order);
+    return rc;
+}
 
 /* The JSON header of ck, padded with spaces so that 8 + its length is a multiple of 8, ending
- * its metadata with the format key and the format-2 checksum of the file it heads (over ck's
- * data). Returns 0, or -1 when out of memory (no message; b->s is the caller's to free). */
+ * its metadata with the format key and the format-2 checksum of the file it heads: XXH3-64 of
+ * the length bytes, this header with its 16 digits '0', and the data section, streamed.
+ * Returns 0, or -1 when out of memory (no message; b->s is the caller's to free). */
 static int build_header(const nn_ckpt *ck, sbuf *b) {
     sb_puts(b, "{\"__metadata__\":{");
     for (size_t i = 0; i < ck->nmeta; i++) {
@@ -110,8 +175,17 @@ static int build_header(const nn_ckpt *ck, sbuf *b) {
     }
     sb_puts(b, "}");
     while (!b->oom && (8 + b->len) % 8) sb_puts(b, " ");
-    uint64_t h;
-    if (b->oom || ck_file_hash(b->s, b->len, digits_at, ck->data, ck->len, &h)) return -1;
+    sink s = {.hash = b->oom ? NULL : XXH3_createState()};
+    if (!s.hash) return -1;
+    unsigned char len8[8];
+    put_le64(len8, b->len);
+    XXH3_64bits_reset(s.hash);
+    XXH3_64bits_update(s.hash, len8, 8);
+    XXH3_64bits_update(s.hash, b->s, b->len);
+    int rc = put_data(ck, &s);
+    uint64_t h = XXH3_64bits_digest(s.hash);
+    XXH3_freeState(s.hash);
+    if (rc) return -1;
     char hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
     memcpy(b->s + digits_at, hex, 16);
@@ -125,13 +199,14 @@ int nn_ckpt_save_mem(const nn_ckpt *ck, unsigned char **bytes, size_t *len) {
     sbuf hdr = {0};
     unsigned char *buf = NULL;
     if (!build_header(ck, &hdr)) buf = malloc(8 + hdr.len + ck->len);
-    if (!buf) {
+    sink s = {.mem = buf ? buf + 8 + hdr.len : NULL};
+    if (!buf || put_data(ck, &s)) {
+        free(buf);
         free(hdr.s);
         return ag_error("nn_ckpt_save_mem: out of memory");
     }
     put_le64(buf, hdr.len);
     memcpy(buf + 8, hdr.s, hdr.len);
-    if (ck->len) memcpy(buf + 8 + hdr.len, ck->data, ck->len);
     *bytes = buf;
     *len = 8 + hdr.len + ck->len;
     free(hdr.s);
@@ -153,14 +228,13 @@ int nn_ckpt_save(const nn_ckpt *ck, const char *path) {
     }
     unsigned char len8[8];
     put_le64(len8, hdr.len);
-    bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr.s, 1, hdr.len, f) == hdr.len &&
-              (ck->len == 0 || fwrite(ck->data, 1, ck->len, f) == ck->len);
-    int e = errno;
+    sink s = {.f = f};
+    bool ok = !sink_put(&s, len8, 8) && !sink_put(&s, hdr.s, hdr.len) && !put_data(ck, &s);
     free(hdr.s);
     if (!ok) {
         ag_file_abort(&af);
         return ag_error("%s: writing the temporary file failed: %s (previous file kept)", path,
-                        strerror(e));
+                        s.err ? strerror(s.err) : "out of memory");
     }
     return ag_file_commit(&af);
 }
@@ -242,7 +316,7 @@ static int load_image(nn_ckpt **out, ck_in *in, const nn_ckpt_load_opts *opts) {
         ag_error("%s: out of memory (%zu bytes of data)", src, ck->len);
         goto done;
     }
-    ck->data_cap = ck->len;
+    ck->held = ck->data_cap = ck->len;
     if (in_read(in, ck->data, ck->len, "the data section") ||
         ck_verify(ck, &sum, hdr, (size_t)n, opts))
         goto done;

@@ -1078,6 +1078,143 @@ static void test_partial_load(void) {
     nn_params_free(pre);
 }
 
+/* ---- Streamed saves: borrowed tensors --------------------------------------------------- */
+
+/* The checkpoint of the streamed tests: tensors of the store dtype, an int64 tensor between
+ * them, an empty one and a scalar, borrowed or copied as ck is set. vals gets the 21 values
+ * of the float tensors (kept alive by the caller while ck borrows them). */
+static void streamed_content(nn_ckpt *ck, ag_real *vals) {
+    for (int i = 0; i < 21; i++) vals[i] = (ag_real)((i - 7) * 0.375);
+    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "w", 2, (const int[]){3, 5}, vals), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_add_i64(ck, "count", 1, (const int[]){2}, (const int64_t[]){7, -3}), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "b", 1, (const int[]){5}, vals + 15), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "empty", 2, (const int[]){0, 2}, NULL), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "s", 0, NULL, vals + 20), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "k", "v"), 0);
+}
+
+static uint64_t fnv1a(const unsigned char *p, size_t n) {
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Copied or borrowed, saved to a file or to memory: the same bytes as the files written before
+ * saves were streamed (length and FNV-1a of streamed_content's image as the build of commit
+ * b2cfeb6 wrote it, F32 and F64). */
+static void test_streamed_bytes(void) {
+    static const size_t want_len[2] = {484, 576};
+    static const uint64_t want_fnv[2] = {0xf8e4ef8e71d0af1cull, 0xe729ae4598a55043ull};
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int borrow = 0; borrow < 2; borrow++) {
+            nn_ckpt *ck = nn_ckpt_new();
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ck);
+            if (f64) CU_ASSERT_EQUAL(nn_ckpt_set_store_dtype(ck, NN_F64), 0);
+            CU_ASSERT_EQUAL(nn_ckpt_set_borrow(ck, borrow), 0);
+            ag_real vals[21];
+            streamed_content(ck, vals);
+            unsigned char *img;
+            size_t n;
+            CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(ck, &img, &n), 0);
+            CU_ASSERT_EQUAL(n, want_len[f64]);
+            CU_ASSERT_EQUAL(fnv1a(img, n), want_fnv[f64]);
+            CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("streamed.safetensors")), 0);
+            static unsigned char file[1024];
+            FILE *f = fopen(path_in("streamed.safetensors"), "rb");
+            CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+            size_t got = fread(file, 1, sizeof file, f);
+            fclose(f);
+            CU_ASSERT_EQUAL(got, n);
+            CU_ASSERT_EQUAL(memcmp(file, img, n), 0);
+            /* read back from the checkpoint in memory, borrowed or not */
+            ag_real w[15];
+            int64_t c[2];
+            CU_ASSERT_EQUAL(nn_ckpt_read(ck, "w", 2, (const int[]){3, 5}, w), 0);
+            CU_ASSERT_EQUAL(memcmp(w, vals, sizeof w), 0);
+            CU_ASSERT_EQUAL(nn_ckpt_read_i64(ck, "count", 1, (const int[]){2}, c), 0);
+            CU_ASSERT_TRUE(c[0] == 7 && c[1] == -3);
+            free(img);
+            nn_ckpt_free(ck);
+        }
+}
+
+/* A borrowed tensor is taken as it is when saved; the file loads, checksum verified. */
+static void test_borrowed_taken_at_save(void) {
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL(nn_ckpt_set_borrow(NULL, true), -1);
+    CU_ASSERT_EQUAL(nn_ckpt_set_borrow(ck, true), 0);
+    enum { BIG = 100000 }; /* 400 KB: many chunks of the 16 KiB buffer */
+    ag_real *v = malloc(BIG * sizeof *v);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    for (int i = 0; i < BIG; i++) v[i] = (ag_real)i;
+    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "v", 1, (const int[]){BIG}, v), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "tapegrad.model", "test"), 0);
+    v[BIG - 1] = -1; /* after the add, before the save: saved */
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("borrowed.safetensors")), 0);
+    nn_ckpt_free(ck);
+    nn_ckpt *in;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load(&in, path_in("borrowed.safetensors")), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_checked(in), NN_CKPT_CHECKED_FILE);
+    ag_real *back = malloc(BIG * sizeof *back);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    CU_ASSERT_EQUAL(nn_ckpt_read(in, "v", 1, (const int[]){BIG}, back), 0);
+    CU_ASSERT_EQUAL(memcmp(back, v, BIG * sizeof *v), 0);
+    CU_ASSERT_EQUAL(back[BIG - 1], -1);
+    nn_ckpt_free(in);
+    free(back);
+    free(v);
+}
+
+/* A loaded file whose data section is not in the order of its header, plus a borrowed tensor:
+ * the save writes each tensor at its range. */
+static void test_streamed_data_order(void) {
+    static const float data[4] = {3, 4, 1, 2}; /* b's values, then a's */
+    const char *hdr = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    unsigned char buf[512];
+    size_t n = make_file(buf, hdr, data, sizeof data, 0);
+    nn_ckpt *ck;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&ck, buf, n, "order.safetensors", NULL), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_set_borrow(ck, true), 0);
+    const ag_real c[3] = {5, 6, 7};
+    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "c", 1, (const int[]){3}, c), 0);
+    unsigned char *img;
+    size_t m;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(ck, &img, &m), 0);
+    nn_ckpt_free(ck);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&ck, img, m, "resaved", NULL), 0);
+    ag_real v[3];
+    CU_ASSERT_EQUAL(nn_ckpt_read(ck, "a", 1, (const int[]){2}, v), 0);
+    CU_ASSERT_TRUE(v[0] == 1 && v[1] == 2);
+    CU_ASSERT_EQUAL(nn_ckpt_read(ck, "b", 1, (const int[]){2}, v), 0);
+    CU_ASSERT_TRUE(v[0] == 3 && v[1] == 4);
+    CU_ASSERT_EQUAL(nn_ckpt_read(ck, "c", 1, (const int[]){3}, v), 0);
+    CU_ASSERT_TRUE(v[0] == 5 && v[1] == 6 && v[2] == 7);
+    CU_ASSERT_EQUAL(nn_ckpt_find(ck, "c")->begin, 16);
+    nn_ckpt_free(ck);
+    free(img);
+}
+
+/* A write that fails while the tensors stream (a full device) is reported with its cause. */
+static void test_streamed_write_error(void) {
+    if (access("/dev/full", W_OK) != 0) return; /* no such device here */
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL(nn_ckpt_set_borrow(ck, true), 0);
+    enum { BIG = 1 << 20 }; /* 4 MB: more than the stream's buffer */
+    ag_real *v = calloc(BIG, sizeof *v);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "v", 1, (const int[]){BIG}, v), 0);
+    CU_ASSERT_EQUAL(nn_ckpt_save(ck, "/dev/full"), -1);
+    HAS(ag_last_error(), "/dev/full: writing the temporary file failed: No space left on device");
+    nn_ckpt_free(ck);
+    free(v);
+    model m; /* the shortcut, which borrows the store's buffers, fails the same way */
+    nn_params *ps = make_model(&m, 1);
+    CU_ASSERT_EQUAL(nn_save_params(ps, "/dev/full"), -1);
+    HAS(ag_last_error(), "No space left on device");
+    nn_params_free(ps);
+}
+
 static CU_TestInfo tests[] = {
     {"round trip: bit-identical values and metadata", test_roundtrip},
     {"F64 store dtype, scalars, empty tensors", test_f64_store},
@@ -1094,6 +1231,10 @@ static CU_TestInfo tests[] = {
     {"ag_file: stale temporaries, abort", test_file_stale_abort},
     {"buffers: BatchNorm's running statistics, I64 counter", test_buffers},
     {"non-strict load: a pretrained encoder into a new model", test_partial_load},
+    {"streamed saves: the bytes of the copying writer, borrowed or not", test_streamed_bytes},
+    {"a borrowed tensor is saved as it is at the save", test_borrowed_taken_at_save},
+    {"a loaded file's data out of header order, plus a borrowed tensor", test_streamed_data_order},
+    {"a write failing mid-stream is reported", test_streamed_write_error},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"nn_checkpoint", suite_init, suite_clean, NULL, NULL, tests},

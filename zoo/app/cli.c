@@ -939,7 +939,8 @@ static int cmd_export(cli *c) {
     int rc = load(c, &l);
     if (rc) return rc;
     nn_ckpt *plain = nn_ckpt_new();
-    if (!plain || nn_ckpt_add_params(plain, l.m->ps) || nn_ckpt_save(plain, c->a.out))
+    if (!plain || nn_ckpt_set_borrow(plain, true) || nn_ckpt_add_params(plain, l.m->ps) ||
+        nn_ckpt_save(plain, c->a.out))
         rc = fail(c, ag_last_error());
     if (!rc && (ds_vocab_save(l.sv, c->a.src_vocab) || ds_vocab_save(l.tv, c->a.tgt_vocab)))
         rc = fail(c, ag_last_error());

@@ -770,7 +770,8 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
     int rc = -1;
     if (!ck || !hist || !valid) {
         ag_error("%s: out of memory", path);
-    } else if (!zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC),
+    } else if (!nn_ckpt_set_borrow(ck, true) && /* saved from the model's and Adam's buffers */
+               !zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC),
                                    ds_fra_vocab(data, DS_TGT)) &&
                !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
                !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
