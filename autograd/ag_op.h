@@ -254,6 +254,9 @@ static inline void ag_dropmask_accumulate(ag_real *AG_RESTRICT d, const ag_real 
 void ag_row_shift_max(const ag_real *x, ag_real *y, ptrdiff_t n, ptrdiff_t len);
 /* y /= sum(y), one row of n. */
 void ag_row_normalize(ag_real *y, ptrdiff_t n);
+/* The first index of the largest of x[0..n), n >= 1, a NaN counting as the largest (ag_argmax's
+ * rule); vectorized, for rows such as a decoder's logits. */
+ptrdiff_t ag_row_argmax(const ag_real *x, ptrdiff_t n);
 /* log(sum_k exp(x[k])) of one row of n >= 1, max-subtracted (exp through ag_vexp). */
 ag_real ag_row_logsumexp(const ag_real *x, ptrdiff_t n);
 

@@ -12,6 +12,51 @@
 
 /* ---- argmax ---- */
 
+/* ag_row_argmax: blocks of ARGMAX_BLOCK values, each reduced in ARGMAX_LANES independent lanes
+ * (a fixed-width loop the compiler vectorizes) to its largest value (NaN left out) and whether
+ * it holds a NaN. The first block with a NaN ends the search at its first NaN; otherwise the
+ * first block whose largest beats everything before it holds the answer, found by one more scan
+ * of that block for the first value equal to its largest (-0 and +0 compare equal, as in the
+ * one-by-one rule). */
+enum { ARGMAX_LANES = 16, ARGMAX_BLOCK = 256 };
+
+ptrdiff_t ag_row_argmax(const ag_real *x, ptrdiff_t n) {
+    ag_real best = x[0];
+    if (isnan(best)) return 0;
+    ptrdiff_t best_block = -1;
+    for (ptrdiff_t b0 = 0; b0 < n; b0 += ARGMAX_BLOCK) {
+        ptrdiff_t e = b0 + ARGMAX_BLOCK < n ? b0 + ARGMAX_BLOCK : n, i = b0;
+        ag_real m[ARGMAX_LANES];
+        int nan[ARGMAX_LANES] = {0};
+        for (int l = 0; l < ARGMAX_LANES; l++) m[l] = -INFINITY;
+        for (; i + ARGMAX_LANES <= e; i += ARGMAX_LANES)
+            for (int l = 0; l < ARGMAX_LANES; l++) {
+                ag_real v = x[i + l];
+                m[l] = v > m[l] ? v : m[l];
+                nan[l] |= v != v;
+            }
+        for (; i < e; i++) {
+            m[0] = x[i] > m[0] ? x[i] : m[0];
+            nan[0] |= x[i] != x[i];
+        }
+        ag_real bm = m[0];
+        int any_nan = nan[0];
+        for (int l = 1; l < ARGMAX_LANES; l++) {
+            bm = m[l] > bm ? m[l] : bm;
+            any_nan |= nan[l];
+        }
+        if (any_nan) {
+            for (i = b0; !isnan(x[i]); i++) {}
+            return i;
+        }
+        if (bm > best) best = bm, best_block = b0;
+    }
+    if (best_block < 0) return 0;
+    ptrdiff_t i = best_block;
+    while (x[i] != best) i++;
+    return i;
+}
+
 int ag_argmax(const ag_tensor *x, int axis, int32_t *out, size_t n) {
     if (!x || !out) {
         ag_report(NULL, "argmax: %s is NULL", x ? "out" : "the tensor");
@@ -60,6 +105,10 @@ int ag_argmax(const ag_tensor *x, int axis, int32_t *out, size_t n) {
     for (ptrdiff_t r = 0; r < it.outer; r++, ag_iter_next(&it)) {
         for (ptrdiff_t j = 0; j < it.inner; j++, o++) {
             const ag_real *xs = x->data + it.off[0] + j * it.is[0];
+            if (step == 1) {
+                out[o] = (int32_t)ag_row_argmax(xs, len);
+                continue;
+            }
             ag_real best = xs[0];
             int32_t arg = 0;
             for (ptrdiff_t k = 1; k < len; k++) {

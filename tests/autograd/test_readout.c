@@ -1,6 +1,8 @@
 /* test_readout.c -- ag_argmax and ag_copy_out on contiguous tensors and on strided views,
- * against naive loops over ag_get; PyTorch's tie and NaN rules; the refusals (float32). */
+ * against naive loops over ag_get; PyTorch's tie and NaN rules; the refusals (float32); the
+ * vectorized row kernel ag_row_argmax against the one-by-one rule. */
 #include "autograd/ag.h"
+#include "autograd/ag_op.h"
 #include "tests/tg_test.h"
 
 #include <math.h>
@@ -134,11 +136,59 @@ static void test_refusals(void) {
     ag_set_error_handler(NULL, NULL);
 }
 
+/* The rule one value at a time: the first largest, a NaN counting as the largest. */
+static ptrdiff_t naive_row_argmax(const float *x, ptrdiff_t n) {
+    ptrdiff_t arg = 0;
+    for (ptrdiff_t k = 1; k < n; k++)
+        if (x[k] > x[arg] || (isnan(x[k]) && !isnan(x[arg]))) arg = k;
+    return arg;
+}
+
+/* Rows of lengths around the kernel's lanes (16) and blocks (256) and a vocabulary's, filled
+ * with small integers (many ties), with the largest repeated further on, -0 beside +0, -inf,
+ * all equal, and NaNs at the start, in a later block or next to the largest. */
+static void test_row_argmax(void) {
+    static float x[17754];
+    const ptrdiff_t lens[] = {1, 2, 15, 16, 17, 255, 256, 257, 511, 1000, 17754};
+    unsigned seed = 5;
+    int cases = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        ptrdiff_t n = lens[li];
+        for (int kind = 0; kind < 8; kind++) {
+            for (ptrdiff_t i = 0; i < n; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                x[i] = (float)((int)(seed >> 24) % 50) - 25;
+            }
+            ptrdiff_t at = (ptrdiff_t)(seed % (unsigned)n), later = n - 1 - at / 3;
+            switch (kind) {
+            case 1: x[at] = 100, x[later] = 100; break; /* a tie of the largest */
+            case 2:
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = -INFINITY;
+                break;
+            case 3:
+                for (ptrdiff_t i = 0; i < n; i++) x[i] = i % 2 ? 0.0f : -0.0f;
+                break;
+            case 4: x[0] = NAN; break;
+            case 5: x[later] = NAN, x[at] = 1000; break; /* NaN after the largest */
+            case 6: x[at] = NAN, x[n - 1] = 1000; break; /* NaN before it */
+            case 7: x[at] = -INFINITY, x[later] = INFINITY; break;
+            default: break;
+            }
+            ptrdiff_t got = ag_row_argmax(x, n), want = naive_row_argmax(x, n);
+            if (got != want) printf("\n    n %td kind %d: %td, expected %td", n, kind, got, want);
+            CU_ASSERT_EQUAL(got, want);
+            cases++;
+        }
+    }
+    CU_ASSERT_EQUAL(cases, 88);
+}
+
 static CU_TestInfo tests[] = {
     {"argmax on views against a naive loop", test_argmax_views},
     {"argmax: ties, NaN, scalars", test_argmax_ties_nan},
     {"copy out of a strided view, float and double", test_copy_out},
     {"refusals name the function and the shapes", test_refusals},
+    {"row argmax (vectorized) against the one-by-one rule", test_row_argmax},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"readout", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -33,12 +33,6 @@ static int op_failed(eval_scope *s, const char *what) {
 }
 
 /* Index of the largest of x[0..n), the first on ties. */
-static int32_t argmax(const ag_real *x, int n) {
-    int32_t best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
 
 /* ---- greedy ---- */
 
@@ -101,7 +95,7 @@ static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *s
         if (hook) hook(m, s, tr, user);
         int kept = 0; /* the rows that did not say <eos> go on, in order */
         for (int r = 0; r < n; r++) {
-            int32_t k = argmax(y->data + (size_t)r * V, V), b = sent[r];
+            int32_t k = (int32_t)ag_row_argmax(y->data + (size_t)r * V, V), b = sent[r];
             if (k == eos) continue;
             out[(size_t)b * max_steps + out_len[b]++] = k;
             keep[kept] = r;
