@@ -34,7 +34,17 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define SPIN_NS 50000 /* polling before sleeping: 50 us */
+#define SPIN_NS 50000    /* polling before sleeping: at most 50 us */
+#define SPIN_MIN_NS 2000 /* and at least 2 us */
+
+/* The polling budget (ns) of each kind of wait, adapted to how waits end: halved (down to
+ * SPIN_MIN_NS) when a poll runs out, doubled (up to SPIN_NS) when the awaited event comes while
+ * polling. Alone on a machine the threads find each other while polling and the budget stays
+ * high; when another process takes the cores, the thread being waited for is often off its
+ * core, the polls run out, and the waiting thread soon sleeps at once instead of taking CPU
+ * time from it. Timing only: which thread runs a range never changes a bit. */
+enum { WAIT_REGION, WAIT_END };
+static _Atomic int32_t spin_budget[2] = {SPIN_NS, SPIN_NS};
 
 /* The region word: generation (40 bits, wrapping) | ranges (12 bits) | next range (12 bits);
  * ranges <= 256 threads. */
@@ -97,16 +107,31 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Polls done(arg) for about SPIN_NS; returns whether it became true. The clock is read once
- * every 32 polls (a poll is a pause, 10 to 150 cycles depending on the CPU). */
-static bool spin(bool (*done)(const void *), const void *arg) {
+/* Polls done(arg) for about the budget of this kind of wait, and adapts the budget; returns
+ * whether done became true. The clock is read once every 32 polls (a poll is a pause, 10 to 150
+ * cycles depending on the CPU). */
+static bool spin(int kind, bool (*done)(const void *), const void *arg) {
+    int32_t budget = atomic_load_explicit(&spin_budget[kind], memory_order_relaxed);
     int64_t until = 0;
     for (int i = 0;; i++) {
-        if (done(arg)) return true;
+        if (done(arg)) {
+            if (budget < SPIN_NS)
+                atomic_store_explicit(&spin_budget[kind],
+                                      budget * 2 < SPIN_NS ? budget * 2 : SPIN_NS,
+                                      memory_order_relaxed);
+            return true;
+        }
         if ((i & 31) == 31) {
             int64_t t = now_ns();
-            if (!until) until = t + SPIN_NS;
-            else if (t >= until) return false;
+            if (!until) {
+                until = t + budget;
+            } else if (t >= until) {
+                if (budget > SPIN_MIN_NS)
+                    atomic_store_explicit(&spin_budget[kind],
+                                          budget / 2 > SPIN_MIN_NS ? budget / 2 : SPIN_MIN_NS,
+                                          memory_order_relaxed);
+                return false;
+            }
         }
         cpu_relax();
     }
@@ -151,7 +176,7 @@ static void *worker_main(void *p) {
     free(p);
     in_region = true;
     for (;;) {
-        if (!spin(region_changed, &seen)) {
+        if (!spin(WAIT_REGION, region_changed, &seen)) {
             pthread_mutex_lock(&pool.mu);
             atomic_fetch_add(&pool.sleepers, 1);
             while (!region_changed(&seen)) pthread_cond_wait(&pool.start, &pool.mu);
@@ -236,7 +261,7 @@ void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *c
     run_range(0, ranges);
     int s, r;
     while ((s = claim(pool.gen, &r)) >= 0) run_range(s, r);
-    if (!spin(all_finished, &ranges)) {
+    if (!spin(WAIT_END, all_finished, &ranges)) {
         pthread_mutex_lock(&pool.mu);
         atomic_store(&pool.caller_sleeps, true);
         while (!all_finished(&ranges)) pthread_cond_wait(&pool.done, &pool.mu);
