@@ -289,6 +289,35 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
  * "blis" (BLIS's choice; also when the environment sets TG_GEMM_KERNEL=blis). */
 const char *ag_gemm_kernel(void);
 
+/* ---- B packed once, for many products (gemm_kernel.c) ----
+ * For inference with a fixed right operand (a Linear layer's weight while decoding): ag_gemm
+ * packs B into the micro-kernel's panels at every call, which for a 256-row product costs
+ * about a tenth of it; packed once, it is reused. Same bits as ag_gemm (the same kernel, the
+ * same sums in the same order). Only the engine's own micro-kernel has packed products: with
+ * BLIS's (or in float64), or for sizes where ag_gemm would not run it, ag_gemm_packed calls
+ * ag_gemm with the original B, which must then stay valid and unchanged.
+ *
+ * True when a product of these sizes runs from packed panels (the engine's kernel is in use
+ * and m, n, k reach BLIS's thresholds for its packed path). */
+bool ag_gemm_packs(int m, int n, int k);
+typedef struct ag_packed_b ag_packed_b;
+/* B (k x n, strides rsb, csb) packed; the caller owns the result (ag_packed_b_free) and keeps b
+ * unchanged while it lives. NULL (reported) for an empty B or out of memory. */
+ag_packed_b *ag_pack_b(int k, int n, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb);
+void ag_packed_b_free(ag_packed_b *pb);
+int ag_packed_b_rows(const ag_packed_b *pb); /* k */
+int ag_packed_b_cols(const ag_packed_b *pb); /* n */
+/* C (m x n, rows rsc apart, columns contiguous) = A (m x k) B + bias (n values, broadcast over
+ * rows; NULL: none): the bits of ag_gemm with C preset to the bias rows and beta = 1 (beta = 0
+ * without bias). Shares large products between the threads as ag_gemm. Returns 0, or -1
+ * (reported) when out of memory. */
+int ag_gemm_packed(int m, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa, const ag_packed_b *pb,
+                   const ag_real *bias, ag_real *c, ptrdiff_t rsc);
+/* ag_linear's forward, y = x W^T + b, with W^T packed (ag_pack_b of W (out, in) viewed as
+ * in x out: rsb 1, csb in): the same bits as ag_linear. Inference only: reported (NULL) when
+ * the tape would record a gradient for x or bias. */
+ag_tensor *ag_linear_packed(ag_tape *t, ag_tensor *x, const ag_packed_b *wt, ag_tensor *bias);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,8 +20,8 @@
  * k, KC = 256 kept), so results are bit-identical to it for beta 0 or 1 (tests/autograd/
  * test_gemm_kernel.c checks this).
  *
- * A's micro-panels are packed by packm_24xk below (BLIS's generic packing for 24 rows gathers
- * a row-major A one value at a time); B's keep BLIS's 16-wide packing.
+ * The micro-panels of A and B are packed by packm_24xk and packm_16xk below (BLIS's packing
+ * gathers a row-major A, or a column-major B, one value at a time).
  *
  * Chosen once, at the first product: when the engine is float32, the compiler can target
  * AVX-512F, the CPU (and its OS) supports it, BLIS has not chosen an AVX-512 configuration
@@ -31,6 +31,7 @@
 
 #include <blis.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,12 +42,17 @@
 #define MR 24
 #define NR 16
 
-__attribute__((target("avx512f"))) static void
-gemm_ukr_24x16(dim_t m, dim_t n, dim_t k, float *restrict alpha, float *restrict a,
-               float *restrict b, float *restrict beta, float *restrict c, inc_t rs_c, inc_t cs_c,
-               auxinfo_t *restrict data, cntx_t *restrict cntx) {
-    (void)data;
-    (void)cntx;
+/* How a tile's first k block meets C: BLIS's beta (0, 1 or any), or a bias row (C = bias + A B,
+ * the bits of C preset to the bias and beta = 1). */
+enum { TILE_BETA, TILE_BIAS };
+
+static inline void tile(dim_t m, dim_t n, dim_t k, float al, const float *restrict a,
+                        const float *restrict b, int mode, float be, const float *restrict bias,
+                        float *restrict c, inc_t rs_c, inc_t cs_c)
+    __attribute__((target("avx512f"), always_inline));
+static inline void tile(dim_t m, dim_t n, dim_t k, float al, const float *restrict a,
+                        const float *restrict b, int mode, float be, const float *restrict bias,
+                        float *restrict c, inc_t rs_c, inc_t cs_c) {
     __m512 acc[MR];
 #pragma GCC unroll 24
     for (int i = 0; i < MR; i++) acc[i] = _mm512_setzero_ps();
@@ -58,13 +64,15 @@ gemm_ukr_24x16(dim_t m, dim_t n, dim_t k, float *restrict alpha, float *restrict
         a += MR;
         b += NR;
     }
-    const float al = *alpha, be = *beta;
     const __m512 va = _mm512_set1_ps(al), vb = _mm512_set1_ps(be);
     const __mmask16 mask = (__mmask16)((1u << n) - 1u);
+    const __m512 bias_v = mode == TILE_BIAS ? _mm512_maskz_loadu_ps(mask, bias) : vb;
     for (dim_t i = 0; i < m; i++) {
         __m512 r = al == 1 ? acc[i] : _mm512_mul_ps(va, acc[i]);
         float *ci = c + i * rs_c;
-        if (cs_c == 1) {
+        if (mode == TILE_BIAS) {
+            _mm512_mask_storeu_ps(ci, mask, _mm512_add_ps(bias_v, r));
+        } else if (cs_c == 1) {
             if (be == 1) r = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, ci), r);
             else if (be != 0) r = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, ci), r);
             _mm512_mask_storeu_ps(ci, mask, r);
@@ -81,11 +89,21 @@ gemm_ukr_24x16(dim_t m, dim_t n, dim_t k, float *restrict alpha, float *restrict
     }
 }
 
-/* The packing of A for it (BLIS's packm kernel interface, 0.9): panel p (ldp per k, 24 values
- * per k) from the cdim x n block a (inca between its rows, lda between its columns) times kappa,
- * rows cdim..23 and columns n..n_max-1 zeroed. BLIS's generic kernel for a 24-row panel
- * gathers a row-major A one float at a time; here 8 x 8 blocks are transposed in registers.
- * A pure copy (kappa = 1: the bits of a) or one product by kappa, as BLIS's. */
+__attribute__((target("avx512f"))) static void
+gemm_ukr_24x16(dim_t m, dim_t n, dim_t k, float *restrict alpha, float *restrict a,
+               float *restrict b, float *restrict beta, float *restrict c, inc_t rs_c, inc_t cs_c,
+               auxinfo_t *restrict data, cntx_t *restrict cntx) {
+    (void)data;
+    (void)cntx;
+    tile(m, n, k, *alpha, a, b, TILE_BETA, *beta, NULL, c, rs_c, cs_c);
+}
+
+/* The packing of A and B for it (BLIS's packm kernel interface, 0.9): panel p (ldp per k, P =
+ * 24 values per k for A, 16 for B) from the cdim x n block a (inca between its P rows, lda
+ * along k) times kappa, rows cdim..P-1 and columns n..n_max-1 zeroed. BLIS's generic kernel for
+ * a 24-row panel gathers a row-major A one float at a time, and its 16-wide one a column-major
+ * B (a transposed weight, x W^T) one float at a time; here 8 x 8 blocks are transposed in
+ * registers. A pure copy (kappa = 1: the bits of a) or one product by kappa, as BLIS's. */
 static inline void transpose8_store(const float *a, inc_t inca, float *p, inc_t ldp)
     __attribute__((target("avx512f"), always_inline));
 static inline void transpose8_store(const float *a, inc_t inca, float *p, inc_t ldp) {
@@ -111,26 +129,24 @@ static inline void transpose8_store(const float *a, inc_t inca, float *p, inc_t 
     _mm256_storeu_ps(p + 7 * ldp, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
-__attribute__((target("avx512f"))) static void packm_24xk(conj_t conja, pack_t schema, dim_t cdim,
-                                                          dim_t n, dim_t n_max,
-                                                          float *restrict kappa, float *restrict a,
-                                                          inc_t inca, inc_t lda, float *restrict p,
-                                                          inc_t ldp, cntx_t *restrict cntx) {
-    (void)conja; /* real data */
-    (void)schema;
-    (void)cntx;
-    const float kap = *kappa;
+/* A panel of P = 24 (A's) or 16 (B's) values per k. */
+static inline void pack_panel(int P, dim_t cdim, dim_t n, dim_t n_max, float kap,
+                              const float *restrict a, inc_t inca, inc_t lda, float *restrict p,
+                              inc_t ldp) __attribute__((target("avx512f"), always_inline));
+static inline void pack_panel(int P, dim_t cdim, dim_t n, dim_t n_max, float kap,
+                              const float *restrict a, inc_t inca, inc_t lda, float *restrict p,
+                              inc_t ldp) {
     dim_t k0 = 0;
-    if (cdim == MR && kap == 1 && lda == 1) /* rows of A contiguous: 8 x 8 transposes */
+    if (cdim == P && kap == 1 && lda == 1) /* the panel's rows contiguous: 8 x 8 transposes */
         for (; k0 + 8 <= n; k0 += 8)
-            for (int i0 = 0; i0 < MR; i0 += 8)
+            for (int i0 = 0; i0 < P; i0 += 8)
                 transpose8_store(a + i0 * inca + k0, inca, p + k0 * ldp + i0, ldp);
-    else if (cdim == MR && kap == 1 && inca == 1) /* columns of A contiguous: copies */
+    else if (cdim == P && kap == 1 && inca == 1) /* its columns contiguous: copies */
         for (; k0 < n; k0++) {
             const float *ak = a + k0 * lda;
             float *pk = p + k0 * ldp;
             _mm512_storeu_ps(pk, _mm512_loadu_ps(ak));
-            _mm256_storeu_ps(pk + 16, _mm256_loadu_ps(ak + 16));
+            if (P == 24) _mm256_storeu_ps(pk + 16, _mm256_loadu_ps(ak + 16));
         }
     for (dim_t k = k0; k < n; k++) {
         const float *ak = a + k * lda;
@@ -141,14 +157,29 @@ __attribute__((target("avx512f"))) static void packm_24xk(conj_t conja, pack_t s
             for (dim_t i = 0; i < cdim; i++) pk[i] = kap * ak[i * inca];
     }
     for (dim_t k = 0; k < n_max; k++)
-        for (dim_t i = k < n ? cdim : 0; i < MR; i++) p[k * ldp + i] = 0;
+        for (dim_t i = k < n ? cdim : 0; i < P; i++) p[k * ldp + i] = 0;
 }
+
+#define DEFINE_PACKM(P)                                                                            \
+    __attribute__((target("avx512f"))) static void packm_##P##xk(                                  \
+        conj_t conja, pack_t schema, dim_t cdim, dim_t n, dim_t n_max, float *restrict kappa,      \
+        float *restrict a, inc_t inca, inc_t lda, float *restrict p, inc_t ldp,                    \
+        cntx_t *restrict cntx) {                                                                   \
+        (void)conja; /* real data */                                                               \
+        (void)schema;                                                                              \
+        (void)cntx;                                                                                \
+        pack_panel(P, cdim, n, n_max, *kappa, a, inca, lda, p, ldp);                               \
+    }
+DEFINE_PACKM(24) /* A's micro-panels */
+DEFINE_PACKM(16) /* B's */
 #endif
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const cntx_t *chosen; /* NULL: BLIS's own context */
 #ifdef TG_HAVE_AVX512_KERNEL
 static cntx_t own_cntx;
+static dim_t sup_thresh[3]; /* BLIS's MT, NT, KT: a product with a side below runs BLIS's "sup" code */
+static dim_t kc_block, mc_block;
 #endif
 
 static void choose(void) {
@@ -171,6 +202,11 @@ static void choose(void) {
     own_cntx.l3_vir_ukrs[BLIS_GEMM_UKR].ptr[F] = (void_fp)gemm_ukr_24x16;
     own_cntx.l3_nat_ukrs_prefs[BLIS_GEMM_UKR].v[F] = true; /* prefers row-stored C */
     own_cntx.packm_kers[BLIS_PACKM_24XK_KER].ptr[F] = (void_fp)packm_24xk;
+    own_cntx.packm_kers[BLIS_PACKM_16XK_KER].ptr[F] = (void_fp)packm_16xk;
+    for (int i = 0; i < 3; i++)
+        sup_thresh[i] = bli_cntx_get_l3_sup_thresh_dt(F, (threshid_t)(BLIS_MT + i), &own_cntx);
+    kc_block = native->blkszs[BLIS_KC].v[F];
+    mc_block = native->blkszs[BLIS_MC].v[F];
     chosen = &own_cntx;
 #endif
 }
@@ -181,3 +217,151 @@ const void *ag__gemm_cntx(void) {
 }
 
 const char *ag_gemm_kernel(void) { return ag__gemm_cntx() ? "tapegrad avx512 24x16" : "blis"; }
+
+/* ---- B packed once (ag_pack_b) ----
+ * Layout: k in blocks of KC (BLIS's, 256), each block the 16-wide micro-panels of B's columns
+ * one after the other: block p0 (kc values) of panel jp at panels + p0 * NP * 16 + jp * kc * 16,
+ * NP = ceil(n / 16) panels, the last zero padded. The product below walks BLIS's loops (k
+ * blocks, blocks of MC rows with A packed by packm_24xk, micro-panels of B, of A) over these
+ * panels and calls the same micro-kernel body per tile, so every element is the same sequence
+ * of FMAs as in ag_gemm, and the same k-block additions: the same bits. It applies only where
+ * ag_gemm would run this kernel (the engine's kernel chosen; m, n, k at least BLIS's "sup"
+ * thresholds); elsewhere it calls ag_gemm on the original B. */
+
+struct ag_packed_b {
+    int k, n;
+    const ag_real *b; /* the original, for ag_gemm */
+    ptrdiff_t rsb, csb;
+    float *panels; /* NULL: products go to ag_gemm */
+};
+
+bool ag_gemm_packs(int m, int n, int k) {
+#ifdef TG_HAVE_AVX512_KERNEL
+    return ag__gemm_cntx() && m >= sup_thresh[0] && n >= sup_thresh[1] && k >= sup_thresh[2];
+#else
+    (void)m, (void)n, (void)k;
+    return false;
+#endif
+}
+
+ag_packed_b *ag_pack_b(int k, int n, const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb) {
+    if (k < 1 || n < 1 || !b) {
+        ag_report(NULL, "pack_b: a %d x %d matrix, expected at least 1 x 1", k, n);
+        return NULL;
+    }
+    ag_packed_b *pb = calloc(1, sizeof *pb);
+    if (!pb) {
+        ag_report(NULL, "pack_b: out of memory");
+        return NULL;
+    }
+    *pb = (ag_packed_b){k, n, b, rsb, csb, NULL};
+#ifdef TG_HAVE_AVX512_KERNEL
+    if (!ag__gemm_cntx()) return pb;
+    const size_t np = ((size_t)n + NR - 1) / NR, bytes = np * NR * (size_t)k * sizeof(float);
+    if (!(pb->panels = aligned_alloc(64, (bytes + 63) / 64 * 64))) {
+        free(pb);
+        ag_report(NULL, "pack_b: out of memory for %zu bytes", bytes);
+        return NULL;
+    }
+    for (dim_t p0 = 0; p0 < k; p0 += kc_block) {
+        const dim_t kc = k - p0 < kc_block ? k - p0 : kc_block;
+        for (size_t jp = 0; jp < np; jp++) {
+            const dim_t j0 = (dim_t)jp * NR, nc = n - j0 < NR ? n - j0 : NR;
+            pack_panel(NR, nc, kc, kc, 1, b + p0 * rsb + j0 * csb, csb, rsb,
+                       pb->panels + (size_t)p0 * np * NR + jp * (size_t)kc * NR, NR);
+        }
+    }
+#endif
+    return pb;
+}
+
+void ag_packed_b_free(ag_packed_b *pb) {
+    if (!pb) return;
+    free(pb->panels);
+    free(pb);
+}
+
+int ag_packed_b_rows(const ag_packed_b *pb) { return pb->k; }
+int ag_packed_b_cols(const ag_packed_b *pb) { return pb->n; }
+
+#ifdef TG_HAVE_AVX512_KERNEL
+/* A's packed blocks (MC x KC), one per thread, kept between calls (ag__scratch_free). */
+static _Thread_local float *a_buf;
+#endif
+
+void ag__packed_scratch_free(void) {
+#ifdef TG_HAVE_AVX512_KERNEL
+    free(a_buf);
+    a_buf = NULL;
+#endif
+}
+
+#ifdef TG_HAVE_AVX512_KERNEL
+
+/* Rows [r0, r1) of C = A B (+ bias) over the packed panels. */
+__attribute__((target("avx512f"))) static void packed_rows(const ag_packed_b *pb, const float *a,
+                                                           ptrdiff_t rsa, ptrdiff_t csa,
+                                                           const float *bias, float *c,
+                                                           ptrdiff_t rsc, dim_t r0, dim_t r1) {
+    const dim_t k = pb->k, n = pb->n, np = (n + NR - 1) / NR;
+    for (dim_t p0 = 0; p0 < k; p0 += kc_block) {
+        const dim_t kc = k - p0 < kc_block ? k - p0 : kc_block;
+        const int mode = p0 == 0 && bias ? TILE_BIAS : TILE_BETA;
+        const float be = p0 == 0 ? 0 : 1;
+        for (dim_t i0 = r0; i0 < r1; i0 += mc_block) {
+            const dim_t mc = r1 - i0 < mc_block ? r1 - i0 : mc_block;
+            for (dim_t ir = 0; ir < mc; ir += MR) /* A's micro-panels of this block */
+                pack_panel(MR, mc - ir < MR ? mc - ir : MR, kc, kc, 1,
+                           a + (i0 + ir) * rsa + p0 * csa, rsa, csa, a_buf + ir * kc, MR);
+            for (dim_t jp = 0; jp < np; jp++) {
+                const dim_t j0 = jp * NR, nc = n - j0 < NR ? n - j0 : NR;
+                const float *bp = pb->panels + p0 * np * NR + jp * kc * NR;
+                for (dim_t ir = 0; ir < mc; ir += MR)
+                    tile(mc - ir < MR ? mc - ir : MR, nc, kc, 1, a_buf + ir * kc, bp, mode, be,
+                         bias ? bias + j0 : NULL, c + (i0 + ir) * rsc + j0, rsc, 1);
+            }
+        }
+    }
+}
+
+typedef struct packed_job {
+    const ag_packed_b *pb;
+    const float *a, *bias;
+    ptrdiff_t rsa, csa, rsc;
+    float *c;
+    dim_t m;
+    atomic_bool failed; /* a thread could not allocate its buffer for A */
+} packed_job;
+
+#define ROW_BLOCK 512 /* rows per block when the threads share a product (as ag_gemm) */
+
+static void packed_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
+    const packed_job *j = ctx;
+    if (!a_buf && !(a_buf = aligned_alloc(64, sizeof(float) * (size_t)(mc_block + MR) * kc_block))) {
+        atomic_store(&((packed_job *)ctx)->failed, true);
+        return;
+    }
+    const ptrdiff_t nb = j->m / ROW_BLOCK > 0 ? j->m / ROW_BLOCK : 1;
+    for (ptrdiff_t blk = b0; blk < b1; blk++)
+        packed_rows(j->pb, j->a, j->rsa, j->csa, j->bias, j->c, j->rsc, blk * ROW_BLOCK,
+                    blk == nb - 1 ? j->m : (blk + 1) * ROW_BLOCK);
+}
+#endif
+
+int ag_gemm_packed(int m, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa, const ag_packed_b *pb,
+                   const ag_real *bias, ag_real *c, ptrdiff_t rsc) {
+    const int n = pb->n, k = pb->k;
+    if (m < 1) return 0;
+#ifdef TG_HAVE_AVX512_KERNEL
+    if (pb->panels && ag_gemm_packs(m, n, k)) {
+        packed_job j = {pb, a, bias, rsa, csa, rsc, c, m, false};
+        if (m >= 2 * ROW_BLOCK) ag_parallel_for(m / ROW_BLOCK, 1, packed_blocks, &j);
+        else packed_blocks(&j, 0, 1);
+        return atomic_load(&j.failed) ? ag_error("gemm_packed: out of memory for packing A") : 0;
+    }
+#endif
+    if (bias)
+        for (int r = 0; r < m; r++) memcpy(c + (ptrdiff_t)r * rsc, bias, sizeof *c * (size_t)n);
+    ag_gemm(m, n, k, 1, a, rsa, csa, pb->b, pb->rsb, pb->csb, bias ? 1 : 0, c, rsc, 1);
+    return 0;
+}

@@ -40,6 +40,7 @@ static _Thread_local ag_real *scratch_buf;
 static _Thread_local size_t scratch_cap;
 
 void ag__scratch_free(void) {
+    ag__packed_scratch_free();
     free(scratch_buf);
     scratch_buf = NULL;
     scratch_cap = 0;
@@ -161,9 +162,11 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
         return;
     }
     /* BLIS packs a column-major B (a transposed view, rsb = 1) at about half the speed of a
-     * row-major one; a small B is cheaper to copy row-major first. */
+     * row-major one; a small B is cheaper to copy row-major first. Where the engine's
+     * micro-kernel runs it comes with its own packing, as fast for either (gemm_kernel.c); the
+     * copy stays for BLIS's code for small sizes, whose kernels (and bits) depend on it. */
     ag_real *bcopy = NULL;
-    if (rsb == 1 && csb != 1 && (size_t)k * n <= TRANSPOSE_COPY_MAX) {
+    if (rsb == 1 && csb != 1 && (size_t)k * n <= TRANSPOSE_COPY_MAX && !ag_gemm_packs(m, n, k)) {
         bcopy = scratch((size_t)k * n);
         if (bcopy) {
             for (int p = 0; p < k; p++)
@@ -343,6 +346,44 @@ static void linear_backward(ag_node *nd) {
     }
 }
 static const ag_op linear_op = {"linear", linear_backward};
+
+static void linear_packed_backward(ag_node *nd) { (void)nd; /* never recorded: no gradient */ }
+static const ag_op linear_packed_op = {"linear_packed", linear_packed_backward};
+
+ag_tensor *ag_linear_packed(ag_tape *t, ag_tensor *x, const ag_packed_b *wt, ag_tensor *bias) {
+    ag_tensor *in[2] = {x, bias};
+    int n_in = bias ? 2 : 1;
+    if (!ag_op_check(t, "linear_packed", n_in, in)) return NULL;
+    if (!wt) return ag_report(t, "linear_packed: no packed weight");
+    const int inf = ag_packed_b_rows(wt), out = ag_packed_b_cols(wt);
+    char sx[64], sb[64];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != inf)
+        return ag_report(t, "linear_packed: input %s does not fit a packed %d x %d weight "
+                            "(expected [..., %d])",
+                         ag_shape_str(x, sx, sizeof sx), out, inf, inf);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != out))
+        return ag_report(t, "linear_packed: bias %s does not fit a packed %d x %d weight "
+                            "(expected [%d])",
+                         ag_shape_str(bias, sb, sizeof sb), out, inf, out);
+    if (ag_op_wants_grad(t, n_in, in))
+        return ag_report(t, "linear_packed: inference only, turn the tape's recording off or "
+                            "use ag_linear");
+    in[0] = x = ag_op_contig(t, x);
+    if (bias) in[1] = bias = ag_op_contig(t, bias);
+    if (!x || (bias && !in[1])) return NULL;
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    ag_tensor *y = ag_op_out(t, x->ndim, shape, n_in, in);
+    if (!y) return NULL;
+    int rows = out ? (int)(y->numel / out) : 0;
+    if (ag_gemm_packed(rows, x->data, inf, 1, wt, bias ? bias->data : NULL, y->data, out)) {
+        ag__mark_failed(t); /* reported */
+        return NULL;
+    }
+    ag_op_record(t, &linear_packed_op, y, n_in, in, 0);
+    return y;
+}
 
 ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     ag_tensor *in[3] = {x, w, bias};

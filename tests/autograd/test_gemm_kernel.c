@@ -7,7 +7,8 @@
  * twice: here, with the kernel the engine chose, and in a child process with
  * TG_GEMM_KERNEL=blis (BLIS's own kernels). Beta 0 or 1 must give the same bits (the kernel
  * keeps BLIS's order of operations), another beta agree within 2 ulps. On a CPU without
- * AVX-512 both runs use BLIS's kernels; the test prints which kernel ran. */
+ * AVX-512 both runs use BLIS's kernels; the test prints which kernel ran. Then products from a
+ * B packed once (ag_pack_b) against ag_gemm. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "autograd/ag.h"
 #include "autograd/ag_op.h"
@@ -147,7 +148,100 @@ static void test_against_blis(void) {
     free(mine);
 }
 
+/* ---- B packed once (ag_pack_b, ag_gemm_packed, ag_linear_packed) ----
+ * Against ag_gemm in this process, bit for bit: C = A B (beta 0) and C = bias + A B (C preset to
+ * the bias rows, beta 1), B a transposed weight (x W^T, as Linear) or row-major, A row- or
+ * column-major; sizes through one or more k blocks (partial last ones), edge tiles both ways,
+ * more than 2 x 512 rows (shared between two threads), and sizes below BLIS's thresholds, where
+ * ag_gemm_packed calls ag_gemm itself. */
+static void packed_case(int m, int n, int k, bool w_layout, bool ta, bool bias) {
+    unsigned seed = (unsigned)(m * 131 + n * 7 + k + w_layout * 3 + ta * 5 + bias);
+    float *a = malloc(sizeof *a * (size_t)m * k), *b = malloc(sizeof *b * (size_t)k * n);
+    float *bv = malloc(sizeof *bv * (size_t)n), *c1 = malloc(sizeof *c1 * (size_t)m * n),
+          *c2 = malloc(sizeof *c2 * (size_t)m * n);
+    for (size_t i = 0; i < (size_t)m * k; i++) a[i] = frand(&seed);
+    for (size_t i = 0; i < (size_t)k * n; i++) b[i] = frand(&seed);
+    for (int j = 0; j < n; j++) bv[j] = frand(&seed);
+    ptrdiff_t rsa = ta ? 1 : k, csa = ta ? m : 1;
+    ptrdiff_t rsb = w_layout ? 1 : n, csb = w_layout ? k : 1; /* W (n, k) read as W^T */
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) c1[(size_t)i * n + j] = bias ? bv[j] : NAN;
+    ag_gemm(m, n, k, 1, a, rsa, csa, b, rsb, csb, bias ? 1 : 0, c1, n, 1);
+    for (size_t i = 0; i < (size_t)m * n; i++) c2[i] = NAN;
+    ag_packed_b *pb = ag_pack_b(k, n, b, rsb, csb);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pb);
+    CU_ASSERT_EQUAL(ag_packed_b_rows(pb), k);
+    CU_ASSERT_EQUAL(ag_packed_b_cols(pb), n);
+    CU_ASSERT_EQUAL(ag_gemm_packed(m, a, rsa, csa, pb, bias ? bv : NULL, c2, n), 0);
+    bool same = memcmp(c1, c2, sizeof *c1 * (size_t)m * n) == 0;
+    CU_ASSERT(same);
+    if (!same)
+        fprintf(stderr, "\n  packed %d x %d x %d (W layout %d, A transposed %d, bias %d) differs\n",
+                m, n, k, w_layout, ta, bias);
+    ag_packed_b_free(pb);
+    free(a), free(b), free(bv), free(c1), free(c2);
+}
+
+static void test_packed(void) {
+    static const int sizes[][3] = {{201, 201, 201}, {250, 17, 256},  {256, 1000, 256},
+                                   {239, 257, 600}, {300, 300, 1024}, {1100, 250, 260},
+                                   {100, 300, 300}, {5, 40, 8},       {256, 208, 200}};
+    for (int threads = 1; threads <= 2; threads++) {
+        CU_ASSERT_EQUAL_FATAL(ag_set_threads(threads), 0);
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            for (int v = 0; v < 8; v++)
+                packed_case(sizes[i][0], sizes[i][1], sizes[i][2], v & 1, v & 2, v & 4);
+    }
+    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    printf("\n  packed products: %s (from packed panels for 201 x 201 x 201: %s)\n",
+           ag_gemm_kernel(), ag_gemm_packs(201, 201, 201) ? "yes" : "no");
+}
+
+/* ag_linear_packed: ag_linear's bits, inference only, shapes checked. */
+static char captured[512];
+static void capture(const char *msg, void *user) {
+    (void)user;
+    snprintf(captured, sizeof captured, "%s", msg);
+}
+
+static void test_linear_packed(void) {
+    enum { R = 260, IN = 300, OUT = 270 };
+    unsigned seed = 9;
+    ag_tensor *x = ag_leaf_new(AG_SHAPE(2, R / 2, IN), false),
+              *w = ag_leaf_new(AG_SHAPE(OUT, IN), true), *bias = ag_leaf_new(AG_SHAPE(OUT), true);
+    ag_tensor *xs[3] = {x, w, bias};
+    for (int l = 0; l < 3; l++)
+        for (ptrdiff_t i = 0; i < xs[l]->numel; i++) xs[l]->data[i] = frand(&seed);
+    ag_packed_b *wt = ag_pack_b(IN, OUT, w->data, 1, IN);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wt);
+    ag_tape *t = ag_tape_new();
+    ag_tape_set_recording(t, false);
+    ag_tensor *y1 = ag_linear(t, x, w, bias), *y2 = ag_linear_packed(t, x, wt, bias);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+    CU_ASSERT_EQUAL(y2->ndim, 3);
+    CU_ASSERT_EQUAL(y2->shape[2], OUT);
+    CU_ASSERT_EQUAL(memcmp(y1->data, y2->data, sizeof *y1->data * (size_t)y1->numel), 0);
+    ag_set_error_handler(capture, NULL);
+    ag_tensor *bad = ag_leaf_new(AG_SHAPE(4, IN + 1), false);
+    CU_ASSERT_PTR_NULL(ag_linear_packed(t, bad, wt, bias));
+    CU_ASSERT_PTR_NOT_NULL(strstr(captured, "linear_packed: input [4, 301]"));
+    CU_ASSERT_PTR_NULL(ag_linear_packed(t, x, wt, w));
+    CU_ASSERT_PTR_NOT_NULL(strstr(captured, "bias [270, 300]"));
+    ag_tape_reset(t);
+    ag_tape_set_recording(t, true); /* the bias wants a gradient: refused */
+    CU_ASSERT_PTR_NULL(ag_linear_packed(t, x, wt, bias));
+    CU_ASSERT_PTR_NOT_NULL(strstr(captured, "inference only"));
+    ag_set_error_handler(NULL, NULL);
+    ag_leaf_free(bad);
+    ag_packed_b_free(wt);
+    for (int l = 0; l < 3; l++) ag_leaf_free(xs[l]);
+    ag_tape_free(t);
+}
+
 static CU_TestInfo tests[] = {{"the same results as BLIS's own kernels", test_against_blis},
+                              {"B packed once: ag_gemm's bits", test_packed},
+                              {"ag_linear_packed: ag_linear's bits; errors", test_linear_packed},
                               CU_TEST_INFO_NULL};
 static CU_SuiteInfo suites[] = {{"gemm_kernel", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
