@@ -5,6 +5,9 @@
 #include "autograd/ag_op.h"
 #include "nn/attention.h"
 
+#include <math.h>
+#include <string.h>
+
 int nn_attention_init(nn_attention *a, int heads, double dropout) {
     if (heads < 1) return ag_error("nn_attention_init: heads = %d, expected >= 1", heads);
     a->heads = heads;
@@ -114,6 +117,77 @@ static void attn_backward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     }
 }
 
+/* ---- one query per row, inference: every head of a row at once ----
+ * A decoder step attends with Tq = 1. Per pair, the general path above makes two products too
+ * small for anything but call overhead and one long chain of dependent additions each. Here a
+ * row's keys are transposed once for all its heads (kt[f][j] = K[j][f], 16 columns, zeros past
+ * Tk) and the heads' sums advance together, so the additions of different heads overlap. The
+ * arithmetic is ag_gemm's for these sizes (its own loop: each sum accumulated in order over the
+ * shared axis, a product then an addition, then times the scale), so the results are the same
+ * bits as the general path's. Keys and values may be views whose rows are apart (a decoder's
+ * cache narrowed to the steps so far): rows b and positions j are read through their strides. */
+
+#define ROW1_TK 16     /* at most this many keys */
+#define ROW1_H 1024    /* features of q and k, at most */
+#define ROW1_HEADS 64  /* heads, at most */
+#define ROW1_D 64      /* features per head: ag_gemm's own loop up to this many (SMALL_K) */
+
+typedef struct row1_job {
+    const ag_tensor *q, *k, *v;
+    ag_tensor *y, *w;
+    const int32_t *lens; /* (B,) or NULL */
+    int heads;
+    ag_real scale;
+} row1_job;
+
+static bool row1_fits(const ag_tensor *q, const ag_tensor *k, const ag_tensor *v, int heads,
+                      int vl_ndim) {
+    int H = q->shape[2], d = H / heads, dv = v->shape[2] / heads;
+    return q->shape[1] == 1 && k->shape[1] <= ROW1_TK && H <= ROW1_H && heads <= ROW1_HEADS &&
+           d <= ROW1_D && dv <= ROW1_D && vl_ndim < 2 && ag_is_contiguous(q) &&
+           k->stride[2] == 1 && v->stride[2] == 1;
+}
+
+static void row1_forward(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
+    const row1_job *j = ctx;
+    const int Tk = j->k->shape[1], H = j->q->shape[2], Hv = j->v->shape[2], heads = j->heads;
+    const int d = H / heads, dv = Hv / heads;
+    ag_real kt[ROW1_H * ROW1_TK], acc[ROW1_HEADS * ROW1_TK];
+    memset(kt, 0, sizeof(ag_real) * (size_t)H * ROW1_TK); /* columns Tk.. stay zero */
+    for (ptrdiff_t b = b0; b < b1; b++) {
+        const ag_real *q = j->q->data + b * H;
+        const ag_real *K = j->k->data + b * j->k->stride[0];
+        const ag_real *V = j->v->data + b * j->v->stride[0];
+        const ptrdiff_t rsk = j->k->stride[1], rsv = j->v->stride[1];
+        for (int c = 0; c < Tk; c++)
+            for (int f = 0; f < H; f++) kt[f * ROW1_TK + c] = K[c * rsk + f];
+        memset(acc, 0, sizeof(ag_real) * (size_t)heads * ROW1_TK);
+        for (int p = 0; p < d; p++)
+            for (int h = 0; h < heads; h++) {
+                const ag_real x = q[h * d + p], *restrict kr = kt + (h * d + p) * ROW1_TK;
+                ag_real *restrict a = acc + h * ROW1_TK;
+                for (int c = 0; c < ROW1_TK; c++) a[c] += x * kr[c];
+            }
+        ag_real *P = j->w->data + b * heads * Tk, *restrict o = j->y->data + b * Hv;
+        const ptrdiff_t len = j->lens ? j->lens[b] : Tk;
+        for (int h = 0; h < heads; h++) {
+            ag_real *Ph = P + h * Tk;
+            for (int c = 0; c < Tk; c++) Ph[c] = j->scale * acc[h * ROW1_TK + c];
+            ag_row_shift_max(Ph, Ph, Tk, len);
+            ag_vexp_inplace(Ph, Tk);
+            ag_row_normalize(Ph, Tk);
+        }
+        memset(o, 0, sizeof(ag_real) * (size_t)Hv);
+        for (int c = 0; c < Tk; c++) {
+            const ag_real *restrict vr = V + c * rsv;
+            for (int h = 0; h < heads; h++) {
+                const ag_real x = P[h * Tk + c];
+                for (int e = h * dv; e < (h + 1) * dv; e++) o[e] += x * vr[e];
+            }
+        }
+    }
+}
+
 /* Pairs per thread: at least ~32K multiply-adds each. */
 static ptrdiff_t pairs_per_thread(const ag_tensor *q, const ag_tensor *k, const ag_tensor *v,
                                   int heads) {
@@ -127,6 +201,21 @@ static void attention_backward(ag_node *nd) {
                     pairs_per_thread(j.q, j.k, j.v, j.s->heads), attn_backward_pairs, &j);
 }
 static const ag_op attention_op = {"attention", attention_backward};
+
+/* The forward of attention_fused for a query per row, nothing recorded (row1_fits). */
+static ag_tensor *attention_row1(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, int heads,
+                                 const int32_t *valid_lens, int vl_ndim, ag_tensor **weights) {
+    const int B = q->shape[0], Tk = k->shape[1];
+    row1_job j = {q, k, v, ag_op_new(t, AG_SHAPE(B, 1, v->shape[2]), false),
+                  ag_op_new(t, AG_SHAPE(B * heads, 1, Tk), false),
+                  valid_lens && vl_ndim == 1 ? valid_lens : NULL, heads,
+                  (ag_real)(1 / sqrt((double)(q->shape[2] / heads)))};
+    if (!j.y || !j.w) return NULL;
+    double macs = (double)Tk * (q->shape[2] + v->shape[2]);
+    ag_parallel_for(B, (ptrdiff_t)(32768 / macs) + 1, row1_forward, &j);
+    if (weights) *weights = j.w;
+    return j.y;
+}
 
 static ag_tensor *attention_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, int heads,
                                   const int32_t *valid_lens, int vl_ndim, double p, ag_rng *rng,
@@ -159,6 +248,8 @@ static ag_tensor *attention_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_ten
         return ag_report(t, "attention: dropout %g in training needs an RNG (nn_ctx.rng is NULL)",
                          p);
     int B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1];
+    if (!drop && !ag_op_wants_grad(t, 3, in) && row1_fits(q, k, v, heads, vl_ndim))
+        return attention_row1(t, q, k, v, heads, valid_lens, vl_ndim, weights);
     for (int i = 0; i < 3; i++)
         if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
     ag_tensor *y = ag_op_out(t, AG_SHAPE(B, Tq, v->shape[2]), 3, in);

@@ -1,7 +1,10 @@
 /* layers.c -- Linear, Embedding, Dropout, ReLU (thin layers over fused ag ops); LayerNorm and
  * its residual form are in layer_norm.c. */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 
+#include "autograd/ag_op.h"
 #include "nn/internal.h"
 
 /* ---- Linear ------------------------------------------------------------------------------ */
@@ -28,7 +31,71 @@ int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int 
 /* x (..., in) -> y (..., out) = x W^T + b, W (out, in), b (out). */
 ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x) {
     if (!l || !c || !x) return NULL;
+    ag_tensor *in[3] = {x, l->weight, l->bias};
+    if (c->packs && x->ndim >= 1 && x->shape[x->ndim - 1] == l->in &&
+        ag_gemm_packs((int)(x->numel / l->in), l->out, l->in) &&
+        !ag_op_wants_grad(c->tape, l->bias ? 3 : 2, in)) {
+        const ag_packed_b *wt = nn_packs_get(c->packs, l->weight);
+        return wt ? ag_linear_packed(c->tape, x, wt, l->bias) : NULL;
+    }
     return ag_linear(c->tape, x, l->weight, l->bias);
+}
+
+/* ---- packed weights ---- */
+
+struct nn_packs {
+    pthread_mutex_t mu;
+    int n, cap;
+    const ag_tensor **w;
+    ag_packed_b **packed;
+};
+
+nn_packs *nn_packs_new(void) {
+    nn_packs *p = calloc(1, sizeof *p);
+    if (!p) {
+        ag_error("nn_packs_new: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    return p;
+}
+
+void nn_packs_free(nn_packs *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) ag_packed_b_free(p->packed[i]);
+    free(p->w);
+    free(p->packed);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+const ag_packed_b *nn_packs_get(nn_packs *p, const ag_tensor *w) {
+    ag_packed_b *pb = NULL;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->n && !pb; i++)
+        if (p->w[i] == w) pb = p->packed[i];
+    if (!pb && p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        const ag_tensor **nw = realloc(p->w, sizeof *nw * (size_t)cap);
+        if (nw) p->w = nw;
+        ag_packed_b **np = nw ? realloc(p->packed, sizeof *np * (size_t)cap) : NULL;
+        if (np) {
+            p->packed = np;
+            p->cap = cap;
+        }
+    }
+    if (!pb && p->n < p->cap) {
+        /* W (out, in) row-major read as W^T (in x out): rows 1 apart, columns `in` apart */
+        pb = ag_pack_b(w->shape[1], w->shape[0], w->data, w->stride[1], w->stride[0]);
+        if (pb) {
+            p->w[p->n] = w;
+            p->packed[p->n++] = pb;
+        }
+    } else if (!pb) {
+        ag_error("nn_packs_get: out of memory");
+    }
+    pthread_mutex_unlock(&p->mu);
+    return pb;
 }
 
 /* ---- Embedding --------------------------------------------------------------------------- */

@@ -31,8 +31,30 @@ typedef struct nn_linear {
 
 /* Registers prefix.weight and, when bias is true, prefix.bias. in, out > 0. */
 int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int out, bool bias);
-/* x (..., in) -> (..., out), any number of leading dims. */
+/* x (..., in) -> (..., out), any number of leading dims. With c->packs set and nothing to
+ * record, from the weight packed once (below): the same bits. */
 ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x);
+
+/* ---- Packed weights for inference ----
+ * A stretch of inference that runs the same Linear layers many times (a decoder, one token at
+ * a time) can have their weights packed once for the GEMM micro-kernel instead of at every
+ * product (ag_pack_b, autograd/ag_op.h): make a set, point nn_ctx.packs at it, free it after.
+ * A layer's weight is packed the first time a large enough product needs it (never when the
+ * engine's own kernel is not in use); the set is shared by threads (a mutex guards it). The
+ * weights must not change while the set lives: it holds copies taken at first use.
+ *
+ *     nn_packs *p = nn_packs_new();
+ *     nn_ctx c = {.tape = t, .training = false, .packs = p};   // recording off
+ *     ... forwards ...
+ *     nn_packs_free(p);
+ *
+ * nn_packs_new returns NULL (reported) only when out of memory. */
+typedef struct ag_packed_b ag_packed_b; /* autograd/ag_op.h */
+nn_packs *nn_packs_new(void);
+void nn_packs_free(nn_packs *p);
+/* W^T of weight w (out, in) packed, made at the first call; NULL (reported) when out of
+ * memory. Owned by the set. */
+const ag_packed_b *nn_packs_get(nn_packs *p, const ag_tensor *w);
 
 /* ---- Embedding: row lookup ------------------------------------------------------------------ */
 

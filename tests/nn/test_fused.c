@@ -341,12 +341,107 @@ static void test_attention_threads_same_bits(void) {
     CU_ASSERT_EQUAL(memcmp(g1, g2, sizeof g1), 0);
 }
 
+/* ---- one query per row (a decoder step) ---- */
+
+/* The attention of B rows with one query each over keys and values narrowed from caches of
+ * TCAP positions (a decoder's self-attention: rows TCAP * H apart) or whole (cross-attention),
+ * with or without lengths: without recording (the kernel for one query per row) and with
+ * (the general kernel, on contiguous copies) it must give the same bits. */
+static void one_query_case(int heads, int H, int Hv, int Tk, bool narrowed, bool masked) {
+    enum { B = 7, TCAP = 20 };
+    ag_tape *t = ag_tape_new();
+    ag_rng r;
+    ag_rng_seed(&r, 1000 + heads * 31 + Tk);
+    ag_tensor *q = ag_leaf_new(AG_SHAPE(B, 1, H), true),
+              *kc = ag_leaf_new(AG_SHAPE(B, narrowed ? TCAP : Tk, H), false),
+              *vc = ag_leaf_new(AG_SHAPE(B, narrowed ? TCAP : Tk, Hv), false);
+    ag_tensor *xs[3] = {q, kc, vc};
+    fill(xs, 3, &r, 1);
+    int32_t lens[B];
+    for (int b = 0; b < B; b++) lens[b] = b % (Tk + 1); /* 0 (uniform) .. Tk */
+    nn_attention a = {.heads = heads};
+    nn_ctx c = {.tape = t, .training = false};
+    ag_tensor *res[2], *w[2];
+    for (int rec = 0; rec < 2; rec++) {
+        bool prev = ag_tape_set_recording(t, rec == 1);
+        ag_tensor *k = narrowed ? ag_narrow(t, kc, 1, 0, Tk) : kc,
+                  *v = narrowed ? ag_narrow(t, vc, 1, 0, Tk) : vc;
+        res[rec] = nn_attention_forward(&a, &c, q, k, v, masked ? lens : NULL, masked, &w[rec]);
+        ag_tape_set_recording(t, prev);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(res[rec]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w[rec]);
+    }
+    CU_ASSERT_EQUAL(res[0]->requires_grad, false);
+    CU_ASSERT_EQUAL(res[1]->requires_grad, true);
+    bool same = memcmp(res[0]->data, res[1]->data, sizeof(ag_real) * (size_t)B * Hv) == 0 &&
+                memcmp(w[0]->data, w[1]->data, sizeof(ag_real) * (size_t)B * heads * Tk) == 0;
+    CU_ASSERT(same);
+    if (!same)
+        fprintf(stderr, "\n  one query: heads %d, H %d, Hv %d, Tk %d, narrowed %d, masked %d differ\n",
+                heads, H, Hv, Tk, narrowed, masked);
+    for (int l = 0; l < 3; l++) ag_leaf_free(xs[l]);
+    ag_tape_free(t);
+}
+
+static void test_attention_one_query_same_bits(void) {
+    static const int cfg[][4] = {/* heads, H, Hv, Tk */
+                                 {8, 256, 256, 10}, {8, 256, 256, 1}, {8, 256, 256, 16},
+                                 {4, 64, 32, 5},    {1, 32, 48, 7},   {2, 6, 4, 3},
+                                 {1, 128, 128, 4}, /* 128 features a head: ag_gemm's BLIS */
+                                 {8, 256, 256, 17} /* more keys than the one-query kernel's */};
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++)
+        for (int narrowed = 0; narrowed < 2; narrowed++)
+            for (int masked = 0; masked < 2; masked++)
+                one_query_case(cfg[i][0], cfg[i][1], cfg[i][2], cfg[i][3], narrowed, masked);
+}
+
+/* ---- Linear from packed weights (nn_packs) ---- */
+
+/* Recording off with a pack set: the same bits as without, the weight packed once and shared;
+ * recording on (the weight wants its gradient): the pack set is left alone, the op recorded. */
+static void test_linear_packed_weights(void) {
+    nn_params *ps = nn_params_new();
+    nn_linear l;
+    CU_ASSERT_EQUAL_FATAL(nn_linear_init(&l, ps, "lin", 300, 270, true), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 7), 0);
+    ag_tape *t = ag_tape_new();
+    ag_rng r;
+    ag_rng_seed(&r, 3);
+    ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 130, 300));
+    fill(&x, 1, &r, 1);
+    nn_packs *packs = nn_packs_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(packs);
+    nn_ctx plain = {.tape = t}, packed = {.tape = t, .packs = packs};
+    bool prev = ag_tape_set_recording(t, false);
+    ag_tensor *y1 = nn_linear_forward(&l, &plain, x), *y2 = nn_linear_forward(&l, &packed, x),
+              *y3 = nn_linear_forward(&l, &packed, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y3);
+    CU_ASSERT_EQUAL(memcmp(y1->data, y2->data, sizeof(ag_real) * (size_t)y1->numel), 0);
+    CU_ASSERT_EQUAL(memcmp(y1->data, y3->data, sizeof(ag_real) * (size_t)y1->numel), 0);
+    const ag_packed_b *wt = nn_packs_get(packs, l.weight);
+    CU_ASSERT_PTR_NOT_NULL(wt);
+    CU_ASSERT_PTR_EQUAL(wt, nn_packs_get(packs, l.weight)); /* packed once */
+    ag_tape_set_recording(t, true);
+    ag_tensor *y4 = nn_linear_forward(&l, &packed, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y4);
+    CU_ASSERT_TRUE(y4->requires_grad);
+    CU_ASSERT_EQUAL(memcmp(y1->data, y4->data, sizeof(ag_real) * (size_t)y1->numel), 0);
+    ag_tape_set_recording(t, prev);
+    nn_packs_free(packs);
+    ag_tape_free(t);
+    nn_params_free(ps);
+}
+
 static CU_TestInfo tests[] = {
     {"fused attention against the composite; errors", test_attention_vs_composite},
     {"fused GRU cell against the composite; errors", test_gru_cell_vs_composite},
     {"fused AddNorm against the composite; errors", test_add_layer_norm_vs_composite},
     {"fused additive scores against the composite; errors", test_additive_scores_vs_composite},
     {"fused attention: two threads give one thread's bits", test_attention_threads_same_bits},
+    {"attention of one query per row: the general kernel's bits", test_attention_one_query_same_bits},
+    {"Linear from weights packed once: the same bits", test_linear_packed_weights},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"nn_fused", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
