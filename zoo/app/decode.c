@@ -4,6 +4,8 @@
 #include "autograd/ag_op.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +20,10 @@ typedef struct eval_scope {
     nn_ctx c;
 } eval_scope;
 
-static eval_scope scope_begin(ag_tape *t) {
+static eval_scope scope_begin(ag_tape *t, nn_packs *packs) {
     ag_tape_reset(t);
-    eval_scope s = {t, ag_tape_set_recording(t, false), {.tape = t, .training = false}};
+    eval_scope s = {t, ag_tape_set_recording(t, false),
+                    {.tape = t, .training = false, .packs = packs}};
     return s;
 }
 static int scope_end(eval_scope *s, int rc) {
@@ -32,7 +35,88 @@ static int op_failed(eval_scope *s, const char *what) {
     return scope_end(s, ag_error_context("%s failed", what));
 }
 
-/* Index of the largest of x[0..n), the first on ties. */
+/* ---- sentences in chunks, shared between the threads ----
+ * A call of B sentences is cut into chunks of about CHUNK_ROWS decoder rows (sentences times
+ * beam); the cut depends on B and the beam alone. Each chunk is decoded on its own, start to
+ * end, by whichever of the engine's threads takes it next (the caller on its tape, the others on
+ * tapes of their own), with the ops inside serial. Results therefore do not depend on the
+ * number of threads, a thread slowed down by another process takes fewer chunks, and the
+ * threads meet once per call instead of once per op. Rows are independent in every step of
+ * the model, so a chunk decodes exactly as it would in one large batch. */
+
+#define CHUNK_ROWS 256
+
+/* Decodes sentences [b0, b1) of the call on tape t with the call's packed weights; 0 or -1
+ * (ag_last_error). */
+typedef int (*chunk_fn)(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1,
+                        const void *args);
+
+typedef struct chunk_job {
+    zoo_model *m;
+    ag_tape *t; /* the caller's */
+    nn_packs *packs;
+    chunk_fn fn;
+    const void *args;
+    int B, chunks;
+    atomic_int next;   /* the next chunk to take */
+    pthread_mutex_t mu; /* guards the error below */
+    int failed;        /* the lowest chunk that failed, or `chunks` */
+    char err[512];
+} chunk_job;
+
+static void chunk_failed(chunk_job *j, int c, const char *msg) {
+    pthread_mutex_lock(&j->mu);
+    if (c < j->failed) {
+        j->failed = c;
+        snprintf(j->err, sizeof j->err, "%s", msg);
+    }
+    pthread_mutex_unlock(&j->mu);
+    atomic_store(&j->next, j->chunks); /* the others stop taking chunks */
+}
+
+/* One thread's share: chunks taken one at a time until none is left. Range 0 is the caller's
+ * (ag_parallel_for), which decodes on the caller's tape. */
+static void run_chunks(void *ctx, ptrdiff_t begin, ptrdiff_t end) {
+    chunk_job *j = ctx;
+    (void)end;
+    ag_tape *own = NULL, *t = begin == 0 ? j->t : NULL;
+    for (int c; (c = atomic_fetch_add(&j->next, 1)) < j->chunks;) {
+        if (!t && !(t = own = ag_tape_new())) {
+            chunk_failed(j, c, "decoding: out of memory for a thread's tape");
+            break;
+        }
+        int b0 = (int)((int64_t)j->B * c / j->chunks), b1 = (int)((int64_t)j->B * (c + 1) / j->chunks);
+        if (j->fn(j->m, t, j->packs, b0, b1, j->args)) {
+            chunk_failed(j, c, ag_last_error());
+            break;
+        }
+    }
+    ag_tape_free(own);
+}
+
+/* fn over sentences [0, B) in chunks of about CHUNK_ROWS / rows_each sentences, the model's
+ * Linear weights packed once for the call (nn_packs: the same bits, no packing per product). */
+static int in_chunks(zoo_model *m, ag_tape *t, int B, int rows_each, chunk_fn fn,
+                     const void *args) {
+    int per = CHUNK_ROWS / rows_each > 0 ? CHUNK_ROWS / rows_each : 1;
+    int chunks = (B + per - 1) / per;
+    nn_packs *packs = nn_packs_new();
+    if (!packs) return ag_error_context("decoding");
+    int rc;
+    if (chunks < 2) {
+        rc = fn(m, t, packs, 0, B, args);
+    } else {
+        chunk_job j = {.m = m, .t = t, .packs = packs, .fn = fn, .args = args, .B = B,
+                       .chunks = chunks, .failed = chunks};
+        atomic_init(&j.next, 0);
+        pthread_mutex_init(&j.mu, NULL);
+        ag_parallel_for(ag_threads(), 1, run_chunks, &j);
+        pthread_mutex_destroy(&j.mu);
+        rc = j.failed < chunks ? ag_error("%s", j.err) : 0;
+    }
+    nn_packs_free(packs);
+    return rc;
+}
 
 /* ---- greedy ---- */
 
@@ -51,9 +135,9 @@ static void *encode_for_steps(zoo_model *m, eval_scope *sc, const int32_t *src,
     return state;
 }
 
-static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
-                  int Ts, int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len,
-                  step_hook hook, void *user) {
+static int greedy(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t *src,
+                  const int32_t *src_len, int B, int Ts, int32_t bos, int32_t eos, int max_steps,
+                  int32_t *out, int *out_len, step_hook hook, void *user) {
     for (int b = 0; b < B; b++) out_len[b] = 0;
     /* row r of the state decodes sentence sent[r]; tok[r] is its next input */
     int32_t *tok = malloc(sizeof *tok * (size_t)B), *sent = malloc(sizeof *sent * (size_t)B);
@@ -62,7 +146,7 @@ static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *s
         free(tok), free(sent), free(keep);
         return ag_error("greedy decoding: out of memory");
     }
-    eval_scope sc = scope_begin(t);
+    eval_scope sc = scope_begin(t, packs);
     zoo_attn_trace trace = {0}, *tr = NULL;
     int rc = 0;
     if (hook) {
@@ -111,9 +195,28 @@ static int greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *s
     return rc ? rc : scope_end(&sc, 0);
 }
 
+typedef struct decode_args {
+    const int32_t *src, *src_len;
+    int Ts;
+    int32_t bos, eos;
+    int max_steps, beam;
+    double alpha;
+    int32_t *out;
+    int *out_len;
+} decode_args;
+
+static int greedy_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1,
+                        const void *args) {
+    const decode_args *a = args;
+    return greedy(m, t, packs, a->src + (size_t)b0 * a->Ts, a->src_len + b0, b1 - b0, a->Ts, a->bos,
+                  a->eos, a->max_steps, a->out + (size_t)b0 * a->max_steps, a->out_len + b0,
+                  NULL, NULL);
+}
+
 int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B, int Ts,
                int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len) {
-    return greedy(m, t, src, src_len, B, Ts, bos, eos, max_steps, out, out_len, NULL, NULL);
+    decode_args a = {src, src_len, Ts, bos, eos, max_steps, 1, 0, out, out_len};
+    return in_chunks(m, t, B, 1, greedy_chunk, &a);
 }
 
 /* ---- beam search ---- */
@@ -270,10 +373,9 @@ static void beam_advance(beam_arrays *a, int b, int K, int L, int V, int s, int3
     if (st->running) *n_rows += n_next;
 }
 
-int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
-                    int Ts, int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
-                    int32_t *out, int *out_len) {
-    if (beam < 1) return ag_error("beam search: beam size %d < 1", beam);
+static int beam_search(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t *src,
+                       const int32_t *src_len, int B, int Ts, int32_t bos, int32_t eos, int max_steps, int beam,
+                       double alpha, int32_t *out, int *out_len) {
     const int K = beam, V = m->tgt_vocab, L = max_steps + 1;
     beam_arrays a;
     if (beam_alloc(&a, B, K, L, V)) return -1;
@@ -282,7 +384,7 @@ int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t 
         a.alive[(size_t)b * K] = (hyp){0, 0, 0, 0};
         a.tok[b] = bos;
     }
-    eval_scope sc = scope_begin(t);
+    eval_scope sc = scope_begin(t, packs);
     ag_tape_pos mark;
     void *state = encode_for_steps(m, &sc, src, src_len, B, Ts, B * K, max_steps, NULL, &mark);
     int rc = state ? 0 : op_failed(&sc, "encoding");
@@ -325,6 +427,22 @@ int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t 
     }
     beam_free(&a);
     return rc ? rc : scope_end(&sc, 0);
+}
+
+static int beam_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1,
+                      const void *args) {
+    const decode_args *a = args;
+    return beam_search(m, t, packs, a->src + (size_t)b0 * a->Ts, a->src_len + b0, b1 - b0, a->Ts,
+                       a->bos, a->eos, a->max_steps, a->beam, a->alpha,
+                       a->out + (size_t)b0 * a->max_steps, a->out_len + b0);
+}
+
+int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
+                    int Ts, int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
+                    int32_t *out, int *out_len) {
+    if (beam < 1) return ag_error("beam search: beam size %d < 1", beam);
+    decode_args a = {src, src_len, Ts, bos, eos, max_steps, beam, alpha, out, out_len};
+    return in_chunks(m, t, B, beam, beam_chunk, &a);
 }
 
 /* ---- sentences ---- */
@@ -438,7 +556,7 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
              map_alloc(&rec->dec_self, h_self ? L : 0, h_self, num_steps, num_steps) ||
              map_alloc(&rec->dec_cross, h_cross ? L : 0, h_cross, num_steps, Ts);
     int32_t bos = ds_vocab_id(tgt_vocab, "<bos>"), eos = ds_vocab_id(tgt_vocab, "<eos>");
-    if (!rc) rc = greedy(m, t, ids, &len, 1, Ts, bos, eos, num_steps, res, &n, record_hook, rec);
+    if (!rc) rc = greedy(m, t, NULL, ids, &len, 1, Ts, bos, eos, num_steps, res, &n, record_hook, rec);
     if (!rc) rc = ids_to_text(tgt_vocab, res, n, out);
     rec->src_steps = Ts;
     if (!rc) {
