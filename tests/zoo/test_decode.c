@@ -394,10 +394,72 @@ static void test_translate_batch(void) {
     ds_vocab_free(tv);
 }
 
+/* ---- many sentences: chunks, threads, packed weights ----
+ * A Transformer large enough for its products to run from packed weights (208 features, 300
+ * words; 700 sentences cut into chunks of 233 and 234 rows, each of BLIS's blocked sizes): one
+ * and two threads give the same tokens, and so do three calls, one per chunk (a chunk decodes
+ * as it would alone). Beam search (beam 2, 300 sentences: 128-sentence chunks) the same. */
+enum { MB = 700, MTS = 8, MV = 300 };
+
+static void many_calls(zoo_model *m, const int32_t *src, const int32_t *len, int beam, int n,
+                       const int *cuts, int32_t *out, int *out_len) {
+    ag_tape *t = ag_tape_new();
+    for (int c = 0; cuts[c] < n; c++) {
+        int b0 = cuts[c], b1 = cuts[c + 1];
+        int rc = beam > 1 ? zoo_beam_search(m, t, src + b0 * MTS, len + b0, b1 - b0, MTS, BOS, EOS,
+                                            MTS, beam, 0.6, out + b0 * MTS, out_len + b0)
+                          : zoo_greedy(m, t, src + b0 * MTS, len + b0, b1 - b0, MTS, BOS, EOS,
+                                       MTS, out + b0 * MTS, out_len + b0);
+        CU_ASSERT_EQUAL(rc, 0);
+    }
+    ag_tape_free(t);
+}
+
+static void test_many_sentences_threads(void) {
+    zoo_transformer_cfg h = zoo_transformer_default_cfg;
+    h.hiddens = 208;
+    h.ffn_hiddens = 208;
+    h.heads = 8;
+    h.layers = 1;
+    zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, MV, MV, 5);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    static int32_t src[MB * MTS], len[MB], out[4][MB * MTS];
+    static int out_len[4][MB];
+    ag_rng r;
+    ag_rng_seed(&r, 17);
+    for (int b = 0; b < MB; b++) {
+        len[b] = 1 + (int)(ag_rng_next(&r) % MTS);
+        for (int i = 0; i < MTS; i++)
+            src[b * MTS + i] = i < len[b] - 1 ? 4 + (int32_t)(ag_rng_next(&r) % (MV - 4))
+                               : i == len[b] - 1 ? EOS
+                                                 : 1;
+    }
+    for (int beam = 1; beam <= 2; beam++) {
+        const int n = beam == 1 ? MB : 300;
+        const int whole[] = {0, n}, chunks1[] = {0, 233, 466, MB}, chunks2[] = {0, 100, 200, 300};
+        memset(out, 0, sizeof out);
+        for (int threads = 1; threads <= 2; threads++) {
+            CU_ASSERT_EQUAL_FATAL(ag_set_threads(threads), 0);
+            many_calls(m, src, len, beam, n, whole, out[threads - 1], out_len[threads - 1]);
+        }
+        CU_ASSERT_EQUAL_FATAL(ag_set_threads(1), 0);
+        many_calls(m, src, len, beam, n, beam == 1 ? chunks1 : chunks2, out[2], out_len[2]);
+        for (int v = 1; v < 3; v++) {
+            CU_ASSERT_EQUAL(memcmp(out_len[0], out_len[v], sizeof(int) * (size_t)n), 0);
+            CU_ASSERT_EQUAL(memcmp(out[0], out[v], sizeof(int32_t) * (size_t)n * MTS), 0);
+        }
+        int differ = 0; /* the translations are not all alike */
+        for (int b = 1; b < n; b++) differ += out[0][b * MTS] != out[0][0];
+        CU_ASSERT_TRUE(differ > n / 4);
+    }
+    zoo_model_free(m);
+}
+
 static CU_TestInfo tests[] = {
     {"step after select equals a state of the selected rows", test_select_equals_direct},
     {"batched beam search equals the one-sentence reference", test_beam_equals_reference},
     {"greedy: batch equals one by one; memory flat in the steps", test_greedy_batch_and_memory},
+    {"700 sentences: chunks, one or two threads, packed weights", test_many_sentences_threads},
     {"translate_batch equals translate", test_translate_batch},
     CU_TEST_INFO_NULL,
 };

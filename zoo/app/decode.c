@@ -638,7 +638,7 @@ int zoo_attn_record_plot(const zoo_attn_record *rec, const char *dir, const char
 int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                  const ds_fra *data, ds_part part, int num_steps, zoo_eval_result *r) {
     memset(r, 0, sizeof *r);
-    int T = num_steps, chunk = 256;
+    int T = num_steps, chunk = 2048; /* sentences per zoo_greedy call (it shares them out in chunks) */
     int64_t n = ds_fra_part_size(data, part);
     const int64_t *pairs = ds_fra_part_pairs(data, part);
     if (n <= 0) return ag_error("evaluate: the chosen split is empty");
