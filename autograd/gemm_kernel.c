@@ -235,6 +235,20 @@ struct ag_packed_b {
     float *panels; /* NULL: products go to ag_gemm */
 };
 
+#ifdef TG_HAVE_AVX512_KERNEL
+__attribute__((target("avx512f"))) static void pack_all(ag_packed_b *pb, size_t np) {
+    const dim_t k = pb->k, n = pb->n;
+    for (dim_t p0 = 0; p0 < k; p0 += kc_block) {
+        const dim_t kc = k - p0 < kc_block ? k - p0 : kc_block;
+        for (size_t jp = 0; jp < np; jp++) {
+            const dim_t j0 = (dim_t)jp * NR, nc = n - j0 < NR ? n - j0 : NR;
+            pack_panel(NR, nc, kc, kc, 1, pb->b + p0 * pb->rsb + j0 * pb->csb, pb->csb, pb->rsb,
+                       pb->panels + (size_t)p0 * np * NR + jp * (size_t)kc * NR, NR);
+        }
+    }
+}
+#endif
+
 bool ag_gemm_packs(int m, int n, int k) {
 #ifdef TG_HAVE_AVX512_KERNEL
     return ag__gemm_cntx() && m >= sup_thresh[0] && n >= sup_thresh[1] && k >= sup_thresh[2];
@@ -263,14 +277,7 @@ ag_packed_b *ag_pack_b(int k, int n, const ag_real *b, ptrdiff_t rsb, ptrdiff_t 
         ag_report(NULL, "pack_b: out of memory for %zu bytes", bytes);
         return NULL;
     }
-    for (dim_t p0 = 0; p0 < k; p0 += kc_block) {
-        const dim_t kc = k - p0 < kc_block ? k - p0 : kc_block;
-        for (size_t jp = 0; jp < np; jp++) {
-            const dim_t j0 = (dim_t)jp * NR, nc = n - j0 < NR ? n - j0 : NR;
-            pack_panel(NR, nc, kc, kc, 1, b + p0 * rsb + j0 * csb, csb, rsb,
-                       pb->panels + (size_t)p0 * np * NR + jp * (size_t)kc * NR, NR);
-        }
-    }
+    pack_all(pb, np);
 #endif
     return pb;
 }

@@ -34,7 +34,7 @@ static void train_linear() {
     const ag_real ys[4 * 2] = {1, 0, 0, 1, 1, 1, 0, 0};
     double first = 0, last = 0;
     for (int step = 0; step < 50; step++) {
-        nn_ctx c = {t, true, nullptr};
+        nn_ctx c = {t, true, nullptr, nullptr};
         ag_tensor *x = ag_tensor_from(t, AG_SHAPE(4, 3), xs);
         ag_tensor *y = ag_tensor_from(t, AG_SHAPE(4, 2), ys);
         ag_tensor *loss = ag_mse_loss(t, nn_linear_forward(&fc, &c, x), y, AG_REDUCE_MEAN);
