@@ -127,10 +127,15 @@ check "  from that step" has err "resuming .* at step 5 \(epoch 2, batch 1\)"
 run 0 export --checkpoint "$dir/whole.safetensors" --out "$dir/whole.sd" --src-vocab "$dir/ws.txt" --tgt-vocab "$dir/wt.txt"
 run 0 export --checkpoint "$dir/part.safetensors" --out "$dir/part.sd" --src-vocab "$dir/ps.txt" --tgt-vocab "$dir/pt.txt"
 check "  the same parameters, bit for bit" same "$dir/whole.sd" "$dir/part.sd"
-"$prog" train --data "$data" --epochs 100000 --log-every 0 --checkpoint "$dir/sig.safetensors" >"$dir/out" 2>"$dir/err" &
+# SIGINT once training runs (its first epoch line: the handler is in place by then; before it,
+# a background job of this script ignores SIGINT, as every non-interactive shell's does), and
+# a bound: a run that outlives it is killed and fails the check.
+"$prog" train --data "$data" --epochs 100000 --log-every 1 --checkpoint "$dir/sig.safetensors" >"$dir/out" 2>"$dir/err" &
 pid=$!
-sleep 1
+for _ in $(seq 600); do grep -q "^epoch 1/" "$dir/err" 2>/dev/null && break; sleep 0.1; done
 kill -INT $pid
+for _ in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -KILL $pid 2>/dev/null
 wait $pid
 status=$?
 check "SIGINT: exit 130" test "$status" = 130
