@@ -7,6 +7,13 @@
  * per sentence (per hypothesis in beam search) at each step through the model's incremental
  * step (zoo_model_ops); the tape is rewound after each step to where the encoder's state ends,
  * so memory does not grow with the steps, and finished sentences leave the batch (select).
+ *
+ * zoo_greedy and zoo_beam_search cut their sentences into chunks of about 256 rows (sentences
+ * times beam; the cut depends on B and the beam alone) that the engine's threads
+ * (ag_set_threads) take one at a time, each chunk decoded start to end on the caller's tape or
+ * a thread's own; the model's Linear weights are packed once per call (nn_packs). Results do
+ * not depend on the number of threads. The model is only read: it must not change during a
+ * call.
  */
 #ifndef TG_ZOO_DECODE_H
 #define TG_ZOO_DECODE_H
