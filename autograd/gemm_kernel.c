@@ -178,7 +178,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const cntx_t *chosen; /* NULL: BLIS's own context */
 #ifdef TG_HAVE_AVX512_KERNEL
 static cntx_t own_cntx;
-static dim_t sup_thresh[3]; /* BLIS's MT, NT, KT: a product with a side below runs BLIS's "sup" code */
+static dim_t
+    sup_thresh[3]; /* BLIS's MT, NT, KT: a product with a side below runs BLIS's "sup" code */
 static dim_t kc_block, mc_block;
 #endif
 
@@ -344,7 +345,8 @@ typedef struct packed_job {
 
 static void packed_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
     const packed_job *j = ctx;
-    if (!a_buf && !(a_buf = aligned_alloc(64, sizeof(float) * (size_t)(mc_block + MR) * kc_block))) {
+    if (!a_buf &&
+        !(a_buf = aligned_alloc(64, sizeof(float) * (size_t)(mc_block + MR) * kc_block))) {
         atomic_store(&((packed_job *)ctx)->failed, true);
         return;
     }

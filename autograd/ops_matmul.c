@@ -358,12 +358,14 @@ ag_tensor *ag_linear_packed(ag_tape *t, ag_tensor *x, const ag_packed_b *wt, ag_
     const int inf = ag_packed_b_rows(wt), out = ag_packed_b_cols(wt);
     char sx[64], sb[64];
     if (x->ndim < 1 || x->shape[x->ndim - 1] != inf)
-        return ag_report(t, "linear_packed: input %s does not fit a packed %d x %d weight "
-                            "(expected [..., %d])",
+        return ag_report(t,
+                         "linear_packed: input %s does not fit a packed %d x %d weight "
+                         "(expected [..., %d])",
                          ag_shape_str(x, sx, sizeof sx), out, inf, inf);
     if (bias && (bias->ndim != 1 || bias->shape[0] != out))
-        return ag_report(t, "linear_packed: bias %s does not fit a packed %d x %d weight "
-                            "(expected [%d])",
+        return ag_report(t,
+                         "linear_packed: bias %s does not fit a packed %d x %d weight "
+                         "(expected [%d])",
                          ag_shape_str(bias, sb, sizeof sb), out, inf, out);
     if (ag_op_wants_grad(t, n_in, in))
         return ag_report(t, "linear_packed: inference only, turn the tape's recording off or "

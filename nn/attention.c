@@ -127,10 +127,10 @@ static void attn_backward_pairs(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
  * bits as the general path's. Keys and values may be views whose rows are apart (a decoder's
  * cache narrowed to the steps so far): rows b and positions j are read through their strides. */
 
-#define ROW1_TK 16     /* at most this many keys */
-#define ROW1_H 1024    /* features of q and k, at most */
-#define ROW1_HEADS 64  /* heads, at most */
-#define ROW1_D 64      /* features per head: ag_gemm's own loop up to this many (SMALL_K) */
+#define ROW1_TK 16    /* at most this many keys */
+#define ROW1_H 1024   /* features of q and k, at most */
+#define ROW1_HEADS 64 /* heads, at most */
+#define ROW1_D 64     /* features per head: ag_gemm's own loop up to this many (SMALL_K) */
 
 typedef struct row1_job {
     const ag_tensor *q, *k, *v;
@@ -144,8 +144,8 @@ static bool row1_fits(const ag_tensor *q, const ag_tensor *k, const ag_tensor *v
                       int vl_ndim) {
     int H = q->shape[2], d = H / heads, dv = v->shape[2] / heads;
     return q->shape[1] == 1 && k->shape[1] <= ROW1_TK && H <= ROW1_H && heads <= ROW1_HEADS &&
-           d <= ROW1_D && dv <= ROW1_D && vl_ndim < 2 && ag_is_contiguous(q) &&
-           k->stride[2] == 1 && v->stride[2] == 1;
+           d <= ROW1_D && dv <= ROW1_D && vl_ndim < 2 && ag_is_contiguous(q) && k->stride[2] == 1 &&
+           v->stride[2] == 1;
 }
 
 static void row1_forward(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
@@ -206,9 +206,13 @@ static const ag_op attention_op = {"attention", attention_backward};
 static ag_tensor *attention_row1(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tensor *v, int heads,
                                  const int32_t *valid_lens, int vl_ndim, ag_tensor **weights) {
     const int B = q->shape[0], Tk = k->shape[1];
-    row1_job j = {q, k, v, ag_op_new(t, AG_SHAPE(B, 1, v->shape[2]), false),
+    row1_job j = {q,
+                  k,
+                  v,
+                  ag_op_new(t, AG_SHAPE(B, 1, v->shape[2]), false),
                   ag_op_new(t, AG_SHAPE(B * heads, 1, Tk), false),
-                  valid_lens && vl_ndim == 1 ? valid_lens : NULL, heads,
+                  valid_lens && vl_ndim == 1 ? valid_lens : NULL,
+                  heads,
                   (ag_real)(1 / sqrt((double)(q->shape[2] / heads)))};
     if (!j.y || !j.w) return NULL;
     double macs = (double)Tk * (q->shape[2] + v->shape[2]);

@@ -17,9 +17,9 @@ extern "C" {
 typedef struct nn_packs nn_packs; /* nn/layers.h */
 
 typedef struct nn_ctx {
-    ag_tape *tape; /* where the forward records its ops and allocates its results */
-    bool training; /* true: dropout active; false: eval mode, dropout is the identity */
-    ag_rng *rng;   /* dropout's random stream (caller-owned); may be NULL in eval */
+    ag_tape *tape;   /* where the forward records its ops and allocates its results */
+    bool training;   /* true: dropout active; false: eval mode, dropout is the identity */
+    ag_rng *rng;     /* dropout's random stream (caller-owned); may be NULL in eval */
     nn_packs *packs; /* NULL, or weights packed for inference (nn_packs_new, nn/layers.h) */
 } nn_ctx;
 

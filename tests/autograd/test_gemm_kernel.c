@@ -183,7 +183,7 @@ static void packed_case(int m, int n, int k, bool w_layout, bool ta, bool bias) 
 }
 
 static void test_packed(void) {
-    static const int sizes[][3] = {{201, 201, 201}, {250, 17, 256},  {256, 1000, 256},
+    static const int sizes[][3] = {{201, 201, 201}, {250, 17, 256},   {256, 1000, 256},
                                    {239, 257, 600}, {300, 300, 1024}, {1100, 250, 260},
                                    {100, 300, 300}, {5, 40, 8},       {256, 208, 200}};
     for (int threads = 1; threads <= 2; threads++) {

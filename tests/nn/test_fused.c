@@ -377,7 +377,8 @@ static void one_query_case(int heads, int H, int Hv, int Tk, bool narrowed, bool
                 memcmp(w[0]->data, w[1]->data, sizeof(ag_real) * (size_t)B * heads * Tk) == 0;
     CU_ASSERT(same);
     if (!same)
-        fprintf(stderr, "\n  one query: heads %d, H %d, Hv %d, Tk %d, narrowed %d, masked %d differ\n",
+        fprintf(stderr,
+                "\n  one query: heads %d, H %d, Hv %d, Tk %d, narrowed %d, masked %d differ\n",
                 heads, H, Hv, Tk, narrowed, masked);
     for (int l = 0; l < 3; l++) ag_leaf_free(xs[l]);
     ag_tape_free(t);
@@ -440,7 +441,8 @@ static CU_TestInfo tests[] = {
     {"fused AddNorm against the composite; errors", test_add_layer_norm_vs_composite},
     {"fused additive scores against the composite; errors", test_additive_scores_vs_composite},
     {"fused attention: two threads give one thread's bits", test_attention_threads_same_bits},
-    {"attention of one query per row: the general kernel's bits", test_attention_one_query_same_bits},
+    {"attention of one query per row: the general kernel's bits",
+     test_attention_one_query_same_bits},
     {"Linear from weights packed once: the same bits", test_linear_packed_weights},
     CU_TEST_INFO_NULL,
 };

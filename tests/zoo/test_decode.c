@@ -408,8 +408,8 @@ static void many_calls(zoo_model *m, const int32_t *src, const int32_t *len, int
         int b0 = cuts[c], b1 = cuts[c + 1];
         int rc = beam > 1 ? zoo_beam_search(m, t, src + b0 * MTS, len + b0, b1 - b0, MTS, BOS, EOS,
                                             MTS, beam, 0.6, out + b0 * MTS, out_len + b0)
-                          : zoo_greedy(m, t, src + b0 * MTS, len + b0, b1 - b0, MTS, BOS, EOS,
-                                       MTS, out + b0 * MTS, out_len + b0);
+                          : zoo_greedy(m, t, src + b0 * MTS, len + b0, b1 - b0, MTS, BOS, EOS, MTS,
+                                       out + b0 * MTS, out_len + b0);
         CU_ASSERT_EQUAL(rc, 0);
     }
     ag_tape_free(t);
@@ -430,7 +430,7 @@ static void test_many_sentences_threads(void) {
     for (int b = 0; b < MB; b++) {
         len[b] = 1 + (int)(ag_rng_next(&r) % MTS);
         for (int i = 0; i < MTS; i++)
-            src[b * MTS + i] = i < len[b] - 1 ? 4 + (int32_t)(ag_rng_next(&r) % (MV - 4))
+            src[b * MTS + i] = i < len[b] - 1    ? 4 + (int32_t)(ag_rng_next(&r) % (MV - 4))
                                : i == len[b] - 1 ? EOS
                                                  : 1;
     }

@@ -22,8 +22,8 @@ typedef struct eval_scope {
 
 static eval_scope scope_begin(ag_tape *t, nn_packs *packs) {
     ag_tape_reset(t);
-    eval_scope s = {t, ag_tape_set_recording(t, false),
-                    {.tape = t, .training = false, .packs = packs}};
+    eval_scope s = {
+        t, ag_tape_set_recording(t, false), {.tape = t, .training = false, .packs = packs}};
     return s;
 }
 static int scope_end(eval_scope *s, int rc) {
@@ -58,9 +58,9 @@ typedef struct chunk_job {
     chunk_fn fn;
     const void *args;
     int B, chunks;
-    atomic_int next;   /* the next chunk to take */
+    atomic_int next;    /* the next chunk to take */
     pthread_mutex_t mu; /* guards the error below */
-    int failed;        /* the lowest chunk that failed, or `chunks` */
+    int failed;         /* the lowest chunk that failed, or `chunks` */
     char err[512];
 } chunk_job;
 
@@ -85,7 +85,8 @@ static void run_chunks(void *ctx, ptrdiff_t begin, ptrdiff_t end) {
             chunk_failed(j, c, "decoding: out of memory for a thread's tape");
             break;
         }
-        int b0 = (int)((int64_t)j->B * c / j->chunks), b1 = (int)((int64_t)j->B * (c + 1) / j->chunks);
+        int b0 = (int)((int64_t)j->B * c / j->chunks),
+            b1 = (int)((int64_t)j->B * (c + 1) / j->chunks);
         if (j->fn(j->m, t, j->packs, b0, b1, j->args)) {
             chunk_failed(j, c, ag_last_error());
             break;
@@ -106,8 +107,14 @@ static int in_chunks(zoo_model *m, ag_tape *t, int B, int rows_each, chunk_fn fn
     if (chunks < 2) {
         rc = fn(m, t, packs, 0, B, args);
     } else {
-        chunk_job j = {.m = m, .t = t, .packs = packs, .fn = fn, .args = args, .B = B,
-                       .chunks = chunks, .failed = chunks};
+        chunk_job j = {.m = m,
+                       .t = t,
+                       .packs = packs,
+                       .fn = fn,
+                       .args = args,
+                       .B = B,
+                       .chunks = chunks,
+                       .failed = chunks};
         atomic_init(&j.next, 0);
         pthread_mutex_init(&j.mu, NULL);
         ag_parallel_for(ag_threads(), 1, run_chunks, &j);
@@ -209,8 +216,8 @@ static int greedy_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b
                         const void *args) {
     const decode_args *a = args;
     return greedy(m, t, packs, a->src + (size_t)b0 * a->Ts, a->src_len + b0, b1 - b0, a->Ts, a->bos,
-                  a->eos, a->max_steps, a->out + (size_t)b0 * a->max_steps, a->out_len + b0,
-                  NULL, NULL);
+                  a->eos, a->max_steps, a->out + (size_t)b0 * a->max_steps, a->out_len + b0, NULL,
+                  NULL);
 }
 
 int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B, int Ts,
@@ -374,8 +381,8 @@ static void beam_advance(beam_arrays *a, int b, int K, int L, int V, int s, int3
 }
 
 static int beam_search(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t *src,
-                       const int32_t *src_len, int B, int Ts, int32_t bos, int32_t eos, int max_steps, int beam,
-                       double alpha, int32_t *out, int *out_len) {
+                       const int32_t *src_len, int B, int Ts, int32_t bos, int32_t eos,
+                       int max_steps, int beam, double alpha, int32_t *out, int *out_len) {
     const int K = beam, V = m->tgt_vocab, L = max_steps + 1;
     beam_arrays a;
     if (beam_alloc(&a, B, K, L, V)) return -1;
@@ -429,8 +436,7 @@ static int beam_search(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t 
     return rc ? rc : scope_end(&sc, 0);
 }
 
-static int beam_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1,
-                      const void *args) {
+static int beam_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1, const void *args) {
     const decode_args *a = args;
     return beam_search(m, t, packs, a->src + (size_t)b0 * a->Ts, a->src_len + b0, b1 - b0, a->Ts,
                        a->bos, a->eos, a->max_steps, a->beam, a->alpha,
@@ -556,7 +562,8 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
              map_alloc(&rec->dec_self, h_self ? L : 0, h_self, num_steps, num_steps) ||
              map_alloc(&rec->dec_cross, h_cross ? L : 0, h_cross, num_steps, Ts);
     int32_t bos = ds_vocab_id(tgt_vocab, "<bos>"), eos = ds_vocab_id(tgt_vocab, "<eos>");
-    if (!rc) rc = greedy(m, t, NULL, ids, &len, 1, Ts, bos, eos, num_steps, res, &n, record_hook, rec);
+    if (!rc)
+        rc = greedy(m, t, NULL, ids, &len, 1, Ts, bos, eos, num_steps, res, &n, record_hook, rec);
     if (!rc) rc = ids_to_text(tgt_vocab, res, n, out);
     rec->src_steps = Ts;
     if (!rc) {
@@ -638,7 +645,8 @@ int zoo_attn_record_plot(const zoo_attn_record *rec, const char *dir, const char
 int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                  const ds_fra *data, ds_part part, int num_steps, zoo_eval_result *r) {
     memset(r, 0, sizeof *r);
-    int T = num_steps, chunk = 2048; /* sentences per zoo_greedy call (it shares them out in chunks) */
+    int T = num_steps,
+        chunk = 2048; /* sentences per zoo_greedy call (it shares them out in chunks) */
     int64_t n = ds_fra_part_size(data, part);
     const int64_t *pairs = ds_fra_part_pairs(data, part);
     if (n <= 0) return ag_error("evaluate: the chosen split is empty");
