@@ -54,8 +54,8 @@ static const flag FLAGS[] = {
     {{"epochs", ZOO_INT, A(epochs), 1, 1e6, "epochs of the whole run"}, "t"},
     {{"lr", ZOO_REAL, A(lr), 0, 10, "Adam's learning rate"}, "t"},
     {{"threads", ZOO_INT, A(threads), 1, 256,
-      "threads the engine may use; results do not depend on it (train: one per shard, up to the "
-      "cores, unless given)"},
+      "threads the engine may use; results do not depend on it (unless given: train one per "
+      "shard, translate and eval one per core)"},
      "tre"},
     {{"shards", ZOO_INT, A(shards), 1, 64,
       "parts of each batch that run in parallel, their gradients summed (results depend on it)"},
@@ -737,9 +737,19 @@ static int translate_lines(const cli *c, loaded *l, int steps, char **lines, int
 /* Sentences from the command line, or every line of stdin, translated in batches. A line that
  * cannot be read (invalid UTF-8, a NUL) is reported with its number and printed as an empty
  * line; the others are translated, and the exit status is then 1. */
+/* translate and eval without --threads: one per core (decoding shares its chunks of sentences
+ * between them; decode.h). Returns 0, or the exit code after reporting. */
+static int decode_threads(cli *c) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (given(c, "threads") || cores < 2) return 0;
+    return ag_set_threads(cores < 256 ? (int)cores : 256) ? fail(c, ag_last_error()) : 0;
+}
+
 static int cmd_translate(cli *c) {
     loaded l;
-    int rc = load(c, &l);
+    int rc = decode_threads(c);
+    if (rc) return rc;
+    rc = load(c, &l);
     if (rc) return rc;
     ds_fra_options o;
     if ((rc = run_options(c, l.ck, (const char *const[]){"num-steps"}, 1, &o))) {
@@ -794,7 +804,9 @@ static int cmd_translate(cli *c) {
 
 static int cmd_eval(cli *c) {
     loaded l;
-    int rc = load(c, &l);
+    int rc = decode_threads(c);
+    if (rc) return rc;
+    rc = load(c, &l);
     if (rc) return rc;
     nn_ckpt *ck = l.ck;
     ds_fra *d = NULL;
