@@ -46,6 +46,44 @@
 enum { WAIT_REGION, WAIT_END };
 static _Atomic int32_t spin_budget[2] = {SPIN_NS, SPIN_NS};
 
+/* Starved workers. A worker's range should take about as much CPU time as wall time; when
+ * another process holds the machine and the scheduler gives this process about one core's
+ * worth of time (as it does to a session beside another, with Linux's autogroups), the threads
+ * take turns on it and every region waits for the one off its core: one thread alone is then
+ * faster. So workers add up the wall and CPU time of the ranges they run, and the caller judges
+ * each STARVED_WINDOW_NS of their wall time: below STARVED_RATIO of CPU time in two windows in a
+ * row, the regions of the next serial_ns run every range in the caller (the same cut: the same
+ * bits), then the workers are tried again. serial_ns doubles (up to SERIAL_MAX_NS) each time
+ * the starving goes on and falls back to SERIAL_MIN_NS when a window is not starved, so a
+ * passing hiccup costs little and a lasting competitor is probed rarely. Beside a competitor
+ * that leaves each thread more than the ratio (three threads on two cores: two thirds each),
+ * the threads stay parallel. */
+#define STARVED_RATIO 0.6
+#define STARVED_WINDOW_NS 10000000 /* 10 ms */
+#define SERIAL_MIN_NS 250000000    /* 250 ms */
+#define SERIAL_MAX_NS 4000000000   /* 4 s */
+static _Atomic int64_t worker_wall_ns, worker_cpu_ns;
+/* under pool.region: */
+static int64_t serial_until; /* regions before this time run in the caller */
+static int64_t serial_ns = SERIAL_MIN_NS;
+static int starved_windows; /* in a row */
+
+static int64_t now_ns(void);
+
+/* Judges the workers' last window, once it is long enough (the caller, under pool.region). */
+static void judge_workers(void) {
+    if (atomic_load(&worker_wall_ns) < STARVED_WINDOW_NS) return;
+    int64_t wall = atomic_exchange(&worker_wall_ns, 0), cpu = atomic_exchange(&worker_cpu_ns, 0);
+    if ((double)cpu >= STARVED_RATIO * (double)wall) {
+        starved_windows = 0;
+        serial_ns = SERIAL_MIN_NS;
+    } else if (++starved_windows >= 2) {
+        starved_windows = 0;
+        serial_until = now_ns() + serial_ns;
+        serial_ns = 2 * serial_ns < SERIAL_MAX_NS ? 2 * serial_ns : SERIAL_MAX_NS;
+    }
+}
+
 /* The region word: generation (40 bits, wrapping) | ranges (12 bits) | next range (12 bits);
  * ranges <= 256 threads. */
 #define GEN_MASK ((UINT64_C(1) << 40) - 1)
@@ -171,6 +209,27 @@ static void run_range(int s, int ranges) {
     }
 }
 
+static int64_t thread_cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* run_range in a worker, its wall and CPU time added up (before the range counts as finished,
+ * so the caller of the next region sees them). */
+static void run_range_timed(int s, int ranges) {
+    int64_t w0 = now_ns(), c0 = thread_cpu_ns();
+    ptrdiff_t n = pool.n, b = n * s / ranges, e = n * (s + 1) / ranges;
+    if (b < e) pool.fn(pool.ctx, b, e);
+    atomic_fetch_add(&worker_wall_ns, now_ns() - w0);
+    atomic_fetch_add(&worker_cpu_ns, thread_cpu_ns() - c0);
+    if (atomic_fetch_add(&pool.finished, 1) + 1 == ranges && atomic_load(&pool.caller_sleeps)) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_signal(&pool.done);
+        pthread_mutex_unlock(&pool.mu);
+    }
+}
+
 static void *worker_main(void *p) {
     uint64_t seen = ((worker_arg *)p)->seen;
     free(p);
@@ -186,7 +245,7 @@ static void *worker_main(void *p) {
         if (atomic_load(&pool.quit)) break;
         seen = GEN_OF(atomic_load(&pool.word));
         int ranges, s;
-        while ((s = claim(seen, &ranges)) >= 0) run_range(s, ranges);
+        while ((s = claim(seen, &ranges)) >= 0) run_range_timed(s, ranges);
     }
     ag__scratch_free();
     return NULL;
@@ -212,6 +271,12 @@ int ag_set_threads(int n) {
     }
     pthread_mutex_lock(&pool.region);
     int rc = 0;
+    /* a new judgment of the workers */
+    serial_until = 0;
+    serial_ns = SERIAL_MIN_NS;
+    starved_windows = 0;
+    atomic_store(&worker_wall_ns, 0);
+    atomic_store(&worker_cpu_ns, 0);
     if (n != pool.nthreads) {
         stop_workers();
         pool.workers = n > 1 ? calloc((size_t)n - 1, sizeof *pool.workers) : NULL;
@@ -247,6 +312,16 @@ void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *c
     }
     int ranges = pool.nthreads;
     in_region = true;
+    judge_workers();
+    if (serial_until && now_ns() < serial_until) { /* the workers are starved: every range here */
+        for (int s = 0; s < ranges; s++) {
+            ptrdiff_t b = n * s / ranges, e = n * (s + 1) / ranges;
+            if (b < e) fn(ctx, b, e);
+        }
+        in_region = false;
+        pthread_mutex_unlock(&pool.region);
+        return;
+    }
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;

@@ -2,7 +2,8 @@
  * [n s / T, n (s + 1) / T) whatever thread runs them, the caller runs range 0, regions nested in
  * a range or started beside a running one run serially, two application threads starting regions
  * at once, thread counts changed between regions, workers woken from sleep, and many tiny
- * regions in a row (a worker waking late must not run a range of a later region).
+ * regions in a row (a worker waking late must not run a range of a later region), and a worker
+ * kept off its core left out.
  *
  * CUnit is not thread-safe: ranges record what they saw, and only the main thread asserts. */
 #include "autograd/ag.h"
@@ -304,6 +305,46 @@ static void test_matmul_bits_do_not_depend_on_threads(void) {
     ag_set_threads(1);
 }
 
+/* A worker kept off its core (here its ranges sleep: CPU time far below wall time) is soon
+ * left out: the caller then runs every range itself, with the same cut; a new thread count
+ * starts a new judgment. */
+static pthread_t starved_caller;
+static _Atomic int worker_runs, starved_count[100];
+
+static void sleepy(void *ctx, ptrdiff_t b, ptrdiff_t e) {
+    (void)ctx;
+    for (ptrdiff_t i = b; i < e; i++) atomic_fetch_add(&starved_count[i], 1);
+    if (!pthread_equal(pthread_self(), starved_caller)) {
+        atomic_fetch_add(&worker_runs, 1);
+        nanosleep(&(struct timespec){0, 6 * 1000 * 1000}, NULL); /* 6 ms off the CPU */
+    } else if (b == 0) { /* 2 ms busy: a worker claims range 1 meanwhile */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &t);
+        while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 2000000L);
+    }
+}
+
+static void test_starved_worker_left_out(void) {
+    enum { REGIONS = 40 };
+    starved_caller = pthread_self();
+    for (int round = 0; round < 2; round++) {
+        CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+        atomic_store(&worker_runs, 0);
+        for (int i = 0; i < 100; i++) atomic_store(&starved_count[i], 0);
+        for (int r = 0; r < REGIONS; r++) ag_parallel_for(100, 1, sleepy, NULL);
+        int wrong = 0;
+        for (int i = 0; i < 100; i++) wrong += atomic_load(&starved_count[i]) != REGIONS;
+        CU_ASSERT_EQUAL(wrong, 0);
+        /* two 10 ms windows of the worker's ranges, about 4 ranges, then none */
+        int w = atomic_load(&worker_runs);
+        CU_ASSERT(w >= 1 && w <= 8);
+        if (w < 1 || w > 8)
+            fprintf(stderr, "\n  round %d: the worker ran %d of %d ranges\n", round, w, REGIONS);
+        CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    }
+}
+
 static CU_TestInfo tests[] = {
     {"matmul: the same bits with 1 and 2 threads", test_matmul_bits_do_not_depend_on_threads},
     {"every index once, the fixed cut, range 0 in the caller", test_every_index_once},
@@ -312,6 +353,7 @@ static CU_TestInfo tests[] = {
     {"tiny regions back to back: no range runs twice or late", test_many_tiny_regions},
     {"two application threads start regions at once", test_concurrent_callers},
     {"thread counts changed between regions", test_set_threads_changes},
+    {"a worker kept off its core is left out for a while", test_starved_worker_left_out},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"threads", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
