@@ -347,6 +347,15 @@ static void linear_backward(ag_node *nd) {
 }
 static const ag_op linear_op = {"linear", linear_backward};
 
+/* A Linear's output for x (..., in): x's shape with `out` last (ag_op_out of in[0..n_in)). */
+static ag_tensor *linear_out(ag_tape *t, const ag_tensor *x, int out, int n_in,
+                             ag_tensor *const *in) {
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    return ag_op_out(t, x->ndim, shape, n_in, in);
+}
+
 static void linear_packed_backward(ag_node *nd) { (void)nd; /* never recorded: no gradient */ }
 static const ag_op linear_packed_op = {"linear_packed", linear_packed_backward};
 
@@ -373,10 +382,7 @@ ag_tensor *ag_linear_packed(ag_tape *t, ag_tensor *x, const ag_packed_b *wt, ag_
     in[0] = x = ag_op_contig(t, x);
     if (bias) in[1] = bias = ag_op_contig(t, bias);
     if (!x || (bias && !in[1])) return NULL;
-    int shape[AG_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = out;
-    ag_tensor *y = ag_op_out(t, x->ndim, shape, n_in, in);
+    ag_tensor *y = linear_out(t, x, out, n_in, in);
     if (!y) return NULL;
     int rows = out ? (int)(y->numel / out) : 0;
     if (ag_gemm_packed(rows, x->data, inf, 1, wt, bias ? bias->data : NULL, y->data, out)) {
@@ -404,10 +410,7 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
     if (bias) in[2] = bias = ag_op_contig(t, bias);
     if (!x || (n_in > 2 && !bias)) return NULL;
     int out = w->shape[0], inf = w->shape[1];
-    int shape[AG_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = out;
-    ag_tensor *y = ag_op_out(t, x->ndim, shape, n_in, in);
+    ag_tensor *y = linear_out(t, x, out, n_in, in);
     if (!y) return NULL;
     int rows = out ? (int)(y->numel / out) : 0;
     if (bias) {

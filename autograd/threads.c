@@ -197,32 +197,24 @@ static int claim(uint64_t gen, int *ranges) {
     return -1;
 }
 
-/* Runs range s of the current region (of `ranges`) and counts it finished. A claimed range
- * keeps its region running, so pool.fn, ctx and n are still the region's. */
-static void run_range(int s, int ranges) {
-    ptrdiff_t n = pool.n, b = n * s / ranges, e = n * (s + 1) / ranges;
-    if (b < e) pool.fn(pool.ctx, b, e);
-    if (atomic_fetch_add(&pool.finished, 1) + 1 == ranges && atomic_load(&pool.caller_sleeps)) {
-        pthread_mutex_lock(&pool.mu);
-        pthread_cond_signal(&pool.done);
-        pthread_mutex_unlock(&pool.mu);
-    }
-}
-
 static int64_t thread_cpu_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* run_range in a worker, its wall and CPU time added up (before the range counts as finished,
- * so the caller of the next region sees them). */
-static void run_range_timed(int s, int ranges) {
-    int64_t w0 = now_ns(), c0 = thread_cpu_ns();
+/* Runs range s of the current region (of `ranges`) and counts it finished. A claimed range
+ * keeps its region running, so pool.fn, ctx and n are still the region's. In a worker
+ * (timed), its wall and CPU time are added up first, so the caller of the next region sees
+ * them. */
+static void run_range(int s, int ranges, bool timed) {
+    int64_t w0 = timed ? now_ns() : 0, c0 = timed ? thread_cpu_ns() : 0;
     ptrdiff_t n = pool.n, b = n * s / ranges, e = n * (s + 1) / ranges;
     if (b < e) pool.fn(pool.ctx, b, e);
-    atomic_fetch_add(&worker_wall_ns, now_ns() - w0);
-    atomic_fetch_add(&worker_cpu_ns, thread_cpu_ns() - c0);
+    if (timed) {
+        atomic_fetch_add(&worker_wall_ns, now_ns() - w0);
+        atomic_fetch_add(&worker_cpu_ns, thread_cpu_ns() - c0);
+    }
     if (atomic_fetch_add(&pool.finished, 1) + 1 == ranges && atomic_load(&pool.caller_sleeps)) {
         pthread_mutex_lock(&pool.mu);
         pthread_cond_signal(&pool.done);
@@ -245,7 +237,7 @@ static void *worker_main(void *p) {
         if (atomic_load(&pool.quit)) break;
         seen = GEN_OF(atomic_load(&pool.word));
         int ranges, s;
-        while ((s = claim(seen, &ranges)) >= 0) run_range_timed(s, ranges);
+        while ((s = claim(seen, &ranges)) >= 0) run_range(s, ranges, true);
     }
     ag__scratch_free();
     return NULL;
@@ -333,9 +325,9 @@ void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *c
         pthread_cond_broadcast(&pool.start);
         pthread_mutex_unlock(&pool.mu);
     }
-    run_range(0, ranges);
+    run_range(0, ranges, false);
     int s, r;
-    while ((s = claim(pool.gen, &r)) >= 0) run_range(s, r);
+    while ((s = claim(pool.gen, &r)) >= 0) run_range(s, r, false);
     if (!spin(WAIT_END, all_finished, &ranges)) {
         pthread_mutex_lock(&pool.mu);
         atomic_store(&pool.caller_sleeps, true);
