@@ -112,11 +112,11 @@ check "  the next lines translated" lacks err "line [13]:"
 check "a directory as --data says so" run 1 stats --data "$dir"
 check "  is a directory" has err "is a directory"
 
-# 7. budgeted, interruptible jobs: limits that are not positive are refused before training; a run
+# 7. budgeted, interruptible jobs: negative limits are refused before training (0: no limit); a run
 #    stopped mid-epoch (by --max-steps or by SIGINT) resumes to the same bits as an uninterrupted one
-check "--max-steps 0 refused" run 2 train "${small[@]}" --max-steps 0
-check "  names the flag" has err "--max-steps: expected an integer in \[1,"
-check "--time-budget 0 refused" run 2 train "${small[@]}" --time-budget 0
+check "--max-steps -1 refused" run 2 train "${small[@]}" --max-steps -1
+check "  names the flag" has err "--max-steps: expected an integer in \[0, 1000000000000\], got '-1'"
+check "--time-budget -0.5 refused" run 2 train "${small[@]}" --time-budget -0.5
 check "--time-budget -5 refused" run 2 train "${small[@]}" --time-budget -5
 job=(--data "$data" --num-examples 200 --epochs 3 --log-every 0)
 check "an uninterrupted run" run 0 train "${job[@]}" --checkpoint "$dir/whole.safetensors"

@@ -2,6 +2,7 @@
  * (zoo/app/dist.h). No MPI here: zoo/app/dist_mpi.c is the Open MPI transport. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/dist.h"
+#include "zoo/app/run_cfg.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -254,12 +255,11 @@ static uint64_t data_hash(const ds_fra *data) {
 char *zoo_dist_run_text(const zoo_trainer *tr, const ds_fra *data, const char *extra) {
     text t = {0};
     const zoo_model *m = tr->model;
-    const optim_cfg *oc = optim_config(tr->opt);
     add(&t, "model %s\n", m->kind->name);
     add_fields(&t, m->kind->config, m->kind->n_config, m->cfg);
-    add_fields(&t, zoo_recipe_fields, zoo_n_recipe_fields, &tr->recipe);
-    add_fields(&t, zoo_data_fields, zoo_n_data_fields, ds_fra_opts(data));
-    add(&t, "--lr %.17g\nclip %.17g\n", oc->lr, oc->clip_norm);
+    const zoo_cfg_group *recipe = zoo_cfg_group_find("recipe"), *opts = zoo_cfg_group_find("data");
+    for (int i = 0; i < recipe->n; i++) add_fields(&t, &recipe->opts[i].f, 1, &tr->recipe);
+    for (int i = 0; i < opts->n; i++) add_fields(&t, &opts->opts[i].f, 1, ds_fra_opts(data));
     add(&t, "shards (all ranks) %d\n", tr->shards * zoo_dist_size(tr->dist));
     if (extra) add(&t, "%s", extra);
     add(&t, "data (XXH3 of the pairs, split and vocabularies) %016llx\n",

@@ -58,31 +58,35 @@ ag_tensor *zoo_seq2seq_loss(const zoo_model *m, const nn_ctx *c, void *state, co
                             const int32_t *tgt, const int32_t *tgt_len, int B, int T, int T_div,
                             double eps, double min_logits);
 
-/* ---- the training recipe beyond d2l's ----
- * Adam's betas, a learning-rate schedule after a linear warm-up, label smoothing. d2l's recipe
- * (zoo_recipe_d2l) is Adam 0.9 / 0.999, a constant rate and no smoothing. One table of typed
- * fields serves the programs' flags (--beta2, --lr-schedule ...) and the checkpoint's metadata
- * ("train.<name>", '_' for '-'); a resumed run continues with its recipe. */
+/* ---- the training recipe ----
+ * Adam's learning rate, betas and gradient clipping, a learning-rate schedule after a linear
+ * warm-up, label smoothing. d2l's recipe (zoo_recipe_d2l) is Adam 0.9 / 0.999 at lr 0.005,
+ * clipping at norm 1, a constant rate and no smoothing. Its fields are the group "recipe" of the
+ * run configuration (run_cfg.h): the programs' flags (--lr, --beta2, --lr-schedule ...) and the
+ * checkpoint's metadata ("train.<name>", '_' for '-'); a resumed run continues with its recipe. */
+typedef enum zoo_lr_schedule {
+    ZOO_SCHEDULE_CONSTANT,
+    ZOO_SCHEDULE_INVSQRT, /* lr sqrt(warmup / step) after the warm-up */
+    ZOO_SCHEDULE_COSINE,  /* down to min_lr_ratio lr at decay_steps */
+    ZOO_SCHEDULE_LINEAR
+} zoo_lr_schedule;
+
 typedef struct zoo_recipe {
+    double lr;   /* Adam's learning rate */
+    double clip; /* gradients clipped to this global norm (0: never) */
     double beta1, beta2;
-    int schedule;        /* ZOO_CHOICE: 0 constant, 1 invsqrt, 2 cosine, 3 linear */
+    int schedule;        /* zoo_lr_schedule */
     int warmup;          /* warm-up steps of the invsqrt, cosine and linear schedules */
     int64_t decay_steps; /* cosine, linear: the step where the decay ends (> warmup) */
     double min_lr_ratio; /* cosine, linear: final rate / rate */
     double label_smoothing;
 } zoo_recipe;
 extern const zoo_recipe zoo_recipe_d2l;
-extern const zoo_field zoo_recipe_fields[];
-extern const int zoo_n_recipe_fields;
 
-/* ---- the data options of a run, typed (zoo/models/config.h) ----
- * One table over ds_fra_options serves the programs' data flags (--num-steps ...) and the
- * checkpoint's metadata "data.<name>" (with '_' for '-'): the same names, types and ranges. */
-extern const zoo_field zoo_data_fields[];
-extern const int zoo_n_data_fields;
-/* Reads data.<name> of every field present in ck into *o (fields absent are left as they are;
- * data.split holds "valid_frac test_frac"). only: NULL for all, else only the fields for which
- * only[i] is true. Returns 0, or -1 with ag_last_error() naming the file, the key, what it
+/* Reads the data options of a run from ck's metadata data.<name> (absent keys are left as they
+ * are; checkpoints made before 2026-11-24 hold the two fractions in data.split as "valid test").
+ * only: NULL for all, else only the fields i (in the order of the run configuration's "data"
+ * group) with only[i]. Returns 0, or -1 with ag_last_error() naming the file, the key, what it
  * expects and what it holds. */
 int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only);
 

@@ -88,14 +88,14 @@ static zoo_model *bm_create(const void *config, int src_vocab, int tgt_vocab) {
 
 #define F(field) offsetof(zoo_bahdanau_cfg, field)
 static const zoo_field bm_fields[] = {
-    {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size"},
-    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "GRU hidden size (also the attention's width)"},
+    {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size", NULL},
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "GRU hidden size (also the attention's width)", NULL},
     {"layers", ZOO_INT, F(layers), 1, NN_GRU_MAX_LAYERS,
-     "GRU layers in the encoder and in the decoder"},
+     "GRU layers in the encoder and in the decoder", NULL},
     {"dropout", ZOO_REAL, F(dropout), 0, 0.99,
-     "dropout between GRU layers and on the attention weights"},
+     "dropout between GRU layers and on the attention weights", NULL},
     {"cell", ZOO_CHOICE, F(cell), 0, 0,
-     "gru|lstm: the recurrent cell of the encoder and the decoder"},
+     "the recurrent cell of the encoder and the decoder", zoo_cell_names},
 };
 #undef F
 

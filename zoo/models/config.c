@@ -27,20 +27,14 @@ static char *shortest(double v, char *buf, size_t len) {
     return buf;
 }
 
-/* A choice field's name number i (its help starts "a|b|c: ..."): copies it into buf and returns
- * buf, or NULL when there are not that many names. */
+/* A choice field's name number i: copies it into buf and returns buf, or NULL when there are
+ * not that many names. */
 static const char *choice_name(const zoo_field *f, int i, char *buf, size_t len) {
-    const char *p = f->help, *end = strchr(p, ':');
-    if (!end) end = p + strlen(p);
-    for (int k = 0; p < end; k++) {
-        const char *bar = memchr(p, '|', (size_t)(end - p));
-        const char *stop = bar ? bar : end;
+    for (int k = 0; f->names && f->names[k]; k++)
         if (k == i) {
-            snprintf(buf, len, "%.*s", (int)(stop - p), p);
+            snprintf(buf, len, "%s", f->names[k]);
             return buf;
         }
-        p = stop + 1;
-    }
     return NULL;
 }
 

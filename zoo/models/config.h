@@ -34,9 +34,8 @@ typedef enum zoo_type {
     ZOO_BOOL,   /* bool: "0" / "1" (also "false" / "true") */
     ZOO_STR,    /* const char * (a flag: points into argv; min and max unused) */
     ZOO_SWITCH, /* int set to 1 by a flag without a value */
-    ZOO_CHOICE, /* int: the index of one of the names listed at the start of help, separated by
-                 * '|' and ended by ':' ("gru|lstm: the recurrent cell": 0 gru, 1 lstm); parsed
-                 * and formatted by name (min and max unused) */
+    ZOO_CHOICE, /* int: an index into the field's names table (NULL-terminated: {"gru", "lstm",
+                 * NULL}: 0 gru, 1 lstm), parsed and formatted by name (min and max unused) */
 } zoo_type;
 
 typedef struct zoo_field {
@@ -45,6 +44,7 @@ typedef struct zoo_field {
     size_t offset;   /* of the field in its struct */
     double min, max; /* accepted range, inclusive (numbers) */
     const char *help;
+    const char *const *names; /* ZOO_CHOICE: the names of its values, NULL-terminated */
 } zoo_field;
 
 /* The field called name in fields[0 .. n), or NULL. */

@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *const zoo_cell_names[] = {"gru", "lstm", NULL};
+
 const char *zoo_cell_name(zoo_cell cell) {
-    return cell == ZOO_CELL_GRU ? "gru" : cell == ZOO_CELL_LSTM ? "lstm" : "?";
+    return cell == ZOO_CELL_GRU || cell == ZOO_CELL_LSTM ? zoo_cell_names[cell] : "?";
 }
 
 const int32_t *zoo_time_major(ag_tape *t, const int32_t *ids, int B, int T) {

@@ -52,8 +52,9 @@ extern "C" {
 
 /* ---- the recurrent cell ---- */
 
-/* The order of the names of a ZOO_CHOICE "cell" field: "gru|lstm: ...". */
+/* The recurrent cell, the value of a ZOO_CHOICE "cell" field, named by zoo_cell_names. */
 typedef enum zoo_cell { ZOO_CELL_GRU = 0, ZOO_CELL_LSTM = 1 } zoo_cell;
+extern const char *const zoo_cell_names[]; /* {"gru", "lstm", NULL} */
 
 #define ZOO_RNN_MAX_LAYERS                                                                         \
     (NN_GRU_MAX_LAYERS < NN_LSTM_MAX_LAYERS ? NN_GRU_MAX_LAYERS : NN_LSTM_MAX_LAYERS)

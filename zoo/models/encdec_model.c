@@ -88,13 +88,13 @@ static zoo_model *ed_create(const void *config, int src_vocab, int tgt_vocab) {
 
 #define F(field) offsetof(zoo_encdec_cfg, field)
 static const zoo_field ed_fields[] = {
-    {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size"},
-    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "RNN hidden size"},
+    {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size", NULL},
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "RNN hidden size", NULL},
     {"layers", ZOO_INT, F(layers), 1, ZOO_RNN_MAX_LAYERS,
-     "RNN layers in the encoder and in the decoder"},
-    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout between RNN layers"},
+     "RNN layers in the encoder and in the decoder", NULL},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout between RNN layers", NULL},
     {"cell", ZOO_CHOICE, F(cell), 0, 0,
-     "gru|lstm: the recurrent cell of the encoder and the decoder"},
+     "the recurrent cell of the encoder and the decoder", zoo_cell_names},
 };
 #undef F
 

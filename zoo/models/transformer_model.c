@@ -92,16 +92,16 @@ static int tf_check_steps(const void *config, int num_steps) {
 
 #define F(field) offsetof(zoo_transformer_cfg, field)
 static const zoo_field tf_fields[] = {
-    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "model width d_model"},
-    {"ffn-hiddens", ZOO_INT, F(ffn_hiddens), 1, 65536, "hidden width of the position-wise FFN"},
-    {"heads", ZOO_INT, F(heads), 1, 256, "attention heads (must divide --hiddens)"},
-    {"layers", ZOO_INT, F(layers), 1, 64, "blocks in the encoder and in the decoder"},
-    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout probability"},
-    {"max-len", ZOO_INT, F(max_len), 1, 100000, "positional-encoding table length"},
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "model width d_model", NULL},
+    {"ffn-hiddens", ZOO_INT, F(ffn_hiddens), 1, 65536, "hidden width of the position-wise FFN", NULL},
+    {"heads", ZOO_INT, F(heads), 1, 256, "attention heads (must divide --hiddens)", NULL},
+    {"layers", ZOO_INT, F(layers), 1, 64, "blocks in the encoder and in the decoder", NULL},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout probability", NULL},
+    {"max-len", ZOO_INT, F(max_len), 1, 100000, "positional-encoding table length", NULL},
     {"d2l-step-positions", ZOO_BOOL, F(d2l_step_positions), 0, 1,
-     "1: decode steps add P[0] at every step, as d2l's predict (0: true positions)"},
+     "1: decode steps add P[0] at every step, as d2l's predict (0: true positions)", NULL},
     {"embed-std", ZOO_REAL, F(embed_std), 0, 100,
-     "embeddings drawn from N(0, std^2) (0: N(0, 1), PyTorch's nn.Embedding)"},
+     "embeddings drawn from N(0, std^2) (0: N(0, 1), PyTorch's nn.Embedding)", NULL},
 };
 #undef F
 

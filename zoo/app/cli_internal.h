@@ -1,0 +1,64 @@
+/* zoo/app/cli_internal.h -- what the sub-commands of the zoo's programs share (cli.c) and the
+ * sub-commands themselves (cmd_train.c, cmd_translate.c, cmd_eval.c, cmd_stats.c, cmd_export.c).
+ * Not installed. Exit statuses: 0 success, 1 a runtime failure, 2 a usage error; each failure
+ * prints one line on stderr, "PROGRAM CMD: what". */
+#ifndef TG_ZOO_CLI_INTERNAL_H
+#define TG_ZOO_CLI_INTERNAL_H
+
+#include "datasets/common.h"
+#include "zoo/app/cli.h"
+#include "zoo/app/dist.h"
+#include "zoo/app/run_cfg.h"
+
+enum { ZOO_EXIT_RUNTIME = 1, ZOO_EXIT_USAGE = 2 };
+
+typedef struct zoo_cli {
+    zoo_run run;    /* the configuration and what set it (run_cfg.h) */
+    zoo_dist *dist; /* the processes of a train run (dist.h); one for every other command */
+} zoo_cli;
+
+/* Print "PROGRAM CMD: message (see PROGRAM CMD --help)" and return ZOO_EXIT_USAGE; print
+ * "PROGRAM CMD: msg" and return ZOO_EXIT_RUNTIME. */
+int zoo__usage(const zoo_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int zoo__fail(const zoo_cli *c, const char *msg);
+
+/* Creates dir and its parents; an existing path must be a writable directory. 0 or -1. */
+int zoo__mkdir_p(const char *dir);
+/* An output file the program will write at path (what: its flag): an existing path must be a
+ * regular file and its folder must exist and be writable. 0 or -1 (ag_last_error). */
+int zoo__check_output_file(const char *what, const char *path);
+/* True when a and b name the same file: the same inode when both exist, else the same text. */
+bool zoo__same_file(const char *a, const char *b);
+
+/* The data of --data (or found as docs/datasets.md says) with options o. 0 or an exit status. */
+int zoo__load_data(const zoo_cli *c, const ds_fra_options *o, ds_fra **d);
+
+/* A model read from --checkpoint, with what it came with, and a tape to run it on. */
+typedef struct zoo_loaded {
+    nn_ckpt *ck;
+    zoo_model *m;
+    ds_vocab *sv, *tv;
+    ag_tape *t;
+} zoo_loaded;
+/* A tapegrad checkpoint (model, vocabularies, config inside) or a plain state_dict with
+ * --src-vocab, --tgt-vocab and the model flags. 0, or an exit status (l is then unloaded). */
+int zoo__load(const zoo_cli *c, zoo_loaded *l);
+void zoo__unload(zoo_loaded *l);
+
+/* The data options of the checkpoint's run (data.* metadata) for the data flags named in
+ * names[0 .. n) that were not given; the others as configured. 0 or an exit status. */
+int zoo__run_options(const zoo_cli *c, const nn_ckpt *ck, const char *const *names, int n,
+                     ds_fra_options *o);
+/* Refuses a sequence length a model of config cfg cannot run. 0 or an exit status. */
+int zoo__check_steps(const zoo_cli *c, const void *cfg, int num_steps);
+/* translate and eval without --threads: one thread per core. 0 or an exit status. */
+int zoo__decode_threads(const zoo_cli *c);
+
+/* The sub-commands. Each returns an exit status. */
+int zoo__cmd_train(zoo_cli *c);
+int zoo__cmd_translate(zoo_cli *c);
+int zoo__cmd_eval(zoo_cli *c);
+int zoo__cmd_stats(zoo_cli *c);
+int zoo__cmd_export(zoo_cli *c);
+
+#endif

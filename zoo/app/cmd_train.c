@@ -1,0 +1,254 @@
+/* cmd_train.c -- PROGRAM train: a new run or a resumed one, on one process or several; then the
+ * report, the book's four translations and the plots (cli.h, docs/zoo.md). */
+#define _POSIX_C_SOURCE 200809L
+#include "zoo/app/cli_internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "datasets/metrics.h"
+#include "zoo/app/decode.h"
+
+/* The signal that asked a training run to stop (0: none). */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static const char *const ENGS[4] = {"go .", "i lost .", "he's calm .", "i'm home ."};
+static const char *const FRAS[4] = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
+
+/* A training run under way: what cmd_train builds and frees. */
+typedef struct train_run {
+    char ckpath[4096], best[4200]; /* the checkpoint, the best checkpoint ("": none) */
+    bool rank0;                    /* alone prints and writes files */
+    zoo_trainer *tr;
+    ds_fra *d;
+    ds_batches *it;
+} train_run;
+
+/* The checkpoint's path (default PROGRAM.safetensors) and the best checkpoint's (with
+ * --valid-steps: NAME.best.safetensors unless given), checked before any work. 0 or an exit
+ * status. */
+static int output_paths(const zoo_cli *c, train_run *t) {
+    const zoo_run_cfg *cfg = &c->run.cfg;
+    const zoo_files *f = &cfg->files;
+    if (f->checkpoint) snprintf(t->ckpath, sizeof t->ckpath, "%s", f->checkpoint);
+    else snprintf(t->ckpath, sizeof t->ckpath, "%s.safetensors", c->run.program);
+    if ((zoo_run_given(&c->run, "patience") || f->best_checkpoint) && !cfg->loop.valid_steps)
+        return zoo__usage(c, "--patience and --best-checkpoint need --valid-steps");
+    if (cfg->loop.valid_steps && f->best_checkpoint) {
+        snprintf(t->best, sizeof t->best, "%s", f->best_checkpoint);
+    } else if (cfg->loop.valid_steps) { /* NAME.safetensors -> NAME.best.safetensors */
+        size_t n = strlen(t->ckpath), ext = strlen(".safetensors");
+        if (n > ext && !strcmp(t->ckpath + n - ext, ".safetensors"))
+            snprintf(t->best, sizeof t->best, "%.*s.best.safetensors", (int)(n - ext), t->ckpath);
+        else snprintf(t->best, sizeof t->best, "%s.best", t->ckpath);
+    }
+    if (t->rank0 && (zoo__check_output_file("--checkpoint", t->ckpath) ||
+                     (*t->best && zoo__check_output_file("--best-checkpoint", t->best)) ||
+                     (f->plots && zoo__mkdir_p(f->plots))))
+        return zoo__usage(c, "%s", ag_last_error());
+    if (*t->best && zoo__same_file(t->best, t->ckpath))
+        return zoo__usage(c, "--best-checkpoint and --checkpoint name the same file (%s)", t->best);
+    return 0;
+}
+
+/* --resume: the run in the checkpoint; what it fixes may be given again with the same value
+ * only. Afterwards c's configuration holds the run's data options, recipe and model config.
+ * 0 or an exit status. */
+static int resume_run(zoo_cli *c, train_run *t) {
+    zoo_run_cfg *cfg = &c->run.cfg;
+    ds_fra_options o;
+    if (!(t->tr = zoo_trainer_resume_dist(t->ckpath, c->run.kind, c->dist, &o)))
+        return zoo__fail(c, ag_last_error());
+    zoo_run_cfg saved = *cfg;
+    saved.data = o;
+    saved.recipe = t->tr->recipe;
+    saved.model = (void *)t->tr->model->cfg;
+    if (zoo_run_check_fixed(&c->run, &saved)) return zoo__usage(c, "%s", ag_last_error());
+    if (zoo_run_given(&c->run, "shards") && cfg->exec.shards != t->tr->shards)
+        return zoo__usage(c,
+                          "--shards %d differs from the checkpoint's %d%s: it cannot change on "
+                          "--resume",
+                          cfg->exec.shards, t->tr->shards,
+                          zoo_dist_size(c->dist) > 1 ? " per rank" : "");
+    cfg->data = o;
+    cfg->recipe = t->tr->recipe;
+    memcpy(cfg->model, t->tr->model->cfg, c->run.kind->config_size);
+    int rc = zoo__check_steps(c, cfg->model, o.num_steps);
+    if (!rc) rc = zoo__load_data(c, &o, &t->d);
+    if (!rc && zoo_trainer_check_data(t->tr, t->d)) rc = zoo__fail(c, ag_last_error());
+    if (!rc)
+        fprintf(stderr, "resuming %s at step %lld (epoch %d, batch %d)\n", t->ckpath,
+                (long long)t->tr->steps, t->tr->epochs_done + 1, t->tr->epoch_batches);
+    return rc;
+}
+
+/* A new run: the data, a model from the config, a trainer with the recipe. 0 or an exit
+ * status. */
+static int new_run(zoo_cli *c, train_run *t) {
+    const zoo_run_cfg *cfg = &c->run.cfg;
+    int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
+    if (!rc) rc = zoo__load_data(c, &cfg->data, &t->d);
+    if (rc) return rc;
+    zoo_model *m = zoo_model_new(c->run.kind, cfg->model, ds_vocab_size(ds_fra_vocab(t->d, DS_SRC)),
+                                 ds_vocab_size(ds_fra_vocab(t->d, DS_TGT)), cfg->data.seed);
+    t->tr = m ? zoo_trainer_new(m, cfg->recipe.lr, cfg->recipe.clip, cfg->data.seed + 1) : NULL;
+    if (!t->tr || zoo_trainer_set_dist(t->tr, c->dist) ||
+        zoo_trainer_set_shards(t->tr, cfg->exec.shards))
+        return zoo__fail(c, ag_last_error());
+    if (zoo_trainer_set_recipe(t->tr, &cfg->recipe)) return zoo__usage(c, "%s", ag_last_error());
+    return 0;
+}
+
+/* What must hold before the first step: a validation split, the threads (one per shard unless
+ * given, up to the cores a machine's ranks share), the batches, limits above what is done, the
+ * same run on every rank. 0 or an exit status. */
+static int prepare(zoo_cli *c, train_run *t) {
+    const zoo_run_cfg *cfg = &c->run.cfg;
+    zoo_trainer *tr = t->tr;
+    if (cfg->loop.valid_steps && !ds_fra_part_size(t->d, DS_VALID))
+        return zoo__usage(c,
+                          "--valid-steps %lld: the validation split is empty (--valid-frac %g of "
+                          "%lld pairs); give a --valid-frac that holds at least one pair",
+                          (long long)cfg->loop.valid_steps, cfg->data.valid_frac,
+                          (long long)ds_fra_num_pairs(t->d));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN) / zoo_dist_local_size(c->dist);
+    if (!cfg->exec.threads && ag_set_threads(tr->shards < cores ? tr->shards
+                                             : cores > 1        ? (int)cores
+                                                                : 1))
+        return zoo__fail(c, ag_last_error());
+    if (ds_batches_new(t->d, DS_TRAIN, true, &t->it))
+        return cfg->data.batch_tokens ? zoo__usage(c, "--batch-tokens: %s", ag_last_error())
+                                      : zoo__fail(c, ag_last_error());
+    if (tr->epochs_done >= cfg->loop.epochs)
+        return zoo__usage(c, "the checkpoint has %d epochs already; give --epochs above it",
+                          tr->epochs_done);
+    if (cfg->loop.max_steps && tr->steps >= cfg->loop.max_steps)
+        return zoo__usage(c, "the checkpoint has %lld steps already; give --max-steps above it",
+                          (long long)tr->steps);
+    bool report = false; /* under several processes: every rank's run must be the same */
+    if (zoo_dist_size(c->dist) == 1) return zoo_dist_check_start(c->dist, 0, NULL, &report);
+    char *extra = zoo_run_text(&c->run);
+    char *text = extra ? zoo_dist_run_text(tr, t->d, extra) : NULL;
+    int rc = zoo_dist_check_start(c->dist, text ? 0 : zoo__fail(c, ag_last_error()), text, &report);
+    free(extra);
+    free(text);
+    if (report) zoo__fail(c, ag_last_error());
+    return rc;
+}
+
+/* The run itself, stopped by SIGINT / SIGTERM after the step under way (saved: exit 128 + the
+ * signal). Returns zoo_train's result, or an exit status (>= 1 after reporting) in *rc. */
+static int train(zoo_cli *c, train_run *t, int *rc) {
+    zoo_train_opts to = c->run.cfg.loop;
+    to.checkpoint = t->rank0 ? t->ckpath : NULL;
+    to.plots_dir = t->rank0 ? c->run.cfg.files.plots : NULL;
+    to.log = t->rank0 ? stderr : NULL;
+    to.stop = &stop_signal;
+    to.best_checkpoint = t->rank0 && *t->best ? t->best : NULL;
+    struct sigaction sa = {.sa_handler = on_stop_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    int trc = zoo_train(t->tr, t->d, t->it, &to);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    *rc = 0;
+    if (trc < 0) {
+        *rc = zoo__fail(c, ag_last_error());
+        zoo_dist_abort(c->dist, *rc); /* the other ranks may wait in a step: end them all */
+    } else if (trc == ZOO_TRAIN_STOPPED) {
+        if (t->rank0)
+            fprintf(stderr,
+                    "%s %s: interrupted at step %lld (epoch %d, batch %d): checkpoint %s; "
+                    "continue with --resume\n",
+                    c->run.program, c->run.cmd, (long long)t->tr->steps, t->tr->epochs_done + 1,
+                    t->tr->epoch_batches, t->ckpath);
+        *rc = 128 + (int)(stop_signal ? stop_signal : SIGTERM); /* the signal of another rank */
+    }
+    return trc;
+}
+
+/* Why the run stopped early, its validations and its loss (rank 0). */
+static void print_summary(const zoo_cli *c, const train_run *t, int trc) {
+    const zoo_trainer *tr = t->tr;
+    int64_t max_steps = c->run.cfg.loop.max_steps;
+    if (trc == ZOO_TRAIN_LIMIT || trc == ZOO_TRAIN_EARLY)
+        printf("stopped at step %lld (epoch %d, batch %d) by %s; checkpoint %s (continue with "
+               "--resume)\n",
+               (long long)tr->steps, tr->epochs_done + 1, tr->epoch_batches,
+               trc == ZOO_TRAIN_EARLY                ? "--patience"
+               : max_steps && tr->steps >= max_steps ? "--max-steps"
+                                                     : "--time-budget",
+               t->ckpath);
+    if (tr->n_valid) {
+        int b = 0;
+        for (int i = 1; i < tr->n_valid; i++)
+            if (tr->valid[i].bleu > tr->valid[b].bleu) b = i;
+        const zoo_valid_stats *last = &tr->valid[tr->n_valid - 1];
+        printf("valid: BLEU-4 %.2f, loss %.4f at step %lld; best BLEU-4 %.2f at step %lld (%s)\n",
+               last->bleu, last->loss, (long long)last->step, tr->valid[b].bleu,
+               (long long)tr->valid[b].step, t->best);
+    }
+    if (tr->epoch_batches) /* the epoch under way */
+        printf("loss %.3f, %.1f tokens/sec (epoch %d so far)\n",
+               tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0,
+               tr->epoch_seconds > 0 ? tr->epoch_tokens / tr->epoch_seconds : 0,
+               tr->epochs_done + 1);
+    else
+        printf("loss %.3f, %.1f tokens/sec\n", tr->hist[tr->n_hist - 1].loss,
+               tr->hist[tr->n_hist - 1].tokens / tr->hist[tr->n_hist - 1].seconds);
+}
+
+/* The book's four sentences, the checkpoint, the attention plots. 0 or an exit status. */
+static int print_translations(const zoo_cli *c, const train_run *t) {
+    const ds_vocab *sv = ds_fra_vocab(t->d, DS_SRC), *tv = ds_fra_vocab(t->d, DS_TGT);
+    int steps = ds_fra_num_steps(t->d), rc = 0;
+    for (int i = 0; i < 4 && !rc; i++) {
+        char *pred = NULL;
+        double bleu = 0;
+        if (zoo_translate(t->tr->model, t->tr->tape, sv, tv, ENGS[i], steps, 1, 0, &pred) ||
+            ds_bleu_d2l(pred, FRAS[i], 2, &bleu))
+            rc = zoo__fail(c, ag_last_error());
+        else printf("%s => %s, bleu %.3f\n", ENGS[i], pred, bleu);
+        free(pred);
+    }
+    printf("checkpoint: %s\n", t->ckpath);
+    const char *plots = c->run.cfg.files.plots;
+    if (rc || !plots) return rc;
+    char *pred = NULL;
+    zoo_attn_record rec;
+    if (zoo_translate_attention(t->tr->model, t->tr->tape, sv, tv, ENGS[3], steps, &pred, &rec) ||
+        zoo_attn_record_plot(&rec, plots, "attention")) {
+        rc = zoo__fail(c, ag_last_error());
+    } else {
+        printf("plots: %s/loss.svg, %s/loss.csv, %s/attention_*.svg (\"%s\" => \"%s\")\n", plots,
+               plots, plots, ENGS[3], pred);
+        zoo_attn_record_free(&rec);
+    }
+    free(pred);
+    return rc;
+}
+
+int zoo__cmd_train(zoo_cli *c) {
+    train_run t = {.rank0 = zoo_dist_rank(c->dist) == 0};
+    int rc = output_paths(c, &t);
+    if (!rc) rc = c->run.cfg.exec.resume ? resume_run(c, &t) : new_run(c, &t);
+    if (!rc) rc = prepare(c, &t);
+    if (!rc) {
+        double seconds = zoo_trainer_seconds(t.tr);
+        int trc = train(c, &t, &rc);
+        if (!rc && t.rank0) {
+            zoo_dist_report(c->dist, stderr, zoo_trainer_seconds(t.tr) - seconds);
+            print_summary(c, &t, trc);
+            rc = print_translations(c, &t);
+        }
+    }
+    ds_batches_free(t.it);
+    ds_fra_free(t.d);
+    zoo_trainer_free(t.tr);
+    return rc;
+}

@@ -1,0 +1,113 @@
+/* cmd_translate.c -- PROGRAM translate: sentences from the command line or stdin, with a
+ * checkpoint (cli.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "zoo/app/cli_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "zoo/app/decode.h"
+
+/* Translates the valid sentences of lines[0..n) in one batched call and prints every line's
+ * translation in order (an empty line for a bad one, whose error was reported with its line
+ * number: first_line is the number of lines[0]). Returns 0, or -1 after printing a line's or
+ * the decoder's error. */
+static int translate_lines(const zoo_cli *c, zoo_loaded *l, int steps, char **lines, int n,
+                           long first_line, bool numbered) {
+    char **outs = calloc((size_t)n, sizeof *outs);
+    const char **ok = malloc(sizeof *ok * (size_t)n);
+    bool *bad = calloc((size_t)n, sizeof *bad);
+    int32_t *ids = malloc(sizeof *ids * (size_t)steps);
+    int rc = 0, n_ok = 0;
+    if (!outs || !ok || !bad || !ids) {
+        zoo__fail(c, "out of memory");
+        rc = -1;
+    }
+    for (int i = 0; i < n && rc >= 0;
+         i++) { /* a line that cannot be encoded is reported, not fatal */
+        int32_t len;
+        if (ds_encode_sentence(l->sv, lines[i], steps, ids, &len)) {
+            bad[i] = true;
+            rc = 1;
+            if (numbered)
+                fprintf(stderr, "%s %s: line %ld: %s\n", c->run.program, c->run.cmd, first_line + i,
+                        ag_last_error());
+            else
+                fprintf(stderr, "%s %s: sentence %ld: %s\n", c->run.program, c->run.cmd,
+                        first_line + i, ag_last_error());
+        } else {
+            ok[n_ok++] = lines[i];
+        }
+    }
+    if (rc >= 0 && n_ok &&
+        zoo_translate_batch(l->m, l->t, l->sv, l->tv, ok, n_ok, steps, c->run.cfg.exec.beam,
+                            c->run.cfg.exec.alpha, outs)) {
+        zoo__fail(c, ag_last_error());
+        rc = -1;
+    }
+    for (int i = 0, k = 0; i < n && rc >= 0; i++) printf("%s\n", bad[i] ? "" : outs[k++]);
+    for (int i = 0; i < n_ok; i++) free(outs[i]);
+    free(outs);
+    free(ok);
+    free(bad);
+    free(ids);
+    return rc < 0 ? -1 : rc;
+}
+
+/* Sentences from the command line, or every line of stdin, translated in batches. A line that
+ * cannot be read (invalid UTF-8, a NUL) is reported with its number and printed as an empty
+ * line; the others are translated, and the exit status is then 1. */
+int zoo__cmd_translate(zoo_cli *c) {
+    zoo_loaded l;
+    int rc = zoo__decode_threads(c);
+    if (rc) return rc;
+    rc = zoo__load(c, &l);
+    if (rc) return rc;
+    ds_fra_options o;
+    if ((rc = zoo__run_options(c, l.ck, (const char *const[]){"num-steps"}, 1, &o))) {
+        zoo__unload(&l);
+        return rc;
+    }
+    int steps = o.num_steps;
+    if ((rc = zoo__check_steps(c, l.m->cfg, steps))) {
+        zoo__unload(&l);
+        return rc;
+    }
+    bool any_bad = false;
+    if (c->run.n_pos) {
+        int r = translate_lines(c, &l, steps, c->run.pos, c->run.n_pos, 1, false);
+        any_bad = r > 0;
+        if (r < 0) rc = ZOO_EXIT_RUNTIME;
+    } else {
+        /* stdin, in batches of ZOO_DECODE_ROWS lines (so a long stream starts printing early) */
+        enum { BATCH = ZOO_DECODE_ROWS };
+        char *lines[BATCH] = {0};
+        size_t caps[BATCH] = {0};
+        long line_no = 0;
+        for (bool eof = false; !eof && !rc;) {
+            int n = 0;
+            while (n < BATCH) {
+                ssize_t got = getline(&lines[n], &caps[n], stdin);
+                if (got < 0) {
+                    eof = true;
+                    break;
+                }
+                while (got > 0 && (lines[n][got - 1] == '\n' || lines[n][got - 1] == '\r'))
+                    lines[n][--got] = '\0';
+                n++;
+            }
+            if (n) {
+                int r = translate_lines(c, &l, steps, lines, n, line_no + 1, true);
+                any_bad |= r > 0;
+                if (r < 0) rc = ZOO_EXIT_RUNTIME;
+                fflush(stdout);
+            }
+            line_no += n;
+        }
+        if (ferror(stdin)) rc = zoo__fail(c, "reading standard input failed");
+        for (int i = 0; i < BATCH; i++) free(lines[i]);
+    }
+    if (!rc && any_bad) rc = ZOO_EXIT_RUNTIME;
+    zoo__unload(&l);
+    return rc;
+}

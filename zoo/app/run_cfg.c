@@ -1,0 +1,624 @@
+/* run_cfg.c -- the groups of a run's configuration and every loop over them (run_cfg.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "zoo/app/run_cfg.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/common.h"
+
+/* ---- the tables: one row per field ---- */
+
+#define F(field) offsetof(zoo_files, field)
+static const zoo_cfg_opt FILES[] = {
+    {{"data", ZOO_STR, F(data), 0, 0, "path of fra.txt (default: see docs/datasets.md)", NULL},
+     "tes"},
+    {{"checkpoint", ZOO_STR, F(checkpoint), 0, 0,
+      "checkpoint to write (train; default PROGRAM.safetensors) or read", NULL},
+     "trex"},
+    {{"best-checkpoint", ZOO_STR, F(best_checkpoint), 0, 0,
+      "with --valid-steps: where the run is saved at each new best BLEU (default: the "
+      "checkpoint's name with .best before .safetensors)",
+      NULL},
+     "t"},
+    {{"plots", ZOO_STR, F(plots), 0, 0, "directory for the plots", NULL}, "ts"},
+    {{"src-vocab", ZOO_STR, F(src_vocab), 0, 0,
+      "source vocabulary file (one token per line) of a plain state_dict", NULL},
+     "rex"},
+    {{"tgt-vocab", ZOO_STR, F(tgt_vocab), 0, 0,
+      "target vocabulary file (one token per line) of a plain state_dict", NULL},
+     "rex"},
+    {{"out", ZOO_STR, F(out), 0, 0, "plain state_dict file to write (safetensors, no metadata)",
+      NULL},
+     "x"},
+    {{"split", ZOO_STR, F(split), 0, 0, "test | valid | train | all (default: test if any)", NULL},
+     "e"},
+};
+#undef F
+
+#define D(field) offsetof(ds_fra_options, field)
+static const zoo_cfg_opt DATA[] = {
+    {{"num-examples", ZOO_I64, D(num_examples), 0, 1e9, "lines 0..N of the file (0: all)", NULL},
+     "tes"},
+    {{"batch-size", ZOO_INT, D(batch_size), 1, 1e6, "sentence pairs per step", NULL}, "ts"},
+    {{"num-steps", ZOO_INT, D(num_steps), 1, 1e4, "tokens per sentence (truncate / pad)", NULL},
+     "tres"},
+    {{"min-freq", ZOO_I64, D(min_freq), 0, 1e9, "vocabulary threshold", NULL}, "ts"},
+    {{"seed", ZOO_U64, D(seed), 0, 18446744073709551615.0, "initialisation, dropout and shuffling",
+      NULL},
+     "t"},
+    {{"valid-frac", ZOO_REAL, D(valid_frac), 0, 0.9, "held-out validation fraction of the pairs",
+      NULL},
+     "tes"},
+    {{"test-frac", ZOO_REAL, D(test_frac), 0, 0.9, "held-out test fraction of the pairs", NULL},
+     "tes"},
+    {{"split-seed", ZOO_U64, D(split_seed), 0, 18446744073709551615.0, "seed of the held-out split",
+      NULL},
+     "tes"},
+    {{"batch-tokens", ZOO_INT, D(batch_tokens), 0, 1e8,
+      "batches of at most N tokens (rows x longest pair) over length-sorted pairs, instead of "
+      "--batch-size rows (0: off)",
+      NULL},
+     "ts"},
+};
+#undef D
+
+const char *const zoo_schedule_names[] = {"constant", "invsqrt", "cosine", "linear", NULL};
+
+#define R(field) offsetof(zoo_recipe, field)
+static const zoo_cfg_opt RECIPE[] = {
+    {{"lr", ZOO_REAL, R(lr), 0, 10, "Adam's learning rate", NULL}, "t"},
+    {{"clip", ZOO_REAL, R(clip), 0, 1e6, "clip the gradients to this global norm (0: never)", NULL},
+     "t"},
+    {{"beta1", ZOO_REAL, R(beta1), 0, 0.9999, "Adam's beta1", NULL}, "t"},
+    {{"beta2", ZOO_REAL, R(beta2), 0, 0.9999, "Adam's beta2 (0.98 in the Transformer papers)",
+      NULL},
+     "t"},
+    {{"lr-schedule", ZOO_CHOICE, R(schedule), 0, 0,
+      "the learning rate after a linear warm-up of --warmup-steps (invsqrt: lr sqrt(warmup / "
+      "step); cosine, linear: down to --min-lr-ratio lr at --decay-steps)",
+      zoo_schedule_names},
+     "t"},
+    {{"warmup-steps", ZOO_INT, R(warmup), 0, 1e9, "warm-up steps of the schedule", NULL}, "t"},
+    {{"decay-steps", ZOO_I64, R(decay_steps), 0, 1e12,
+      "cosine, linear: the step where the decay ends", NULL},
+     "t"},
+    {{"min-lr-ratio", ZOO_REAL, R(min_lr_ratio), 0, 1, "cosine, linear: final rate / rate", NULL},
+     "t"},
+    {{"label-smoothing", ZOO_REAL, R(label_smoothing), 0, 0.99,
+      "label smoothing of the cross-entropy (PyTorch's definition)", NULL},
+     "t"},
+};
+#undef R
+
+#define L(field) offsetof(zoo_train_opts, field)
+static const zoo_cfg_opt LOOP[] = {
+    {{"epochs", ZOO_INT, L(epochs), 1, 1e6, "epochs of the whole run", NULL}, "t"},
+    {{"max-steps", ZOO_I64, L(max_steps), 0, 1e12,
+      "stop, save and report after N steps of the whole run (0: no limit)", NULL},
+     "t"},
+    {{"time-budget", ZOO_REAL, L(time_budget), 0, 1e9,
+      "stop, save and report after S seconds of training (0: no limit)", NULL},
+     "t"},
+    {{"checkpoint-every", ZOO_INT, L(checkpoint_every), 0, 1e6,
+      "also checkpoint every N epochs (0: at the end only)", NULL},
+     "t"},
+    {{"checkpoint-steps", ZOO_I64, L(checkpoint_steps), 0, 1e12,
+      "also checkpoint every N steps (0: none)", NULL},
+     "t"},
+    {{"checkpoint-minutes", ZOO_REAL, L(checkpoint_minutes), 0, 1e6,
+      "also checkpoint every M minutes of training (0: none)", NULL},
+     "t"},
+    {{"log-every", ZOO_INT, L(log_every), 0, 1e6, "epochs between progress lines (0: none)", NULL},
+     "t"},
+    {{"log-steps", ZOO_I64, L(log_steps), 0, 1e12,
+      "also a progress line every N steps: step, epoch, loss, lr, tokens/sec, elapsed, remaining "
+      "(0: none)",
+      NULL},
+     "t"},
+    {{"valid-steps", ZOO_I64, L(valid_steps), 0, 1e12,
+      "validate every N steps and at the end: loss and corpus BLEU-4 (greedy) on the "
+      "--valid-frac split, in the log, the checkpoint and the plots (0: never)",
+      NULL},
+     "t"},
+    {{"patience", ZOO_INT, L(patience), 0, 1e6,
+      "with --valid-steps: stop after N validations without a better BLEU (0: never)", NULL},
+     "t"},
+};
+#undef L
+
+#define X(field) offsetof(zoo_exec, field)
+static const zoo_cfg_opt EXEC[] = {
+    {{"threads", ZOO_INT, X(threads), 0, 256,
+      "threads the engine may use; results do not depend on it (0: train one per shard, "
+      "translate and eval one per core)",
+      NULL},
+     "tre"},
+    {{"shards", ZOO_INT, X(shards), 1, 64,
+      "parts of each batch that run in parallel, their gradients summed (results depend on it)",
+      NULL},
+     "t"},
+    {{"resume", ZOO_SWITCH, X(resume), 0, 1, "continue the run saved in --checkpoint", NULL}, "t"},
+    {{"allow-nonfinite", ZOO_SWITCH, X(allow_nonfinite), 0, 1,
+      "load a checkpoint with NaN or infinite weights anyway (to inspect it)", NULL},
+     "rex"},
+    {{"beam", ZOO_INT, X(beam), 1, 1000, "beam size (1: greedy, as d2l)", NULL}, "r"},
+    {{"alpha", ZOO_REAL, X(alpha), 0, 10, "beam search length penalty ((5+len)/6)^alpha", NULL},
+     "r"},
+};
+#undef X
+
+#define N(a) (int)(sizeof a / sizeof *a)
+#define G(field) offsetof(zoo_run_cfg, field)
+const zoo_cfg_group zoo_cfg_groups[] = {
+    {"files", NULL, G(files), sizeof(zoo_files), FILES, N(FILES), 0},
+    {"data", "data", G(data), sizeof(ds_fra_options), DATA, N(DATA),
+     ZOO_GROUP_SAVED | ZOO_GROUP_FIXED | ZOO_GROUP_RANKS},
+    {"recipe", "train", G(recipe), sizeof(zoo_recipe), RECIPE, N(RECIPE),
+     ZOO_GROUP_SAVED | ZOO_GROUP_FIXED | ZOO_GROUP_RANKS},
+    {"train", NULL, G(loop), sizeof(zoo_train_opts), LOOP, N(LOOP), ZOO_GROUP_RANKS},
+    {"exec", NULL, G(exec), sizeof(zoo_exec), EXEC, N(EXEC), 0},
+    /* the kind's config table and size; its metadata (config.<name>) is written by model_io.c */
+    {ZOO_CFG_MODEL, NULL, G(model), 0, NULL, 0, ZOO_GROUP_FIXED | ZOO_GROUP_RANKS},
+};
+#undef G
+const int zoo_n_cfg_groups = N(zoo_cfg_groups);
+
+const zoo_recipe zoo_recipe_d2l = {.lr = 0.005,
+                                   .clip = 1,
+                                   .beta1 = 0.9,
+                                   .beta2 = 0.999,
+                                   .schedule = ZOO_SCHEDULE_CONSTANT,
+                                   .warmup = 0,
+                                   .decay_steps = 0,
+                                   .min_lr_ratio = 0,
+                                   .label_smoothing = 0};
+
+const zoo_cfg_group *zoo_cfg_group_find(const char *name) {
+    for (int g = 0; g < zoo_n_cfg_groups; g++)
+        if (!strcmp(zoo_cfg_groups[g].name, name)) return &zoo_cfg_groups[g];
+    return NULL;
+}
+
+/* ---- presets: name/value pairs for one model kind, applied as if given ----
+ * Why each value of "full": docs/zoo.md, "The whole corpus". */
+typedef struct preset_value {
+    const char *name, *value;
+} preset_value;
+
+static const preset_value FULL[] = {
+    {"num-examples", "0"},    {"valid-frac", "0.01197"},
+    {"test-frac", "0.01197"}, {"split-seed", "1"},
+    {"num-steps", "20"},      {"batch-tokens", "4096"},
+    {"hiddens", "256"},       {"ffn-hiddens", "1024"},
+    {"heads", "8"},           {"layers", "3"},
+    {"dropout", "0.1"},       {"d2l-step-positions", "0"},
+    {"embed-std", "0.0625"},  {"lr", "0.001"},
+    {"beta2", "0.98"},        {"lr-schedule", "invsqrt"},
+    {"warmup-steps", "400"},  {"label-smoothing", "0.1"},
+    {"epochs", "1000"},       {"time-budget", "3600"},
+    {"valid-steps", "250"},   {"log-steps", "50"},
+    {"log-every", "1"},       {"checkpoint-minutes", "10"},
+};
+
+static const struct {
+    const char *kind, *name;
+    const preset_value *values;
+    int n;
+} PRESETS[] = {{"transformer", "full", FULL, N(FULL)}};
+#undef N
+
+/* ---- defaults and items ---- */
+
+int zoo_run_cfg_init(zoo_run_cfg *cfg, const zoo_model_kind *kind) {
+    zoo_recipe recipe = zoo_recipe_d2l;
+    recipe.lr = kind->lr;
+    *cfg = (zoo_run_cfg){.data = ds_fra_defaults(),
+                         .recipe = recipe,
+                         .loop = {.epochs = kind->epochs, .log_every = 10},
+                         .exec = {.threads = 0, .shards = 2, .beam = 1, .alpha = 0}};
+    cfg->model = malloc(kind->config_size);
+    if (!cfg->model) return ag_error("out of memory");
+    memcpy(cfg->model, kind->defaults, kind->config_size);
+    return 0;
+}
+
+void zoo_run_cfg_free(zoo_run_cfg *cfg) {
+    free(cfg->model);
+    cfg->model = NULL;
+}
+
+/* The struct group g's offsets are into, in cfg. */
+static void *group_obj(const zoo_cfg_group *g, zoo_run_cfg *cfg) {
+    void *at = (char *)cfg + g->offset;
+    return g->opts ? at : *(void **)at;
+}
+
+int zoo_run_init(zoo_run *r, const zoo_model_kind *kind, const char *cmd, char letter) {
+    *r = (zoo_run){.kind = kind, .program = kind->program, .cmd = cmd, .letter = letter};
+    if (zoo_run_cfg_init(&r->cfg, kind)) return -1;
+    for (int gi = 0; gi < zoo_n_cfg_groups; gi++) {
+        const zoo_cfg_group *g = &zoo_cfg_groups[gi];
+        int n = g->opts ? g->n : kind->n_config;
+        if (r->n_items + n > ZOO_RUN_MAX_ITEMS) {
+            zoo_run_free(r);
+            return ag_error("%s: the configuration has more than %d fields", kind->program,
+                            ZOO_RUN_MAX_ITEMS);
+        }
+        for (int i = 0; i < n; i++)
+            r->items[r->n_items++] = (zoo_cfg_item){
+                .f = g->opts ? &g->opts[i].f : &kind->config[i],
+                .cmds = g->opts ? g->opts[i].cmds : "tre",
+                .group = g,
+                .obj = group_obj(g, &r->cfg),
+            };
+    }
+    return 0;
+}
+
+void zoo_run_free(zoo_run *r) {
+    zoo_run_cfg_free(&r->cfg);
+    free(r->file_text);
+    r->file_text = NULL;
+}
+
+static bool takes(const zoo_run *r, const zoo_cfg_item *it) {
+    return strchr(it->cmds, r->letter) != NULL;
+}
+
+static int item_index(const zoo_run *r, const char *name) {
+    for (int i = 0; i < r->n_items; i++)
+        if (!strcmp(r->items[i].f->name, name) && takes(r, &r->items[i])) return i;
+    return -1;
+}
+
+const zoo_cfg_item *zoo_run_find(const zoo_run *r, const char *name) {
+    int i = item_index(r, name);
+    return i < 0 ? NULL : &r->items[i];
+}
+
+bool zoo_run_given(const zoo_run *r, const char *name) {
+    int i = item_index(r, name);
+    return i >= 0 && r->given[i];
+}
+
+/* Sets item i from text (what: how to name it in an error). 0 or -1. */
+static int set_item(zoo_run *r, int i, const char *text, const char *what) {
+    const zoo_cfg_item *it = &r->items[i];
+    if (it->f->type == ZOO_SWITCH) { /* from a preset or a file: on / off */
+        int *v = (int *)((char *)it->obj + it->f->offset);
+        if (!strcmp(text, "on") || !strcmp(text, "1")) *v = 1;
+        else if (!strcmp(text, "off") || !strcmp(text, "0")) *v = 0;
+        else return ag_error("%s: expected on or off, got '%s'", what, text);
+    } else if (it->f->type == ZOO_STR) {
+        *(const char **)((char *)it->obj + it->f->offset) = *text ? text : NULL;
+    } else if (zoo_field_parse(it->f, it->obj, text, what)) {
+        return -1;
+    }
+    r->given[i] = true;
+    return 0;
+}
+
+int zoo_run_apply_preset(zoo_run *r, const char *name) {
+    for (size_t k = 0; k < sizeof PRESETS / sizeof *PRESETS; k++) {
+        if (strcmp(PRESETS[k].kind, r->kind->name) || strcmp(PRESETS[k].name, name)) continue;
+        for (int v = 0; v < PRESETS[k].n; v++) {
+            char what[96];
+            snprintf(what, sizeof what, "--preset %s: --%s", name, PRESETS[k].values[v].name);
+            int i = item_index(r, PRESETS[k].values[v].name);
+            if (i < 0) return ag_error("%s: not a flag of %s", what, r->cmd);
+            if (set_item(r, i, PRESETS[k].values[v].value, what)) return -1;
+        }
+        return 0;
+    }
+    return ag_error("--preset %s: no such preset for %s (%s)", name, r->program,
+                    strcmp(r->kind->name, "transformer") ? "it has none" : "full");
+}
+
+/* ---- configuration files ---- */
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t') s++;
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = '\0';
+    return s;
+}
+
+/* One line of a configuration file (NUL-terminated, in place); *group: the current section. */
+static int read_line(zoo_run *r, const char *path, long no, char *line,
+                     const zoo_cfg_group **group) {
+    char *s = trim(line);
+    if (!*s || *s == '#') return 0;
+    if (*s == '[') {
+        char *end = strchr(s, ']');
+        if (!end || end[1]) return ag_error("%s:%ld: expected [group], got '%s'", path, no, s);
+        *end = '\0';
+        if (!(*group = zoo_cfg_group_find(s + 1)))
+            return ag_error("%s:%ld: unknown group [%s] (files, data, recipe, train, exec, model)",
+                            path, no, s + 1);
+        return 0;
+    }
+    char *eq = strchr(s, '=');
+    if (!eq) return ag_error("%s:%ld: expected 'name = value', got '%s'", path, no, s);
+    *eq = '\0';
+    char *name = trim(s), *value = trim(eq + 1), what[4200];
+    snprintf(what, sizeof what, "%s:%ld: %s", path, no, name);
+    int i = item_index(r, name);
+    if (i < 0) return ag_error("%s: not a setting of %s %s", what, r->program, r->cmd);
+    if (*group && r->items[i].group != *group)
+        return ag_error("%s: belongs to [%s], not [%s]", what, r->items[i].group->name,
+                        (*group)->name);
+    return set_item(r, i, value, what);
+}
+
+int zoo_run_read_file(zoo_run *r, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return ag_error("--config %s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *text = malloc(cap);
+    for (size_t got = 1; text && got;) {
+        if (n + 1 >= cap) {
+            char *t = cap < (1u << 24) ? realloc(text, cap *= 2) : NULL;
+            if (!t) free(text);
+            text = t;
+            if (!t) break;
+        }
+        n += got = fread(text + n, 1, cap - n - 1, f);
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!text || bad) {
+        free(text);
+        return ag_error("--config %s: %s", path, bad ? "read error" : "too large or out of memory");
+    }
+    text[n] = '\0';
+    if (strlen(text) != n) {
+        free(text);
+        return ag_error("--config %s: holds a NUL byte: not a text file", path);
+    }
+    free(r->file_text);
+    r->file_text = text; /* the strings set from it point into it */
+    const zoo_cfg_group *group = NULL;
+    long no = 1;
+    for (char *line = text; line; no++) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (read_line(r, path, no, line, &group)) return -1;
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+void zoo_run_dump(const zoo_run *r, FILE *f) {
+    fprintf(f,
+            "# %s %s: the whole configuration. Read it back with --config FILE; flags given "
+            "beside it override it.\n",
+            r->program, r->cmd);
+    const zoo_cfg_group *group = NULL;
+    for (int i = 0; i < r->n_items; i++) {
+        const zoo_cfg_item *it = &r->items[i];
+        if (!takes(r, it)) continue;
+        if (it->group != group) fprintf(f, "%s[%s]\n", group ? "\n" : "", it->group->name);
+        group = it->group;
+        char v[4200];
+        const char *s = it->f->type == ZOO_STR
+                            ? *(const char *const *)((const char *)it->obj + it->f->offset)
+                            : NULL;
+        fprintf(f, "%s = %s\n", it->f->name,
+                it->f->type == ZOO_STR ? (s ? s : "")
+                                       : zoo_field_format(it->f, it->obj, v, sizeof v));
+    }
+}
+
+/* ---- the command line ---- */
+
+/* The value of --name in argv (--name VALUE or --name=VALUE; the last one), or NULL. */
+static const char *find_arg(int argc, char **argv, const char *name) {
+    const char *v = NULL;
+    size_t len = strlen(name);
+    for (int i = 0; i < argc; i++) {
+        if (!strncmp(argv[i], "--", 2) && !strncmp(argv[i] + 2, name, len)) {
+            const char *rest = argv[i] + 2 + len;
+            if (!*rest && i + 1 < argc) v = argv[i + 1];
+            else if (*rest == '=') v = rest + 1;
+        }
+    }
+    return v;
+}
+
+/* One flag at argv[*i]: a control flag, an item, or (translate) a sentence. 0 or -1. */
+static int parse_one(zoo_run *r, int argc, char **argv, int *i) {
+    const char *arg = argv[*i];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return r->help = true, 0;
+    if (strncmp(arg, "--", 2)) {
+        if (r->letter != 'r') return ag_error("unexpected argument '%s'", arg);
+        r->pos[r->n_pos++] = argv[*i];
+        return 0;
+    }
+    char name[64], what[80];
+    const char *eq = strchr(arg, '='), *value = NULL;
+    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    if (len >= sizeof name) return ag_error("unknown flag %s", arg);
+    memcpy(name, arg + 2, len);
+    name[len] = '\0';
+    if (!strcmp(name, "dump-config")) {
+        if (eq) return ag_error("--dump-config takes no value");
+        return r->dump = true, 0;
+    }
+    bool control = !strcmp(name, "preset") || !strcmp(name, "config");
+    int k = control ? -1 : item_index(r, name);
+    if (!control && k < 0) return ag_error("unknown flag --%s", name);
+    if (!control && r->items[k].f->type == ZOO_SWITCH) {
+        if (eq) return ag_error("--%s takes no value", name);
+        r->given[k] = true;
+        return *(int *)((char *)r->items[k].obj + r->items[k].f->offset) = 1, 0;
+    }
+    value = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (!value) return ag_error("--%s needs a value", name);
+    if (control) return 0; /* applied first, by zoo_run_parse */
+    snprintf(what, sizeof what, "--%s", name);
+    if (r->items[k].f->type == ZOO_STR && !*value)
+        return ag_error("--%s: expected a path, got an empty text", name);
+    return set_item(r, k, value, what);
+}
+
+int zoo_run_parse(zoo_run *r, int argc, char **argv) {
+    r->pos = argv;
+    r->n_pos = 0;
+    r->preset = find_arg(argc, argv, "preset");
+    r->config = find_arg(argc, argv, "config");
+    if (r->preset && r->letter != 't') return ag_error("--preset: only train takes a preset");
+    if (r->preset && zoo_run_apply_preset(r, r->preset)) return -1;
+    if (r->config && zoo_run_read_file(r, r->config)) return -1;
+    for (int i = 0; i < argc; i++)
+        if (parse_one(r, argc, argv, &i)) return -1;
+    return 0;
+}
+
+/* ---- help ---- */
+
+static void help_line(FILE *f, const zoo_field *fl, const void *obj) {
+    char def[4200];
+    if (fl->type == ZOO_SWITCH ||
+        (fl->type == ZOO_STR && !*(const char *const *)((const char *)obj + fl->offset)))
+        fprintf(f, "  --%-20s %s\n", fl->name, fl->help);
+    else if (fl->type == ZOO_CHOICE)
+        fprintf(f, "  --%-20s %s: %s (default %s)\n", fl->name,
+                zoo_field_expects(fl, def, sizeof def), fl->help,
+                zoo_field_format(fl, obj, def + 2048, sizeof def - 2048));
+    else
+        fprintf(f, "  --%-20s %s (default %s)\n", fl->name, fl->help,
+                zoo_field_format(fl, obj, def, sizeof def));
+}
+
+void zoo_run_help(const zoo_run *r, FILE *f) {
+    static const char *const what[][2] = {
+        {"train", "train on the English-French data, report loss and tokens/sec, translate the "
+                  "book's four sentences, write the checkpoint"},
+        {"translate", "translate SENTENCE... (or each line of stdin) with a checkpoint"},
+        {"eval", "corpus BLEU-4, chrF and mean d2l BLEU of a checkpoint on a split"},
+        {"stats", "pairs, vocabulary sizes, sentence lengths and the length histogram"},
+        {"export", "write a checkpoint as a plain state_dict (--out) and its vocabularies "
+                   "(--src-vocab, --tgt-vocab), for PyTorch"}};
+    for (size_t i = 0; i < sizeof what / sizeof *what; i++)
+        if (!strcmp(what[i][0], r->cmd))
+            fprintf(f, "usage: %s %s [flags]%s\n  %s\n\nflags:\n", r->program, r->cmd,
+                    r->letter == 'r' ? " [SENTENCE ...]" : "", what[i][1]);
+    const zoo_cfg_group *model = zoo_cfg_group_find(ZOO_CFG_MODEL);
+    for (int i = 0; i < r->n_items; i++)
+        if (takes(r, &r->items[i]) && r->items[i].group != model)
+            help_line(f, r->items[i].f, r->items[i].obj);
+    if (r->letter == 't')
+        fprintf(f, "  --%-20s %s\n", "preset NAME",
+                "full: the whole-corpus recipe (docs/zoo.md); flags given as well override it");
+    fprintf(f, "  --%-20s %s\n  --%-20s %s\n", "config FILE",
+            "read the configuration from FILE (as --dump-config writes it); flags override it",
+            "dump-config", "print the whole configuration as such a file and exit");
+    if (r->letter == 's' || r->letter == 'x') return;
+    fprintf(f, "\n%s config%s:\n", r->kind->name,
+            r->letter == 't' ? ""
+                             : " (for a plain state_dict; a tapegrad checkpoint carries its own)");
+    for (int i = 0; i < r->n_items; i++)
+        if (r->items[i].group == model) help_line(f, r->items[i].f, r->items[i].obj);
+}
+
+/* ---- checkpoints ---- */
+
+static const zoo_field *group_field(const zoo_cfg_group *g, int i) { return &g->opts[i].f; }
+
+/* "data.num_steps" for the field "num-steps" of the group whose prefix is "data". */
+static void meta_key(const char *prefix, const zoo_field *f, char *key, size_t len) {
+    snprintf(key, len, "%s.%s", prefix, f->name);
+    for (char *p = key; *p; p++)
+        if (*p == '-') *p = '_';
+}
+
+int zoo_cfg_meta_write(nn_ckpt *ck, const zoo_cfg_group *g, const void *obj) {
+    char key[96], val[4200];
+    for (int i = 0; i < g->n; i++) {
+        meta_key(g->meta, group_field(g, i), key, sizeof key);
+        if (nn_ckpt_set_meta(ck, key, zoo_field_format(group_field(g, i), obj, val, sizeof val)))
+            return -1;
+    }
+    return 0;
+}
+
+int zoo_cfg_meta_read(const nn_ckpt *ck, const zoo_cfg_group *g, void *obj, const bool *only) {
+    char key[96], what[4200];
+    void *tmp = malloc(g->size); /* the group's struct, changed only when every key parses */
+    if (!tmp) return ag_error("%s: out of memory", nn_ckpt_source(ck));
+    memcpy(tmp, obj, g->size);
+    int rc = 0;
+    for (int i = 0; i < g->n && !rc; i++) {
+        meta_key(g->meta, group_field(g, i), key, sizeof key);
+        const char *text = nn_ckpt_meta(ck, key);
+        snprintf(what, sizeof what, "%s: metadata %s", nn_ckpt_source(ck), key);
+        if (text && (!only || only[i])) rc = zoo_field_parse(group_field(g, i), tmp, text, what);
+    }
+    if (!rc) memcpy(obj, tmp, g->size);
+    free(tmp);
+    return rc;
+}
+
+int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only) {
+    const zoo_cfg_group *g = zoo_cfg_group_find("data");
+    ds_fra_options r = *o;
+    const char *split = nn_ckpt_meta(ck, "data.split"); /* before 2026-11-24: "valid test" */
+    if (split) {
+        char fracs[2][64], what[4200];
+        int used = 0;
+        if (sscanf(split, "%63s %63s%n", fracs[0], fracs[1], &used) != 2 || split[used])
+            return ag_error("%s: metadata data.split: expected two numbers, got '%s'",
+                            nn_ckpt_source(ck), split);
+        snprintf(what, sizeof what, "%s: metadata data.split", nn_ckpt_source(ck));
+        for (int i = 0, k = 0; i < g->n; i++) {
+            const zoo_field *f = group_field(g, i);
+            bool frac = !strcmp(f->name, "valid-frac") || !strcmp(f->name, "test-frac");
+            if (frac && (!only || only[i]) && zoo_field_parse(f, &r, fracs[k], what)) return -1;
+            k += frac;
+        }
+    }
+    if (zoo_cfg_meta_read(ck, g, &r, only)) return -1;
+    *o = r;
+    return 0;
+}
+
+/* ---- resume and ranks ---- */
+
+int zoo_run_check_fixed(const zoo_run *r, const zoo_run_cfg *saved) {
+    char a[4200], b[4200];
+    for (int i = 0; i < r->n_items; i++) {
+        const zoo_cfg_item *it = &r->items[i];
+        if (!r->given[i] || !(it->group->flags & ZOO_GROUP_FIXED)) continue;
+        zoo_run_cfg copy = *saved; /* the item's struct in the checkpoint's configuration */
+        const void *there = group_obj(it->group, &copy);
+        if (strcmp(zoo_field_format(it->f, it->obj, a, sizeof a),
+                   zoo_field_format(it->f, there, b, sizeof b)))
+            return ag_error(
+                "--%s %s differs from the checkpoint's %s: it cannot change on --resume",
+                it->f->name, a, b);
+    }
+    return 0;
+}
+
+char *zoo_run_text(const zoo_run *r) {
+    size_t cap = 64 * (size_t)r->n_items + 1, n = 0;
+    char *s = malloc(cap), v[4200];
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < r->n_items; i++) {
+        const zoo_cfg_item *it = &r->items[i];
+        if (!(it->group->flags & ZOO_GROUP_RANKS)) continue;
+        zoo_field_format(it->f, it->obj, v, sizeof v);
+        size_t need = strlen(it->f->name) + strlen(v) + 5;
+        if (n + need >= cap) {
+            char *t = realloc(s, cap = 2 * cap + need);
+            if (!t) return free(s), NULL;
+            s = t;
+        }
+        n += (size_t)snprintf(s + n, cap - n, "--%s %s\n", it->f->name, v);
+    }
+    return s;
+}

@@ -1,0 +1,145 @@
+/* train_loop.c -- epochs, steps, limits and stops of a training run (zoo_train, trainer.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "zoo/app/trainer_internal.h"
+
+#include <stdio.h>
+
+#include "zoo/app/dist.h"
+
+double zoo_trainer_seconds(const zoo_trainer *tr) {
+    double s = tr->epoch_seconds;
+    for (int i = 0; i < tr->n_hist; i++) s += tr->hist[i].seconds;
+    return s;
+}
+
+double zoo__epoch_fraction(const zoo_trainer *tr, const ds_batches *it) {
+    int64_t n = ds_batches_count(it);
+    return tr->epochs_done + (n ? (double)tr->epoch_batches / (double)n : 0);
+}
+
+/* The epoch under way's loss so far (d2l's: per-sequence losses / valid tokens), 0 before its
+ * first batch. */
+double zoo__running_loss(const zoo_trainer *tr) {
+    return tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0;
+}
+
+/* The checkpoints due after a step: every checkpoint_steps steps, every checkpoint_minutes. */
+static int periodic_save(zoo_run_state *r, const zoo_trainer *tr) {
+    const zoo_train_opts *o = r->o;
+    if (!o || !o->checkpoint) return 0;
+    bool due =
+        (o->checkpoint_steps > 0 && tr->steps % o->checkpoint_steps == 0) ||
+        (o->checkpoint_minutes > 0 && zoo__now() - r->last_ckpt >= 60 * o->checkpoint_minutes);
+    if (!due) return 0;
+    r->last_ckpt = zoo__now();
+    return zoo_trainer_save(tr, r->data, o->checkpoint);
+}
+
+/* Several ranks stop after the same step: a stop signal on any rank, or a limit as rank 0 sees
+ * it (its clock for the time budget). */
+static int agree_stop(zoo_trainer *tr, zoo_run_why *why) {
+    if (zoo_dist_size(tr->dist) == 1) return 0;
+    /* an early stop as rank 0 decides it (every rank validates the same model to the same bits
+     * on machines of one kind; rank 0's decision holds if another kind rounds otherwise) */
+    bool root = zoo_dist_rank(tr->dist) == 0;
+    int32_t v[3] = {*why == ZOO_RUN_STOP, root && *why == ZOO_RUN_LIMIT,
+                    root && *why == ZOO_RUN_EARLY};
+    if (zoo_dist_max(tr->dist, v, 3)) return -1;
+    *why = v[0] ? ZOO_RUN_STOP : v[2] ? ZOO_RUN_EARLY : v[1] ? ZOO_RUN_LIMIT : ZOO_RUN_ON;
+    return 0;
+}
+
+/* Batches of epoch tr->epochs_done from tr->epoch_batches on, until the epoch ends (then its
+ * stats go to the history) or a limit or a stop comes (*why). Returns 0 or -1. */
+static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_run_state *r,
+                     zoo_epoch_stats *out, zoo_run_why *why) {
+    const zoo_train_opts *o = r->o;
+    *why = ZOO_RUN_ON;
+    ds_batches_epoch(it, tr->epochs_done);
+    ds_batch b;
+    for (int k = 0; k < tr->epoch_batches; k++) /* the batches a stopped run already did */
+        if (!ds_batches_next(it, &b))
+            return ag_error("resume: the epoch has fewer than %d batches", tr->epoch_batches);
+    while (ds_batches_next(it, &b)) {
+        double loss, t0 = zoo__now();
+        if (zoo__train_step(tr, &b, bos, &loss)) return -1;
+        tr->epoch_loss += loss;
+        for (int i = 0; i < b.size; i++) tr->epoch_tokens += b.tgt_valid_len[i];
+        tr->epoch_seconds += zoo__now() - t0;
+        tr->epoch_batches++;
+        tr->steps++;
+        zoo__report_step(r, tr, it);
+        if (periodic_save(r, tr)) return -1;
+        if (!o) continue;
+        bool early = false;
+        if (o->valid_steps > 0 && tr->steps % o->valid_steps == 0 &&
+            zoo__validate_now(r, tr, it, &early))
+            return -1;
+        if (early) *why = ZOO_RUN_EARLY;
+        else if (o->stop && *o->stop) *why = ZOO_RUN_STOP;
+        else if ((o->max_steps > 0 && tr->steps >= o->max_steps) ||
+                 (o->time_budget > 0 && zoo__now() - r->t0 >= o->time_budget))
+            *why = ZOO_RUN_LIMIT;
+        if (agree_stop(tr, why)) return -1;
+        if (*why != ZOO_RUN_ON) return 0;
+    }
+    *out = (zoo_epoch_stats){
+        .loss = zoo__running_loss(tr), .tokens = tr->epoch_tokens, .seconds = tr->epoch_seconds};
+    if (zoo__push_hist(tr, *out)) return -1;
+    tr->epochs_done++;
+    tr->epoch_batches = 0;
+    tr->epoch_loss = tr->epoch_tokens = tr->epoch_seconds = 0;
+    return 0;
+}
+
+int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stats *out) {
+    zoo_run_state r = {.t0 = zoo__now()};
+    zoo_run_why why;
+    return run_epoch(tr, it, bos, &r, out, &why);
+}
+
+/* ---- the run ---- */
+
+/* The validation at the end of a run (or a stop), unless the last step had one. */
+static int final_validation(zoo_run_state *r, zoo_trainer *tr, const ds_batches *it, bool *early) {
+    if (r->o->valid_steps <= 0 || (tr->n_valid && tr->valid[tr->n_valid - 1].step == tr->steps))
+        return 0;
+    return zoo__validate_now(r, tr, it, early);
+}
+
+int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *o) {
+    int32_t bos = ds_vocab_id(ds_fra_vocab(data, DS_TGT), "<bos>");
+    double elapsed = 0;
+    for (int i = 0; i < tr->n_hist; i++) elapsed += tr->hist[i].seconds;
+    zoo_run_state r = {.o = o, .data = data, .t0 = zoo__now()};
+    r.last_ckpt = r.t0;
+    if (o->valid_steps > 0 && !ds_fra_part_size(data, DS_VALID))
+        return ag_error("validation every %lld steps: the data has no validation part",
+                        (long long)o->valid_steps);
+    while (tr->epochs_done < o->epochs) {
+        zoo_epoch_stats s;
+        zoo_run_why why;
+        if (run_epoch(tr, it, bos, &r, &s, &why)) return -1;
+        if (why != ZOO_RUN_ON) { /* stopped inside or at the end of an epoch: save where it is */
+            bool early = false;
+            if (why != ZOO_RUN_EARLY && final_validation(&r, tr, it, &early)) return -1;
+            if (o->checkpoint && zoo_trainer_save(tr, data, o->checkpoint)) return -1;
+            if (o->plots_dir && (tr->n_hist || tr->n_valid) &&
+                zoo_trainer_write_plots(tr, o->plots_dir))
+                return -1;
+            return why == ZOO_RUN_STOP    ? ZOO_TRAIN_STOPPED
+                   : why == ZOO_RUN_EARLY ? ZOO_TRAIN_EARLY
+                                          : ZOO_TRAIN_LIMIT;
+        }
+        elapsed += s.seconds;
+        zoo__report_epoch(o, tr, &s, elapsed, zoo__now() - r.t0, tr->epochs_done == o->epochs);
+        bool early = false;
+        if (tr->epochs_done == o->epochs && final_validation(&r, tr, it, &early)) return -1;
+        bool periodic = o->checkpoint_every > 0 && tr->epochs_done % o->checkpoint_every == 0;
+        if (o->checkpoint && (periodic || tr->epochs_done == o->epochs) &&
+            zoo_trainer_save(tr, data, o->checkpoint))
+            return -1;
+    }
+    if (o->plots_dir && tr->n_hist && zoo_trainer_write_plots(tr, o->plots_dir)) return -1;
+    return 0;
+}

@@ -1,0 +1,224 @@
+/* trainer_ckpt.c -- a training run in a checkpoint: save and resume (trainer.h). The data
+ * options and the recipe are written and read by their groups of the run configuration
+ * (run_cfg.h: data.<name>, train.<name>); the model by model_io.c; here the rest of the run. */
+#define _POSIX_C_SOURCE 200809L
+#include "zoo/app/trainer_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zoo/app/dist.h"
+#include "zoo/app/run_cfg.h"
+
+/* ---- checkpoints ---- */
+
+/* The history as text: one "loss tokens seconds" line per epoch, %.17g (exact). */
+static char *history_text(const zoo_trainer *tr) {
+    size_t cap = (size_t)tr->n_hist * 80 + 1, n = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < tr->n_hist; i++)
+        n += (size_t)snprintf(s + n, cap - n, "%.17g %.17g %.17g\n", tr->hist[i].loss,
+                              tr->hist[i].tokens, tr->hist[i].seconds);
+    return s;
+}
+
+/* The validations as text: one "step epoch seconds train_loss loss bleu" line each, exact. */
+static char *valid_text(const zoo_trainer *tr) {
+    size_t cap = (size_t)tr->n_valid * 140 + 1, n = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < tr->n_valid; i++) {
+        const zoo_valid_stats *v = &tr->valid[i];
+        n += (size_t)snprintf(s + n, cap - n, "%lld %.17g %.17g %.17g %.17g %.17g\n",
+                              (long long)v->step, v->epoch, v->seconds, v->train_loss, v->loss,
+                              v->bleu);
+    }
+    return s;
+}
+
+static int parse_valid(zoo_trainer *tr, const char *text, const char *file) {
+    for (const char *p = text; p && *p;) {
+        zoo_valid_stats v;
+        long long step;
+        int used = 0;
+        if (sscanf(p, "%lld %lf %lf %lf %lf %lf%n", &step, &v.epoch, &v.seconds, &v.train_loss,
+                   &v.loss, &v.bleu, &used) != 6 ||
+            step < 0 || step > tr->steps)
+            return ag_error("%s: metadata train.valid_history: malformed at validation %d", file,
+                            tr->n_valid + 1);
+        v.step = step;
+        if (zoo__push_valid(tr, v)) return -1;
+        p = strchr(p + used, '\n');
+        if (p) p++;
+    }
+    return 0;
+}
+
+int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path) {
+    char partial[128]; /* the epoch under way: batches done, loss sum, tokens, seconds */
+    snprintf(partial, sizeof partial, "%d %.17g %.17g %.17g", tr->epoch_batches, tr->epoch_loss,
+             tr->epoch_tokens, tr->epoch_seconds);
+    nn_ckpt *ck = nn_ckpt_new();
+    char *hist = history_text(tr), *valid = valid_text(tr);
+    int rc = -1;
+    if (!ck || !hist || !valid) {
+        ag_error("%s: out of memory", path);
+    } else if (!nn_ckpt_set_borrow(ck, true) && /* saved from the model's and Adam's buffers */
+               !zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(data, DS_SRC),
+                                   ds_fra_vocab(data, DS_TGT)) &&
+               !optim_save_state(tr->opt, ck) && !nn_ckpt_set_meta_rng(ck, "train.rng", &tr->rng) &&
+               !nn_ckpt_set_meta_int(ck, "train.epochs_done", tr->epochs_done) &&
+               !nn_ckpt_set_meta_int(ck, "train.shards", tr->shards * zoo_dist_size(tr->dist)) &&
+               !nn_ckpt_set_meta_int(ck, "train.ranks", zoo_dist_size(tr->dist)) &&
+               !nn_ckpt_set_meta_int(ck, "train.steps", tr->steps) &&
+               !zoo_cfg_meta_write(ck, zoo_cfg_group_find("recipe"), &tr->recipe) &&
+               !zoo_cfg_meta_write(ck, zoo_cfg_group_find("data"), ds_fra_opts(data)) &&
+               !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
+               !nn_ckpt_set_meta(ck, "train.history", hist) &&
+               (!tr->n_valid || !nn_ckpt_set_meta(ck, "train.valid_history", valid))) {
+        rc = nn_ckpt_save(ck, path);
+    }
+    free(hist);
+    free(valid);
+    nn_ckpt_free(ck);
+    return rc;
+}
+
+/* The whole data options of a training checkpoint: every key must be there (but
+ * data.batch_tokens, absent from checkpoints made before it: 0; the fractions may be in the
+ * older data.split). */
+static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
+    const zoo_cfg_group *g = zoo_cfg_group_find("data");
+    bool split = nn_ckpt_meta(ck, "data.split") != NULL;
+    char key[96];
+    for (int i = 0; i < g->n; i++) {
+        const char *name = g->opts[i].f.name;
+        snprintf(key, sizeof key, "data.%s", name);
+        for (char *p = key; *p; p++)
+            if (*p == '-') *p = '_';
+        bool frac = !strcmp(name, "valid-frac") || !strcmp(name, "test-frac");
+        if (strcmp(name, "batch-tokens") && !(frac && split) && !nn_ckpt_meta(ck, key))
+            return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
+    }
+    *o = ds_fra_defaults();
+    return zoo_data_meta_read(ck, o, NULL);
+}
+
+/* train.steps and train.epoch_partial (absent in checkpoints written before them: 0 and an
+ * epoch boundary). */
+static int get_progress(const nn_ckpt *ck, zoo_trainer *tr) {
+    const char *file = nn_ckpt_source(ck), *partial = nn_ckpt_meta(ck, "train.epoch_partial");
+    int64_t steps = 0;
+    if (nn_ckpt_meta(ck, "train.steps") && nn_ckpt_meta_int(ck, "train.steps", &steps)) return -1;
+    if (steps < 0)
+        return ag_error("%s: metadata train.steps = %lld, expected >= 0", file, (long long)steps);
+    tr->steps = steps;
+    if (!partial) return 0;
+    int used = 0;
+    if (sscanf(partial, "%d %lf %lf %lf%n", &tr->epoch_batches, &tr->epoch_loss, &tr->epoch_tokens,
+               &tr->epoch_seconds, &used) != 4 ||
+        partial[used] || tr->epoch_batches < 0 || !isfinite(tr->epoch_loss) ||
+        !isfinite(tr->epoch_tokens) || !isfinite(tr->epoch_seconds))
+        return ag_error(
+            "%s: metadata train.epoch_partial: expected \"batches loss tokens seconds\", got '%s'",
+            file, partial);
+    return 0;
+}
+
+static int parse_history(zoo_trainer *tr, const char *text, const char *file) {
+    const char *p = text;
+    while (p && *p) {
+        zoo_epoch_stats s;
+        int used = 0;
+        if (sscanf(p, "%lf %lf %lf%n", &s.loss, &s.tokens, &s.seconds, &used) != 3)
+            return ag_error("%s: metadata train.history: malformed at epoch %d", file,
+                            tr->n_hist + 1);
+        if (zoo__push_hist(tr, s)) return -1;
+        p = strchr(p + used, '\n');
+        if (p) p++;
+    }
+    if (tr->n_hist != tr->epochs_done)
+        return ag_error("%s: train.history has %d epochs, train.epochs_done says %d", file,
+                        tr->n_hist, tr->epochs_done);
+    return 0;
+}
+
+zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
+                                ds_fra_options *data_opts) {
+    return zoo_trainer_resume_dist(path, kind, NULL, data_opts);
+}
+
+zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kind, zoo_dist *d,
+                                     ds_fra_options *data_opts) {
+    nn_ckpt *ck = NULL;
+    zoo_model *m = NULL;
+    ds_vocab *src = NULL, *tgt = NULL;
+    zoo_trainer *tr = NULL;
+    int64_t epochs = 0;
+    zoo_recipe recipe = zoo_recipe_d2l; /* keys absent (older checkpoints): d2l's */
+    if (nn_ckpt_load(&ck, path)) goto fail;
+    if (!nn_ckpt_meta(ck, "train.lr") || !nn_ckpt_meta(ck, "train.clip")) {
+        ag_error("%s: not a training checkpoint (no train.lr, train.clip)", path);
+        goto fail;
+    }
+    if (zoo_cfg_meta_read(ck, zoo_cfg_group_find("recipe"), &recipe, NULL) ||
+        zoo_ckpt_load_model(ck, kind, &m, &src, &tgt))
+        goto fail;
+    ds_vocab_free(src);
+    ds_vocab_free(tgt);
+    tr = zoo__trainer_of(m, &recipe);
+    m = NULL; /* owned by tr (or freed) */
+    if (!tr || optim_load_state(tr->opt, ck) || nn_ckpt_meta_rng(ck, "train.rng", &tr->rng) ||
+        nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))
+        goto fail;
+    if (epochs < 0 || epochs > 1000000) {
+        ag_error("%s: metadata train.epochs_done = %lld, expected 0 to 1000000", path,
+                 (long long)epochs);
+        goto fail;
+    }
+    tr->epochs_done = (int)epochs;
+    int64_t shards;
+    if (nn_ckpt_meta_int(ck, "train.shards", &shards)) goto fail;
+    if (shards < 1 || shards > 1048576) { /* the global count: up to 64 per rank */
+        ag_error("%s: metadata train.shards = %lld, expected 1 to 1048576", path,
+                 (long long)shards);
+        goto fail;
+    }
+    int ranks = zoo_dist_size(d); /* the global count, shared between the ranks */
+    if (shards % ranks || shards / ranks > 64) {
+        ag_error("%s: its run has %lld shards in all, which %d rank%s cannot share (run it on a "
+                 "rank count that divides %lld, into at most 64 shards each)",
+                 path, (long long)shards, ranks, ranks == 1 ? "" : "s", (long long)shards);
+        goto fail;
+    }
+    if (zoo_trainer_set_dist(tr, d) || zoo_trainer_set_shards(tr, (int)(shards / ranks))) goto fail;
+    const char *hist = nn_ckpt_meta(ck, "train.history");
+    if (!hist) {
+        ag_error("%s: not a training checkpoint (no train.history)", path);
+        goto fail;
+    }
+    if (parse_history(tr, hist, path) || get_progress(ck, tr) ||
+        parse_valid(tr, nn_ckpt_meta(ck, "train.valid_history"), path))
+        goto fail;
+    nn_ckpt_free(ck);
+    return tr;
+fail:
+    zoo_trainer_free(tr);
+    nn_ckpt_free(ck);
+    return NULL;
+}
+
+int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
+    int s = ds_vocab_size(ds_fra_vocab(data, DS_SRC)),
+        t = ds_vocab_size(ds_fra_vocab(data, DS_TGT));
+    if (s != tr->model->src_vocab || t != tr->model->tgt_vocab)
+        return ag_error("the data gives vocabularies of %d / %d tokens, the checkpoint's "
+                        "model has %d / %d",
+                        s, t, tr->model->src_vocab, tr->model->tgt_vocab);
+    return 0;
+}
