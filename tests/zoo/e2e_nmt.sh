@@ -71,6 +71,24 @@ check "stats" run 0 stats --data "$data" --plots "$dir/plots"
 check "stats: vocabulary line" has out '^vocabulary: source [0-9]+ tokens, target [0-9]+ tokens'
 check "stats: histogram" test -s "$dir/plots/lengths.svg"
 
+# a run written down and given back: --dump-config, --config FILE (flags beside it override it)
+check "dump-config" run 0 train --data "$data" --epochs 2 --lr 0.004 --dump-config
+cp "$dir/out" "$dir/run.cfg"
+check "dump-config: values" has out '^lr = 0.004$'
+check "dump-config: epochs" has out '^epochs = 2$'
+check "config: read back" run 0 train --config "$dir/run.cfg" --dump-config
+check "config: same configuration" cmp -s "$dir/out" "$dir/run.cfg"
+check "config: a flag overrides it" run 0 train --config "$dir/run.cfg" --epochs 3 --dump-config
+check "config: overridden" has out '^epochs = 3$'
+check "config: trains as the flags do" run 0 train --config "$dir/run.cfg" --checkpoint "$dir/c1.safetensors" --log-every 0
+grep -E '=>|^loss' "$dir/out" | sed -E 's/, [0-9.]+ tokens.sec//' >"$dir/by_config"
+check "flags: the same run" run 0 train --data "$data" --epochs 2 --lr 0.004 --checkpoint "$dir/c2.safetensors" --log-every 0
+grep -E '=>|^loss' "$dir/out" | sed -E 's/, [0-9.]+ tokens.sec//' >"$dir/by_flags"
+check "config: same losses and translations" cmp -s "$dir/by_config" "$dir/by_flags"
+printf '[train]\nepochs = two\n' >"$dir/bad.cfg"
+check "config: a bad value" run 2 train --config "$dir/bad.cfg"
+check "config: names file and line" has err "bad.cfg:2: epochs: expected an integer in \\[1, 1000000\\], got 'two'"
+
 # export a plain state_dict and import it back: the same translations
 check "export" run 0 export --checkpoint "$ck" --out "$dir/plain.safetensors" --src-vocab "$dir/src.txt" --tgt-vocab "$dir/tgt.txt"
 "$prog" translate --checkpoint "$ck" "i'm home ." "go ." >"$dir/a" 2>/dev/null

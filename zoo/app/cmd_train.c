@@ -36,7 +36,7 @@ static int output_paths(const zoo_cli *c, train_run *t) {
     const zoo_files *f = &cfg->files;
     if (f->checkpoint) snprintf(t->ckpath, sizeof t->ckpath, "%s", f->checkpoint);
     else snprintf(t->ckpath, sizeof t->ckpath, "%s.safetensors", c->run.program);
-    if ((zoo_run_given(&c->run, "patience") || f->best_checkpoint) && !cfg->loop.valid_steps)
+    if ((cfg->loop.patience || f->best_checkpoint) && !cfg->loop.valid_steps)
         return zoo__usage(c, "--patience and --best-checkpoint need --valid-steps");
     if (cfg->loop.valid_steps && f->best_checkpoint) {
         snprintf(t->best, sizeof t->best, "%s", f->best_checkpoint);
