@@ -4,7 +4,6 @@
 #include "zoo/app/cli_internal.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include "zoo/app/decode.h"
 
@@ -24,25 +23,21 @@ int zoo__cmd_eval(zoo_cli *c) {
     if (!rc) rc = zoo__check_steps(c, l.m->cfg, o.num_steps);
     if (!rc) rc = zoo__load_data(c, &o, &d);
     ds_part part = DS_TEST;
-    const char *name = c->run.cfg.files.split;
-    if (!rc) {
-        if (!name) {
-            part = ds_fra_part_size(d, DS_TEST)    ? DS_TEST
-                   : ds_fra_part_size(d, DS_VALID) ? DS_VALID
-                                                   : DS_TRAIN;
-            name = part == DS_TEST ? "test" : part == DS_VALID ? "valid" : "train";
-            if (part == DS_TRAIN)
-                fprintf(stderr, "note: this data has no held-out split (give --test-frac): scoring "
-                                "the training pairs\n");
-        } else if (!strcmp(name, "test") || !strcmp(name, "valid") || !strcmp(name, "train") ||
-                   !strcmp(name, "all")) {
-            part = name[0] == 't'   ? (name[1] == 'e' ? DS_TEST : DS_TRAIN)
-                   : name[0] == 'v' ? DS_VALID
-                                    : DS_ALL;
-        } else {
-            rc = zoo__usage(c, "--split: expected test, valid, train or all, got '%s'", name);
-        }
+    int split = c->run.cfg.exec.split;
+    if (!rc && split == ZOO_SPLIT_AUTO) {
+        split = ds_fra_part_size(d, DS_TEST)    ? ZOO_SPLIT_TEST
+                : ds_fra_part_size(d, DS_VALID) ? ZOO_SPLIT_VALID
+                                                : ZOO_SPLIT_TRAIN;
+        if (split == ZOO_SPLIT_TRAIN)
+            fprintf(stderr, "note: this data has no held-out split (give --test-frac): scoring "
+                            "the training pairs\n");
     }
+    static const ds_part PARTS[] = {[ZOO_SPLIT_TEST] = DS_TEST,
+                                    [ZOO_SPLIT_VALID] = DS_VALID,
+                                    [ZOO_SPLIT_TRAIN] = DS_TRAIN,
+                                    [ZOO_SPLIT_ALL] = DS_ALL};
+    part = PARTS[split];
+    const char *name = zoo_split_names[split];
     zoo_eval_result r;
     if (!rc && zoo_evaluate(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, &r))
         rc = zoo__fail(c, ag_last_error());

@@ -17,24 +17,22 @@ static const zoo_cfg_opt FILES[] = {
      "tes"},
     {{"checkpoint", ZOO_STR, F(checkpoint), 0, 0,
       "checkpoint to write (train; default PROGRAM.safetensors) or read", NULL},
-     "trex"},
+     "Trex"},
     {{"best-checkpoint", ZOO_STR, F(best_checkpoint), 0, 0,
       "with --valid-steps: where the run is saved at each new best BLEU (default: the "
       "checkpoint's name with .best before .safetensors)",
       NULL},
-     "t"},
-    {{"plots", ZOO_STR, F(plots), 0, 0, "directory for the plots", NULL}, "ts"},
+     "T"},
+    {{"plots", ZOO_STR, F(plots), 0, 0, "directory for the plots", NULL}, "TS"},
     {{"src-vocab", ZOO_STR, F(src_vocab), 0, 0,
       "source vocabulary file (one token per line) of a plain state_dict", NULL},
-     "rex"},
+     "reX"},
     {{"tgt-vocab", ZOO_STR, F(tgt_vocab), 0, 0,
       "target vocabulary file (one token per line) of a plain state_dict", NULL},
-     "rex"},
+     "reX"},
     {{"out", ZOO_STR, F(out), 0, 0, "plain state_dict file to write (safetensors, no metadata)",
       NULL},
-     "x"},
-    {{"split", ZOO_STR, F(split), 0, 0, "test | valid | train | all (default: test if any)", NULL},
-     "e"},
+     "X"},
 };
 #undef F
 
@@ -64,6 +62,8 @@ static const zoo_cfg_opt DATA[] = {
      "ts"},
 };
 #undef D
+
+const char *const zoo_split_names[] = {"auto", "test", "valid", "train", "all", NULL};
 
 const char *const zoo_schedule_names[] = {"constant", "invsqrt", "cosine", "linear", NULL};
 
@@ -147,6 +147,9 @@ static const zoo_cfg_opt EXEC[] = {
     {{"beam", ZOO_INT, X(beam), 1, 1000, "beam size (1: greedy, as d2l)", NULL}, "r"},
     {{"alpha", ZOO_REAL, X(alpha), 0, 10, "beam search length penalty ((5+len)/6)^alpha", NULL},
      "r"},
+    {{"split", ZOO_CHOICE, X(split), 0, 0,
+      "the part of the run's data to score (auto: test, else valid, else train)", zoo_split_names},
+     "e"},
 };
 #undef X
 
@@ -265,7 +268,11 @@ void zoo_run_free(zoo_run *r) {
 }
 
 bool zoo__takes(const zoo_run *r, const zoo_cfg_item *it) {
-    return strchr(it->cmds, r->letter) != NULL;
+    return strchr(it->cmds, r->letter) || strchr(it->cmds, r->letter - 'a' + 'A');
+}
+
+bool zoo_run_writes(const zoo_run *r, const zoo_cfg_item *it) {
+    return strchr(it->cmds, r->letter - 'a' + 'A') != NULL;
 }
 
 int zoo__item_index(const zoo_run *r, const char *name) {

@@ -41,7 +41,6 @@ typedef struct zoo_files {
     const char *plots;           /* directory of the plots and CSV files */
     const char *src_vocab, *tgt_vocab; /* vocabularies of a plain state_dict (export writes them) */
     const char *out;                   /* export: the plain state_dict */
-    const char *split;                 /* eval: test | valid | train | all */
 } zoo_files;
 
 /* How the sub-command runs: threads, shards, resuming, decoding. */
@@ -53,7 +52,17 @@ typedef struct zoo_exec {
     int allow_nonfinite; /* load a checkpoint with NaN or infinite weights anyway */
     int beam;            /* translate: beam size (1: greedy) */
     double alpha;        /* translate: beam search length penalty */
+    int split;           /* eval: the part scored, zoo_split (auto: test, else valid, else train) */
 } zoo_exec;
+
+typedef enum zoo_split {
+    ZOO_SPLIT_AUTO,
+    ZOO_SPLIT_TEST,
+    ZOO_SPLIT_VALID,
+    ZOO_SPLIT_TRAIN,
+    ZOO_SPLIT_ALL
+} zoo_split;
+extern const char *const zoo_split_names[]; /* by zoo_split value */
 
 typedef struct zoo_run_cfg {
     zoo_files files;
@@ -74,7 +83,8 @@ enum {
 
 typedef struct zoo_cfg_opt {
     zoo_field f;      /* offset: in the group's struct */
-    const char *cmds; /* sub-commands taking it: letters of "tresx" */
+    const char *cmds; /* sub-commands taking it: letters of "tresx"; a path the sub-command writes
+                       * (a file, or the directory of --plots) has its letter in upper case */
 } zoo_cfg_opt;
 
 typedef struct zoo_cfg_group {
@@ -133,6 +143,8 @@ void zoo_run_free(zoo_run *r);
 
 /* The item called name that the sub-command takes, or NULL. */
 const zoo_cfg_item *zoo_run_find(const zoo_run *r, const char *name);
+/* Whether the sub-command of r writes the path of item it (an output), rather than reads it. */
+bool zoo_run_writes(const zoo_run *r, const zoo_cfg_item *it);
 /* Whether the item called name was set by a preset, the config file or a flag. */
 bool zoo_run_given(const zoo_run *r, const char *name);
 
