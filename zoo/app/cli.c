@@ -70,11 +70,6 @@ int zoo__check_output_file(const char *what, const char *path) {
     return 0;
 }
 
-bool zoo__same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (!stat(a, &sa) && !stat(b, &sb)) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    return !strcmp(a, b);
-}
 
 int zoo__load_data(const zoo_cli *c, const ds_fra_options *o, ds_fra **d) {
     char path[4096];
@@ -162,6 +157,8 @@ static int run_cmd(zoo_cli *c, int (*cmd)(zoo_cli *), int argc, char **argv) {
     if (zoo_run_parse(r, argc, argv)) return zoo__usage(c, "%s", ag_last_error());
     if (r->help) return zoo_run_help(r, stdout), -1;
     if (r->dump) return zoo_run_dump(r, stdout), -1;
+    if (r->letter != 't' && zoo__check_paths(c, NULL, 0)) /* train: with its defaults */
+        return zoo__usage(c, "%s", ag_last_error());
     if (r->cfg.exec.threads && ag_set_threads(r->cfg.exec.threads))
         return zoo__fail(c, ag_last_error());
     int rc = cmd(c);

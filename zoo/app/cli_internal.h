@@ -27,8 +27,24 @@ int zoo__mkdir_p(const char *dir);
 /* An output file the program will write at path (what: its flag): an existing path must be a
  * regular file and its folder must exist and be writable. 0 or -1 (ag_last_error). */
 int zoo__check_output_file(const char *what, const char *path);
-/* True when a and b name the same file: the same inode when both exist, else the same text. */
-bool zoo__same_file(const char *a, const char *b);
+
+/* A path beside the configuration's: train's checkpoint when it is the default one. */
+typedef struct zoo_path_extra {
+    const char *flag, *path;
+    bool out;
+} zoo_path_extra;
+/* Every path the sub-command reads or writes (the configuration's files group, as the data
+ * loader finds --data, and the extras), resolved (symbolic links, ".", ".."), checked before
+ * any work: two that name the same file where one is written, a path that names a file --plots
+ * writes (loss.csv, attention_*.svg ...), an output that cannot be created (a directory, a
+ * missing folder, a link to nothing). --plots is created. 0, or -1 with ag_last_error() naming
+ * both flags (a usage error). */
+int zoo__check_paths(const zoo_cli *c, const zoo_path_extra *extra, int n_extra);
+/* Locks ckpath for one training run: an advisory lock on ckpath.lock (which holds the pid),
+ * released by zoo__unlock or by the kernel when the process ends. 0 with *fd, or -1 naming the
+ * process that holds it. */
+int zoo__lock(const char *ckpath, int *fd);
+void zoo__unlock(int fd);
 
 /* The data of --data (or found as docs/datasets.md says) with options o. 0 or an exit status. */
 int zoo__load_data(const zoo_cli *c, const ds_fra_options *o, ds_fra **d);

@@ -8,19 +8,6 @@
 int zoo__cmd_export(zoo_cli *c) {
     if (!c->run.cfg.files.out || !c->run.cfg.files.src_vocab || !c->run.cfg.files.tgt_vocab)
         return zoo__usage(c, "--out, --src-vocab and --tgt-vocab are required");
-    const char *names[4] = {"--checkpoint", "--out", "--src-vocab", "--tgt-vocab"};
-    const char *paths[4] = {c->run.cfg.files.checkpoint, c->run.cfg.files.out,
-                            c->run.cfg.files.src_vocab, c->run.cfg.files.tgt_vocab};
-    for (int i = 0; i < 4; i++)
-        for (int j = i + 1; j < 4 && paths[0]; j++)
-            if (zoo__same_file(paths[i], paths[j]))
-                return zoo__usage(
-                    c,
-                    "%s and %s name the same file (%s): an output never replaces an input "
-                    "or another output",
-                    names[i], names[j], paths[j]);
-    for (int i = 1; i < 4; i++)
-        if (zoo__check_output_file(names[i], paths[i])) return zoo__usage(c, "%s", ag_last_error());
     zoo_loaded l;
     int rc = zoo__load(c, &l);
     if (rc) return rc;

@@ -26,6 +26,7 @@ typedef struct train_run {
     zoo_trainer *tr;
     ds_fra *d;
     ds_batches *it;
+    int lock[2]; /* the locks of the checkpoint and the best checkpoint (-1: none) */
 } train_run;
 
 /* The checkpoint's path (default PROGRAM.safetensors) and the best checkpoint's (with
@@ -46,12 +47,13 @@ static int output_paths(const zoo_cli *c, train_run *t) {
             snprintf(t->best, sizeof t->best, "%.*s.best.safetensors", (int)(n - ext), t->ckpath);
         else snprintf(t->best, sizeof t->best, "%s.best", t->ckpath);
     }
-    if (t->rank0 && (zoo__check_output_file("--checkpoint", t->ckpath) ||
-                     (*t->best && zoo__check_output_file("--best-checkpoint", t->best)) ||
-                     (f->plots && zoo__mkdir_p(f->plots))))
+    zoo_path_extra extra[2] = {{"--checkpoint", t->ckpath, true},
+                               {"--best-checkpoint", t->best, true}};
+    if (t->rank0 && zoo__check_paths(c, extra, *t->best ? 2 : 1))
         return zoo__usage(c, "%s", ag_last_error());
-    if (*t->best && zoo__same_file(t->best, t->ckpath))
-        return zoo__usage(c, "--best-checkpoint and --checkpoint name the same file (%s)", t->best);
+    if (t->rank0 &&
+        (zoo__lock(t->ckpath, &t->lock[0]) || (*t->best && zoo__lock(t->best, &t->lock[1]))))
+        return zoo__fail(c, ag_last_error());
     return 0;
 }
 
@@ -234,7 +236,7 @@ static int print_translations(const zoo_cli *c, const train_run *t) {
 }
 
 int zoo__cmd_train(zoo_cli *c) {
-    train_run t = {.rank0 = zoo_dist_rank(c->dist) == 0};
+    train_run t = {.rank0 = zoo_dist_rank(c->dist) == 0, .lock = {-1, -1}};
     int rc = output_paths(c, &t);
     if (!rc) rc = c->run.cfg.exec.resume ? resume_run(c, &t) : new_run(c, &t);
     if (!rc) rc = prepare(c, &t);
@@ -250,5 +252,7 @@ int zoo__cmd_train(zoo_cli *c) {
     ds_batches_free(t.it);
     ds_fra_free(t.d);
     zoo_trainer_free(t.tr);
+    zoo__unlock(t.lock[0]);
+    zoo__unlock(t.lock[1]);
     return rc;
 }
