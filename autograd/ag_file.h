@@ -65,6 +65,12 @@ FILE *ag_file_open(ag_file *f, const char *path);
  * rename failed: the temporary is then removed, the target untouched, and the message ends
  * with "(previous file kept)". f is closed in both cases. */
 int ag_file_commit(ag_file *f);
+/* Commits n files as one: each is flushed, fsynced and closed first, and only when all of them
+ * were written are the temporaries renamed over their targets, so a full disk or a write error
+ * leaves every target as it was (none is replaced). The renames themselves run one after the
+ * other: a rename that fails after another succeeded (rare: it needs no space) leaves the ones
+ * before it replaced. Returns 0 or -1 with the first failure's message; every f is closed. */
+int ag_file_commit_all(ag_file *fs, int n);
 /* Closes the stream and removes the temporary file: the target stays as it was (a target
  * written directly, a FIFO or a device, has had what was written). A no-op on a closed
  * ag_file (so it is safe on every cleanup path). Records no error. */

@@ -258,8 +258,9 @@ static void sync_dir(const char *path) {
     free(dir);
 }
 
-int ag_file_commit(ag_file *f) {
-    if (!f || !f->fp) return ag_error("ag_file_commit: the file is not open");
+/* Flushes, fsyncs and closes f's stream, keeping the temporary. 0, or -1 with the message (the
+ * temporary removed, f reset). A target written in place is done (f reset) either way. */
+static int finish(ag_file *f) {
     const char *step = NULL;
     int e = 0;
     if (fflush(f->fp) != 0) step = "writing", e = errno;
@@ -274,21 +275,56 @@ int ag_file_commit(ag_file *f) {
         reset(f);
         return rc;
     }
-    if (!step && rename(f->tmp, f->target) != 0) step = "renaming", e = errno;
-    if (step) {
+    if (!step) return 0;
+    unlink(f->tmp);
+    if (strcmp(f->path, f->target) != 0)
+        ag_error("%s (a link to %s): %s the temporary file failed: %s (previous file kept)",
+                 f->path, f->target, step, e ? strerror(e) : "write error");
+    else
+        ag_error("%s: %s the temporary file failed: %s (previous file kept)", f->path, step,
+                 e ? strerror(e) : "write error");
+    reset(f);
+    return -1;
+}
+
+/* Renames the finished temporary over the target and fsyncs its directory; f reset. 0 or -1. */
+static int publish(ag_file *f) {
+    int rc = 0;
+    if (!f->tmp) return reset(f), 0;
+    if (rename(f->tmp, f->target) != 0) {
+        int e = errno;
         unlink(f->tmp);
-        if (strcmp(f->path, f->target) != 0)
-            ag_error("%s (a link to %s): %s the temporary file failed: %s (previous file kept)",
-                     f->path, f->target, step, e ? strerror(e) : "write error");
-        else
-            ag_error("%s: %s the temporary file failed: %s (previous file kept)", f->path, step,
-                     e ? strerror(e) : "write error");
-        reset(f);
+        rc = ag_error("%s: renaming the temporary file failed: %s (previous file kept)", f->path,
+                      strerror(e));
+    } else {
+        sync_dir(f->target);
+    }
+    reset(f);
+    return rc;
+}
+
+int ag_file_commit(ag_file *f) {
+    if (!f || !f->fp) return ag_error("ag_file_commit: the file is not open");
+    if (finish(f)) return -1;
+    return publish(f);
+}
+
+int ag_file_commit_all(ag_file *fs, int n) {
+    int bad = -1;
+    for (int i = 0; i < n && bad < 0; i++)
+        if (!fs[i].fp ? ag_error("ag_file_commit_all: file %d is not open", i) : finish(&fs[i]))
+            bad = i;
+    if (bad >= 0) { /* none is renamed: the others' temporaries go too */
+        for (int i = 0; i < n; i++) {
+            if (i == bad) continue;
+            if (fs[i].fp) ag_file_abort(&fs[i]);
+            else if (fs[i].tmp) unlink(fs[i].tmp), reset(&fs[i]);
+        }
         return -1;
     }
-    sync_dir(f->target);
-    reset(f);
-    return 0;
+    int rc = 0;
+    for (int i = 0; i < n; i++) rc |= publish(&fs[i]);
+    return rc ? -1 : 0;
 }
 
 void ag_file_abort(ag_file *f) {

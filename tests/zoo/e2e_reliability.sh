@@ -197,5 +197,72 @@ done
 check "  the flags' --hiddens" has pf.header '"config.hiddens":"32"'
 check "  the flags' --batch-tokens" has pf.header '"data.batch_tokens":"400"'
 
+# 9. the second audit (2026-11-24): outputs that collide, runs that race, faults
+a="$dir/a2"
+mkdir -p "$a/P" "$a/Q"
+head -n 200 "$data" >"$a/d.txt"
+cp "$a/d.txt" "$a/keep.txt"
+cp "$a/d.txt" "$a/P/loss.csv"
+cp "$a/d.txt" "$a/Q/lengths.svg"
+tiny=(--epochs 1 --log-every 0)
+check "--checkpoint naming --data refused" run 2 train --data "$a/d.txt" --checkpoint "$a/d.txt" "${tiny[@]}"
+check "  names both flags" has err "--data and --checkpoint name the same file"
+check "  the data kept" same "$a/d.txt" "$a/keep.txt"
+check "--best-checkpoint naming --data (through ..) refused" run 2 train --data "$a/d.txt" --valid-frac 0.1 --valid-steps 2 --best-checkpoint "$a/P/../d.txt" "${tiny[@]}" --checkpoint "$a/x.safetensors"
+check "  names both flags" has err "--data and --best-checkpoint name the same file"
+check "--checkpoint naming a symlink to --data refused" bash -c "ln -s '$a/d.txt' '$a/link' && '$prog' train --data '$a/d.txt' --checkpoint '$a/link' --epochs 1 2>/dev/null; [ \$? = 2 ]"
+check "--checkpoint P/loss.csv --plots P refused" run 2 train --data "$a/d.txt" --checkpoint "$a/P/loss.csv" --plots "$a/P" "${tiny[@]}"
+check "  says --plots writes it" has err "is a file --plots .* writes: it would be overwritten"
+check "  the file kept" same "$a/P/loss.csv" "$a/keep.txt"
+check "--checkpoint P/attention_x.svg --plots P refused" run 2 train --data "$a/d.txt" --checkpoint "$a/P/attention_x.svg" --plots "$a/P" "${tiny[@]}"
+check "--best-checkpoint P/valid.csv --plots P refused" run 2 train --data "$a/d.txt" --valid-frac 0.1 --valid-steps 2 --best-checkpoint "$a/P/valid.csv" --plots "$a/P" "${tiny[@]}" --checkpoint "$a/y.safetensors"
+check "stats --data Q/lengths.svg --plots Q refused" run 2 stats --data "$a/Q/lengths.svg" --plots "$a/Q"
+check "  the data kept" same "$a/Q/lengths.svg" "$a/keep.txt"
+check "train --data P/loss.csv --plots P refused" run 2 train --data "$a/P/loss.csv" --plots "$a/P" "${tiny[@]}"
+check "  the data kept" same "$a/P/loss.csv" "$a/keep.txt"
+check "a link to nothing as --checkpoint refused before training" bash -c "ln -s '$a/none/x' '$a/dangling' && '$prog' train --data '$a/d.txt' --checkpoint '$a/dangling' --epochs 1 2>'$a/err'; [ \$? = 2 ] && grep -q 'a symbolic link to nothing' '$a/err'"
+check "an empty --checkpoint refused" run 2 train --data "$a/d.txt" --checkpoint "" "${tiny[@]}"
+check "  says so" has err "--checkpoint: expected a path, got an empty text"
+check "an empty --data refused (no fall-back to the default file)" run 2 train --data ""
+check "an empty --plots refused" run 2 stats --data "$a/d.txt" --plots ""
+# two runs of one checkpoint: the second is refused while the first holds the lock
+"$prog" train --data "$a/d.txt" --epochs 100000 --time-budget 20 --log-every 0 --checkpoint "$a/race.safetensors" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 200); do [ -s "$a/race.safetensors.lock" ] && break; sleep 0.05; done
+check "a second train of the same checkpoint refused" run 1 train --data "$a/d.txt" "${tiny[@]}" --checkpoint "$a/race.safetensors"
+check "  names the process" has err "is being trained by process $first"
+kill -INT "$first"
+wait "$first"
+check "  the first saved it" test -s "$a/race.safetensors"
+"$prog" train --data "$a/d.txt" --epochs 100000 --time-budget 20 --log-every 0 --checkpoint "$a/race.safetensors" --resume >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 200); do grep -qx "$first" "$a/race.safetensors.lock" 2>/dev/null && break; sleep 0.05; done
+check "a second --resume of it refused" run 1 train --data "$a/d.txt" --epochs 100000 --log-every 0 --checkpoint "$a/race.safetensors" --resume
+kill -INT "$first"
+wait "$first"
+check "the lock goes with the process: resuming again works" run 0 train --data "$a/d.txt" --epochs 100000 --max-steps 200000 --time-budget 0.3 --log-every 0 --checkpoint "$a/race.safetensors" --resume
+# --resume with other tokens in vocabularies of the same sizes
+run 0 train --data "$a/d.txt" "${tiny[@]}" --checkpoint "$a/v.safetensors"
+sed -E ':a; s/^([^\t]*)\b[Gg]o\b/\1Zq/; ta' "$a/d.txt" >"$a/d2.txt" # "go" -> "zq": same sizes
+check "--resume with other tokens refused" run 1 train --data "$a/d2.txt" --epochs 2 --log-every 0 --checkpoint "$a/v.safetensors" --resume
+check "  names the token" has err "source vocabulary differs from the checkpoint's: token [0-9]+ is '.*' here, '.*' there"
+# translate: a NUL byte is a bad line, not a cut one
+printf 'go .\ngo\0 away .\ni lost .\n' >"$a/nul.txt"
+check "translate: a line with a NUL byte reported" bash -c "'$prog' translate --checkpoint '$ck' <'$a/nul.txt' >'$a/out' 2>'$a/err'; [ \$? = 1 ]"
+check "  names the line" has a2/err "line 2: a NUL byte at byte 3"
+check "  three output lines" test "$(wc -l <"$a/out")" = 3
+check "  the others translated" lacks a2/err "line [13]:"
+# numbers: decimal only, no blanks, as for integers
+check "--time-budget 0x10 refused" run 2 train --data "$a/d.txt" --time-budget 0x10
+check "--lr ' 0.1' refused" run 2 train --data "$a/d.txt" --lr " 0.1"
+check "--lr 'inf' refused" run 2 train --data "$a/d.txt" --lr inf
+check "--heads 3 --hiddens 32 refused before the data is read" run 2 train --data "$a/none.txt" --heads 3 --hiddens 32
+check "  names the config" has err "hiddens 32, ffn 64, heads 3"
+# export: all three outputs or none
+printf 'old\n' >"$a/o.sd"; printf 'old\n' >"$a/s.txt"; printf 'old\n' >"$a/t.txt"
+check "export beyond a file size limit fails" bash -c "trap '' XFSZ; ulimit -f 8; '$prog' export --checkpoint '$ck' --out '$a/o.sd' --src-vocab '$a/s.txt' --tgt-vocab '$a/t.txt' 2>'$a/err'; [ \$? = 1 ]"
+check "  nothing replaced" bash -c "for f in o.sd s.txt t.txt; do [ \"\$(cat '$a'/\$f)\" = old ] || exit 1; done"
+check "  no temporary left" test "$(ls -A "$a" | grep -c '\.tmp')" = 0
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -26,7 +26,23 @@ int zoo__usage(const zoo_cli *c, const char *fmt, ...) {
     return ZOO_EXIT_USAGE;
 }
 
+/* The library's hints that name its options, as the programs' flags say them. */
+static const char *const HINTS[][2] = {
+    {"load with nn_ckpt_load_opts.allow_nonfinite to inspect it",
+     "give --allow-nonfinite to inspect it"},
+    {"pass NN_CKPT_ALLOW_EXTRA, or use nn_ckpt_load_params_partial, to load a part of a larger "
+     "model",
+     "it is not a checkpoint of a model of this configuration"},
+};
+
 int zoo__fail(const zoo_cli *c, const char *msg) {
+    for (size_t i = 0; i < sizeof HINTS / sizeof *HINTS; i++) {
+        const char *at = strstr(msg, HINTS[i][0]);
+        if (!at) continue;
+        fprintf(stderr, "%s %s: %.*s%s%s\n", c->run.program, c->run.cmd, (int)(at - msg), msg,
+                HINTS[i][1], at + strlen(HINTS[i][0]));
+        return ZOO_EXIT_RUNTIME;
+    }
     fprintf(stderr, "%s %s: %s\n", c->run.program, c->run.cmd, msg);
     return ZOO_EXIT_RUNTIME;
 }

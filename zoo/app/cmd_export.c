@@ -4,23 +4,50 @@
 #include "zoo/app/cli_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "autograd/ag_file.h"
+
+/* The three outputs in memory, then written and committed together: all replaced, or none
+ * (ag_file_commit_all). 0 or -1. */
+static int write_all(const zoo_files *f, const nn_ckpt *plain, const ds_vocab *sv,
+                     const ds_vocab *tv) {
+    unsigned char *bytes[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    const char *paths[3] = {f->out, f->src_vocab, f->tgt_vocab};
+    int rc = nn_ckpt_save_mem(plain, &bytes[0], &len[0]) ||
+                     ds_vocab_text(sv, f->src_vocab, (char **)&bytes[1], &len[1]) ||
+                     ds_vocab_text(tv, f->tgt_vocab, (char **)&bytes[2], &len[2])
+                 ? -1
+                 : 0;
+    ag_file files[3] = {{0}};
+    int opened = 0;
+    for (; !rc && opened < 3; opened++) {
+        FILE *fp = ag_file_open(&files[opened], paths[opened]);
+        if (!fp) rc = -1;
+        else if (len[opened]) fwrite(bytes[opened], 1, len[opened], fp); /* checked on commit */
+    }
+    if (!rc) rc = ag_file_commit_all(files, 3);
+    else
+        for (int i = 0; i < opened; i++) ag_file_abort(&files[i]);
+    for (int i = 0; i < 3; i++) free(bytes[i]);
+    return rc;
+}
 
 int zoo__cmd_export(zoo_cli *c) {
-    if (!c->run.cfg.files.out || !c->run.cfg.files.src_vocab || !c->run.cfg.files.tgt_vocab)
+    const zoo_files *f = &c->run.cfg.files;
+    if (!f->out || !f->src_vocab || !f->tgt_vocab)
         return zoo__usage(c, "--out, --src-vocab and --tgt-vocab are required");
     zoo_loaded l;
     int rc = zoo__load(c, &l);
     if (rc) return rc;
     nn_ckpt *plain = nn_ckpt_new();
     if (!plain || nn_ckpt_set_borrow(plain, true) || nn_ckpt_add_params(plain, l.m->ps) ||
-        nn_ckpt_save(plain, c->run.cfg.files.out))
-        rc = zoo__fail(c, ag_last_error());
-    if (!rc && (ds_vocab_save(l.sv, c->run.cfg.files.src_vocab) ||
-                ds_vocab_save(l.tv, c->run.cfg.files.tgt_vocab)))
+        write_all(f, plain, l.sv, l.tv))
         rc = zoo__fail(c, ag_last_error());
     if (!rc)
-        printf("state_dict: %s (%zu tensors); vocabularies: %s, %s\n", c->run.cfg.files.out,
-               nn_ckpt_count(plain), c->run.cfg.files.src_vocab, c->run.cfg.files.tgt_vocab);
+        printf("state_dict: %s (%zu tensors); vocabularies: %s, %s\n", f->out, nn_ckpt_count(plain),
+               f->src_vocab, f->tgt_vocab);
     nn_ckpt_free(plain);
     zoo__unload(&l);
     return rc;

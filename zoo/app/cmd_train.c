@@ -93,6 +93,10 @@ static int resume_run(zoo_cli *c, train_run *t) {
 static int new_run(zoo_cli *c, train_run *t) {
     const zoo_run_cfg *cfg = &c->run.cfg;
     int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
+    zoo_model *probe = rc ? NULL : zoo_model_new(c->run.kind, cfg->model, 4, 4, 0);
+    if (!rc && !probe) /* a config the model refuses (--heads 3 --hiddens 32), before the data */
+        rc = zoo__usage(c, "%s", ag_last_error());
+    zoo_model_free(probe);
     if (!rc) rc = zoo__load_data(c, &cfg->data, &t->d);
     if (rc) return rc;
     zoo_model *m = zoo_model_new(c->run.kind, cfg->model, ds_vocab_size(ds_fra_vocab(t->d, DS_SRC)),

@@ -5,15 +5,17 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "zoo/app/decode.h"
 
 /* Translates the valid sentences of lines[0..n) in one batched call and prints every line's
  * translation in order (an empty line for a bad one, whose error was reported with its line
- * number: first_line is the number of lines[0]). Returns 0, or -1 after printing a line's or
- * the decoder's error. */
-static int translate_lines(const zoo_cli *c, zoo_loaded *l, int steps, char **lines, int n,
-                           long first_line, bool numbered) {
+ * number: first_line is the number of lines[0]). lens: the lines' lengths as read (NULL: their
+ * strlen), so that a line holding a NUL byte is refused, not cut. Returns 0, or -1 after
+ * printing a line's or the decoder's error. */
+static int translate_lines(const zoo_cli *c, zoo_loaded *l, int steps, char **lines,
+                           const size_t *lens, int n, long first_line, bool numbered) {
     char **outs = calloc((size_t)n, sizeof *outs);
     const char **ok = malloc(sizeof *ok * (size_t)n);
     bool *bad = calloc((size_t)n, sizeof *bad);
@@ -26,7 +28,10 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, int steps, char **li
     for (int i = 0; i < n && rc >= 0;
          i++) { /* a line that cannot be encoded is reported, not fatal */
         int32_t len;
-        if (ds_encode_sentence(l->sv, lines[i], steps, ids, &len)) {
+        size_t text = strlen(lines[i]);
+        if (lens && lens[i] != text)
+            ag_error("a NUL byte at byte %zu: not a line of text", text + 1);
+        if ((lens && lens[i] != text) || ds_encode_sentence(l->sv, lines[i], steps, ids, &len)) {
             bad[i] = true;
             rc = 1;
             if (numbered)
@@ -75,14 +80,14 @@ int zoo__cmd_translate(zoo_cli *c) {
     }
     bool any_bad = false;
     if (c->run.n_pos) {
-        int r = translate_lines(c, &l, steps, c->run.pos, c->run.n_pos, 1, false);
+        int r = translate_lines(c, &l, steps, c->run.pos, NULL, c->run.n_pos, 1, false);
         any_bad = r > 0;
         if (r < 0) rc = ZOO_EXIT_RUNTIME;
     } else {
         /* stdin, in batches of ZOO_DECODE_ROWS lines (so a long stream starts printing early) */
         enum { BATCH = ZOO_DECODE_ROWS };
         char *lines[BATCH] = {0};
-        size_t caps[BATCH] = {0};
+        size_t caps[BATCH] = {0}, lens[BATCH];
         long line_no = 0;
         for (bool eof = false; !eof && !rc;) {
             int n = 0;
@@ -94,10 +99,10 @@ int zoo__cmd_translate(zoo_cli *c) {
                 }
                 while (got > 0 && (lines[n][got - 1] == '\n' || lines[n][got - 1] == '\r'))
                     lines[n][--got] = '\0';
-                n++;
+                lens[n++] = (size_t)got;
             }
             if (n) {
-                int r = translate_lines(c, &l, steps, lines, n, line_no + 1, true);
+                int r = translate_lines(c, &l, steps, lines, lens, n, line_no + 1, true);
                 any_bad |= r > 0;
                 if (r < 0) rc = ZOO_EXIT_RUNTIME;
                 fflush(stdout);

@@ -52,7 +52,8 @@ static int vocab_from_meta(const nn_ckpt *ck, const char *key, ds_vocab **out) {
     if (!text) return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
     char name[512];
     snprintf(name, sizeof name, "%s: metadata %s", nn_ckpt_source(ck), key);
-    if (ds_vocab_parse(text, strlen(text), name, out) || ds_vocab_check_reserved(*out)) {
+    if (ds_vocab_parse(text, strlen(text), name, out) ||
+        (ds_vocab_check_reserved(*out) && ag_error_context("%s", name))) {
         ds_vocab_free(*out);
         *out = NULL;
         return -1;
@@ -119,7 +120,8 @@ int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind, co
         if (!paths[i] || !*paths[i])
             return ag_error("%s: a plain state_dict needs --src-vocab and --tgt-vocab",
                             nn_ckpt_source(ck));
-        if (ds_vocab_load(paths[i], vs[i]) || ds_vocab_check_reserved(*vs[i])) {
+        if (ds_vocab_load(paths[i], vs[i]) ||
+            (ds_vocab_check_reserved(*vs[i]) && ag_error_context("%s", paths[i]))) {
             ds_vocab_free(*src);
             ds_vocab_free(*tgt);
             *src = *tgt = NULL;

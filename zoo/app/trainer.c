@@ -194,6 +194,8 @@ void zoo_trainer_free(zoo_trainer *tr) {
     zoo_model_free(tr->model);
     free(tr->hist);
     free(tr->valid);
+    ds_vocab_free(tr->vocab[0]);
+    ds_vocab_free(tr->vocab[1]);
     free(tr);
 }
 

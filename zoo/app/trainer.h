@@ -90,6 +90,10 @@ extern const zoo_recipe zoo_recipe_d2l;
  * expects and what it holds. */
 int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only);
 
+/* The most steps a run counts (the range of --max-steps): a checkpoint claiming more is refused
+ * before its count could overflow. */
+#define ZOO_MAX_STEPS INT64_C(1000000000000)
+
 typedef struct zoo_epoch_stats {
     double loss;   /* sum of per-sequence losses / valid target tokens */
     double tokens; /* valid target tokens */
@@ -129,6 +133,7 @@ typedef struct zoo_trainer {
     double epoch_loss, epoch_tokens, epoch_seconds;
     int n_valid, cap_valid;
     zoo_valid_stats *valid; /* the validations of the run, in order */
+    ds_vocab *vocab[2];     /* a resumed run's vocabularies (DS_SRC, DS_TGT), owned; else NULL */
 } zoo_trainer;
 
 typedef struct zoo_train_opts {
@@ -238,7 +243,8 @@ zoo_trainer *zoo_trainer_resume(const char *path, const zoo_model_kind *kind,
  * rows and dropout draws: one process with 2 shards and 2 ranks with 1 give the same bits. */
 zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kind, zoo_dist *d,
                                      ds_fra_options *data_opts);
-/* 0 if data's vocabularies equal the checkpoint's model sizes, else -1 naming the mismatch. */
+/* 0 if data's vocabularies fit the run: the model's sizes, and for a resumed run the same tokens
+ * in the same order as its checkpoint's; else -1 naming the side and the first difference. */
 int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data);
 
 /* Writes the history as CSV (epoch,loss,tokens,seconds,tokens_per_sec) and as an SVG line plot

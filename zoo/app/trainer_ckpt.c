@@ -115,8 +115,9 @@ static int get_progress(const nn_ckpt *ck, zoo_trainer *tr) {
     const char *file = nn_ckpt_source(ck), *partial = nn_ckpt_meta(ck, "train.epoch_partial");
     int64_t steps = 0;
     if (nn_ckpt_meta(ck, "train.steps") && nn_ckpt_meta_int(ck, "train.steps", &steps)) return -1;
-    if (steps < 0)
-        return ag_error("%s: metadata train.steps = %lld, expected >= 0", file, (long long)steps);
+    if (steps < 0 || steps > ZOO_MAX_STEPS)
+        return ag_error("%s: metadata train.steps = %lld, expected 0 to %lld", file,
+                        (long long)steps, (long long)ZOO_MAX_STEPS);
     tr->steps = steps;
     if (!partial) return 0;
     int used = 0;
@@ -169,10 +170,11 @@ zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kin
     if (zoo_cfg_meta_read(ck, zoo_cfg_group_find("recipe"), &recipe, NULL) ||
         zoo_ckpt_load_model(ck, kind, &m, &src, &tgt))
         goto fail;
-    ds_vocab_free(src);
-    ds_vocab_free(tgt);
     tr = zoo__trainer_of(m, &recipe);
     m = NULL; /* owned by tr (or freed) */
+    if (tr) tr->vocab[DS_SRC] = src, tr->vocab[DS_TGT] = tgt;
+    else ds_vocab_free(src), ds_vocab_free(tgt);
+    src = tgt = NULL;
     if (!tr || optim_load_state(tr->opt, ck) || nn_ckpt_meta_rng(ck, "train.rng", &tr->rng) ||
         nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))
         goto fail;
@@ -213,12 +215,36 @@ fail:
     return NULL;
 }
 
+/* The first id where the vocabularies a and b differ (their common size when one is a prefix
+ * of the other), or -1 when they are the same. */
+static int32_t first_difference(const ds_vocab *a, const ds_vocab *b) {
+    int32_t na = ds_vocab_size(a), nb = ds_vocab_size(b);
+    for (int32_t id = 0; id < na && id < nb; id++) {
+        size_t la, lb;
+        const char *ta = ds_vocab_token(a, id, &la), *tb = ds_vocab_token(b, id, &lb);
+        if (la != lb || memcmp(ta, tb, la)) return id;
+    }
+    return na == nb ? -1 : (na < nb ? na : nb);
+}
+
 int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
-    int s = ds_vocab_size(ds_fra_vocab(data, DS_SRC)),
-        t = ds_vocab_size(ds_fra_vocab(data, DS_TGT));
-    if (s != tr->model->src_vocab || t != tr->model->tgt_vocab)
-        return ag_error("the data gives vocabularies of %d / %d tokens, the checkpoint's "
-                        "model has %d / %d",
-                        s, t, tr->model->src_vocab, tr->model->tgt_vocab);
+    static const char *const side[2] = {"source", "target"};
+    for (int s = 0; s < 2; s++) {
+        const ds_vocab *v = ds_fra_vocab(data, (ds_side)s);
+        int size = ds_vocab_size(v), want = s ? tr->model->tgt_vocab : tr->model->src_vocab;
+        if (size != want)
+            return ag_error("the data gives a %s vocabulary of %d tokens, the checkpoint's model "
+                            "has %d",
+                            side[s], size, want);
+        int32_t id = tr->vocab[s] ? first_difference(v, tr->vocab[s]) : -1;
+        if (id >= 0) {
+            size_t la, lb;
+            const char *a = ds_vocab_token(v, id, &la), *b = ds_vocab_token(tr->vocab[s], id, &lb);
+            return ag_error("the data's %s vocabulary differs from the checkpoint's: token %d is "
+                            "'%.*s' here, '%.*s' there (the same %d tokens are needed: give the "
+                            "run's data and options)",
+                            side[s], (int)id, (int)la, a, (int)lb, b, size);
+        }
+    }
     return 0;
 }

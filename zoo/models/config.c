@@ -76,6 +76,24 @@ static bool parse_integer(const char *text, zoo_type t, double min, double max, 
     return (double)v >= min && (double)v <= max;
 }
 
+/* Whole-string decimal real: optional sign, digits with an optional point (at least one digit),
+ * an optional exponent; no blanks, hex, "inf" or "nan". */
+static bool decimal_real(const char *p) {
+    if (*p == '+' || *p == '-') p++;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++) digits++;
+    if (!digits) return false;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!(*p >= '0' && *p <= '9')) return false;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return !*p;
+}
+
 int zoo_field_parse(const zoo_field *f, void *obj, const char *text, const char *what) {
     char *dst = (char *)obj + f->offset, exp[96];
     int64_t si = 0;
@@ -101,7 +119,7 @@ int zoo_field_parse(const zoo_field *f, void *obj, const char *text, const char 
         char *end;
         errno = 0;
         double v = strtod(text, &end);
-        if (!*text || *end || errno || !isfinite(v) || v < f->min || v > f->max) break;
+        if (!decimal_real(text) || *end || errno || !isfinite(v) || v < f->min || v > f->max) break;
         *(double *)dst = v;
         return 0;
     }

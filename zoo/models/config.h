@@ -13,8 +13,10 @@
  *         {"dropout", ZOO_REAL, offsetof(my_cfg, dropout), 0, 0.99, "dropout probability"},
  *     };
  *
- * Values are parsed strictly: the whole text must be a number of the field's type, integers are
- * written in decimal without exponent, reals are finite, and both lie in [min, max].
+ * Values are parsed strictly, by one parser for flags, configuration files and checkpoint
+ * metadata: the whole text must be a number of the field's type written in decimal, with no
+ * blanks (integers without exponent; reals with an optional point and exponent, no hex, no
+ * "inf" or "nan"), in [min, max].
  */
 #ifndef TG_ZOO_CONFIG_H
 #define TG_ZOO_CONFIG_H
