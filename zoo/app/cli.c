@@ -457,6 +457,7 @@ static int check_ranks(const cli *c, const zoo_trainer *tr, const ds_fra *d) {
              (long long)c->a.max_steps, (long long)c->a.valid_steps, c->a.patience);
     char *text = zoo_dist_run_text(tr, d, extra);
     int rc = zoo_dist_check_start(c->dist, text ? 0 : fail(c, ag_last_error()), text, &report);
+    zoo_dist_write_held(c->dist, stderr);
     free(text);
     if (report) fail(c, ag_last_error());
     return rc;
@@ -1020,6 +1021,7 @@ int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transpor
         if (!zoo_dist_started(c.dist)) { /* a rank that failed before the check takes part */
             bool report;
             int all = zoo_dist_check_start(c.dist, rc > 0 ? rc : 0, NULL, &report);
+            zoo_dist_write_held(c.dist, stderr);
             if (all && rc <= 0) rc = all;
         }
         free(c.a.hp);
