@@ -12,12 +12,25 @@
 extern "C" {
 #endif
 
-/* ---- Errors: one channel for every library of tapegrad ---------------------------------
+/* ---- Errors: one contract, one channel, for every library of tapegrad ------------------
  *
- * Every failing function of autograd, nn, optim, datasets and the zoo leaves one line in a
- * thread-local buffer, read with ag_last_error(): what failed (op, file, line, field, flag) and
- * what was expected. Successful calls do not clear it (like errno). Usage errors of a forward
- * pass are also passed to a process-wide handler (ag_report). */
+ * The contract (autograd, nn, optim, datasets and the zoo's libraries alike):
+ *  - a function that can fail returns -1 (an int status; 0 is success) or NULL (a pointer it
+ *    makes); a query that answers a question returns its answer (a bool "is there a next
+ *    batch", a count, -1 for "not found" where its header says so), never an error;
+ *  - on failure it leaves one line in the one store, read with ag_last_error(): what failed
+ *    (op, file, line, field, flag), the values and shapes involved, and what was expected. A
+ *    caller that must tell failures apart reads the message or asks a separate query; there
+ *    are no status codes;
+ *  - the libraries never print, never exit() and never abort() on anything a user can cause
+ *    (input, files, options, memory). Text meant for people goes to a FILE* the program passes
+ *    in (a report function) or comes back as a string; the one process-wide output is the
+ *    error handler below, which a program replaces with ag_set_error_handler;
+ *  - a broken internal invariant is a bug, not an error: TG_ASSERT (below) aborts with file:line
+ *    in debug and sanitizer builds and costs nothing in a release build.
+ *
+ * The store is a thread-local buffer; successful calls do not clear it (like errno). Usage
+ * errors of a forward pass (ag_report) are also passed to a process-wide handler. */
 
 /* Receives every usage error message (one line, no newline). The default prints it to stderr
  * prefixed with "tapegrad: ". Pass NULL to restore the default. Process-wide. */
@@ -42,6 +55,27 @@ int ag_error_context(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* ---- Internal invariants ------------------------------------------------------------------
+ *
+ * TG_ASSERT(cond): a condition the library's own code guarantees (arena bookkeeping, a shape
+ * already validated, an index already in range) -- never a check of user input, which fails
+ * with -1 / NULL and a message. Defined as a check when TG_DEBUG_ASSERTS is defined (CMake
+ * defines it in Debug builds and with -DTG_SANITIZE=ON): on failure it prints
+ * "tapegrad: internal error: FILE:LINE: assertion failed: COND" to stderr and aborts -- the one
+ * place the libraries abort. Otherwise it compiles to nothing (cond is not evaluated). */
+#ifdef TG_DEBUG_ASSERTS
+#define TG_ASSERT(cond) ((cond) ? (void)0 : ag_assert_fail(#cond, __FILE__, __LINE__))
+#else
+#define TG_ASSERT(cond) ((void)sizeof(!(cond)))
+#endif
+/* Prints the broken invariant and aborts (what TG_ASSERT calls; always in the library, so a
+ * debug build of a program can link a release build of the libraries). */
+void ag_assert_fail(const char *cond, const char *file, int line)
+#if defined(__GNUC__)
+    __attribute__((noreturn, cold))
+#endif
+    ;
+
 /* ---- Random numbers (xoshiro256**; same seed, same stream on every machine) --------------- */
 
 typedef struct ag_rng {

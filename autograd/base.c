@@ -1,8 +1,10 @@
-/* base.c -- the error channel and the random-number generator every library shares. */
+/* base.c -- the error channel, the internal-invariant check and the random-number generator
+ * every library shares. */
 #include "autograd/ag_base.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- errors ---- */
@@ -47,6 +49,12 @@ int ag_error_context(const char *fmt, ...) {
     vsnprintf(ctx, sizeof ctx, fmt, ap);
     va_end(ap);
     return ag_error("%s: %s", ctx, last_error[0] ? last_error : "unknown error");
+}
+
+void ag_assert_fail(const char *cond, const char *file, int line) {
+    fflush(stdout);
+    fprintf(stderr, "tapegrad: internal error: %s:%d: assertion failed: %s\n", file, line, cond);
+    abort();
 }
 
 /* ---- RNG: xoshiro256** seeded through splitmix64 ---- */

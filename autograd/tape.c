@@ -176,6 +176,7 @@ int ag_tape_rewind(ag_tape *t, ag_tape_pos mark) {
     note_high_water(t);
     size_t off;
     while (t->last && arena_where(t, t->last, &off) > 0 && off >= mark.offset_) {
+        TG_ASSERT(t->nodes > 0);
         t->last = t->last->prev;
         t->nodes--;
     }
@@ -199,6 +200,7 @@ int ag_tape_rewind(ag_tape *t, ag_tape_pos mark) {
             t->spare = c;
         }
     }
+    TG_ASSERT(mark.offset_ >= t->bytes_prev && mark.offset_ - t->bytes_prev <= t->head->cap);
     t->head->used = mark.offset_ - t->bytes_prev;
     t->floor = mark.offset_;
     t->gen++;
@@ -222,6 +224,7 @@ void *ag_tape_alloc(ag_tape *t, size_t bytes) {
     }
     void *p = c->base + c->used;
     c->used += bytes;
+    TG_ASSERT(c->used <= c->cap && ((uintptr_t)p & (ARENA_ALIGN - 1)) == 0);
     return p;
 }
 
@@ -320,6 +323,7 @@ bool ag_op_wants_grad(const ag_tape *t, int n, ag_tensor *const *in) {
 }
 
 static ag_tensor *tensor_header(ag_tape *t, int ndim, const int *shape) {
+    TG_ASSERT(ndim >= 0 && ndim <= AG_MAX_DIMS); /* the op validated its shapes */
     ag_tensor *y = ag_tape_alloc(t, sizeof *y);
     if (!y) return NULL;
     memset(y, 0, sizeof *y);
@@ -438,6 +442,7 @@ static ag_real *grad_take(ag_tape *t, size_t bytes) {
 /* Puts p, a grad_take buffer of `bytes` of this pass, into its bin's free list. */
 static void grad_give(ag_tape *t, void *p, size_t bytes) {
     grad_bin *b = grad_bin_of(t, bytes); /* made by the grad_take that gave p */
+    TG_ASSERT(b && p);
     *(void **)p = b->free;
     b->free = p;
 }
@@ -448,6 +453,7 @@ static bool grad_ready(ag_tape *t, ag_tensor *x) {
     ag_tensor *b = x->grad_base;
     if (!b) return true;
     if (!b->grad && !(b->grad = grad_take(t, grad_size(b)))) return false;
+    TG_ASSERT(x->grad_offset >= 0 && x->grad_offset <= b->numel); /* a view lies in its base */
     x->grad = b->grad + x->grad_offset;
     return true;
 }

@@ -20,8 +20,9 @@
 # EXTERNAL: BLIS::BLIS, xxHash::xxhash, Threads::Threads, m (PRIVATE: no public header includes
 #   them; a static library passes them on as link-only dependencies).
 #
-# Compile options of the build (warnings, -march=native ...) are directory-scoped in this
-# project and never part of a target's interface, so they never reach a consumer.
+# Compile options of the build (warnings, -march=native, TG_DEBUG_ASSERTS ...) are
+# directory-scoped in this project and never part of a target's interface, so they never reach a
+# consumer.
 function(tg_twin_library name)
   cmake_parse_arguments(T "SINGLE" "" "SOURCES;DEPS;EXTERNAL" ${ARGN})
   foreach(v "" "64")

@@ -26,34 +26,32 @@ void ds_loader_free(ds_loader *it) {
 
 int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays, const ds_loader_opts *opts,
                   ds_loader **out) {
-    if (!out) return ds_fail(DS_EARG, "ds_loader_new: out is NULL");
+    if (!out) return ag_error("ds_loader_new: out is NULL");
     *out = NULL;
-    if (!opts) return ds_fail(DS_EARG, "ds_loader_new: opts is NULL");
+    if (!opts) return ag_error("ds_loader_new: opts is NULL");
     if (n_rows < 1 || (uint64_t)n_rows > SIZE_MAX / sizeof(int64_t))
-        return ds_fail(DS_EARG, "ds_loader_new: n_rows = %lld, expected >= 1", (long long)n_rows);
+        return ag_error("ds_loader_new: n_rows = %lld, expected >= 1", (long long)n_rows);
     if (opts->batch_size < 1)
-        return ds_fail(DS_EARG, "ds_loader_new: batch_size = %lld, expected >= 1",
-                       (long long)opts->batch_size);
+        return ag_error("ds_loader_new: batch_size = %lld, expected >= 1",
+                        (long long)opts->batch_size);
     if (n_arrays < 1 || n_arrays > DS_LOADER_MAX_ARRAYS || !arrays)
-        return ds_fail(DS_EARG, "ds_loader_new: %d arrays, expected 1 to %d", n_arrays,
-                       DS_LOADER_MAX_ARRAYS);
+        return ag_error("ds_loader_new: %d arrays, expected 1 to %d", n_arrays,
+                        DS_LOADER_MAX_ARRAYS);
     int64_t B = opts->batch_size < n_rows ? opts->batch_size : n_rows; /* buffer rows */
     for (int k = 0; k < n_arrays; k++) {
         const ds_array *a = &arrays[k];
         if (!a->data || a->elem_size == 0 || a->row_elems == 0)
-            return ds_fail(DS_EARG,
-                           "ds_loader_new: array %d has data %s, elem_size %zu, "
-                           "row_elems %zu (expected data, and sizes > 0)",
-                           k, a->data ? "set" : "NULL", a->elem_size, a->row_elems);
+            return ag_error("ds_loader_new: array %d has data %s, elem_size %zu, "
+                            "row_elems %zu (expected data, and sizes > 0)",
+                            k, a->data ? "set" : "NULL", a->elem_size, a->row_elems);
         if (a->row_elems > SIZE_MAX / a->elem_size ||
             (uint64_t)B > SIZE_MAX / (a->row_elems * a->elem_size))
-            return ds_fail(DS_ENOMEM,
-                           "ds_loader_new: array %d: a batch of %lld rows of %zu x "
-                           "%zu bytes is too large",
-                           k, (long long)B, a->row_elems, a->elem_size);
+            return ag_error("ds_loader_new: array %d: a batch of %lld rows of %zu x "
+                            "%zu bytes is too large",
+                            k, (long long)B, a->row_elems, a->elem_size);
     }
     ds_loader *it = calloc(1, sizeof *it);
-    if (!it) return ds_fail(DS_ENOMEM, "ds_loader_new: out of memory");
+    if (!it) return ag_error("ds_loader_new: out of memory");
     it->n = n_rows;
     it->B = opts->batch_size;
     it->shuffle = opts->shuffle;
@@ -68,14 +66,13 @@ int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays, const ds
     }
     if (!ok) {
         ds_loader_free(it);
-        return ds_fail(DS_ENOMEM,
-                       "ds_loader_new: out of memory for batches of %lld rows over "
-                       "%lld rows",
-                       (long long)B, (long long)n_rows);
+        return ag_error("ds_loader_new: out of memory for batches of %lld rows over "
+                        "%lld rows",
+                        (long long)B, (long long)n_rows);
     }
     ds_loader_epoch(it, 0);
     *out = it;
-    return DS_OK;
+    return 0;
 }
 
 void ds_loader_epoch(ds_loader *it, int64_t epoch) {
@@ -98,8 +95,10 @@ bool ds_loader_next(ds_loader *it, ds_minibatch *b) {
     for (int k = 0; k < it->n_arrays; k++) {
         const char *src = it->arrays[k].data;
         size_t rb = it->row_bytes[k];
-        for (int64_t r = 0; r < size; r++)
+        for (int64_t r = 0; r < size; r++) {
+            TG_ASSERT(b->rows[r] >= 0 && b->rows[r] < it->n);
             memcpy(it->buf[k] + (size_t)r * rb, src + (size_t)b->rows[r] * rb, rb);
+        }
         b->data[k] = it->buf[k];
     }
     it->pos += size;

@@ -28,7 +28,7 @@
  * Ownership: the arrays are borrowed (not copied): they must stay valid and unchanged while
  * the loader is used. A batch's rows are gathered into buffers the loader owns; the pointers in
  * a ds_minibatch are valid until the next ds_loader_next, ds_loader_epoch or ds_loader_free.
- * Errors: DS_ status codes, the message in ag_last_error() (datasets/common.h). */
+ * Errors: 0 or -1, the message in ag_last_error() (datasets/common.h). */
 #ifndef TG_DS_BATCHES_H
 #define TG_DS_BATCHES_H
 
@@ -76,7 +76,7 @@ typedef struct ds_minibatch {
 typedef struct ds_loader ds_loader;
 
 /* A loader over n_rows >= 1 rows of n_arrays (1 to DS_LOADER_MAX_ARRAYS) arrays, positioned
- * at the start of epoch 0. Returns DS_OK, DS_EARG (the argument named) or DS_ENOMEM; *out is
+ * at the start of epoch 0. Returns 0, or -1 (a bad argument, named; out of memory); *out is
  * NULL on failure. */
 int ds_loader_new(int64_t n_rows, int n_arrays, const ds_array *arrays, const ds_loader_opts *opts,
                   ds_loader **out);

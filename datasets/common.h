@@ -1,37 +1,22 @@
-/* datasets/common.h -- status codes and the error message of the datasets library (ds_).
+/* datasets/common.h -- how the datasets library (ds_) reports errors.
  *
- * Every fallible ds_ function returns an int status: DS_OK (0) on success, one of the
- * nonzero ds_status codes below on failure. On failure it also leaves a one-line message
- * in the thread-local error channel, read with ag_last_error(). Messages name what was wrong and
- * where: "path:LINE:COL: invalid UTF-8 byte 0xC3 ..." for data errors, the path and
- * strerror() for I/O errors, the argument and its value for bad arguments.
+ * The contract of every tapegrad library (autograd/ag_base.h): a fallible ds_ function returns
+ * an int, 0 on success and -1 on failure (or NULL where it returns a pointer), and on failure
+ * leaves a one-line message in the one error store, read with ag_last_error(). Messages name
+ * what was wrong and where, so that a caller (and a test) can tell the failures apart:
+ *   - bad data:      "path:LINE:COL: invalid UTF-8 byte 0xC3", "path: empty file", ...;
+ *   - I/O:           "path: cannot open: <strerror>", "path: read failed: <strerror>";
+ *   - bad arguments: the argument and its value ("ds_batches_new: batch_size = -1, ...");
+ *   - memory:        "out of memory ..." (also for a size limit exceeded).
+ * Queries that answer a question are not errors: ds_batches_next and ds_loader_next return a
+ * bool (is there a next batch), lookups return -1 or NULL for "not found" where their header
+ * says so.
  *
- * The library never prints, never calls exit() or abort(). */
+ * The library never prints, never calls exit() or abort() (but for TG_ASSERT on a broken
+ * internal invariant, in debug builds). */
 #ifndef TG_DS_COMMON_H
 #define TG_DS_COMMON_H
 
-typedef enum {
-    DS_OK = 0,
-    DS_EARG = 1,    /* user error: an argument is out of range or NULL            */
-    DS_EIO = 2,     /* environment: file missing, unreadable, unwritable           */
-    DS_EFORMAT = 3, /* bad data: invalid UTF-8, NUL byte, no sentence pair, ...    */
-    DS_ENOMEM = 4,  /* environment: allocation failed or a size limit was exceeded */
-} ds_status;
-
-/* The message of a failed ds_ call is read with ag_last_error() (autograd/ag_base.h): the one
- * error channel of every tapegrad library. */
 #include "../autograd/ag_base.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-/* Short name of a status code ("ok", "bad argument", "I/O error", "bad data",
- * "out of memory"); "unknown status" for anything else. Static string. */
-const char *ds_status_name(int status);
-
-#ifdef __cplusplus
-}
-#endif
 
 #endif

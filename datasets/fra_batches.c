@@ -66,18 +66,18 @@ static void sort_by_len(ds_batches *it) {
 }
 
 /* Token batches: cuts the sorted lengths greedily (rows x the last, longest, length <= max).
- * Sets nb, start, len; buffers sized for the largest batch. DS_OK, DS_EARG, DS_ENOMEM. */
+ * Sets nb, start, len; buffers sized for the largest batch. Returns 0, or -1 (batch_tokens below the
+ * longest pair, out of memory). */
 static int plan_token_batches(ds_batches *it, int32_t max) {
     sort_by_len(it); /* the lengths in sorted order are the same in every epoch */
     int32_t longest = pair_len(it->d, it->sorted[it->n - 1]);
     if (longest > max)
-        return ds_fail(DS_EARG,
-                       "batch_tokens = %d is below the longest pair (%d tokens with <eos>, "
-                       "num_steps %d): a batch must hold one pair",
-                       (int)max, (int)longest, (int)it->T);
+        return ag_error("batch_tokens = %d is below the longest pair (%d tokens with <eos>, "
+                        "num_steps %d): a batch must hold one pair",
+                        (int)max, (int)longest, (int)it->T);
     it->start = malloc(sizeof *it->start * (size_t)(it->n + 1));
     it->len = malloc(sizeof *it->len * (size_t)it->n);
-    if (!it->start || !it->len) return ds_fail(DS_ENOMEM, "out of memory");
+    if (!it->start || !it->len) return ag_error("out of memory");
     int64_t rows_max = 0;
     for (int64_t i = 0; i < it->n;) {
         int64_t r = 1;
@@ -95,8 +95,8 @@ static int plan_token_batches(ds_batches *it, int32_t max) {
     it->tgt_len = malloc(sizeof *it->tgt_len * (size_t)rows_max);
     it->pairs = malloc(sizeof *it->pairs * (size_t)rows_max);
     if (!it->border || !it->src || !it->tgt || !it->src_len || !it->tgt_len || !it->pairs)
-        return ds_fail(DS_ENOMEM, "out of memory for token batches of %d tokens", (int)max);
-    return DS_OK;
+        return ag_error("out of memory for token batches of %d tokens", (int)max);
+    return 0;
 }
 
 int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out) {
@@ -107,14 +107,14 @@ int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t ba
                          ds_batches **out) {
     *out = NULL;
     if ((unsigned)part > DS_ALL)
-        return ds_fail(DS_EARG, "ds_batches_new: part %d is not a ds_part", (int)part);
+        return ag_error("ds_batches_new: part %d is not a ds_part", (int)part);
     if (batch_size < 0)
-        return ds_fail(DS_EARG, "ds_batches_new: batch_size = %d, expected >= 0", (int)batch_size);
+        return ag_error("ds_batches_new: batch_size = %d, expected >= 0", (int)batch_size);
     int64_t n = d->part_n[part];
     static const char *const names[] = {"train", "valid", "test", "all"};
-    if (n == 0) return ds_fail(DS_EARG, "ds_batches_new: the %s part is empty", names[part]);
+    if (n == 0) return ag_error("ds_batches_new: the %s part is empty", names[part]);
     ds_batches *it = calloc(1, sizeof *it);
-    if (!it) return ds_fail(DS_ENOMEM, "out of memory");
+    if (!it) return ag_error("out of memory");
     it->d = d;
     it->rows = d->part[part];
     it->n = n;
@@ -127,12 +127,12 @@ int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t ba
     if (!it->B) { /* token batches */
         it->sorted = malloc((size_t)n * sizeof *it->sorted);
         it->count = malloc(((size_t)it->T + 2) * sizeof *it->count);
-        int rc = DS_ENOMEM;
+        int rc = -1;
         if (it->order && (!shuffle || it->perm) && it->sorted && it->count) {
             memcpy(it->order, it->rows, (size_t)n * sizeof *it->order);
             rc = plan_token_batches(it, d->opt.batch_tokens);
         } else {
-            ds_fail(rc, "out of memory for a batch iterator over %lld pairs", (long long)n);
+            ag_error("out of memory for a batch iterator over %lld pairs", (long long)n);
         }
         if (rc) {
             ds_batches_free(it);
@@ -140,7 +140,7 @@ int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t ba
         }
         ds_batches_epoch(it, 0);
         *out = it;
-        return DS_OK;
+        return 0;
     }
     it->src = malloc(B * T * sizeof *it->src);
     it->tgt = malloc(B * T * sizeof *it->tgt);
@@ -150,12 +150,11 @@ int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t ba
     if (!it->order || (shuffle && !it->perm) || !it->src || !it->tgt || !it->src_len ||
         !it->tgt_len || !it->pairs) {
         ds_batches_free(it);
-        return ds_fail(DS_ENOMEM, "out of memory for a batch iterator over %lld pairs",
-                       (long long)n);
+        return ag_error("out of memory for a batch iterator over %lld pairs", (long long)n);
     }
     ds_batches_epoch(it, 0);
     *out = it;
-    return DS_OK;
+    return 0;
 }
 
 void ds_batches_epoch(ds_batches *it, int64_t epoch) {
@@ -179,8 +178,10 @@ void ds_batches_epoch(ds_batches *it, int64_t epoch) {
 static void gather(ds_batches *it, const int64_t *pairs, int32_t B, int32_t L, ds_batch *b) {
     const ds_fra_side *s = &it->d->side[DS_SRC], *t = &it->d->side[DS_TGT];
     int32_t T = it->T;
+    TG_ASSERT(B >= 1 && L >= 1 && L <= T);
     for (int32_t r = 0; r < B; r++) {
         int64_t p = pairs[r];
+        TG_ASSERT(p >= 0 && p < it->d->n_pairs);
         it->pairs[r] = p;
         memcpy(it->src + (size_t)r * L, s->ids + p * T, (size_t)L * sizeof(int32_t));
         memcpy(it->tgt + (size_t)r * L, t->ids + p * T, (size_t)L * sizeof(int32_t));
@@ -201,6 +202,7 @@ bool ds_batches_next(ds_batches *it, ds_batch *b) {
     if (!it->B) { /* token batches: it->pos counts batches */
         if (it->pos >= it->nb) return false;
         int64_t k = it->border[it->pos++], i0 = it->start[k];
+        TG_ASSERT(k >= 0 && k < it->nb && it->start[k + 1] - i0 <= it->n);
         gather(it, it->sorted + i0, (int32_t)(it->start[k + 1] - i0), it->len[k], b);
         return true;
     }
@@ -220,12 +222,12 @@ int64_t ds_batches_count(const ds_batches *it) {
 
 int ds_fra_write_split(const ds_fra *d, const char *path) {
     char *part = malloc((size_t)(d->n_pairs ? d->n_pairs : 1));
-    if (!part) return ds_fail(DS_ENOMEM, "out of memory");
+    if (!part) return ag_error("out of memory");
     ag_file out; /* through a temporary file and a rename */
     FILE *f = ag_file_open(&out, path);
     if (!f) {
         free(part);
-        return DS_EIO;
+        return -1;
     }
     memset(part, DS_TRAIN, (size_t)d->n_pairs);
     for (int p = DS_VALID; p <= DS_TEST; p++)
@@ -242,7 +244,7 @@ int ds_fra_write_split(const ds_fra *d, const char *path) {
         fprintf(f, "%lld\t%lld\t%s\n", (long long)i, (long long)d->line_of_pair[i],
                 names[(int)part[i]]);
     free(part);
-    return ag_file_commit(&out) ? DS_EIO : DS_OK;
+    return ag_file_commit(&out) ? -1 : 0;
 }
 
 /* ---- prediction helpers --------------------------------------------------------------- */
@@ -250,8 +252,7 @@ int ds_fra_write_split(const ds_fra *d, const char *path) {
 int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_steps, int32_t *ids,
                        int32_t *valid_len) {
     if (num_steps < 1)
-        return ds_fail(DS_EARG, "ds_encode_sentence: num_steps = %d, expected >= 1",
-                       (int)num_steps);
+        return ag_error("ds_encode_sentence: num_steps = %d, expected >= 1", (int)num_steps);
     char *low;
     size_t n;
     int rc = ds_utf8_lower(sentence, strlen(sentence), &low, &n);
@@ -274,7 +275,7 @@ int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_step
     for (int64_t j = count + 1; j < num_steps; j++) ids[j] = DS_PAD;
     count++; /* + <eos> */
     *valid_len = count > INT32_MAX ? INT32_MAX : (int32_t)count;
-    return DS_OK;
+    return 0;
 }
 
 int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out) {
@@ -283,12 +284,12 @@ int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out) {
     for (; m < n && ids[m] != DS_EOS; m++) {
         size_t len;
         if (!ds_vocab_token(v, ids[m], &len))
-            return ds_fail(DS_EARG, "ids[%zu] = %d is not an id of this vocabulary (size %d)", m,
-                           (int)ids[m], (int)ds_vocab_size(v));
+            return ag_error("ids[%zu] = %d is not an id of this vocabulary (size %d)", m,
+                            (int)ids[m], (int)ds_vocab_size(v));
         total += len + 1;
     }
     char *s = malloc(total);
-    if (!s) return ds_fail(DS_ENOMEM, "out of memory");
+    if (!s) return ag_error("out of memory");
     size_t k = 0;
     for (size_t i = 0; i < m; i++) {
         size_t len;
@@ -299,7 +300,7 @@ int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out) {
     }
     s[k] = 0;
     *out = s;
-    return DS_OK;
+    return 0;
 }
 
 /* ---- locating fra.txt ----------------------------------------------------------------- */
@@ -322,21 +323,20 @@ static const char *why_unreadable(const char *p) {
 static int use_path(const char *p, char *out, size_t cap) {
     size_t n = strlen(p);
     if (n + 1 > cap)
-        return ds_fail(DS_EARG, "data path of %zu bytes does not fit the %zu-byte buffer: %s", n,
-                       cap, p);
+        return ag_error("data path of %zu bytes does not fit the %zu-byte buffer: %s", n, cap, p);
     memcpy(out, p, n + 1);
-    return DS_OK;
+    return 0;
 }
 
 int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *out, size_t cap) {
     if (flag_value && *flag_value) {
         if (readable_file(flag_value)) return use_path(flag_value, out, cap);
-        return ds_fail(DS_EIO, "%s (given explicitly): %s", flag_value, why_unreadable(flag_value));
+        return ag_error("%s (given explicitly): %s", flag_value, why_unreadable(flag_value));
     }
     const char *env = getenv("TG_FRA_ENG");
     if (env && *env) {
         if (readable_file(env)) return use_path(env, out, cap);
-        return ds_fail(DS_EIO, "%s (from TG_FRA_ENG): %s", env, why_unreadable(env));
+        return ag_error("%s (from TG_FRA_ENG): %s", env, why_unreadable(env));
     }
     char tried[3][4096];
     int nt = 0;
@@ -351,8 +351,7 @@ int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *o
     for (int i = 0; i < nt; i++)
         if (readable_file(tried[i])) return use_path(tried[i], out, cap);
     /* 1 <= nt <= 3 */
-    return ds_fail(
-        DS_EIO,
+    return ag_error(
         "fra.txt not found; tried (TG_FRA_ENG unset): %s%s%s%s%s. Get it: see docs/datasets.md "
         "(unzip d2l's fra-eng.zip into ~/.cache/tapegrad/)",
         tried[0], nt > 1 ? ", " : "", nt > 1 ? tried[1] : "", nt > 2 ? ", " : "",

@@ -62,13 +62,13 @@ static int add_sentence(ds_fra_side *sd, const unsigned char *lb, size_t a, size
         size_t e = sp ? (size_t)(sp - lb) : b;
         if (sd->ntok == sd->captok) {
             int32_t *t = ds_regrow(sd->tok, &sd->captok, sd->ntok + 1, sizeof *sd->tok);
-            if (!t) return DS_ENOMEM;
+            if (!t) return -1;
             sd->tok = t;
         }
         int32_t id;
-        if (ds_vocab_count(sd->types, (const char *)lb + a, e - a, 1, &id)) return DS_ENOMEM;
+        if (ds_vocab_count(sd->types, (const char *)lb + a, e - a, 1, &id)) return -1;
         sd->tok[sd->ntok++] = id;
-        if (!sp) return DS_OK;
+        if (!sp) return 0;
         a = e + 1;
     }
 }
@@ -79,24 +79,24 @@ static int add_pair(ds_fra *d, const unsigned char *lb, size_t tab, size_t k, in
         /* line_of_pair and both off[] share one capacity: grow all three from it. */
         size_t cap = d->cap_pairs, c2;
         int64_t *l = ds_regrow(d->line_of_pair, &cap, np + 2, sizeof *l);
-        if (!l) return DS_ENOMEM;
+        if (!l) return -1;
         d->line_of_pair = l;
         for (int s = 0; s < 2; s++) {
             c2 = d->cap_pairs;
             int64_t *o = ds_regrow(d->side[s].off, &c2, np + 2, sizeof *o);
-            if (!o) return DS_ENOMEM;
+            if (!o) return -1;
             d->side[s].off = o;
         }
         d->cap_pairs = cap;
     }
     if (add_sentence(&d->side[DS_SRC], lb, 0, tab) ||
         add_sentence(&d->side[DS_TGT], lb, tab + 1, k))
-        return DS_ENOMEM;
+        return -1;
     d->line_of_pair[np] = line;
     d->side[DS_SRC].off[np + 1] = (int64_t)d->side[DS_SRC].ntok;
     d->side[DS_TGT].off[np + 1] = (int64_t)d->side[DS_TGT].ntok;
     d->n_pairs++;
-    return DS_OK;
+    return 0;
 }
 
 /* Byte classes of the preprocessing loop. */
@@ -131,7 +131,7 @@ static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, si
     /* Worst case per input byte: 2 output bytes (space + punctuation); 2-byte code points
      * grow to at most 3. */
     unsigned char *lb = ds_regrow(p->lb, &p->lbcap, 2 * (end - start) + 8, 1);
-    if (!lb) return DS_ENOMEM;
+    if (!lb) return -1;
     p->lb = lb;
     const unsigned char *s = p->s;
     unsigned char *o = p->lb;
@@ -162,13 +162,12 @@ static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, si
             continue;
         }
         if (c == 0)
-            return ds_fail(DS_EFORMAT, "%s:%lld:%zu: NUL byte", p->name, (long long)line + 1,
-                           i - start + 1);
+            return ag_error("%s:%lld:%zu: NUL byte", p->name, (long long)line + 1, i - start + 1);
         uint32_t cp, low[2];
         int l = ds_utf8_decode(s + i, p->n - i, &cp);
         if (l == 0 || i + (size_t)l > end)
-            return ds_fail(DS_EFORMAT, "%s:%lld:%zu: invalid UTF-8 byte 0x%02X", p->name,
-                           (long long)line + 1, i - start + 1, s[i]);
+            return ag_error("%s:%lld:%zu: invalid UTF-8 byte 0x%02X", p->name, (long long)line + 1,
+                            i - start + 1, s[i]);
         if (cp == 0xA0 || cp == 0x202F) { /* no-break spaces -> ' ' (before lowercasing) */
             o[k++] = ' ';
         } else {
@@ -182,7 +181,7 @@ static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, si
     p->first = false; /* the first character is consumed, or a line break follows */
     *len = k;
     *tabs = ntabs;
-    return DS_OK;
+    return 0;
 }
 
 static int parse(ds_fra *d, const char *data, size_t n, const char *name) {
@@ -191,10 +190,10 @@ static int parse(ds_fra *d, const char *data, size_t n, const char *name) {
     ds_fra_stats *st = &d->stats;
     size_t pos = 0;
     int64_t line = 0;
-    int rc = DS_OK;
+    int rc = 0;
     for (int s = 0; s < 2; s++) {
         d->side[s].types = ds_vocab_new();
-        if (!d->side[s].types) return DS_ENOMEM;
+        if (!d->side[s].types) return -1;
     }
     while (pos < n && (limit == 0 || line <= limit)) {
         /* The line ends at the first "\n" or "\r" (Python's universal newlines). */
@@ -225,12 +224,11 @@ static int parse(ds_fra *d, const char *data, size_t n, const char *name) {
     st->tokens[0] = (int64_t)d->side[0].ntok;
     st->tokens[1] = (int64_t)d->side[1].ntok;
     if (rc) return rc;
-    if (n == 0) return ds_fail(DS_EFORMAT, "%s: empty file", name);
+    if (n == 0) return ag_error("%s: empty file", name);
     if (d->n_pairs == 0)
-        return ds_fail(DS_EFORMAT,
-                       "%s: no sentence pair: none of the %lld lines read has exactly one tab",
-                       name, (long long)line);
-    return DS_OK;
+        return ag_error("%s: no sentence pair: none of the %lld lines read has exactly one tab",
+                        name, (long long)line);
+    return 0;
 }
 
 /* ---- split, vocabularies, arrays ------------------------------------------------------ */
@@ -243,7 +241,7 @@ static int cmp_i64(const void *a, const void *b) {
 static int make_parts(ds_fra *d) {
     int64_t n = d->n_pairs;
     int64_t *all = malloc((size_t)n * sizeof *all);
-    if (!all) return ds_fail(DS_ENOMEM, "out of memory for %lld pair indices", (long long)n);
+    if (!all) return ag_error("out of memory for %lld pair indices", (long long)n);
     for (int64_t i = 0; i < n; i++) all[i] = i;
     d->part[DS_ALL] = all;
     d->part_n[DS_ALL] = n;
@@ -252,13 +250,13 @@ static int make_parts(ds_fra *d) {
     if (n_test + n_valid == 0) {
         d->part[DS_TRAIN] = d->part[DS_VALID] = d->part[DS_TEST] = all;
         d->part_n[DS_TRAIN] = n;
-        return DS_OK;
+        return 0;
     }
     if (n_test + n_valid >= n)
-        return ds_fail(DS_EARG, "split leaves no training pair (%lld pairs, %lld valid, %lld test)",
-                       (long long)n, (long long)n_valid, (long long)n_test);
+        return ag_error("split leaves no training pair (%lld pairs, %lld valid, %lld test)",
+                        (long long)n, (long long)n_valid, (long long)n_test);
     int64_t *perm = malloc((size_t)n * sizeof *perm);
-    if (!perm) return ds_fail(DS_ENOMEM, "out of memory for the split");
+    if (!perm) return ag_error("out of memory for the split");
     ag_rng_permutation(perm, n, d->opt.split_seed, DS_SPLIT_STREAM);
     /* permutation[0 .. n_test) = test, next n_valid = validation, rest = train. */
     int64_t cnt[3] = {n - n_test - n_valid, n_valid, n_test};
@@ -267,14 +265,14 @@ static int make_parts(ds_fra *d) {
         d->part[p] = malloc((size_t)(cnt[p] ? cnt[p] : 1) * sizeof(int64_t));
         if (!d->part[p]) {
             free(perm);
-            return ds_fail(DS_ENOMEM, "out of memory for the split");
+            return ag_error("out of memory for the split");
         }
         memcpy(d->part[p], src[p], (size_t)cnt[p] * sizeof(int64_t));
         qsort(d->part[p], (size_t)cnt[p], sizeof(int64_t), cmp_i64);
         d->part_n[p] = cnt[p];
     }
     free(perm);
-    return DS_OK;
+    return 0;
 }
 
 /* d2l's Vocab over the training pairs (ascending), then build_array_nmt over every pair. */
@@ -283,9 +281,8 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
     int64_t *count = calloc(nt + 1, sizeof *count), *rank = malloc((nt + 1) * sizeof *rank);
     int32_t *map = malloc((nt + 1) * sizeof *map);
     const int T = d->opt.num_steps;
-    int rc = DS_OK;
-    if (!count || !rank || !map)
-        rc = ds_fail(DS_ENOMEM, "out of memory counting %zu token types", nt);
+    int rc = 0;
+    if (!count || !rank || !map) rc = ag_error("out of memory counting %zu token types", nt);
     if (!rc) {
         int64_t r = 0;
         for (int64_t q = 0; q < d->part_n[DS_TRAIN]; q++) {
@@ -308,7 +305,7 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
         sd->ids = malloc((size_t)d->n_pairs * (size_t)T * sizeof *sd->ids);
         sd->valid_len = malloc((size_t)d->n_pairs * sizeof *sd->valid_len);
         if (!sd->ids || !sd->valid_len)
-            rc = ds_fail(DS_ENOMEM, "out of memory for %lld x %d ids", (long long)d->n_pairs, T);
+            rc = ag_error("out of memory for %lld x %d ids", (long long)d->n_pairs, T);
     }
     for (int64_t p = 0; !rc && p < d->n_pairs; p++) {
         int32_t *row = sd->ids + p * T;
@@ -332,19 +329,17 @@ static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
 
 static int check_options(const ds_fra_options *o) {
     if (o->num_examples < 0)
-        return ds_fail(DS_EARG, "num_examples = %lld, expected >= 0", (long long)o->num_examples);
-    if (o->num_steps < 1)
-        return ds_fail(DS_EARG, "num_steps = %d, expected >= 1", (int)o->num_steps);
-    if (o->batch_size < 1)
-        return ds_fail(DS_EARG, "batch_size = %d, expected >= 1", (int)o->batch_size);
+        return ag_error("num_examples = %lld, expected >= 0", (long long)o->num_examples);
+    if (o->num_steps < 1) return ag_error("num_steps = %d, expected >= 1", (int)o->num_steps);
+    if (o->batch_size < 1) return ag_error("batch_size = %d, expected >= 1", (int)o->batch_size);
     if (o->batch_tokens < 0)
-        return ds_fail(DS_EARG, "batch_tokens = %d, expected >= 0", (int)o->batch_tokens);
+        return ag_error("batch_tokens = %d, expected >= 0", (int)o->batch_tokens);
     if (!(o->valid_frac >= 0 && o->valid_frac < 1) || !(o->test_frac >= 0 && o->test_frac < 1) ||
         !(o->valid_frac + o->test_frac < 1))
-        return ds_fail(DS_EARG,
-                       "valid_frac = %g, test_frac = %g: expected each in [0, 1) and a sum below 1",
-                       o->valid_frac, o->test_frac);
-    return DS_OK;
+        return ag_error(
+            "valid_frac = %g, test_frac = %g: expected each in [0, 1) and a sum below 1",
+            o->valid_frac, o->test_frac);
+    return 0;
 }
 
 int ds_fra_load_mem(const char *data, size_t len, const char *name, const ds_fra_options *opt,
@@ -355,23 +350,22 @@ int ds_fra_load_mem(const char *data, size_t len, const char *name, const ds_fra
     int rc = check_options(&o);
     if (rc) return rc;
     if ((size_t)o.num_steps > SIZE_MAX / 4 / 2)
-        return ds_fail(DS_EARG, "num_steps = %d too large", (int)o.num_steps);
+        return ag_error("num_steps = %d too large", (int)o.num_steps);
     ds_fra *d = calloc(1, sizeof *d);
-    if (!d) return ds_fail(DS_ENOMEM, "out of memory");
+    if (!d) return ag_error("out of memory");
     d->opt = o;
     d->cap_pairs = 64;
     d->line_of_pair = malloc(d->cap_pairs * sizeof *d->line_of_pair);
-    if (!d->line_of_pair) rc = ds_fail(DS_ENOMEM, "out of memory");
+    if (!d->line_of_pair) rc = ag_error("out of memory");
     if (!rc) {
         for (int s = 0; s < 2 && !rc; s++) {
             d->side[s].off = calloc(d->cap_pairs, sizeof(int64_t));
-            if (!d->side[s].off) rc = ds_fail(DS_ENOMEM, "out of memory");
+            if (!d->side[s].off) rc = ag_error("out of memory");
         }
     }
     if (!rc) rc = parse(d, data, len, name);
     if (!rc && (size_t)d->n_pairs > SIZE_MAX / sizeof(int32_t) / (size_t)o.num_steps)
-        rc = ds_fail(DS_ENOMEM, "%lld pairs x %d steps too large", (long long)d->n_pairs,
-                     (int)o.num_steps);
+        rc = ag_error("%lld pairs x %d steps too large", (long long)d->n_pairs, (int)o.num_steps);
     if (!rc) rc = make_parts(d);
     for (int s = 0; s < 2 && !rc; s++) rc = build_side(d, &d->side[s], &d->stats.truncated[s]);
     if (rc) {
@@ -379,23 +373,23 @@ int ds_fra_load_mem(const char *data, size_t len, const char *name, const ds_fra
         return rc;
     }
     *out = d;
-    return DS_OK;
+    return 0;
 }
 
 int ds_fra_load(const char *path, const ds_fra_options *opt, ds_fra **out) {
     *out = NULL;
-    if (!path) return ds_fail(DS_EARG, "ds_fra_load: path is NULL");
+    if (!path) return ag_error("ds_fra_load: path is NULL");
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return ds_fail(DS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return ag_error("%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return ds_fail(DS_EIO, "%s: cannot stat: %s", path, strerror(e));
+        return ag_error("%s: cannot stat: %s", path, strerror(e));
     }
     if (S_ISDIR(sb.st_mode)) {
         close(fd);
-        return ds_fail(DS_EIO, "%s: is a directory, expected fra.txt", path);
+        return ag_error("%s: is a directory, expected fra.txt", path);
     }
     int rc;
     if (S_ISREG(sb.st_mode) && sb.st_size > 0) {
@@ -453,8 +447,8 @@ int ds_fra_sentence(const ds_fra *d, ds_side side, int64_t pair, char **out) {
     *out = NULL;
     int32_t n = ds_fra_sentence_len(d, side, pair);
     if (n < 0)
-        return ds_fail(DS_EARG, "pair %lld out of range (%lld pairs)", (long long)pair,
-                       (long long)d->n_pairs);
+        return ag_error("pair %lld out of range (%lld pairs)", (long long)pair,
+                        (long long)d->n_pairs);
     size_t total = 1;
     for (int32_t j = 0; j < n; j++) {
         size_t len = 0;
@@ -462,7 +456,7 @@ int ds_fra_sentence(const ds_fra *d, ds_side side, int64_t pair, char **out) {
         total += len + 1;
     }
     char *s = malloc(total);
-    if (!s) return ds_fail(DS_ENOMEM, "out of memory");
+    if (!s) return ag_error("out of memory");
     size_t k = 0;
     for (int32_t j = 0; j < n; j++) {
         size_t len = 0;
@@ -473,5 +467,5 @@ int ds_fra_sentence(const ds_fra *d, ds_side side, int64_t pair, char **out) {
     }
     s[k] = 0;
     *out = s;
-    return DS_OK;
+    return 0;
 }

@@ -30,14 +30,14 @@
  *    valid_len = number of ids that are not <pad>.
  *
  * Bad input (each case is tested in tests/datasets/test_badinput.c):
- *  - missing / unreadable file, a directory: DS_EIO, "path: cannot open: <strerror>";
- *  - empty file, or no line with exactly two fields: DS_EFORMAT ("path: empty file",
+ *  - missing / unreadable file, a directory: -1, "path: cannot open: <strerror>";
+ *  - empty file, or no line with exactly two fields: -1 ("path: empty file",
  *    "path: no sentence pair: none of the N lines read has exactly one tab");
  *  - a line without a tab (empty lines included) or with more than one tab: skipped and
  *    counted in ds_fra_stats (skipped_no_tab, skipped_many_tabs, first_skipped), as d2l;
  *  - invalid UTF-8 (as Python's strict decoder: overlong, surrogate, > U+10FFFF,
- *    truncated): DS_EFORMAT "path:LINE:COL: invalid UTF-8 byte 0xXX" (d2l fails as well);
- *  - a NUL byte: DS_EFORMAT "path:LINE:COL: NUL byte" (a text file never has one);
+ *    truncated): -1, "path:LINE:COL: invalid UTF-8 byte 0xXX" (d2l fails as well);
+ *  - a NUL byte: -1, "path:LINE:COL: NUL byte" (a text file never has one);
  *  - very long lines (megabytes) and very long tokens: read normally, no length limit;
  *  - only lines 0..num_examples are examined: bytes after them are not read or validated.
  * LINE and COL are 1-based (LINE - 1 is d2l's line index), COL counts bytes.
@@ -97,8 +97,8 @@ typedef struct ds_fra ds_fra;
 
 /* Reads `path` (memory-mapped when it is a regular file) and runs the whole pipeline with
  * options *opt (NULL = ds_fra_defaults()). On success *out is a new dataset (caller frees
- * with ds_fra_free). Returns DS_OK, DS_EARG (bad option, named in the message), DS_EIO,
- * DS_EFORMAT (see "Bad input" above), DS_ENOMEM. */
+ * with ds_fra_free). Returns 0, or -1: a bad option (named in the message), I/O, bad data (see
+ * "Bad input" above), out of memory. */
 int ds_fra_load(const char *path, const ds_fra_options *opt, ds_fra **out);
 /* The same on a buffer data[0..len) (not NUL-terminated; not retained); `name` stands for
  * the path in messages. */
@@ -129,12 +129,12 @@ int64_t ds_fra_part_size(const ds_fra *d, ds_part part);
 int32_t ds_fra_sentence_len(const ds_fra *d, ds_side side, int64_t pair);
 const char *ds_fra_token(const ds_fra *d, ds_side side, int64_t pair, int32_t j, size_t *len);
 /* The preprocessed sentence as one string, tokens joined by single spaces (a BLEU
- * reference). *out is malloc'd (caller frees). Returns DS_OK, DS_EARG (pair out of
- * range), DS_ENOMEM. */
+ * reference). *out is malloc'd (caller frees). Returns 0, or -1 (pair out of range, out of
+ * memory). */
 int ds_fra_sentence(const ds_fra *d, ds_side side, int64_t pair, char **out);
 
 /* Writes the split as text: two '#' comment lines (options, column names), then one line
- * per pair: "<pair>\t<line index>\t<train|valid|test>". Returns DS_OK or DS_EIO. */
+ * per pair: "<pair>\t<line index>\t<train|valid|test>". Returns 0, or -1 (I/O). */
 int ds_fra_write_split(const ds_fra *d, const char *path);
 
 /* ---- batches ------------------------------------------------------------------------- */
@@ -164,13 +164,13 @@ typedef struct ds_batches ds_batches;
  * visited in the order permutation(batches, seed, e ^ DS_BATCH_STREAM). A batch's arrays are
  * cut to that longest length (num_steps = it, <= opts.num_steps): every position dropped is
  * padding. The batch boundaries depend only on the lengths, so every epoch has the same number
- * of batches. DS_EARG when batch_tokens is below the longest pair of the part (a batch must
+ * of batches. Fails when batch_tokens is below the longest pair of the part (a batch must
  * hold one pair; the message names both).
  *
- * Returns DS_OK, DS_EARG (empty part), DS_ENOMEM. Free with ds_batches_free(). */
+ * Returns 0, or -1 (empty part, out of memory). Free with ds_batches_free(). */
 int ds_batches_new(const ds_fra *d, ds_part part, bool shuffle, ds_batches **out);
 /* The same with batch_size rows per batch instead of opts.batch_size (e.g. a larger batch
- * for evaluation), never token batches; batch_size 0 means ds_batches_new. DS_EARG if
+ * for evaluation), never token batches; batch_size 0 means ds_batches_new. Fails if
  * batch_size < 0. */
 int ds_batches_new_sized(const ds_fra *d, ds_part part, bool shuffle, int32_t batch_size,
                          ds_batches **out);
@@ -188,13 +188,13 @@ void ds_batches_free(ds_batches *it);
 /* d2l: ids = vocab[sentence.lower().split(' ')] + [<eos>], truncated or padded with <pad>
  * to num_steps into ids[0..num_steps); *valid_len = number of tokens + 1, NOT clipped to
  * num_steps (d2l's enc_valid_len; min(*valid_len, num_steps) are real positions). Only
- * lowercasing and splitting: no punctuation spacing, as d2l. Returns DS_OK, DS_EARG
- * (num_steps < 1), DS_EFORMAT (invalid UTF-8 or NUL), DS_ENOMEM. */
+ * lowercasing and splitting: no punctuation spacing, as d2l. Returns 0, or -1 (num_steps < 1,
+ * invalid UTF-8 or NUL, out of memory). */
 int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_steps, int32_t *ids,
                        int32_t *valid_len);
 /* d2l: ' '.join(vocab.to_tokens(ids)) over ids[0..n) up to (excluding) the first <eos>.
- * *out is malloc'd (caller frees). Returns DS_OK, DS_EARG (an id out of range, named),
- * DS_ENOMEM. */
+ * *out is malloc'd (caller frees). Returns 0, or -1 (an id out of range, named; out of
+ * memory). */
 int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out);
 
 /* ---- locating fra.txt ---------------------------------------------------------------- */
@@ -208,8 +208,8 @@ int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out);
  *   5. <source_dir>/../shared/data/fra-eng/fra.txt, if source_dir is not NULL (programs get
  *      the source tree from CMake).
  * A path given by 1 or 2 must exist: if it does not, that is an error (no silent fallback).
- * On success the path is copied to out[0..cap). Returns DS_OK, DS_EIO (not found: the
- * message lists every path tried), DS_EARG (path longer than cap). */
+ * On success the path is copied to out[0..cap). Returns 0, or -1 (not found: the message
+ * lists every path tried; a path longer than cap). */
 int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *out, size_t cap);
 
 #ifdef __cplusplus

@@ -33,13 +33,12 @@ typedef struct {
 static int ng_reserve(ng_tab *t, size_t entries) {
     size_t cap = 16;
     while (cap < 2 * entries + 2) cap *= 2;
-    if (cap > ((size_t)1 << 31))
-        return ds_fail(DS_ENOMEM, "sentence of %zu n-grams too long", entries);
+    if (cap > ((size_t)1 << 31)) return ag_error("sentence of %zu n-grams too long", entries);
     t->e = malloc(cap / 2 * sizeof *t->e);
     t->slot = malloc(cap * sizeof *t->slot);
     t->cap = cap;
-    if (!t->e || !t->slot) return ds_fail(DS_ENOMEM, "out of memory for %zu n-grams", entries);
-    return DS_OK;
+    if (!t->e || !t->slot) return ag_error("out of memory for %zu n-grams", entries);
+    return 0;
 }
 
 static void ng_release(ng_tab *t) {
@@ -105,16 +104,16 @@ typedef struct {
 static int push(u32buf *b, uint32_t x) {
     if (b->n == b->cap) {
         uint32_t *v = ds_regrow(b->v, &b->cap, b->n + 1, sizeof *b->v);
-        if (!v) return DS_ENOMEM;
+        if (!v) return -1;
         b->v = v;
     }
     b->v[b->n++] = x;
-    return DS_OK;
+    return 0;
 }
 
 static int intern(ds_vocab *voc, const char *s, size_t len, u32buf *out) {
     int32_t id;
-    if (ds_vocab_add(voc, s, len, &id)) return DS_ENOMEM;
+    if (ds_vocab_add(voc, s, len, &id)) return -1;
     return push(out, (uint32_t)id);
 }
 
@@ -123,18 +122,17 @@ static int split_spaces(ds_vocab *voc, const char *s, u32buf *out) {
     for (;;) {
         const char *sp = strchr(s, ' ');
         size_t len = sp ? (size_t)(sp - s) : strlen(s);
-        if (intern(voc, s, len, out)) return DS_ENOMEM;
-        if (!sp) return DS_OK;
+        if (intern(voc, s, len, out)) return -1;
+        if (!sp) return 0;
         s = sp + 1;
     }
 }
 
 static int bad_utf8(const char *what, const unsigned char *s, size_t i, uint32_t cp, int len) {
     if (len == 0)
-        return ds_fail(DS_EFORMAT, "%s: invalid UTF-8 byte 0x%02X at byte offset %zu", what, s[i],
-                       i);
+        return ag_error("%s: invalid UTF-8 byte 0x%02X at byte offset %zu", what, s[i], i);
     (void)cp;
-    return ds_fail(DS_EFORMAT, "%s: NUL byte at byte offset %zu", what, i);
+    return ag_error("%s: NUL byte at byte offset %zu", what, i);
 }
 
 /* Python s.split() (runs of Unicode whitespace) -> ids. */
@@ -150,12 +148,12 @@ static int split_whitespace(ds_vocab *voc, const char *str, const char *what, u3
             if (len == 0) return bad_utf8(what, s, i, cp, len);
         }
         bool sp = i == n || ds_u_is_space(cp);
-        if (sp && in_tok && intern(voc, str + start, i - start, out)) return DS_ENOMEM;
+        if (sp && in_tok && intern(voc, str + start, i - start, out)) return -1;
         if (!sp && !in_tok) start = i;
         in_tok = !sp;
         i += (size_t)len;
     }
-    return DS_OK;
+    return 0;
 }
 
 /* Code points of s without its Unicode whitespace (sacreBLEU chrF: ''.join(s.split())). */
@@ -166,21 +164,21 @@ static int chars_no_space(const char *str, const char *what, u32buf *out) {
         uint32_t cp;
         int len = ds_utf8_decode(s + i, n - i, &cp);
         if (len == 0) return bad_utf8(what, s, i, cp, len);
-        if (!ds_u_is_space(cp) && push(out, cp)) return DS_ENOMEM;
+        if (!ds_u_is_space(cp) && push(out, cp)) return -1;
         i += (size_t)len;
     }
-    return DS_OK;
+    return 0;
 }
 
 /* ---- d2l BLEU ------------------------------------------------------------------------- */
 
 int ds_bleu_d2l(const char *pred, const char *label, int k, double *score) {
-    if (!pred || !label || !score) return ds_fail(DS_EARG, "ds_bleu_d2l: NULL argument");
-    if (k < 1) return ds_fail(DS_EARG, "ds_bleu_d2l: k = %d, expected >= 1", k);
+    if (!pred || !label || !score) return ag_error("ds_bleu_d2l: NULL argument");
+    if (k < 1) return ag_error("ds_bleu_d2l: k = %d, expected >= 1", k);
     *score = 0.0;
-    if (*pred == 0) return DS_OK; /* empty prediction */
+    if (*pred == 0) return 0; /* empty prediction */
     ds_vocab *voc = ds_vocab_new();
-    if (!voc) return DS_ENOMEM;
+    if (!voc) return -1;
     u32buf p = {0}, l = {0};
     ng_tab t = {0};
     int rc = split_spaces(voc, pred, &p);
@@ -242,15 +240,15 @@ int ds_bleu_add_ids(ds_bleu_stats *s, const int32_t *hyp, size_t hyp_len, const 
 
 int ds_bleu_add(ds_bleu_stats *s, const char *hyp, const char *const *refs, size_t n_refs) {
     if (!s || !hyp || !refs || n_refs < 1)
-        return ds_fail(DS_EARG, "ds_bleu_add: NULL argument or no reference");
+        return ag_error("ds_bleu_add: NULL argument or no reference");
     for (size_t r = 0; r < n_refs; r++)
-        if (!refs[r]) return ds_fail(DS_EARG, "ds_bleu_add: reference %zu is NULL", r);
+        if (!refs[r]) return ag_error("ds_bleu_add: reference %zu is NULL", r);
     ds_vocab *voc = ds_vocab_new();
     u32buf h = {0};
     u32buf *rb = calloc(n_refs, sizeof *rb);
     const uint32_t **rv = calloc(n_refs, sizeof *rv);
     size_t *rl = calloc(n_refs, sizeof *rl);
-    int rc = (!voc || !rb || !rv || !rl) ? ds_fail(DS_ENOMEM, "out of memory") : DS_OK;
+    int rc = (!voc || !rb || !rv || !rl) ? ag_error("out of memory") : 0;
     if (!rc) rc = split_whitespace(voc, hyp, "hypothesis", &h);
     for (size_t r = 0; r < n_refs && !rc; r++) {
         rc = split_whitespace(voc, refs[r], "reference", &rb[r]);
@@ -302,13 +300,13 @@ int ds_corpus_bleu(const char *const *hyps, const char *const *refs, size_t n, d
         if (rc) return rc;
     }
     *out = ds_bleu_compute(&s);
-    return DS_OK;
+    return 0;
 }
 
 /* ---- chrF ----------------------------------------------------------------------------- */
 
 int ds_chrf_add(ds_chrf_stats *s, const char *hyp, const char *ref) {
-    if (!s || !hyp || !ref) return ds_fail(DS_EARG, "ds_chrf_add: NULL argument");
+    if (!s || !hyp || !ref) return ag_error("ds_chrf_add: NULL argument");
     u32buf h = {0}, r = {0};
     ng_tab t = {0};
     int rc = chars_no_space(hyp, "hypothesis", &h);
@@ -360,5 +358,5 @@ int ds_corpus_chrf(const char *const *hyps, const char *const *refs, size_t n, d
         if (rc) return rc;
     }
     *out = ds_chrf_compute(&s);
-    return DS_OK;
+    return 0;
 }

@@ -29,7 +29,8 @@
  * ("effective order"): P = mean of match_n / hyp_n, R = mean of match_n / ref_n;
  * chrF = 100 (1 + beta^2) P R / (beta^2 P + R), 0 when P + R = 0 or no order is effective.
  *
- * Text inputs must be valid UTF-8 without NUL bytes (DS_EFORMAT otherwise). */
+ * Text inputs must be valid UTF-8 without NUL bytes (the functions fail otherwise).
+ * Every fallible function returns 0, or -1 with the message in ag_last_error(). */
 #ifndef TG_DS_METRICS_H
 #define TG_DS_METRICS_H
 
@@ -42,8 +43,8 @@
 extern "C" {
 #endif
 
-/* d2l's bleu(pred_seq, label_seq, k) into *score. Returns DS_OK, DS_EARG (k < 1 or NULL),
- * DS_ENOMEM. Any bytes are fine (only ' ' separates tokens). */
+/* d2l's bleu(pred_seq, label_seq, k) into *score. Returns 0, or -1 (k < 1 or NULL, out of
+ * memory). Any bytes are fine (only ' ' separates tokens). */
 int ds_bleu_d2l(const char *pred, const char *label, int k, double *score);
 
 #define DS_BLEU_ORDER 4
@@ -63,11 +64,11 @@ typedef struct {
 } ds_bleu_score;
 
 /* Adds one sentence given as token ids (e.g. predicted ids against reference ids; any
- * int32 values). Returns DS_OK or DS_ENOMEM. */
+ * int32 values). Returns 0, or -1 (out of memory). */
 int ds_bleu_add_ids(ds_bleu_stats *s, const int32_t *hyp, size_t hyp_len, const int32_t *ref,
                     size_t ref_len);
-/* Adds one sentence given as text against n_refs >= 1 references. Returns DS_OK, DS_EARG,
- * DS_EFORMAT (invalid UTF-8 / NUL), DS_ENOMEM. */
+/* Adds one sentence given as text against n_refs >= 1 references. Returns 0, or -1 (a bad
+ * argument, invalid UTF-8 / NUL, out of memory). */
 int ds_bleu_add(ds_bleu_stats *s, const char *hyp, const char *const *refs, size_t n_refs);
 /* The score of the statistics gathered so far. */
 ds_bleu_score ds_bleu_compute(const ds_bleu_stats *s);
@@ -83,7 +84,7 @@ typedef struct {
     int64_t sentences;
 } ds_chrf_stats;
 
-/* Adds one sentence pair. Returns DS_OK, DS_EARG, DS_EFORMAT, DS_ENOMEM. */
+/* Adds one sentence pair. Returns 0, or -1 (a bad argument, bad text, out of memory). */
 int ds_chrf_add(ds_chrf_stats *s, const char *hyp, const char *ref);
 /* chrF in [0, 100] of the statistics gathered so far. */
 double ds_chrf_compute(const ds_chrf_stats *s);

@@ -152,18 +152,17 @@ int ds_utf8_lower(const char *src, size_t n, char **out, size_t *out_len) {
     const unsigned char *s = (const unsigned char *)src;
     *out = NULL;
     /* Lowercasing grows a string by at most 3/2 (2-byte -> 3-byte code points). */
-    if (n > (SIZE_MAX - 8) / 2) return ds_fail(DS_ENOMEM, "string of %zu bytes too long", n);
+    if (n > (SIZE_MAX - 8) / 2) return ag_error("string of %zu bytes too long", n);
     unsigned char *o = malloc(n + n / 2 + 8);
-    if (!o) return ds_fail(DS_ENOMEM, "out of memory lowercasing %zu bytes", n);
+    if (!o) return ag_error("out of memory lowercasing %zu bytes", n);
     size_t k = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp, low[2];
         int len = ds_utf8_decode(s + i, n - i, &cp);
         if (len == 0 || cp == 0) {
             free(o);
-            if (len == 0)
-                return ds_fail(DS_EFORMAT, "invalid UTF-8 byte 0x%02X at byte offset %zu", s[i], i);
-            return ds_fail(DS_EFORMAT, "NUL byte at byte offset %zu", i);
+            if (len == 0) return ag_error("invalid UTF-8 byte 0x%02X at byte offset %zu", s[i], i);
+            return ag_error("NUL byte at byte offset %zu", i);
         }
         int m = (cp == 0x3A3) ? (low[0] = ds_u_sigma_lower(s, 0, i, n), 1) : ds_u_lower(cp, low);
         for (int t = 0; t < m; t++) k += (size_t)ds_utf8_encode(low[t], o + k);
@@ -172,5 +171,5 @@ int ds_utf8_lower(const char *src, size_t n, char **out, size_t *out_len) {
     o[k] = 0;
     *out = (char *)o;
     if (out_len) *out_len = k;
-    return DS_OK;
+    return 0;
 }

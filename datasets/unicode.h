@@ -45,8 +45,8 @@ bool ds_u_is_space(uint32_t cp);          /* Python str.isspace()               
 uint32_t ds_u_sigma_lower(const unsigned char *s, size_t lo, size_t pos, size_t hi);
 
 /* Python's s.lower() on UTF-8 text s[0..n). On success *out is a malloc'd NUL-terminated
- * string (caller frees) of *out_len bytes (out_len may be NULL). Returns DS_OK, DS_EFORMAT
- * for invalid UTF-8 or a NUL byte (message gives the byte offset), DS_ENOMEM. */
+ * string (caller frees) of *out_len bytes (out_len may be NULL). Returns 0, or -1 for invalid
+ * UTF-8 or a NUL byte (the message gives the byte offset) or out of memory. */
 int ds_utf8_lower(const char *s, size_t n, char **out, size_t *out_len);
 
 /* Tables (generated). */

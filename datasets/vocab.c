@@ -51,7 +51,7 @@ ds_vocab *ds_vocab_new(void) {
     if (v) v->slots = calloc(64, sizeof *v->slots);
     if (!v || !v->slots) {
         free(v);
-        ds_fail(DS_ENOMEM, "out of memory creating a vocabulary");
+        ag_error("out of memory creating a vocabulary");
         return NULL;
     }
     v->mask = 63;
@@ -112,7 +112,7 @@ void ds_vocab_lookup(const ds_vocab *v, const char *const *tokens, size_t n, int
 static int rehash(ds_vocab *v) {
     size_t cap = (v->mask + 1) * 2;
     uint64_t *slots = calloc(cap, sizeof *slots);
-    if (!slots) return ds_fail(DS_ENOMEM, "out of memory growing a vocabulary to %zu slots", cap);
+    if (!slots) return ag_error("out of memory growing a vocabulary to %zu slots", cap);
     for (size_t id = 0; id < v->n; id++) {
         uint64_t h = v->ent[id].hash;
         size_t i = (size_t)h & (cap - 1);
@@ -122,7 +122,7 @@ static int rehash(ds_vocab *v) {
     free(v->slots);
     v->slots = slots;
     v->mask = cap - 1;
-    return DS_OK;
+    return 0;
 }
 
 /* Copies len bytes + NUL into the arena. */
@@ -147,10 +147,10 @@ static const char *arena_copy(ds_vocab *v, const char *tok, size_t len) {
 static int grow_entries(ds_vocab *v) {
     size_t cap = v->cap ? v->cap * 2 : 64;
     entry *e = realloc(v->ent, cap * sizeof *e);
-    if (!e) return ds_fail(DS_ENOMEM, "out of memory growing a vocabulary to %zu tokens", cap);
+    if (!e) return ag_error("out of memory growing a vocabulary to %zu tokens", cap);
     v->ent = e;
     v->cap = cap;
-    return DS_OK;
+    return 0;
 }
 
 int ds_vocab_count(ds_vocab *v, const char *tok, size_t len, int64_t n, int32_t *id_out) {
@@ -158,22 +158,22 @@ int ds_vocab_count(ds_vocab *v, const char *tok, size_t len, int64_t n, int32_t 
     size_t slot;
     int32_t id = probe(v, tok, len, h, &slot);
     if (id < 0) {
-        if (v->n >= MAX_TOKENS) return ds_fail(DS_ENOMEM, "vocabulary full (%zu tokens)", v->n);
-        if (len >= UINT32_MAX) return ds_fail(DS_ENOMEM, "token of %zu bytes too long", len);
-        if (v->n == v->cap && grow_entries(v)) return DS_ENOMEM;
+        if (v->n >= MAX_TOKENS) return ag_error("vocabulary full (%zu tokens)", v->n);
+        if (len >= UINT32_MAX) return ag_error("token of %zu bytes too long", len);
+        if (v->n == v->cap && grow_entries(v)) return -1;
         if (2 * (v->n + 1) > v->mask + 1) { /* keep the load factor <= 1/2 */
-            if (rehash(v)) return DS_ENOMEM;
+            if (rehash(v)) return -1;
             probe(v, tok, len, h, &slot);
         }
         const char *p = arena_copy(v, tok, len);
-        if (!p) return ds_fail(DS_ENOMEM, "out of memory storing a token of %zu bytes", len);
+        if (!p) return ag_error("out of memory storing a token of %zu bytes", len);
         id = (int32_t)v->n++;
         v->ent[id] = (entry){.str = p, .len = (uint32_t)len, .hash = h, .freq = 0};
         v->slots[slot] = slot_tag(h) | (uint64_t)(id + 1);
     }
     v->ent[id].freq += n;
     if (id_out) *id_out = id;
-    return DS_OK;
+    return 0;
 }
 
 int ds_vocab_add(ds_vocab *v, const char *tok, size_t len, int32_t *id) {
@@ -190,10 +190,10 @@ int ds_vocab_to_tokens(const ds_vocab *v, const int32_t *ids, size_t n, const ch
     for (size_t i = 0; i < n; i++) {
         tokens[i] = ds_vocab_token(v, ids[i], NULL);
         if (!tokens[i])
-            return ds_fail(DS_EARG, "ids[%zu] = %d is not an id of this vocabulary (size %zu)", i,
-                           (int)ids[i], v->n);
+            return ag_error("ids[%zu] = %d is not an id of this vocabulary (size %zu)", i,
+                            (int)ids[i], v->n);
     }
-    return DS_OK;
+    return 0;
 }
 
 int64_t ds_vocab_freq(const ds_vocab *v, int32_t id) {
@@ -217,13 +217,12 @@ int ds_vocab_build_ranked(const ds_vocab *types, const int64_t *count, const int
                           ds_vocab **out) {
     *out = NULL;
     ds_vocab *v = ds_vocab_new();
-    if (!v) return DS_ENOMEM;
+    if (!v) return -1;
     int rc = ds_vocab_add(v, "<unk>", 5, NULL);
     for (int i = 0; !rc && i < n_reserved; i++) {
         size_t len = strlen(reserved[i]);
         if (ds_vocab_find(v, reserved[i], len) >= 0) {
-            rc = ds_fail(DS_EARG, "reserved token \"%s\" given twice (or equal to <unk>)",
-                         reserved[i]);
+            rc = ag_error("reserved token \"%s\" given twice (or equal to <unk>)", reserved[i]);
             break;
         }
         rc = ds_vocab_add(v, reserved[i], len, NULL);
@@ -234,7 +233,7 @@ int ds_vocab_build_ranked(const ds_vocab *types, const int64_t *count, const int
     if (!rc) {
         for (size_t i = 0; i < types->n; i++) m += count[i] >= min_freq && count[i] > 0;
         r = malloc((m ? m : 1) * sizeof *r);
-        if (!r) rc = ds_fail(DS_ENOMEM, "out of memory sorting %zu tokens", m);
+        if (!r) rc = ag_error("out of memory sorting %zu tokens", m);
     }
     if (!rc) {
         size_t k = 0;
@@ -256,7 +255,7 @@ int ds_vocab_build_ranked(const ds_vocab *types, const int64_t *count, const int
         v->ent[id].freq = t >= 0 ? count[t] : 0;
     }
     *out = v;
-    return DS_OK;
+    return 0;
 }
 
 int ds_vocab_build(const ds_vocab *counts, int64_t min_freq, const char *const *reserved,
@@ -264,14 +263,14 @@ int ds_vocab_build(const ds_vocab *counts, int64_t min_freq, const char *const *
     int64_t *rank = malloc((counts->n ? counts->n : 1) * sizeof *rank);
     if (!rank) {
         *out = NULL;
-        return ds_fail(DS_ENOMEM, "out of memory building a vocabulary");
+        return ag_error("out of memory building a vocabulary");
     }
     for (size_t i = 0; i < counts->n; i++) rank[i] = (int64_t)i;
     int64_t *count = malloc((counts->n ? counts->n : 1) * sizeof *count);
     if (!count) {
         free(rank);
         *out = NULL;
-        return ds_fail(DS_ENOMEM, "out of memory building a vocabulary");
+        return ag_error("out of memory building a vocabulary");
     }
     for (size_t i = 0; i < counts->n; i++) count[i] = counts->ent[i].freq;
     int rc = ds_vocab_build_ranked(counts, count, rank, min_freq, reserved, n_reserved, out);
@@ -284,12 +283,12 @@ int ds_vocab_check_reserved(const ds_vocab *v) {
     static const char *const want[4] = {"<unk>", "<pad>", "<bos>", "<eos>"};
     for (int i = 0; i < 4; i++) {
         if ((size_t)i >= v->n || strcmp(v->ent[i].str, want[i]) != 0)
-            return ds_fail(DS_EFORMAT, "vocabulary id %d is %s%s%s, expected %s", i,
-                           (size_t)i < v->n ? "\"" : "",
-                           (size_t)i < v->n ? v->ent[i].str : "missing",
-                           (size_t)i < v->n ? "\"" : "", want[i]);
+            return ag_error("vocabulary id %d is %s%s%s, expected %s", i,
+                            (size_t)i < v->n ? "\"" : "",
+                            (size_t)i < v->n ? v->ent[i].str : "missing",
+                            (size_t)i < v->n ? "\"" : "", want[i]);
     }
-    return DS_OK;
+    return 0;
 }
 
 int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len) {
@@ -299,12 +298,11 @@ int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len) 
     for (size_t id = 0; id < v->n; id++) {
         if (memchr(v->ent[id].str, '\n', v->ent[id].len) ||
             memchr(v->ent[id].str, '\r', v->ent[id].len))
-            return ds_fail(DS_EARG, "%s: token %zu contains a line break; not representable", name,
-                           id);
+            return ag_error("%s: token %zu contains a line break; not representable", name, id);
         total += v->ent[id].len + 1;
     }
     char *s = malloc(total);
-    if (!s) return ds_fail(DS_ENOMEM, "%s: out of memory", name);
+    if (!s) return ag_error("%s: out of memory", name);
     size_t n = 0;
     for (size_t id = 0; id < v->n; id++) {
         memcpy(s + n, v->ent[id].str, v->ent[id].len);
@@ -314,7 +312,7 @@ int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len) 
     s[n] = '\0';
     *out = s;
     *len = n;
-    return DS_OK;
+    return 0;
 }
 
 int ds_vocab_save(const ds_vocab *v, const char *path) {
@@ -327,25 +325,25 @@ int ds_vocab_save(const ds_vocab *v, const char *path) {
     FILE *f = ag_file_open(&out, path);
     if (!f) {
         free(text);
-        return DS_EIO;
+        return -1;
     }
     bool bad = fwrite(text, 1, n, f) != n;
     free(text);
     if (bad) {
         ag_file_abort(&out);
-        return ds_fail(DS_EIO, "%s: write failed: %s (previous file kept)", path, strerror(errno));
+        return ag_error("%s: write failed: %s (previous file kept)", path, strerror(errno));
     }
-    return ag_file_commit(&out) ? DS_EIO : DS_OK;
+    return ag_file_commit(&out) ? -1 : 0;
 }
 
 int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **out) {
     *out = NULL;
-    if (len == 0) return ds_fail(DS_EFORMAT, "%s: empty vocabulary file", name);
+    if (len == 0) return ag_error("%s: empty vocabulary file", name);
     ds_vocab *v = ds_vocab_new();
-    if (!v) return DS_ENOMEM;
+    if (!v) return -1;
     const unsigned char *s = (const unsigned char *)data;
     size_t pos = 0, line = 1;
-    int rc = DS_OK;
+    int rc = 0;
     while (pos < len && !rc) {
         const unsigned char *nl = memchr(s + pos, '\n', len - pos);
         size_t end = nl ? (size_t)(nl - s) : len, tend = end;
@@ -354,23 +352,21 @@ int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **ou
             uint32_t cp;
             int l = ds_utf8_decode(s + i, tend - i, &cp);
             if (l == 0)
-                rc = ds_fail(DS_EFORMAT, "%s:%zu:%zu: invalid UTF-8 byte 0x%02X", name, line,
-                             i - pos + 1, s[i]);
+                rc = ag_error("%s:%zu:%zu: invalid UTF-8 byte 0x%02X", name, line, i - pos + 1,
+                              s[i]);
             else if (cp == 0)
-                rc =
-                    ds_fail(DS_EFORMAT, "%s:%zu:%zu: NUL byte in a token", name, line, i - pos + 1);
+                rc = ag_error("%s:%zu:%zu: NUL byte in a token", name, line, i - pos + 1);
             else if (cp == '\r')
-                rc = ds_fail(DS_EFORMAT, "%s:%zu:%zu: carriage return inside a token", name, line,
-                             i - pos + 1);
+                rc =
+                    ag_error("%s:%zu:%zu: carriage return inside a token", name, line, i - pos + 1);
             i += l ? (size_t)l : 1;
         }
         if (!rc) {
             int32_t before = (int32_t)v->n, id;
             rc = ds_vocab_add(v, data + pos, tend - pos, &id);
             if (!rc && id < before)
-                rc = ds_fail(DS_EFORMAT, "%s:%zu: duplicate token \"%.*s\" (first at line %d)",
-                             name, line, (int)(tend - pos > 64 ? 64 : tend - pos), data + pos,
-                             (int)id + 1);
+                rc = ag_error("%s:%zu: duplicate token \"%.*s\" (first at line %d)", name, line,
+                              (int)(tend - pos > 64 ? 64 : tend - pos), data + pos, (int)id + 1);
         }
         pos = end + 1;
         line++;
@@ -380,13 +376,13 @@ int ds_vocab_parse(const char *data, size_t len, const char *name, ds_vocab **ou
         return rc;
     }
     *out = v;
-    return DS_OK;
+    return 0;
 }
 
 int ds_vocab_load(const char *path, ds_vocab **out) {
     *out = NULL;
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return ds_fail(DS_EIO, "%s: cannot open vocabulary: %s", path, strerror(errno));
+    if (fd < 0) return ag_error("%s: cannot open vocabulary: %s", path, strerror(errno));
     char *buf = NULL;
     size_t n = 0;
     int rc = ds_read_fd(fd, path, &buf, &n);

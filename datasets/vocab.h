@@ -38,8 +38,8 @@ void ds_vocab_free(ds_vocab *v);
 int32_t ds_vocab_size(const ds_vocab *v);
 
 /* Interns tok[0..len) (any bytes, may be empty, may contain NUL): stores its id -- the
- * existing one, or size-1 after appending it -- in *id (id may be NULL). Returns DS_OK,
- * DS_ENOMEM (also when the vocab would exceed INT32_MAX-1 tokens or a token 4 GiB). */
+ * existing one, or size-1 after appending it -- in *id (id may be NULL). Returns 0, or -1 out
+ * of memory (also when the vocab would exceed INT32_MAX-1 tokens or a token 4 GiB). */
 int ds_vocab_add(ds_vocab *v, const char *tok, size_t len, int32_t *id);
 /* As ds_vocab_add, then adds n to the token's frequency. */
 int ds_vocab_count(ds_vocab *v, const char *tok, size_t len, int64_t n, int32_t *id);
@@ -55,7 +55,7 @@ void ds_vocab_lookup(const ds_vocab *v, const char *const *tokens, size_t n, int
  * *len (if len is not NULL) receives its byte length (tokens may contain NUL bytes only
  * when added that way through ds_vocab_add; the fra-eng reader never produces them). */
 const char *ds_vocab_token(const ds_vocab *v, int32_t id, size_t *len);
-/* d2l's vocab.to_tokens: tokens[i] = token of ids[i]. Returns DS_OK, or DS_EARG naming the
+/* d2l's vocab.to_tokens: tokens[i] = token of ids[i]. Returns 0, or -1 naming the
  * first out-of-range id (tokens then partly filled). Pointers are owned by v. */
 int ds_vocab_to_tokens(const ds_vocab *v, const int32_t *ids, size_t n, const char **tokens);
 /* Frequency of an id (0 if out of range, or for tokens only added, never counted). */
@@ -65,28 +65,28 @@ int64_t ds_vocab_freq(const ds_vocab *v, int32_t id);
  * frees) with "<unk>", the n_reserved reserved tokens (distinct, none equal to "<unk>"),
  * then the tokens of `counts` whose frequency >= min_freq by descending frequency, ties by
  * their id in `counts` (i.e. first-seen order). Tokens already present (e.g. "<pad>" found
- * in the text) are not added twice. Frequencies are copied from `counts`. Returns DS_OK,
- * DS_EARG (duplicate reserved token), DS_ENOMEM. */
+ * in the text) are not added twice. Frequencies are copied from `counts`. Returns 0, or -1
+ * (a duplicate reserved token, out of memory). */
 int ds_vocab_build(const ds_vocab *counts, int64_t min_freq, const char *const *reserved,
                    int n_reserved, ds_vocab **out);
 /* The fra-eng reserved tokens: {"<pad>", "<bos>", "<eos>"}. */
 extern const char *const ds_reserved_tokens[3];
 
-/* Checks the d2l layout: ids 0..3 are "<unk>", "<pad>", "<bos>", "<eos>". Returns DS_OK or
- * DS_EFORMAT naming the first mismatch. */
+/* Checks the d2l layout: ids 0..3 are "<unk>", "<pad>", "<bos>", "<eos>". Returns 0, or -1
+ * naming the first mismatch. */
 int ds_vocab_check_reserved(const ds_vocab *v);
 
 /* Text format (what the model zoo imports): one token per line in id order, each followed
  * by "\n", UTF-8, no other content. An empty token is an empty line.
- * ds_vocab_save returns DS_OK, DS_EIO (path and strerror in the message), or DS_EARG if a
- * token contains "\n" or "\r" (not representable). Frequencies are not saved. */
+ * ds_vocab_save returns 0, or -1: I/O (path and strerror in the message), or a token that
+ * contains "\n" or "\r" (not representable). Frequencies are not saved. */
 int ds_vocab_save(const ds_vocab *v, const char *path);
 /* The same text in memory: *out (NUL-terminated, malloc'd, caller frees) and its length *len.
- * Returns DS_OK, DS_EARG (a token with a line break; `name` is used in the message), DS_ENOMEM. */
+ * Returns 0, or -1 (a token with a line break, `name` used in the message; out of memory). */
 int ds_vocab_text(const ds_vocab *v, const char *name, char **out, size_t *len);
 /* Loads the text format into a new vocab (*out, caller frees; frequencies 0). A final line
  * without "\n" is accepted, a "\r" before "\n" is dropped (CRLF files). Errors, each with
- * path:line: DS_EIO (cannot open/read), DS_EFORMAT (empty file, invalid UTF-8, NUL byte, a
+ * path:line, return -1: I/O (cannot open/read), bad data (empty file, invalid UTF-8, NUL byte, a
  * lone "\r", a duplicate token -- which also names the line of the first occurrence). */
 int ds_vocab_load(const char *path, ds_vocab **out);
 /* The same parser on a buffer; `name` is used in messages. */

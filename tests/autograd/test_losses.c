@@ -10,16 +10,6 @@
 
 #define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((double)(a), (b), 2e-6 * (1 + fabs((double)(b))))
 
-static char captured[512];
-static void capture(const char *msg, void *user) {
-    (void)user;
-    snprintf(captured, sizeof captured, "%s", msg);
-}
-#define HAS(sub)                                                                                   \
-    do {                                                                                           \
-        CU_ASSERT_PTR_NOT_NULL(strstr(captured, sub));                                             \
-        if (!strstr(captured, sub)) fprintf(stderr, "\n  message: %s\n", captured);                \
-    } while (0)
 
 static ag_tensor *leaf(int nd, const int *shape, const ag_real *v, bool rg) {
     ag_tensor *x = ag_leaf_new(nd, shape, rg);
@@ -168,31 +158,33 @@ static void test_cross_entropy_vs_composite(void) {
 }
 
 static void test_bad_input(void) {
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tape *t = ag_tape_new();
     ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 3)), *y = ag_tensor_new(t, AG_SHAPE(3, 2));
     CU_ASSERT_PTR_NULL(ag_mse_loss(t, x, y, AG_REDUCE_MEAN));
-    HAS("mse_loss: input [2, 3] and target [3, 2] must have one shape");
+    TG_CAPTURED_HAS("mse_loss: input [2, 3] and target [3, 2] must have one shape");
     CU_ASSERT_PTR_NULL(ag_bce_with_logits(t, x, y, NULL, AG_REDUCE_SUM));
-    HAS("bce_with_logits: input [2, 3] and target [3, 2]");
+    TG_CAPTURED_HAS("bce_with_logits: input [2, 3] and target [3, 2]");
     CU_ASSERT_PTR_NULL(ag_mse_loss(t, x, x, (ag_reduction)7));
-    HAS("mse_loss: reduction 7 is not");
+    TG_CAPTURED_HAS("mse_loss: reduction 7 is not");
     CU_ASSERT_PTR_NULL(
         ag_cross_entropy(t, x, (const int32_t[]){0, 3}, NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_MEAN));
-    HAS("cross_entropy: label 3 at position 1 is outside [0, 3) (labels [2], logits [2, 3])");
+    TG_CAPTURED_HAS(
+        "cross_entropy: label 3 at position 1 is outside [0, 3) (labels [2], logits [2, 3])");
     CU_ASSERT_PTR_NULL(
         ag_nll_loss(t, x, (const int32_t[]){-1, 0}, NULL, AG_IGNORE_INDEX, AG_REDUCE_SUM));
-    HAS("nll_loss: label -1 at position 0 is outside [0, 3) (labels [2], log-probabilities [2, "
+    TG_CAPTURED_HAS(
+        "nll_loss: label -1 at position 0 is outside [0, 3) (labels [2], log-probabilities [2, "
         "3])");
     CU_ASSERT_PTR_NULL(ag_nll_loss(t, x, NULL, NULL, AG_IGNORE_INDEX, AG_REDUCE_SUM));
-    HAS("nll_loss: no labels given for log-probabilities [2, 3]");
+    TG_CAPTURED_HAS("nll_loss: no labels given for log-probabilities [2, 3]");
     CU_ASSERT_PTR_NULL(ag_cross_entropy(t, x, (const int32_t[]){0, 1}, NULL, 1.5, AG_IGNORE_INDEX,
                                         AG_REDUCE_MEAN));
-    HAS("cross_entropy: label_smoothing = 1.5 for logits [2, 3], expected 0 to 1");
+    TG_CAPTURED_HAS("cross_entropy: label_smoothing = 1.5 for logits [2, 3], expected 0 to 1");
     ag_tensor *s = ag_tensor_new(t, 0, (const int[]){1});
     CU_ASSERT_PTR_NULL(
         ag_cross_entropy(t, s, (const int32_t[]){0}, NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_MEAN));
-    HAS("cross_entropy: logits must be (..., C) with C >= 1, got []");
+    TG_CAPTURED_HAS("cross_entropy: logits must be (..., C) with C >= 1, got []");
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
 }

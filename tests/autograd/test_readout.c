@@ -9,16 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static char captured[512];
-static void capture(const char *msg, void *user) {
-    (void)user;
-    snprintf(captured, sizeof captured, "%s", msg);
-}
-#define HAS(sub)                                                                                   \
-    do {                                                                                           \
-        CU_ASSERT_PTR_NOT_NULL(strstr(captured, sub));                                             \
-        if (!strstr(captured, sub)) fprintf(stderr, "\n  message: %s\n", captured);                \
-    } while (0)
 
 /* The naive argmax along axis a of x: index arithmetic on the row-major flat index. */
 static void naive_argmax(const ag_tensor *x, int a, int32_t *out) {
@@ -114,24 +104,24 @@ static void test_copy_out(void) {
 }
 
 static void test_refusals(void) {
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tape *t = ag_tape_new();
     ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 3));
     int32_t idx[8] = {0};
     ag_real buf[8];
     CU_ASSERT_EQUAL(ag_argmax(x, 2, idx, 8), -1);
-    HAS("argmax: axis 2 out of range for shape [2, 3]");
-    CU_ASSERT_STRING_EQUAL(ag_last_error(), captured);
+    TG_CAPTURED_HAS("argmax: axis 2 out of range for shape [2, 3]");
+    CU_ASSERT_STRING_EQUAL(ag_last_error(), tg_captured);
     CU_ASSERT_EQUAL(ag_argmax(x, 1, idx, 1), -1);
-    HAS("argmax: 2 indices for axis 1 of [2, 3], out holds 1");
+    TG_CAPTURED_HAS("argmax: 2 indices for axis 1 of [2, 3], out holds 1");
     CU_ASSERT_EQUAL(ag_argmax(ag_tensor_new(t, AG_SHAPE(2, 0)), 1, idx, 8), -1);
-    HAS("argmax: axis 1 of [2, 0] has 0 elements");
+    TG_CAPTURED_HAS("argmax: axis 1 of [2, 0] has 0 elements");
     CU_ASSERT_EQUAL(ag_argmax(NULL, 0, idx, 8), -1);
-    HAS("argmax: the tensor is NULL");
+    TG_CAPTURED_HAS("argmax: the tensor is NULL");
     CU_ASSERT_EQUAL(ag_copy_out(x, buf, 5), -1);
-    HAS("copy_out: [2, 3] has 6 values, dst holds 5");
+    TG_CAPTURED_HAS("copy_out: [2, 3] has 6 values, dst holds 5");
     CU_ASSERT_EQUAL(ag_copy_out_f32(x, NULL, 8), -1);
-    HAS("copy_out: dst is NULL");
+    TG_CAPTURED_HAS("copy_out: dst is NULL");
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
 }

@@ -79,14 +79,17 @@ static void loader() {
     ds_array arrays[2] = {DS_ARRAY(feats, 2), DS_ARRAY(labels, 1)};
     ds_loader_opts o = {2, true, false, 3};
     ds_loader *it = nullptr;
-    CHECK(ds_loader_new(5, 2, arrays, &o, &it) == DS_OK);
+    CHECK(ds_loader_new(5, 2, arrays, &o, &it) == 0);
     CHECK(it && ds_loader_count(it) == 3);
     int64_t rows = 0;
     ds_minibatch b;
     while (it && ds_loader_next(it, &b)) rows += b.size;
     CHECK(rows == 5);
     ds_loader_free(it);
-    CHECK(std::strcmp(ds_status_name(DS_OK), "ok") == 0);
+    // the error contract: -1 and the message in the one store
+    CHECK(ds_loader_new(0, 2, arrays, &o, &it) == -1 && it == nullptr);
+    CHECK(std::strstr(ag_last_error(), "n_rows = 0") != nullptr);
+    TG_ASSERT(rows == 5); // an internal invariant's check compiles from C++ too
 }
 
 int main() {

@@ -21,13 +21,13 @@ static ds_fra *load_real(int64_t num_examples, int32_t num_steps) {
     o.num_examples = num_examples;
     o.num_steps = num_steps;
     ds_fra *d = NULL;
-    TU_STATUS(ds_fra_load(path, &o, &d), DS_OK);
+    TG_OK(ds_fra_load(path, &o, &d));
     return d;
 }
 
 static ds_fra *load_text(const char *text, const ds_fra_options *o) {
     ds_fra *d = NULL;
-    TU_STATUS(ds_fra_load_mem(text, strlen(text), "mem.txt", o, &d), DS_OK);
+    TG_OK(ds_fra_load_mem(text, strlen(text), "mem.txt", o, &d));
     return d;
 }
 
@@ -35,7 +35,7 @@ static void expect_tokens(const ds_vocab *v, int from, const char *const *want, 
     for (int i = 0; i < n; i++) {
         const char *t = ds_vocab_token(v, from + i, NULL);
         if (!t || strcmp(t, want[i]) != 0)
-            TU_FAIL("token %d is \"%s\", expected \"%s\"", from + i, t ? t : "(none)", want[i]);
+            TG_FAIL("token %d is \"%s\", expected \"%s\"", from + i, t ? t : "(none)", want[i]);
     }
 }
 
@@ -43,15 +43,15 @@ static void expect_row(const ds_fra *d, ds_side s, int64_t pair, const int32_t *
     const int32_t *row = ds_fra_ids(d, s) + pair * ds_fra_num_steps(d);
     for (int j = 0; j < ds_fra_num_steps(d); j++)
         if (row[j] != want[j])
-            TU_FAIL("side %d pair %lld step %d: %d, expected %d", s, (long long)pair, j, row[j],
+            TG_FAIL("side %d pair %lld step %d: %d, expected %d", s, (long long)pair, j, row[j],
                     want[j]);
 }
 
 static void expect_sentence(const ds_fra *d, ds_side s, int64_t pair, const char *want) {
     char *got = NULL;
-    TU_STATUS(ds_fra_sentence(d, s, pair, &got), DS_OK);
+    TG_OK(ds_fra_sentence(d, s, pair, &got));
     if (got && strcmp(got, want) != 0)
-        TU_FAIL("side %d pair %lld: \"%s\", expected \"%s\"", s, (long long)pair, got, want);
+        TG_FAIL("side %d pair %lld: \"%s\", expected \"%s\"", s, (long long)pair, got, want);
     free(got);
 }
 
@@ -70,8 +70,8 @@ static void test_default_run(void) {
     const ds_vocab *sv = ds_fra_vocab(d, DS_SRC), *tv = ds_fra_vocab(d, DS_TGT);
     CU_ASSERT_EQUAL(ds_vocab_size(sv), 184);
     CU_ASSERT_EQUAL(ds_vocab_size(tv), 201);
-    TU_STATUS(ds_vocab_check_reserved(sv), DS_OK);
-    TU_STATUS(ds_vocab_check_reserved(tv), DS_OK);
+    TG_OK(ds_vocab_check_reserved(sv));
+    TG_OK(ds_vocab_check_reserved(tv));
     const char *src_first[] = {".",   "!", "i",  "i'm", "it", "go",
                                "tom", "?", "me", "get", "be", "up"};
     const char *tgt_first[] = {".",    "!",    "je", "suis",  "tom", "?",
@@ -178,33 +178,33 @@ static void test_predict_helpers(void) {
                  {"Go Away Now .", 5, {9, 28, 72, 4, 3}}};
     for (int c = 0; c < 5; c++) {
         int32_t ids[10], vl = -1;
-        TU_STATUS(ds_encode_sentence(sv, cases[c].s, 10, ids, &vl), DS_OK);
+        TG_OK(ds_encode_sentence(sv, cases[c].s, 10, ids, &vl));
         CU_ASSERT_EQUAL(vl, cases[c].n);
         for (int j = 0; j < 10; j++)
             CU_ASSERT_EQUAL(ids[j], j < cases[c].n ? cases[c].ids[j] : DS_PAD);
     }
     /* longer than num_steps: truncated, no <eos>, valid_len not clipped (d2l's enc_valid_len) */
     int32_t ids[3], vl;
-    TU_STATUS(ds_encode_sentence(sv, "i'm home now .", 3, ids, &vl), DS_OK);
+    TG_OK(ds_encode_sentence(sv, "i'm home now .", 3, ids, &vl));
     CU_ASSERT_EQUAL(vl, 5);
     CU_ASSERT_EQUAL(ids[0], 7);
     CU_ASSERT_EQUAL(ids[2], 72);
     /* no punctuation spacing and single-space splitting, as d2l: "go." is one unknown token,
      * a double space gives an empty (unknown) token */
     int32_t ids2[4];
-    TU_STATUS(ds_encode_sentence(sv, "go.", 4, ids2, &vl), DS_OK);
+    TG_OK(ds_encode_sentence(sv, "go.", 4, ids2, &vl));
     CU_ASSERT_EQUAL(ids2[0], DS_UNK);
     CU_ASSERT_EQUAL(vl, 2);
-    TU_STATUS(ds_encode_sentence(sv, "go  .", 4, ids2, &vl), DS_OK);
+    TG_OK(ds_encode_sentence(sv, "go  .", 4, ids2, &vl));
     CU_ASSERT_EQUAL(vl, 4);
     CU_ASSERT_EQUAL(ids2[1], DS_UNK);
     /* decode: tokens up to the first <eos> */
     int32_t out[] = {ds_vocab_id(tv, "je"), ds_vocab_id(tv, "suis"), DS_UNK, DS_EOS, 5};
     char *s = NULL;
-    TU_STATUS(ds_decode_ids(tv, out, 5, &s), DS_OK);
+    TG_OK(ds_decode_ids(tv, out, 5, &s));
     if (s) CU_ASSERT_STRING_EQUAL(s, "je suis <unk>");
     free(s);
-    TU_STATUS(ds_decode_ids(tv, out, 0, &s), DS_OK);
+    TG_OK(ds_decode_ids(tv, out, 0, &s));
     if (s) CU_ASSERT_STRING_EQUAL(s, "");
     free(s);
     ds_fra_free(d);
@@ -215,7 +215,7 @@ static void test_batches(void) {
     ds_fra *d = load_real(600, 10);
     if (!d) return;
     ds_batches *it;
-    TU_STATUS(ds_batches_new(d, DS_TRAIN, true, &it), DS_OK);
+    TG_OK(ds_batches_new(d, DS_TRAIN, true, &it));
     if (!it) return;
     CU_ASSERT_EQUAL(ds_batches_count(it), 10);
     const int64_t e0[] = {339, 86, 167, 235, 366, 542, 407, 493, 458, 155};
@@ -253,8 +253,8 @@ static void test_batches(void) {
     ds_fra_options o = ds_fra_defaults();
     o.seed = 7;
     ds_fra *d7 = NULL;
-    TU_STATUS(ds_fra_load(tu_data_path(), &o, &d7), DS_OK);
-    if (d7 && ds_batches_new(d7, DS_TRAIN, true, &it) == DS_OK) {
+    TG_OK(ds_fra_load(tu_data_path(), &o, &d7));
+    if (d7 && ds_batches_new(d7, DS_TRAIN, true, &it) == 0) {
         ds_batch b;
         CU_ASSERT_TRUE(ds_batches_next(it, &b));
         const int64_t s7[] = {367, 5, 399, 163, 72, 431, 539, 102, 590, 589};
@@ -263,7 +263,7 @@ static void test_batches(void) {
     }
     ds_fra_free(d7);
     /* without shuffling: ascending; another batch size: 6 x 100 rows + 1 */
-    TU_STATUS(ds_batches_new_sized(d, DS_ALL, false, 100, &it), DS_OK);
+    TG_OK(ds_batches_new_sized(d, DS_ALL, false, 100, &it));
     if (it) {
         CU_ASSERT_EQUAL(ds_batches_count(it), 7);
         ds_batch b;
@@ -276,7 +276,7 @@ static void test_batches(void) {
         CU_ASSERT_EQUAL(next, 601);
         ds_batches_free(it);
     }
-    TU_STATUS(ds_batches_new_sized(d, DS_ALL, false, -1, &it), DS_EARG);
+    TG_EXPECT_ERROR(ds_batches_new_sized(d, DS_ALL, false, -1, &it), "batch_size = -1");
     ds_fra_free(d);
 }
 
@@ -292,10 +292,10 @@ static void test_token_batches(void) {
     o.num_steps = 12;
     o.batch_tokens = 200;
     ds_fra *d = NULL;
-    TU_STATUS(ds_fra_load(path, &o, &d), DS_OK);
+    TG_OK(ds_fra_load(path, &o, &d));
     if (!d) return;
     ds_batches *it;
-    TU_STATUS(ds_batches_new(d, DS_TRAIN, true, &it), DS_OK);
+    TG_OK(ds_batches_new(d, DS_TRAIN, true, &it));
     if (!it) {
         ds_fra_free(d);
         return;
@@ -346,19 +346,18 @@ static void test_token_batches(void) {
     /* a budget below the longest pair (12 steps here) */
     ds_fra *d2 = NULL;
     o.batch_tokens = 11;
-    TU_STATUS(ds_fra_load(path, &o, &d2), DS_OK);
+    TG_OK(ds_fra_load(path, &o, &d2));
     if (d2) {
-        TU_STATUS(ds_batches_new(d2, DS_TRAIN, true, &it), DS_EARG);
-        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "batch_tokens = 11"));
-        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "longest pair (12 tokens"));
+        TG_EXPECT_ERROR(ds_batches_new(d2, DS_TRAIN, true, &it), "batch_tokens = 11",
+                        "longest pair (12 tokens");
         /* sized batches never use tokens */
-        TU_STATUS(ds_batches_new_sized(d2, DS_ALL, false, 100, &it), DS_OK);
+        TG_OK(ds_batches_new_sized(d2, DS_ALL, false, 100, &it));
         if (it) CU_ASSERT_EQUAL(ds_batches_count(it), (n + 99) / 100);
         ds_batches_free(it);
     }
     ds_fra_free(d2);
     o.batch_tokens = -1;
-    TU_STATUS(ds_fra_load(path, &o, &d2), DS_EARG);
+    TG_EXPECT_ERROR(ds_fra_load(path, &o, &d2), "batch_tokens = -1");
     ds_fra_free(d);
 }
 
@@ -390,8 +389,8 @@ static void test_split(void) {
     o.test_frac = 0.1;
     o.split_seed = 1234;
     ds_fra *d = NULL, *d2 = NULL;
-    TU_STATUS(ds_fra_load(path, &o, &d), DS_OK);
-    TU_STATUS(ds_fra_load(path, &o, &d2), DS_OK);
+    TG_OK(ds_fra_load(path, &o, &d));
+    TG_OK(ds_fra_load(path, &o, &d2));
     if (!d || !d2) goto done;
     CU_ASSERT_EQUAL(ds_fra_part_size(d, DS_TRAIN), 133704);
     CU_ASSERT_EQUAL(ds_fra_part_size(d, DS_VALID), 16713);
@@ -420,7 +419,7 @@ static void test_split(void) {
     free(part);
     /* batches of the training part visit only training pairs */
     ds_batches *it;
-    if (ds_batches_new(d, DS_TRAIN, true, &it) == DS_OK) {
+    if (ds_batches_new(d, DS_TRAIN, true, &it) == 0) {
         CU_ASSERT_EQUAL(ds_batches_count(it), (133704 + 63) / 64);
         ds_batch b;
         ds_batches_next(it, &b);
@@ -437,8 +436,8 @@ static void test_split(void) {
         ds_batches_free(it);
     }
     /* the split file */
-    char *sp = tu_temp_file("", 0);
-    TU_STATUS(ds_fra_write_split(d, sp), DS_OK);
+    char *sp = tg_temp_file("", 0);
+    TG_OK(ds_fra_write_split(d, sp));
     FILE *f = fopen(sp, "r");
     char line[256];
     int n = 0, ntest = 0;
@@ -457,12 +456,12 @@ static void test_split(void) {
     if (f) fclose(f);
     CU_ASSERT_EQUAL(n, 167130);
     CU_ASSERT_EQUAL(ntest, 16713);
-    tu_unlink(sp);
+    tg_remove(sp);
     /* another split seed, another test set */
     ds_fra_free(d2);
     o.split_seed = 1235;
     d2 = NULL;
-    TU_STATUS(ds_fra_load(path, &o, &d2), DS_OK);
+    TG_OK(ds_fra_load(path, &o, &d2));
     if (d2)
         CU_ASSERT_NOT_EQUAL(
             memcmp(ds_fra_part_pairs(d, DS_TEST), ds_fra_part_pairs(d2, DS_TEST), 5 * 8), 0);
@@ -617,7 +616,7 @@ static void test_synthetic_corpus(void) {
     o.num_examples = 0;
     o.num_steps = 6;
     ds_fra *d = NULL;
-    TU_STATUS(ds_fra_load_mem(buf, n, "synthetic", &o, &d), DS_OK);
+    TG_OK(ds_fra_load_mem(buf, n, "synthetic", &o, &d));
     free(buf);
     if (!d) return;
     CU_ASSERT_EQUAL(ds_fra_num_pairs(d), 529);
@@ -626,7 +625,7 @@ static void test_synthetic_corpus(void) {
     for (int64_t p = 0; p < ds_fra_num_pairs(d); p++) {
         for (int s = 0; s < 2; s++) {
             char *t;
-            if (ds_fra_sentence(d, (ds_side)s, p, &t) != DS_OK) break;
+            if (ds_fra_sentence(d, (ds_side)s, p, &t) != 0) break;
             h = fnv_str(h, t, strlen(t));
             h = fnv_str(h, s == 0 ? "\t" : "\n", 1);
             free(t);
@@ -660,7 +659,7 @@ static void test_synthetic_corpus(void) {
 /* The data-path resolution order of ds_resolve_data_path. */
 static void test_resolve_path(void) {
     char out[4096];
-    char *home = tu_temp_dir(), *file = tu_temp_file("a\tb\n", 4);
+    char *home = tg_temp_dir(), *file = tg_temp_file("a\tb\n", 4);
     char cache[4200];
     snprintf(cache, sizeof cache, "%s/tapegrad", home);
     const char *saved_env = getenv("TG_FRA_ENG"), *saved_xdg = getenv("XDG_CACHE_HOME");
@@ -668,15 +667,15 @@ static void test_resolve_path(void) {
     unsetenv("TG_FRA_ENG");
     /* 1. the flag wins; a missing flag path is an error, not a fallback */
     setenv("TG_FRA_ENG", "/nonexistent/env/fra.txt", 1);
-    TU_STATUS(ds_resolve_data_path(file, NULL, out, sizeof out), DS_OK);
+    TG_OK(ds_resolve_data_path(file, NULL, out, sizeof out));
     CU_ASSERT_STRING_EQUAL(out, file);
-    TU_STATUS(ds_resolve_data_path("/nonexistent/flag/fra.txt", NULL, out, sizeof out), DS_EIO);
-    TU_ERROR_HAS("/nonexistent/flag/fra.txt (given explicitly)");
+    TG_EXPECT_ERROR(ds_resolve_data_path("/nonexistent/flag/fra.txt", NULL, out, sizeof out),
+                    "/nonexistent/flag/fra.txt (given explicitly)");
     /* 2. then TG_FRA_ENG, also without fallback */
-    TU_STATUS(ds_resolve_data_path(NULL, NULL, out, sizeof out), DS_EIO);
-    TU_ERROR_HAS("/nonexistent/env/fra.txt (from TG_FRA_ENG)");
+    TG_EXPECT_ERROR(ds_resolve_data_path(NULL, NULL, out, sizeof out),
+                    "/nonexistent/env/fra.txt (from TG_FRA_ENG)");
     setenv("TG_FRA_ENG", file, 1);
-    TU_STATUS(ds_resolve_data_path("", NULL, out, sizeof out), DS_OK);
+    TG_OK(ds_resolve_data_path("", NULL, out, sizeof out));
     CU_ASSERT_STRING_EQUAL(out, file);
     unsetenv("TG_FRA_ENG");
     /* 3. the cache directory under XDG_CACHE_HOME */
@@ -691,27 +690,28 @@ static void test_resolve_path(void) {
         fclose(f);
     }
     setenv("XDG_CACHE_HOME", home, 1);
-    TU_STATUS(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out), DS_OK);
+    TG_OK(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out));
     CU_ASSERT_STRING_EQUAL(out, cached);
     /* too small a buffer */
-    TU_STATUS(ds_resolve_data_path(NULL, NULL, out, 8), DS_EARG);
+    TG_EXPECT_ERROR(ds_resolve_data_path(NULL, NULL, out, 8), "does not fit the 8-byte buffer");
     unlink(cached);
     /* 5. the source tree (4. the current directory is whatever ctest uses: not asserted) */
-    TU_STATUS(ds_resolve_data_path(NULL, TG_SOURCE_DIR, out, sizeof out),
-              access("../shared/data/fra-eng/fra.txt", R_OK) == 0 ||
-                      access(TG_DATA_DEFAULT, R_OK) == 0
-                  ? DS_OK
-                  : DS_EIO);
+    if (access("../shared/data/fra-eng/fra.txt", R_OK) == 0 || access(TG_DATA_DEFAULT, R_OK) == 0)
+        TG_OK(ds_resolve_data_path(NULL, TG_SOURCE_DIR, out, sizeof out));
+    else
+        TG_EXPECT_ERROR(ds_resolve_data_path(NULL, TG_SOURCE_DIR, out, sizeof out),
+                        "fra.txt not found");
     /* nothing anywhere: the message lists what was tried */
-    TU_STATUS(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out),
-              access("../shared/data/fra-eng/fra.txt", R_OK) == 0 ? DS_OK : DS_EIO);
-    if (access("../shared/data/fra-eng/fra.txt", R_OK) != 0)
-        TU_ERROR_HAS("/nonexistent/src/../shared/data/fra-eng/fra.txt");
+    if (access("../shared/data/fra-eng/fra.txt", R_OK) == 0)
+        TG_OK(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out));
+    else
+        TG_EXPECT_ERROR(ds_resolve_data_path(NULL, "/nonexistent/src", out, sizeof out),
+                        "fra.txt not found", "/nonexistent/src/../shared/data/fra-eng/fra.txt");
     rmdir(dir);
     rmdir(cache);
     rmdir(home);
     free(home);
-    tu_unlink(file);
+    tg_remove(file);
     if (se) setenv("TG_FRA_ENG", se, 1);
     if (sx) setenv("XDG_CACHE_HOME", sx, 1);
     else unsetenv("XDG_CACHE_HOME");
@@ -736,5 +736,5 @@ int main(void) {
         {"data path resolution order", test_resolve_path},
         CU_TEST_INFO_NULL,
     };
-    return tu_main("datasets_fra", tests);
+    return tg_test_main("datasets_fra", tests);
 }

@@ -26,7 +26,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
 
 static double d2l(const char *p, const char *l, int k) {
     double s = -1;
-    TU_STATUS(ds_bleu_d2l(p, l, k, &s), DS_OK);
+    TG_OK(ds_bleu_d2l(p, l, k, &s));
     return s;
 }
 
@@ -65,8 +65,8 @@ static void test_bleu_d2l(void) {
     /* shorter prediction: brevity factor exp(1 - 3/2) */
     TU_CLOSE(d2l("a b", "a b c", 1), exp(1.0 - 1.5));
     double s;
-    TU_STATUS(ds_bleu_d2l("a", "a", 0, &s), DS_EARG);
-    TU_STATUS(ds_bleu_d2l(NULL, "a", 2, &s), DS_EARG);
+    TG_EXPECT_ERROR(ds_bleu_d2l("a", "a", 0, &s), "ds_bleu_d2l: k = 0");
+    TG_EXPECT_ERROR(ds_bleu_d2l(NULL, "a", 2, &s), "ds_bleu_d2l: NULL argument");
 }
 
 static void expect_bleu(const ds_bleu_score *r, double score, const double prec[4], double bp,
@@ -90,7 +90,7 @@ static void test_corpus_bleu(void) {
                         "The man had bitten the dog ."};
     ds_bleu_stats st = {0};
     for (int i = 0; i < 3; i++)
-        TU_STATUS(ds_bleu_add(&st, sys[i], (const char *const[]){r1[i], r2[i]}, 2), DS_OK);
+        TG_OK(ds_bleu_add(&st, sys[i], (const char *const[]){r1[i], r2[i]}, 2));
     ds_bleu_score r = ds_bleu_compute(&st);
     expect_bleu(&r, 48.530827009929865,
                 (const double[]){82.3529411764706, 50.0, 45.45454545454545, 37.5},
@@ -98,7 +98,7 @@ static void test_corpus_bleu(void) {
     CU_ASSERT_EQUAL(st.correct[0], 14);
     CU_ASSERT_EQUAL(st.total[0], 17);
     /* the same with the first references only */
-    TU_STATUS(ds_corpus_bleu(sys, r1, 3, &r), DS_OK);
+    TG_OK(ds_corpus_bleu(sys, r1, 3, &r));
     expect_bleu(&r, 45.06750632106114,
                 (const double[]){70.58823529411765, 42.857142857142854, 36.36363636363637, 37.5},
                 1.0, 17, 17);
@@ -110,7 +110,7 @@ static void test_corpus_bleu(void) {
      * BLEU = BP * (75 * 33.33 * 12.5 * 12.5)^(1/4) = 0.8824969 * 25 = 22.0624226. */
     const char *mh[] = {"il est mouillé .", "je suis calme ."},
                *mr[] = {"il est calme .", "je suis chez moi ."};
-    TU_STATUS(ds_corpus_bleu(mh, mr, 2, &r), DS_OK);
+    TG_OK(ds_corpus_bleu(mh, mr, 2, &r));
     expect_bleu(&r, 22.06242256461489, (const double[]){75.0, 100.0 / 3.0, 12.5, 12.5}, exp(-0.125),
                 8, 9);
     TU_CLOSE(r.score, exp(-0.125) * 25.0);
@@ -118,47 +118,44 @@ static void test_corpus_bleu(void) {
     ds_bleu_stats si = {0};
     const int32_t h1[] = {1, 2, 9, 3}, f1[] = {1, 2, 8, 3}, h2[] = {4, 5, 8, 3},
                   f2[] = {4, 5, 6, 7, 3};
-    TU_STATUS(ds_bleu_add_ids(&si, h1, 4, f1, 4), DS_OK);
-    TU_STATUS(ds_bleu_add_ids(&si, h2, 4, f2, 5), DS_OK);
+    TG_OK(ds_bleu_add_ids(&si, h1, 4, f1, 4));
+    TG_OK(ds_bleu_add_ids(&si, h2, 4, f2, 5));
     ds_bleu_score ri = ds_bleu_compute(&si);
     TU_CLOSE(ri.score, r.score);
     CU_ASSERT_EQUAL(si.sentences, 2);
     /* identical corpus: 100 (the book's four references) */
     const char *book[] = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
-    TU_STATUS(ds_corpus_bleu(book, book, 4, &r), DS_OK);
+    TG_OK(ds_corpus_bleu(book, book, 4, &r));
     TU_CLOSE(r.score, 100.0);
     /* no match at all: 0 (sacreBLEU 2.x early stop) */
-    TU_STATUS(ds_corpus_bleu((const char *const[]){"x y z"}, (const char *const[]){"a b c"}, 1, &r),
-              DS_OK);
+    TG_OK(ds_corpus_bleu((const char *const[]){"x y z"}, (const char *const[]){"a b c"}, 1, &r));
     TU_CLOSE(r.score, 0.0);
     /* every hypothesis shorter than 3: total_3 = 0, p3 = p4 = 0 -> 0 */
-    TU_STATUS(
-        ds_corpus_bleu((const char *const[]){"a b", "c"}, (const char *const[]){"a b", "c"}, 2, &r),
-        DS_OK);
+    TG_OK(ds_corpus_bleu((const char *const[]){"a b", "c"}, (const char *const[]){"a b", "c"}, 2,
+                         &r));
     TU_CLOSE(r.score, 0.0);
     TU_CLOSE(r.precisions[1], 100.0);
     /* tokens are runs of Unicode whitespace (str.split()): NBSP, tabs, repeated spaces */
-    TU_STATUS(ds_corpus_bleu((const char *const[]){"  a\xC2\xA0"
-                                                   "b\tc  d "},
-                             (const char *const[]){"a b c d"}, 1, &r),
-              DS_OK);
+    TG_OK(ds_corpus_bleu((const char *const[]){"  a\xC2\xA0"
+                                               "b\tc  d "},
+                         (const char *const[]){"a b c d"}, 1, &r));
     TU_CLOSE(r.score, 100.0);
     /* an empty corpus and an empty hypothesis: 0 */
     ds_bleu_stats empty = {0};
     TU_CLOSE(ds_bleu_compute(&empty).score, 0.0);
-    TU_STATUS(ds_corpus_bleu((const char *const[]){""}, (const char *const[]){"a"}, 1, &r), DS_OK);
+    TG_OK(ds_corpus_bleu((const char *const[]){""}, (const char *const[]){"a"}, 1, &r));
     TU_CLOSE(r.bp, 0.0);
     TU_CLOSE(r.score, 0.0);
     /* errors */
-    TU_STATUS(ds_corpus_bleu((const char *const[]){"a \xFF"}, (const char *const[]){"a"}, 1, &r),
-              DS_EFORMAT);
-    TU_ERROR_HAS("hypothesis: invalid UTF-8 byte 0xFF at byte offset 2");
-    TU_STATUS(ds_bleu_add(&st, "a", (const char *const[]){"a"}, 0), DS_EARG);
+    TG_EXPECT_ERROR(
+        ds_corpus_bleu((const char *const[]){"a \xFF"}, (const char *const[]){"a"}, 1, &r),
+        "hypothesis: invalid UTF-8 byte 0xFF at byte offset 2");
+    TG_EXPECT_ERROR(ds_bleu_add(&st, "a", (const char *const[]){"a"}, 0), "no reference");
 }
 
 static double chrf1(const char *h, const char *r) {
     double s = -1;
-    TU_STATUS(ds_corpus_chrf(&h, &r, 1, &s), DS_OK);
+    TG_OK(ds_corpus_chrf(&h, &r, 1, &s));
     return s;
 }
 
@@ -175,16 +172,14 @@ static void test_chrf(void) {
      * P = (4/6 + 2/4) / 2 = 7/12, R = (4/5 + 2/3) / 2 = 11/15,
      * chrF = 100 * 5 P R / (4 P + R) = 100 * (5 * 77/180) / (28/12 + 11/15) = 69.7463768. */
     double s;
-    TU_STATUS(ds_corpus_chrf((const char *const[]){"ab", "abc d"},
-                             (const char *const[]){"abc", "ab"}, 2, &s),
-              DS_OK);
+    TG_OK(ds_corpus_chrf((const char *const[]){"ab", "abc d"}, (const char *const[]){"abc", "ab"},
+                         2, &s));
     TU_CLOSE(s, 69.7463768115942);
     double P = 7.0 / 12.0, R = 11.0 / 15.0;
     TU_CLOSE(s, 100 * 5 * P * R / (4 * P + R));
     /* a French pair against the Python script */
-    TU_STATUS(ds_corpus_chrf((const char *const[]){"il est mouillé .", "je suis calme ."},
-                             (const char *const[]){"il est calme .", "je suis chez moi ."}, 2, &s),
-              DS_OK);
+    TG_OK(ds_corpus_chrf((const char *const[]){"il est mouillé .", "je suis calme ."},
+                         (const char *const[]){"il est calme .", "je suis chez moi ."}, 2, &s));
     TU_CLOSE(s, 37.002531905210596);
     TU_CLOSE(chrf1("le chat", "le chat"), 100.0);
     TU_CLOSE(chrf1("le chat", "lechat"), 100.0); /* whitespace is removed */
@@ -196,13 +191,12 @@ static void test_chrf(void) {
     TU_CLOSE(chrf1("xyz", "abc"), 0.0);
     /* characters are code points: "é" is one character, so "été" has 2 bigrams */
     ds_chrf_stats st = {0};
-    TU_STATUS(ds_chrf_add(&st, "été", "été"), DS_OK);
+    TG_OK(ds_chrf_add(&st, "été", "été"));
     CU_ASSERT_EQUAL(st.hyp[0], 3);
     CU_ASSERT_EQUAL(st.hyp[1], 2);
     CU_ASSERT_EQUAL(st.match[2], 1);
     CU_ASSERT_EQUAL(st.hyp[3], 0);
-    TU_STATUS(ds_chrf_add(&st, "ok", "\xC3"), DS_EFORMAT);
-    TU_ERROR_HAS("reference: invalid UTF-8");
+    TG_EXPECT_ERROR(ds_chrf_add(&st, "ok", "\xC3"), "reference: invalid UTF-8");
 }
 
 /* Lowercasing and the Final_Sigma rule match Python's str.lower() for every code point:
@@ -223,7 +217,7 @@ static void test_unicode_lower(void) {
         }
         char *out;
         size_t len;
-        if (ds_utf8_lower((const char *)in, (size_t)n, &out, &len) != DS_OK) {
+        if (ds_utf8_lower((const char *)in, (size_t)n, &out, &len) != 0) {
             bad++;
             continue;
         }
@@ -262,7 +256,7 @@ static void test_unicode_lower(void) {
                 h = fnv1a(h, &sep, 1);
                 continue;
             }
-            if (ds_utf8_lower(buf, k, &out, &len) != DS_OK) {
+            if (ds_utf8_lower(buf, k, &out, &len) != 0) {
                 bad++;
                 continue;
             }
@@ -275,12 +269,11 @@ static void test_unicode_lower(void) {
     CU_ASSERT_EQUAL(h, 0xf61202f7c45aa280ULL);
     /* spot checks */
     char *out;
-    TU_STATUS(ds_utf8_lower("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA",
-                            strlen("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA"), &out, NULL),
-              DS_OK);
+    TG_OK(ds_utf8_lower("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA",
+                        strlen("ÀÉÎÕÜ ÇÆ ÞŸ Œ İ KELVIN:\xE2\x84\xAA"), &out, NULL));
     if (out) CU_ASSERT_STRING_EQUAL(out, "àéîõü çæ þÿ œ i\xCC\x87 kelvin:k");
     free(out);
-    TU_STATUS(ds_utf8_lower("ΣΑΣ Σ.Σ", strlen("ΣΑΣ Σ.Σ"), &out, NULL), DS_OK);
+    TG_OK(ds_utf8_lower("ΣΑΣ Σ.Σ", strlen("ΣΑΣ Σ.Σ"), &out, NULL));
     if (out) CU_ASSERT_STRING_EQUAL(out, "σας σ.ς"); /* "." is case-ignorable */
     free(out);
     CU_ASSERT_TRUE(ds_u_is_space(0x3000));
@@ -299,5 +292,5 @@ int main(void) {
         {"lowercase and final sigma = Python, all code points", test_unicode_lower},
         CU_TEST_INFO_NULL,
     };
-    return tu_main("datasets_metrics", tests);
+    return tg_test_main("datasets_metrics", tests);
 }

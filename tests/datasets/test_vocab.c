@@ -13,15 +13,15 @@ static void test_add_find(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     CU_ASSERT_EQUAL(ds_vocab_size(v), 0);
     int32_t id = -1;
-    TU_STATUS(ds_vocab_add(v, "chat", 4, &id), DS_OK);
+    TG_OK(ds_vocab_add(v, "chat", 4, &id));
     CU_ASSERT_EQUAL(id, 0);
-    TU_STATUS(ds_vocab_add(v, "chien", 5, &id), DS_OK);
+    TG_OK(ds_vocab_add(v, "chien", 5, &id));
     CU_ASSERT_EQUAL(id, 1);
-    TU_STATUS(ds_vocab_add(v, "chat", 4, &id), DS_OK); /* existing: same id */
+    TG_OK(ds_vocab_add(v, "chat", 4, &id)); /* existing: same id */
     CU_ASSERT_EQUAL(id, 0);
-    TU_STATUS(ds_vocab_add(v, "", 0, &id), DS_OK); /* the empty token is a token */
+    TG_OK(ds_vocab_add(v, "", 0, &id)); /* the empty token is a token */
     CU_ASSERT_EQUAL(id, 2);
-    TU_STATUS(ds_vocab_add(v, "a\0b", 3, &id), DS_OK); /* arbitrary bytes, length-delimited */
+    TG_OK(ds_vocab_add(v, "a\0b", 3, &id)); /* arbitrary bytes, length-delimited */
     CU_ASSERT_EQUAL(id, 3);
     CU_ASSERT_EQUAL(ds_vocab_find(v, "a", 1), -1);
     CU_ASSERT_EQUAL(ds_vocab_find(v, "a\0b", 3), 3);
@@ -51,8 +51,8 @@ static void test_many_tokens(void) {
     for (int i = 0; i < 200000; i++) {
         int n = snprintf(buf, sizeof buf, "tok%d", i);
         int32_t id;
-        if (ds_vocab_count(v, buf, (size_t)n, i % 7, &id) != DS_OK || id != i) {
-            TU_FAIL("token %d got id %d", i, id);
+        if (ds_vocab_count(v, buf, (size_t)n, i % 7, &id) != 0 || id != i) {
+            TG_FAIL("token %d got id %d", i, id);
             break;
         }
         if (i == 0) first = ds_vocab_token(v, 0, NULL);
@@ -82,18 +82,18 @@ static void test_build_tie_order(void) {
     const char *w[] = {"b", "a", "c", "d", "b", "a", "x", "c", "b", "a", "x", "e"};
     ds_vocab *c = count_words(w, 12);
     ds_vocab *v;
-    TU_STATUS(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v), DS_OK);
+    TG_OK(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v));
     const char *want[] = {"<unk>", "<pad>", "<bos>", "<eos>", "b", "a", "c", "x"};
     CU_ASSERT_EQUAL_FATAL(ds_vocab_size(v), 8);
     for (int i = 0; i < 8; i++) CU_ASSERT_STRING_EQUAL(ds_vocab_token(v, i, NULL), want[i]);
     CU_ASSERT_EQUAL(ds_vocab_freq(v, 4), 3);
     CU_ASSERT_EQUAL(ds_vocab_freq(v, 7), 2);
     CU_ASSERT_EQUAL(ds_vocab_id(v, "d"), DS_UNK); /* below min_freq */
-    TU_STATUS(ds_vocab_check_reserved(v), DS_OK);
+    TG_OK(ds_vocab_check_reserved(v));
     ds_vocab_free(v);
     /* min_freq 1 (and 0) keep every token: ... c x d e (d before e: first seen) */
     for (int mf = 0; mf <= 1; mf++) {
-        TU_STATUS(ds_vocab_build(c, mf, ds_reserved_tokens, 3, &v), DS_OK);
+        TG_OK(ds_vocab_build(c, mf, ds_reserved_tokens, 3, &v));
         CU_ASSERT_EQUAL(ds_vocab_size(v), 10);
         CU_ASSERT_STRING_EQUAL(ds_vocab_token(v, 8, NULL), "d");
         CU_ASSERT_STRING_EQUAL(ds_vocab_token(v, 9, NULL), "e");
@@ -106,7 +106,7 @@ static void test_build_tie_order(void) {
 static void test_build_reserved_in_text(void) {
     const char *w[] = {"<pad>", "<pad>", "<unk>", "<unk>", "<unk>", "go", "go"};
     ds_vocab *c = count_words(w, 7), *v;
-    TU_STATUS(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v), DS_OK);
+    TG_OK(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v));
     CU_ASSERT_EQUAL(ds_vocab_size(v), 5);
     CU_ASSERT_EQUAL(ds_vocab_id(v, "<pad>"), DS_PAD);
     CU_ASSERT_EQUAL(ds_vocab_id(v, "<unk>"), DS_UNK);
@@ -114,29 +114,27 @@ static void test_build_reserved_in_text(void) {
     CU_ASSERT_EQUAL(ds_vocab_freq(v, DS_UNK), 3);
     ds_vocab_free(v);
     const char *dup[] = {"<pad>", "<pad>"};
-    TU_STATUS(ds_vocab_build(c, 2, dup, 2, &v), DS_EARG);
+    TG_EXPECT_ERROR(ds_vocab_build(c, 2, dup, 2, &v), "<pad>");
     CU_ASSERT_PTR_NULL(v);
-    TU_ERROR_HAS("<pad>");
     ds_vocab_free(c);
 }
 
 static void test_lookup_to_tokens(void) {
     const char *w[] = {"le", "chat", "le", "chat", "noir"};
     ds_vocab *c = count_words(w, 5), *v;
-    TU_STATUS(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v), DS_OK);
+    TG_OK(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v));
     const char *toks[] = {"le", "chat", "noir", "<eos>", ""};
     int32_t ids[5];
     ds_vocab_lookup(v, toks, 5, ids);
     int32_t want[] = {4, 5, DS_UNK, DS_EOS, DS_UNK};
     for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(ids[i], want[i]);
     const char *back[5];
-    TU_STATUS(ds_vocab_to_tokens(v, ids, 5, back), DS_OK);
+    TG_OK(ds_vocab_to_tokens(v, ids, 5, back));
     CU_ASSERT_STRING_EQUAL(back[0], "le");
     CU_ASSERT_STRING_EQUAL(back[2], "<unk>");
     CU_ASSERT_STRING_EQUAL(back[3], "<eos>");
     int32_t bad[] = {4, 6};
-    TU_STATUS(ds_vocab_to_tokens(v, bad, 2, back), DS_EARG);
-    TU_ERROR_HAS("ids[1] = 6");
+    TG_EXPECT_ERROR(ds_vocab_to_tokens(v, bad, 2, back), "ids[1] = 6");
     ds_vocab_free(v);
     ds_vocab_free(c);
 }
@@ -145,20 +143,18 @@ static void test_check_reserved(void) {
     ds_vocab *v = ds_vocab_new();
     ds_vocab_add(v, "<unk>", 5, NULL);
     ds_vocab_add(v, "<pad>", 5, NULL);
-    TU_STATUS(ds_vocab_check_reserved(v), DS_EFORMAT);
-    TU_ERROR_HAS("id 2 is missing");
+    TG_EXPECT_ERROR(ds_vocab_check_reserved(v), "id 2 is missing");
     ds_vocab_add(v, "<eos>", 5, NULL);
-    TU_STATUS(ds_vocab_check_reserved(v), DS_EFORMAT);
-    TU_ERROR_HAS("expected <bos>");
+    TG_EXPECT_ERROR(ds_vocab_check_reserved(v), "expected <bos>");
     ds_vocab_free(v);
 }
 
 static void test_save_load_roundtrip(void) {
     const char *w[] = {"été", "été", "", "", "ça", "ça", "!", "!", "x"};
     ds_vocab *c = count_words(w, 9), *v, *back = NULL;
-    TU_STATUS(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v), DS_OK);
-    char *path = tu_temp_file("", 0);
-    TU_STATUS(ds_vocab_save(v, path), DS_OK);
+    TG_OK(ds_vocab_build(c, 2, ds_reserved_tokens, 3, &v));
+    char *path = tg_temp_file("", 0);
+    TG_OK(ds_vocab_save(v, path));
     FILE *f = fopen(path, "rb");
     char text[256] = {0};
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -167,15 +163,15 @@ static void test_save_load_roundtrip(void) {
     const char *want = "<unk>\n<pad>\n<bos>\n<eos>\nété\n\nça\n!\n";
     CU_ASSERT_EQUAL(n, strlen(want));
     CU_ASSERT_STRING_EQUAL(text, want);
-    TU_STATUS(ds_vocab_load(path, &back), DS_OK);
+    TG_OK(ds_vocab_load(path, &back));
     CU_ASSERT_PTR_NOT_NULL_FATAL(back);
     CU_ASSERT_EQUAL(ds_vocab_size(back), ds_vocab_size(v));
     for (int32_t i = 0; i < ds_vocab_size(v); i++)
         CU_ASSERT_STRING_EQUAL(ds_vocab_token(back, i, NULL), ds_vocab_token(v, i, NULL));
     CU_ASSERT_EQUAL(ds_vocab_id(back, ""), 5);
-    TU_STATUS(ds_vocab_check_reserved(back), DS_OK);
+    TG_OK(ds_vocab_check_reserved(back));
     ds_vocab_free(back);
-    tu_unlink(path);
+    tg_remove(path);
     ds_vocab_free(v);
     ds_vocab_free(c);
 }
@@ -183,38 +179,33 @@ static void test_save_load_roundtrip(void) {
 static void test_parse_variants(void) {
     ds_vocab *v;
     /* CRLF lines and a last line without a newline */
-    TU_STATUS(ds_vocab_parse("a\r\nb\r\nc", 7, "crlf.txt", &v), DS_OK);
+    TG_OK(ds_vocab_parse("a\r\nb\r\nc", 7, "crlf.txt", &v));
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     CU_ASSERT_EQUAL(ds_vocab_size(v), 3);
     CU_ASSERT_STRING_EQUAL(ds_vocab_token(v, 1, NULL), "b");
     CU_ASSERT_STRING_EQUAL(ds_vocab_token(v, 2, NULL), "c");
     ds_vocab_free(v);
     /* errors name the file and line */
-    TU_STATUS(ds_vocab_parse("a\nb\nc\nb\n", 8, "dup.txt", &v), DS_EFORMAT);
+    TG_EXPECT_ERROR(ds_vocab_parse("a\nb\nc\nb\n", 8, "dup.txt", &v),
+                    "dup.txt:4: duplicate token \"b\" (first at line 2)");
     CU_ASSERT_PTR_NULL(v);
-    TU_ERROR_HAS("dup.txt:4: duplicate token \"b\" (first at line 2)");
-    TU_STATUS(ds_vocab_parse("a\n\xC3\n", 4, "utf.txt", &v), DS_EFORMAT);
-    TU_ERROR_HAS("utf.txt:2:1: invalid UTF-8 byte 0xC3");
-    TU_STATUS(ds_vocab_parse("a\nb\0c\n", 6, "nul.txt", &v), DS_EFORMAT);
-    TU_ERROR_HAS("nul.txt:2:2: NUL byte");
-    TU_STATUS(ds_vocab_parse("a\nb\rc\n", 6, "cr.txt", &v), DS_EFORMAT);
-    TU_ERROR_HAS("cr.txt:2:2: carriage return");
-    TU_STATUS(ds_vocab_parse("", 0, "empty.txt", &v), DS_EFORMAT);
-    TU_ERROR_HAS("empty.txt: empty vocabulary file");
-    TU_STATUS(ds_vocab_load("/nonexistent/dir/vocab.txt", &v), DS_EIO);
-    TU_ERROR_HAS("/nonexistent/dir/vocab.txt: cannot open vocabulary");
+    TG_EXPECT_ERROR(ds_vocab_parse("a\n\xC3\n", 4, "utf.txt", &v),
+                    "utf.txt:2:1: invalid UTF-8 byte 0xC3");
+    TG_EXPECT_ERROR(ds_vocab_parse("a\nb\0c\n", 6, "nul.txt", &v), "nul.txt:2:2: NUL byte");
+    TG_EXPECT_ERROR(ds_vocab_parse("a\nb\rc\n", 6, "cr.txt", &v), "cr.txt:2:2: carriage return");
+    TG_EXPECT_ERROR(ds_vocab_parse("", 0, "empty.txt", &v), "empty.txt: empty vocabulary file");
+    TG_EXPECT_ERROR(ds_vocab_load("/nonexistent/dir/vocab.txt", &v),
+                    "/nonexistent/dir/vocab.txt: cannot open vocabulary");
 }
 
 static void test_save_errors(void) {
     ds_vocab *v = ds_vocab_new();
     ds_vocab_add(v, "a\nb", 3, NULL);
-    TU_STATUS(ds_vocab_save(v, "/tmp/ds_never_written.txt"), DS_EARG);
-    TU_ERROR_HAS("line break");
+    TG_EXPECT_ERROR(ds_vocab_save(v, "/tmp/ds_never_written.txt"), "line break");
     ds_vocab_free(v);
     v = ds_vocab_new();
     ds_vocab_add(v, "a", 1, NULL);
-    TU_STATUS(ds_vocab_save(v, "/nonexistent/dir/v.txt"), DS_EIO);
-    TU_ERROR_HAS("/nonexistent/dir/v.txt");
+    TG_EXPECT_ERROR(ds_vocab_save(v, "/nonexistent/dir/v.txt"), "/nonexistent/dir/v.txt");
     ds_vocab_free(v);
 }
 
@@ -231,5 +222,5 @@ int main(void) {
         {"save errors", test_save_errors},
         CU_TEST_INFO_NULL,
     };
-    return tu_main("datasets_vocab", tests);
+    return tg_test_main("datasets_vocab", tests);
 }

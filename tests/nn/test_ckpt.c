@@ -18,42 +18,16 @@
 #include "nn/nn.h"
 #include "tests/tg_test.h"
 
-#define HAS(msg, sub)                                                                              \
-    do {                                                                                           \
-        if (!strstr((msg), (sub)))                                                                 \
-            fprintf(stderr, "\n  message: %s\n  wanted: %s\n", (msg), (sub));                      \
-        CU_ASSERT_PTR_NOT_NULL(strstr((msg), (sub)));                                              \
-    } while (0)
-
-static char dir[64];
+static char *dir; /* the suite's temporary directory */
 
 static int suite_init(void) {
-    snprintf(dir, sizeof dir, "/tmp/tg_nn_ckpt_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    dir = tg_temp_dir();
+    return 0;
 }
 
-/* Removes a directory tree (files and sub-directories, as the tests make them). */
-static int remove_tree(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return remove(path);
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            remove_tree(p);
-        }
-    closedir(d);
-    return rmdir(path);
-}
+static int suite_clean(void) { return tg_remove(dir); }
 
-static int suite_clean(void) { return remove_tree(dir); }
-
-static const char *path_in(const char *name) {
-    static char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return p;
-}
+static const char *path_in(const char *name) { return tg_path(dir, name); }
 
 /* A small model: a linear layer and a layer norm. */
 typedef struct model {
@@ -84,13 +58,11 @@ static void test_roundtrip(void) {
     ag_rng_seed(&r, 99);
     ag_rng_next(&r);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta_rng(ck, "rng", &r), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_CHECKSUM_KEY, "x"), -1);
-    HAS(ag_last_error(), "reserved");
+    TG_EXPECT_ERROR(nn_ckpt_set_meta(ck, NN_CKPT_CHECKSUM_KEY, "x"), "reserved");
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_FORMAT_KEY, "2"), -1);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, NN_CKPT_LEGACY_CHECKSUM_KEY, "x"), -1);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "tapegrad.model", "mlp"), 0); /* a mark, not reserved */
-    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "latin1", "caf\xe9"), -1);    /* not UTF-8 */
-    HAS(ag_last_error(), "must be UTF-8");
+    TG_EXPECT_ERROR(nn_ckpt_set_meta(ck, "latin1", "caf\xe9"), "must be UTF-8"); /* not UTF-8 */
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("rt.safetensors")), 0);
     nn_ckpt_free(ck);
 
@@ -108,8 +80,7 @@ static void test_roundtrip(void) {
     CU_ASSERT_EQUAL(e, -12345678901LL);
     CU_ASSERT_EQUAL(nn_ckpt_meta_rng(in, "rng", &r2), 0);
     CU_ASSERT_EQUAL(memcmp(&r, &r2, sizeof r), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_meta_int(in, "weird", &e), -1);
-    HAS(ag_last_error(), "expected a decimal integer");
+    TG_EXPECT_ERROR(nn_ckpt_meta_int(in, "weird", &e), "expected a decimal integer");
     CU_ASSERT_EQUAL(nn_ckpt_checked(in), NN_CKPT_CHECKED_FILE);
     CU_ASSERT_PTR_NOT_NULL_FATAL(nn_ckpt_meta(in, NN_CKPT_CHECKSUM_KEY));
     CU_ASSERT_EQUAL(strlen(nn_ckpt_meta(in, NN_CKPT_CHECKSUM_KEY)), 16);
@@ -158,8 +129,8 @@ static void test_roundtrip(void) {
     CU_ASSERT_EQUAL(nn_params_reinit(pb, 5), 0);
     CU_ASSERT_EQUAL(nn_load_params(pb, path_in("short.safetensors")), 0);
     CU_ASSERT_EQUAL(memcmp(a.ln.weight->data, b.ln.weight->data, 2 * sizeof(ag_real)), 0);
-    CU_ASSERT_EQUAL(nn_load_params(pb, path_in("nonexistent.safetensors")), -1);
-    HAS(ag_last_error(), "nonexistent.safetensors: cannot open");
+    TG_EXPECT_ERROR(nn_load_params(pb, path_in("nonexistent.safetensors")),
+                    "nonexistent.safetensors: cannot open");
     nn_params_free(pa);
     nn_params_free(pb);
 }
@@ -170,8 +141,7 @@ static void test_f64_store(void) {
     CU_ASSERT_EQUAL(nn_ckpt_set_store_dtype(ck, NN_F64), 0);
     const ag_real v[3] = {1.5f, -2.25f, 1e-3f};
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "x", 1, (const int[]){3}, v), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_add(ck, "x", 1, (const int[]){3}, v), -1);
-    HAS(ag_last_error(), "duplicate tensor 'x'");
+    TG_EXPECT_ERROR(nn_ckpt_add(ck, "x", 1, (const int[]){3}, v), "duplicate tensor 'x'");
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "scalar", 0, NULL, v), 0);
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "empty", 2, (const int[]){0, 4}, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("f64.safetensors")), 0);
@@ -240,12 +210,12 @@ static void test_other_writers(void) {
     CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "format"), "pt");
     CU_ASSERT_EQUAL(nn_ckpt_checked(ck), NN_CKPT_UNCHECKED); /* no tapegrad.* key: plain */
     /* Mistyped: an integer tensor where a parameter is expected. */
-    CU_ASSERT_EQUAL(nn_ckpt_read(ck, "i", 1, (const int[]){1}, v), -1);
-    HAS(ag_last_error(), "torch.safetensors: tensor 'i' has dtype I64, expected a float dtype");
-    CU_ASSERT_EQUAL(nn_ckpt_read(ck, "h", 1, (const int[]){4}, v), -1);
-    HAS(ag_last_error(), "tensor 'h' has shape [2, 2], expected [4]");
-    CU_ASSERT_EQUAL(nn_ckpt_read(ck, "zz", 1, (const int[]){4}, v), -1);
-    HAS(ag_last_error(), "tensor 'zz' is missing (expected shape [4])");
+    TG_EXPECT_ERROR(nn_ckpt_read(ck, "i", 1, (const int[]){1}, v),
+                    "torch.safetensors: tensor 'i' has dtype I64, expected a float dtype");
+    TG_EXPECT_ERROR(nn_ckpt_read(ck, "h", 1, (const int[]){4}, v),
+                    "tensor 'h' has shape [2, 2], expected [4]");
+    TG_EXPECT_ERROR(nn_ckpt_read(ck, "zz", 1, (const int[]){4}, v),
+                    "tensor 'zz' is missing (expected shape [4])");
     nn_ckpt_free(ck);
 }
 
@@ -336,15 +306,13 @@ static void test_malformed_table(void) {
         int rc = load_image_file(name, buf, n, &ck);
         if (rc == 0) fprintf(stderr, "\n  accepted: %s\n", c->what);
         CU_ASSERT_EQUAL(rc, -1);
-        CU_ASSERT_PTR_NULL(ck);
-        HAS(ag_last_error(), c->expect);
-        HAS(ag_last_error(), name); /* the message names the file */
+        TG_EXPECT_NULL(ck, c->expect);
+        TG_ERROR_HAS(name); /* the message names the file */
     }
     /* Header length 0 on its own. */
     unsigned char z[8] = {0};
     nn_ckpt *ck;
-    CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, z, 8, "zero", NULL), -1);
-    HAS(ag_last_error(), "header length is 0");
+    TG_EXPECT_ERROR(nn_ckpt_load_mem(&ck, z, 8, "zero", NULL), "header length is 0");
 }
 
 /* Checksum: a valid file with one data byte flipped. */
@@ -358,8 +326,8 @@ static void test_checksum_flip(void) {
     fseek(f, -3, SEEK_END);
     fputc(c ^ 0x10, f);
     fclose(f);
-    CU_ASSERT_EQUAL(nn_load_params(pa, path_in("flip.safetensors")), -1);
-    HAS(ag_last_error(), "flip.safetensors: checksum does not match");
+    TG_EXPECT_ERROR(nn_load_params(pa, path_in("flip.safetensors")),
+                    "flip.safetensors: checksum does not match");
     nn_params_free(pa);
 }
 
@@ -376,8 +344,8 @@ static void test_load_rules(void) {
     nn_ckpt_add(ck, "net.fc.weight", 2, (const int[]){2, 3}, vals);
     nn_ckpt_add(ck, "net.fc.bias", 1, (const int[]){2}, vals);
     nn_ckpt_add(ck, "net.ln.weight", 1, (const int[]){2}, vals);
-    CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
-    HAS(ag_last_error(), "tensor 'net.ln.bias' is missing (expected shape [2])");
+    TG_EXPECT_ERROR(nn_ckpt_load_params(ck, pa, 0),
+                    "tensor 'net.ln.bias' is missing (expected shape [2])");
     CU_ASSERT_EQUAL(memcmp(before, a.fc.weight->data, sizeof before), 0); /* untouched */
 
     /* Complete, plus optimizer state: accepted (optim.* skipped by a model-only load). */
@@ -387,8 +355,7 @@ static void test_load_rules(void) {
     CU_ASSERT_EQUAL(a.fc.weight->data[5], 6);
     /* Extra: anything else is an error unless allowed. */
     nn_ckpt_add(ck, "net.extra.weight", 1, (const int[]){2}, vals);
-    CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
-    HAS(ag_last_error(), "unexpected tensor 'net.extra.weight'");
+    TG_EXPECT_ERROR(nn_ckpt_load_params(ck, pa, 0), "unexpected tensor 'net.extra.weight'");
     CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, NN_CKPT_ALLOW_EXTRA), 0);
     nn_ckpt_free(ck);
 
@@ -400,9 +367,8 @@ static void test_load_rules(void) {
     nn_ckpt_add(ck, "net.ln.bias", 1, (const int[]){2}, vals);
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save(ck, path_in("shape.safetensors")), 0);
     nn_ckpt_free(ck);
-    CU_ASSERT_EQUAL(nn_load_params(pa, path_in("shape.safetensors")), -1);
-    HAS(ag_last_error(),
-        "shape.safetensors: tensor 'net.fc.weight' has shape [3, 2], expected [2, 3]");
+    TG_EXPECT_ERROR(nn_load_params(pa, path_in("shape.safetensors")),
+                    "shape.safetensors: tensor 'net.fc.weight' has shape [3, 2], expected [2, 3]");
 
     /* Mistyped: an I32 parameter. */
     const char *hdr =
@@ -413,8 +379,8 @@ static void test_load_rules(void) {
     unsigned char data[48] = {0}, buf[1024];
     size_t n = make_file(buf, hdr, data, sizeof data, 0);
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&ck, buf, n, "typed.safetensors", NULL), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, pa, 0), -1);
-    HAS(ag_last_error(),
+    TG_EXPECT_ERROR(
+        nn_ckpt_load_params(ck, pa, 0),
         "typed.safetensors: tensor 'net.fc.weight' has dtype I32, expected a float dtype");
     nn_ckpt_free(ck);
     nn_params_free(pa);
@@ -452,13 +418,13 @@ static void test_atomic_save(void) {
     char blocked[192];
     snprintf(blocked, sizeof blocked, "%s/blocked", sub);
     mkdir(blocked, 0755);
-    CU_ASSERT_EQUAL(nn_save_params(pa, blocked), -1);
-    HAS(ag_last_error(), "blocked: is a directory, expected a file (nothing written)");
+    TG_EXPECT_ERROR(nn_save_params(pa, blocked),
+                    "blocked: is a directory, expected a file (nothing written)");
     CU_ASSERT_EQUAL(count_entries(sub), 2); /* model.safetensors and blocked/: no temporary */
     /* A directory that does not exist. */
-    CU_ASSERT_EQUAL(nn_save_params(pa, "/nonexistent-dir/x.safetensors"), -1);
-    HAS(ag_last_error(), "/nonexistent-dir/x.safetensors: cannot create a temporary file beside "
-                         "it: No such file or directory");
+    TG_EXPECT_ERROR(nn_save_params(pa, "/nonexistent-dir/x.safetensors"),
+                    "/nonexistent-dir/x.safetensors: cannot create a temporary file beside "
+                    "it: No such file or directory");
     nn_params_free(pa);
 }
 
@@ -543,11 +509,11 @@ static void test_checksum_edits(void) {
         int rc = load_image_file("edited.safetensors", e, n, &ck);
         if (rc == 0) fprintf(stderr, "\n  accepted: %s\n", edits[i].what);
         CU_ASSERT_EQUAL(rc, -1);
-        CU_ASSERT_PTR_NULL(ck);
-        HAS(ag_last_error(),
-            "edited.safetensors: checksum does not match: metadata " NN_CKPT_CHECKSUM_KEY " is ");
-        HAS(ag_last_error(), "its header (metadata, tensor names, dtypes, shapes, offsets) or "
-                             "its data changed after it was saved");
+        TG_EXPECT_NULL(ck,
+                       "edited.safetensors: checksum does not match: metadata " NN_CKPT_CHECKSUM_KEY
+                       " is ");
+        TG_ERROR_HAS("its header (metadata, tensor names, dtypes, shapes, offsets) or "
+                     "its data changed after it was saved");
     }
     /* Every data bit flipped in turn (the last 32 bytes are the data). */
     int accepted = 0;
@@ -559,7 +525,7 @@ static void test_checksum_edits(void) {
             accepted++;
             nn_ckpt_free(ck);
         } else if (bit == 0) {
-            HAS(ag_last_error(), "flipped: checksum does not match");
+            TG_ERROR_HAS("flipped: checksum does not match");
         }
     }
     CU_ASSERT_EQUAL(accepted, 0);
@@ -574,14 +540,14 @@ static void test_checksum_edits(void) {
     unsigned char e[4096];
     memcpy(e, buf, n);
     size_t m = drop_meta(e, n, NN_CKPT_CHECKSUM_KEY);
-    CU_ASSERT_EQUAL(load_image_file("nosum.safetensors", e, m, &ck), -1);
-    HAS(ag_last_error(), "nosum.safetensors: checksum missing: metadata key '" NN_CKPT_FORMAT_KEY
-                         "' marks the file as a tapegrad checkpoint, but it "
-                         "has no " NN_CKPT_CHECKSUM_KEY);
+    TG_EXPECT_ERROR(load_image_file("nosum.safetensors", e, m, &ck),
+                    "nosum.safetensors: checksum missing: metadata key '" NN_CKPT_FORMAT_KEY
+                    "' marks the file as a tapegrad checkpoint, but it "
+                    "has no " NN_CKPT_CHECKSUM_KEY);
     /* ... and the format key too: tapegrad.model still marks it. */
     m = drop_meta(e, m, NN_CKPT_FORMAT_KEY);
-    CU_ASSERT_EQUAL(load_image_file("nosum.safetensors", e, m, &ck), -1);
-    HAS(ag_last_error(), "nosum.safetensors: checksum missing: metadata key 'tapegrad.model'");
+    TG_EXPECT_ERROR(load_image_file("nosum.safetensors", e, m, &ck),
+                    "nosum.safetensors: checksum missing: metadata key 'tapegrad.model'");
     /* Every tapegrad.* key deleted: a plain state_dict, which loads unverified (the zoo's
      * loader then refuses it for want of tapegrad.model). */
     m = drop_meta(e, m, "tapegrad.model");
@@ -627,8 +593,8 @@ static void test_legacy(void) {
     free(img);
     /* A flipped data bit: refused by the legacy checksum. */
     buf[n - 5] ^= 0x04;
-    CU_ASSERT_EQUAL(load_image_file("legacy.safetensors", buf, n, &ck), -1);
-    HAS(ag_last_error(),
+    TG_EXPECT_ERROR(
+        load_image_file("legacy.safetensors", buf, n, &ck),
         "legacy.safetensors: checksum does not match: metadata " NN_CKPT_LEGACY_CHECKSUM_KEY
         " (legacy scheme, the data section only)");
     buf[n - 5] ^= 0x04;
@@ -640,8 +606,8 @@ static void test_legacy(void) {
     nn_ckpt_free(ck);
     /* The legacy key deleted: tapegrad.model marks it, so it is refused. */
     n = drop_meta(buf, n, NN_CKPT_LEGACY_CHECKSUM_KEY);
-    CU_ASSERT_EQUAL(load_image_file("legacy.safetensors", buf, n, &ck), -1);
-    HAS(ag_last_error(), "legacy.safetensors: checksum missing: metadata key 'tapegrad.model'");
+    TG_EXPECT_ERROR(load_image_file("legacy.safetensors", buf, n, &ck),
+                    "legacy.safetensors: checksum missing: metadata key 'tapegrad.model'");
 }
 
 /* ---- Sizes before data ---------------------------------------------------------------------- */
@@ -655,7 +621,7 @@ static void test_sizes_first(void) {
     CU_ASSERT_EQUAL(load_image_file("cut.safetensors", buf, n - 3, &ck), -1);
     snprintf(want, sizeof want, "cut.safetensors: file is %zu bytes but its header describes %zu",
              n - 3, n);
-    HAS(ag_last_error(), want);
+    TG_ERROR_HAS(want);
     /* The header length larger than the file. */
     unsigned char e[4096];
     memcpy(e, buf, n);
@@ -665,7 +631,7 @@ static void test_sizes_first(void) {
              "hlen.safetensors: header length %llu exceeds the file: it is %zu "
              "bytes",
              (unsigned long long)(e[0] | e[1] << 8) + 65536, n);
-    HAS(ag_last_error(), want);
+    TG_ERROR_HAS(want);
     /* A header that describes 2^42 bytes of data in a small file: refused by the sizes, never
      * allocated (an allocation of 4 TB would fail with "out of memory"). */
     const char *huge = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1099511627776],"
@@ -677,7 +643,7 @@ static void test_sizes_first(void) {
              "%llu (a %zu-byte header and 4398046511104 bytes of data, up to the end of tensor "
              "'w'): truncated file?",
              n, 4398046511104ull + strlen(huge) + 8, strlen(huge));
-    HAS(ag_last_error(), want);
+    TG_ERROR_HAS(want);
     /* A header length over 100 MB in a (sparse) file long enough for it: refused before the
      * header is read. */
     FILE *f = fopen(path_in("bighdr.safetensors"), "wb");
@@ -685,9 +651,9 @@ static void test_sizes_first(void) {
     for (int i = 0; i < 8; i++) fputc((int)(hl >> (8 * i)) & 0xff, f);
     fclose(f);
     CU_ASSERT_EQUAL_FATAL(truncate(path_in("bighdr.safetensors"), (off_t)(hl + 64)), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_load(&ck, path_in("bighdr.safetensors")), -1);
-    HAS(ag_last_error(), "bighdr.safetensors: header length 104857601 exceeds the limit of "
-                         "104857600 bytes");
+    TG_EXPECT_ERROR(nn_ckpt_load(&ck, path_in("bighdr.safetensors")),
+                    "bighdr.safetensors: header length 104857601 exceeds the limit of "
+                    "104857600 bytes");
     remove(path_in("bighdr.safetensors"));
 }
 
@@ -699,10 +665,10 @@ static void test_nonfinite(void) {
     a.fc.weight->data[4] = NAN;
     CU_ASSERT_EQUAL_FATAL(nn_save_params(pa, path_in("nan.safetensors")), 0);
     nn_ckpt *ck;
-    CU_ASSERT_EQUAL(nn_ckpt_load(&ck, path_in("nan.safetensors")), -1);
-    HAS(ag_last_error(), "nan.safetensors: tensor 'net.fc.weight' (F32 [2, 3]) holds 1 "
-                         "non-finite value (element 4 is NaN): refused");
-    HAS(ag_last_error(), "nn_ckpt_load_opts.allow_nonfinite");
+    TG_EXPECT_ERROR(nn_ckpt_load(&ck, path_in("nan.safetensors")),
+                    "nan.safetensors: tensor 'net.fc.weight' (F32 [2, 3]) holds 1 "
+                    "non-finite value (element 4 is NaN): refused");
+    TG_ERROR_HAS("nn_ckpt_load_opts.allow_nonfinite");
     CU_ASSERT_EQUAL(nn_load_params(pa, path_in("nan.safetensors")), -1);
     /* Inspecting: loads, NaN and all. */
     nn_ckpt_load_opts inspect = {.allow_nonfinite = true};
@@ -722,9 +688,9 @@ static void test_nonfinite(void) {
     size_t n;
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(out, &img, &n), 0);
     nn_ckpt_free(out);
-    CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, img, n, "inf", NULL), -1);
-    HAS(ag_last_error(), "inf: tensor 'bad' (F64 [2, 2]) holds 2 non-finite values (element 1 "
-                         "is -inf)");
+    TG_EXPECT_ERROR(nn_ckpt_load_mem(&ck, img, n, "inf", NULL),
+                    "inf: tensor 'bad' (F64 [2, 2]) holds 2 non-finite values (element 1 "
+                    "is -inf)");
     CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, img, n, "inf", &inspect), 0);
     nn_ckpt_free(ck);
     free(img);
@@ -753,7 +719,7 @@ static void test_nonfinite(void) {
         CU_ASSERT_EQUAL(rc, cases[i].is ? -1 : 0);
         if (cases[i].is) {
             snprintf(want, sizeof want, "(element 0 is %s)", cases[i].is);
-            HAS(ag_last_error(), want);
+            TG_ERROR_HAS(want);
         } else {
             nn_ckpt_free(ck);
         }
@@ -835,8 +801,7 @@ static void test_file_symlink_mode(void) {
     /* A link loop. */
     snprintf(link, sizeof link, "%s/loop.txt", sub);
     CU_ASSERT_EQUAL_FATAL(symlink("loop.txt", link), 0);
-    CU_ASSERT_EQUAL(write_atomic(link, "x"), -1);
-    HAS(ag_last_error(), "loop.txt: more than 40 levels of symbolic links");
+    TG_EXPECT_ERROR(write_atomic(link, "x"), "loop.txt: more than 40 levels of symbolic links");
     /* A device is written in place. */
     CU_ASSERT_EQUAL(write_atomic("/dev/null", "discarded"), 0);
 }
@@ -889,8 +854,7 @@ static void test_file_stale_abort(void) {
     CU_ASSERT_STRING_EQUAL(buf, "keep");
     CU_ASSERT_EQUAL(count_entries(sub), 5);
     /* Commit on a closed ag_file is an error, not a crash. */
-    CU_ASSERT_EQUAL(ag_file_commit(&af), -1);
-    HAS(ag_last_error(), "not open");
+    TG_EXPECT_ERROR(ag_file_commit(&af), "not open");
 }
 
 /* ---- buffers (BatchNorm's running statistics) -------------------------------------------- */
@@ -987,8 +951,8 @@ static void test_buffers(void) {
     CU_ASSERT_EQUAL(bn3.running_var->data[1], 0.25f);
     CU_ASSERT_EQUAL(bn3.num_batches_tracked->data[0], 7);
     /* an I64 tensor where the store wants floats is refused */
-    CU_ASSERT_EQUAL(nn_ckpt_read(pt, "bn.num_batches_tracked", 0, NULL, (ag_real[1]){0}), -1);
-    HAS(ag_last_error(), "dtype I64, expected a float dtype");
+    TG_EXPECT_ERROR(nn_ckpt_read(pt, "bn.num_batches_tracked", 0, NULL, (ag_real[1]){0}),
+                    "dtype I64, expected a float dtype");
     nn_ckpt_free(pt);
     nn_params_free(ps3);
     nn_params_free(ps);
@@ -1033,8 +997,7 @@ static void test_partial_load(void) {
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 8), 0);
     ag_real dec_before = dec.weight->data[0];
     /* strict: refused, pointing at the non-strict load */
-    CU_ASSERT_EQUAL(nn_ckpt_load_params(ck, ps, 0), -1);
-    HAS(ag_last_error(), "decoder.dense.weight' is missing");
+    TG_EXPECT_ERROR(nn_ckpt_load_params(ck, ps, 0), "decoder.dense.weight' is missing");
     nn_ckpt_load_report r;
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_params_partial(ck, ps, &r), 0);
     CU_ASSERT_EQUAL(r.loaded, 1 + 4 + 5);
@@ -1059,8 +1022,8 @@ static void test_partial_load(void) {
     nn_embedding_init(&emb, wide, "encoder.embedding", 10, 5);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(wide, 1), 0);
     ag_real w0 = emb.weight->data[0];
-    CU_ASSERT_EQUAL(nn_ckpt_load_params_partial(ck, wide, &r), -1);
-    HAS(ag_last_error(), "tensor 'encoder.embedding.weight' has shape [10, 4], expected [10, 5]");
+    TG_EXPECT_ERROR(nn_ckpt_load_params_partial(ck, wide, &r),
+                    "tensor 'encoder.embedding.weight' has shape [10, 4], expected [10, 5]");
     CU_ASSERT_EQUAL(emb.weight->data[0], w0);
     CU_ASSERT_EQUAL(r.n_missing + r.n_unexpected + r.loaded, 0);
     nn_params_free(wide);
@@ -1070,8 +1033,8 @@ static void test_partial_load(void) {
     nn_linear fc;
     nn_linear_init(&fc, other, "net.fc", 3, 2, true);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(other, 1), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_load_params_partial(ck, other, &r), -1);
-    HAS(ag_last_error(), "a non-strict load matched nothing");
+    TG_EXPECT_ERROR(nn_ckpt_load_params_partial(ck, other, &r),
+                    "a non-strict load matched nothing");
     nn_params_free(other);
     nn_ckpt_free(ck);
     nn_params_free(ps);
@@ -1204,14 +1167,13 @@ static void test_streamed_write_error(void) {
     ag_real *v = calloc(BIG, sizeof *v);
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     CU_ASSERT_EQUAL(nn_ckpt_add(ck, "v", 1, (const int[]){BIG}, v), 0);
-    CU_ASSERT_EQUAL(nn_ckpt_save(ck, "/dev/full"), -1);
-    HAS(ag_last_error(), "/dev/full: writing the temporary file failed: No space left on device");
+    TG_EXPECT_ERROR(nn_ckpt_save(ck, "/dev/full"),
+                    "/dev/full: writing the temporary file failed: No space left on device");
     nn_ckpt_free(ck);
     free(v);
     model m; /* the shortcut, which borrows the store's buffers, fails the same way */
     nn_params *ps = make_model(&m, 1);
-    CU_ASSERT_EQUAL(nn_save_params(ps, "/dev/full"), -1);
-    HAS(ag_last_error(), "No space left on device");
+    TG_EXPECT_ERROR(nn_save_params(ps, "/dev/full"), "No space left on device");
     nn_params_free(ps);
 }
 

@@ -8,6 +8,7 @@
  * weight-decay groups, a warm-up schedule and a base lr changed by optim_set_lr).
  * Built twice: on the float32 product (F32 checkpoint) and on the float64 twin (F64). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -137,7 +138,7 @@ static void check_resume(optim_cfg cfg, double cut, const char *file) {
     unlink(file);
 }
 
-static char file[64];
+static const char *file; /* in the program's temporary directory */
 
 static void test_resume_sgd(void) {
     optim_cfg c = optim_sgd(0.2);
@@ -184,8 +185,11 @@ static CU_SuiteInfo suites[] = {{"optim_resume", NULL, NULL, NULL, NULL, tests},
                                 CU_SUITE_INFO_NULL};
 
 int main(void) {
-    snprintf(file, sizeof file, "/tmp/tg_resume_%d_%d.safetensors", (int)getpid(),
-             (int)sizeof(ag_real));
+    char *dir = tg_temp_dir(), *path = strdup(tg_path(dir, "resume.safetensors"));
+    file = path;
     make_data();
-    return tg_test_run(suites);
+    int rc = tg_test_run(suites);
+    free(path);
+    tg_remove(dir);
+    return rc;
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/tg_test.h"
 #include "zoo/app/dist.h"
@@ -344,9 +345,42 @@ static void test_alone(void) {
     CU_ASSERT_EQUAL(zoo_dist_check_start(d, 1, NULL, &report), 1);
     CU_ASSERT_FALSE(report);
     zoo_dist_abort(d, 1); /* alone: returns */
+    tg_stream s;
+    FILE *f = tg_stream_open(&s);
+    zoo_dist_write_held(d, f);  /* nothing was held */
+    zoo_dist_report(d, f, 1.0); /* TG_DIST_TIMING unset: nothing */
+    CU_ASSERT_STRING_EQUAL(tg_stream_text(&s), "");
+    tg_stream_close(&s);
     zoo_dist_close(d);
     CU_ASSERT_EQUAL(zoo_dist_size(NULL), 1); /* NULL is a group of one too */
     CU_ASSERT_EQUAL(zoo_dist_sum(NULL, x, 2), 0);
+}
+
+/* ---- the library prints nothing: reports go to the FILE* the program passes ---- */
+
+static void test_output_goes_to_the_caller(void) {
+    setenv("TG_DIST_TIMING", "1", 1);
+    zoo_dist *d = zoo_dist_open(NULL);
+    unsetenv("TG_DIST_TIMING");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    ag_real x[3] = {1, 2, 3};
+    CU_ASSERT_EQUAL(zoo_dist_sum(d, x, 3), 0); /* alone: not a sum of the group, not counted */
+    tg_fd_capture err;
+    tg_fd_capture_begin(&err, STDERR_FILENO);
+    bool report = true;
+    CU_ASSERT_EQUAL(zoo_dist_check_start(d, 0, "model x\n", &report), 0);
+    tg_stream s;
+    FILE *f = tg_stream_open(&s);
+    zoo_dist_write_held(d, f);
+    zoo_dist_report(d, f, 2.0);
+    char *said = tg_fd_capture_end(&err);
+    CU_ASSERT_STRING_EQUAL(said, ""); /* nothing on stderr */
+    TG_HAS(tg_stream_text(&s),
+           "dist: 1 rank (none), 1 on this machine; 0 gradient sums of 0 values",
+           "of 2.00 s of training");
+    free(said);
+    tg_stream_close(&s);
+    zoo_dist_close(d);
 }
 
 /* ---- the trainer over the group ---- */
@@ -487,6 +521,7 @@ static CU_TestInfo tests[] = {
     {"the start check: agree, disagree once, a failed rank", test_check_start},
     {"TG_DIST_CHECK catches ranks given different bits", test_check_env},
     {"a group of one", test_alone},
+    {"reports go to the caller's FILE*, nothing to stderr", test_output_goes_to_the_caller},
     {"2 ranks x 1 shard: the bits of 1 process x 2 shards", test_trainer_parity},
     {"N ranks x S shards: the losses of N x S shards", test_trainer_global_shards},
     CU_TEST_INFO_NULL,

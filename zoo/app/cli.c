@@ -222,6 +222,7 @@ int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transpor
         if (!zoo_dist_started(c.dist)) { /* a rank that failed before the check takes part */
             bool report;
             int all = zoo_dist_check_start(c.dist, rc > 0 ? rc : 0, NULL, &report);
+            zoo_dist_write_held(c.dist, stderr);
             if (all && rc <= 0) rc = all;
         }
         zoo_run_free(&c.run);

@@ -140,6 +140,7 @@ static int prepare(zoo_cli *c, train_run *t) {
     char *extra = zoo_run_text(&c->run);
     char *text = extra ? zoo_dist_run_text(tr, t->d, extra) : NULL;
     int rc = zoo_dist_check_start(c->dist, text ? 0 : zoo__fail(c, ag_last_error()), text, &report);
+    zoo_dist_write_held(c->dist, stderr);
     free(extra);
     free(text);
     if (report) zoo__fail(c, ag_last_error());

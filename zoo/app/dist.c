@@ -21,6 +21,8 @@ struct zoo_dist {
     bool started;        /* zoo_dist_check_start has run */
     int real_stderr;     /* while holding: the stderr to restore (else -1) */
     FILE *held;          /* while holding: where stderr goes */
+    char *shown;         /* what the hold kept back that this rank must show, for */
+    size_t shown_len;    /*   zoo_dist_write_held (malloc'd; NULL: nothing) */
     double sum_seconds;  /* zoo_dist_sum: time, calls, elements of the last */
     double wait_seconds; /* TG_DIST_TIMING: time waiting for the last rank before each sum */
     int64_t sums;
@@ -77,9 +79,8 @@ static char *unhold(zoo_dist *d, size_t *len) {
 void zoo_dist_close(zoo_dist *d) {
     if (!d) return;
     size_t len;
-    char *held = unhold(d, &len); /* a hold never checked: what it held is not lost */
-    if (held) fwrite(held, 1, len, stderr);
-    free(held);
+    free(unhold(d, &len)); /* what was not written with zoo_dist_write_held is dropped */
+    free(d->shown);
     if (d->t) d->t->finalize(d->ctx);
     free(d);
 }
@@ -292,16 +293,55 @@ static const char *line_at(const char *s, int k, int *len) {
     return s;
 }
 
-/* Writes held text to stderr, each line prefixed by "rank R: ". */
-static void write_prefixed(int rank, const char *s, size_t len) {
-    const char *end = s + len;
-    while (s < end) {
-        const char *e = memchr(s, '\n', (size_t)(end - s));
-        size_t n = e ? (size_t)(e - s) : (size_t)(end - s);
-        fprintf(stderr, "rank %d: %.*s\n", rank, (int)n, s);
-        s += n + (e ? 1 : 0);
+/* Keeps held text s[0..len) (malloc'd, taken) as what this rank shows (zoo_dist_write_held):
+ * as it is, or each line prefixed by "rank R: " when `prefix`. On a failed malloc the text is
+ * kept without prefixes. */
+static void keep_shown(zoo_dist *d, char *s, size_t len, bool prefix) {
+    free(d->shown);
+    d->shown = NULL;
+    d->shown_len = 0;
+    if (!s || !len) {
+        free(s);
+        return;
     }
-    fflush(stderr);
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++) lines += s[i] == '\n';
+    char *out = prefix ? malloc(len + lines * 24 + 1) : NULL;
+    if (!out) {
+        d->shown = s;
+        d->shown_len = len;
+        return;
+    }
+    size_t n = 0;
+    for (const char *p = s, *end = s + len; p < end;) {
+        const char *e = memchr(p, '\n', (size_t)(end - p));
+        size_t k = e ? (size_t)(e - p) : (size_t)(end - p);
+        n += (size_t)sprintf(out + n, "rank %d: ", d->rank);
+        memcpy(out + n, p, k);
+        n += k;
+        out[n++] = '\n';
+        p += k + (e ? 1 : 0);
+    }
+    out[n] = '\0';
+    free(s);
+    d->shown = out;
+    d->shown_len = n;
+}
+
+void zoo_dist_write_held(zoo_dist *d, FILE *f) {
+    if (!d) return;
+    if (d->real_stderr >= 0) { /* a hold never checked: ended here */
+        size_t len;
+        char *held = unhold(d, &len);
+        keep_shown(d, held, len, d->rank != 0);
+    }
+    if (d->shown && f) {
+        fwrite(d->shown, 1, d->shown_len, f);
+        fflush(f);
+    }
+    free(d->shown);
+    d->shown = NULL;
+    d->shown_len = 0;
 }
 
 /* What each rank says at the start (gathered). */
@@ -325,6 +365,17 @@ static int disagree(int r, const char *a, const char *b) {
     return ag_error("the ranks disagree: rank %d's run differs from rank 0's", r);
 }
 
+/* A rank that cannot take part in the start check (out of memory) ends the group: the others
+ * would wait for it for ever. No caller sees a return then, so the message also goes to the
+ * error handler (ag_set_error_handler; by default the program's stderr). A group of one
+ * (zoo_dist_abort returns): 1, the message in ag_last_error(). */
+static int out_of_memory_abort(zoo_dist *d) {
+    ag_error("rank %d: dist: out of memory at the start check", d->rank);
+    if (d->size > 1) ag_error_raise();
+    zoo_dist_abort(d, 1);
+    return 1;
+}
+
 int zoo_dist_check_start(zoo_dist *d, int status, const char *txt, bool *report) {
     *report = false;
     if (!d) return status;
@@ -343,21 +394,16 @@ int zoo_dist_check_start(zoo_dist *d, int status, const char *txt, bool *report)
                        .text_len = txt ? strlen(txt) : 0};
     start_note *all = calloc((size_t)d->size, sizeof *all);
     if (!all) { /* cannot take part: the others would wait for ever */
-        fprintf(stderr, "rank %d: dist: out of memory at the start check\n", d->rank);
-        zoo_dist_abort(d, 1);
+        free(held);
+        return out_of_memory_abort(d);
     }
     if (d->t->allgather(d->ctx, &mine, all, sizeof mine)) zoo_dist_abort(d, 1);
-    /* what was held back: rank 0's, and another rank's where it says something else */
+    /* what was held back, for zoo_dist_write_held: rank 0's, and another rank's where it says
+     * something else */
     if (held_len &&
-        (d->rank == 0 || all[0].held_hash != mine.held_hash || all[0].held_len != mine.held_len)) {
-        if (d->rank == 0) {
-            fwrite(held, 1, held_len, stderr);
-            fflush(stderr);
-        } else {
-            write_prefixed(d->rank, held, held_len);
-        }
-    }
-    free(held);
+        (d->rank == 0 || all[0].held_hash != mine.held_hash || all[0].held_len != mine.held_len))
+        keep_shown(d, held, held_len, d->rank != 0);
+    else free(held);
     int rc = 0;
     size_t longest = 0;
     bool same = true;
@@ -375,8 +421,10 @@ int zoo_dist_check_start(zoo_dist *d, int status, const char *txt, bool *report)
     size_t w = longest + 1;
     char *mine_txt = calloc(w, 1), *texts = malloc(w * (size_t)d->size);
     if (!mine_txt || !texts) {
-        fprintf(stderr, "rank %d: dist: out of memory at the start check\n", d->rank);
-        zoo_dist_abort(d, 1);
+        free(mine_txt);
+        free(texts);
+        free(all);
+        return out_of_memory_abort(d);
     }
     if (txt) memcpy(mine_txt, txt, mine.text_len);
     if (d->t->allgather(d->ctx, mine_txt, texts, w)) zoo_dist_abort(d, 1);
@@ -403,9 +451,7 @@ bool zoo_dist_started(const zoo_dist *d) { return d && d->started; }
 void zoo_dist_abort(zoo_dist *d, int status) {
     if (!group(d) || d->size == 1) return;
     size_t len;
-    char *held = unhold(d, &len);
-    if (held) write_prefixed(d->rank, held, len);
-    free(held);
+    free(unhold(d, &len)); /* stderr is the real one again for the launcher's last words */
     fflush(stdout);
     fflush(stderr);
     d->t->abort(d->ctx, status);

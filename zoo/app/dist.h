@@ -19,6 +19,12 @@
  * whole group with zoo_dist_abort. The transport reports its own failures (a lost rank, a
  * broken link) by ending the job (MPI's default error handler), so collectives return -1 only
  * for errors found before any communication.
+ *
+ * Like every library, this one never prints: what a hold kept back is written by
+ * zoo_dist_write_held and the timing line by zoo_dist_report, each to the FILE* the program
+ * passes; failures are -1 / NULL with ag_last_error(). (The one exception is a rank that must
+ * end the group itself, out of memory in the start check: no caller sees a return, so its
+ * message also goes to the error handler, ag_set_error_handler.)
  */
 #ifndef TG_ZOO_DIST_H
 #define TG_ZOO_DIST_H
@@ -66,7 +72,8 @@ typedef struct zoo_dist zoo_dist;
  * the ranks and fail when they differ (a check of the transport; costs a hash and an
  * all-gather per sum); TG_DIST_TIMING=1 makes zoo_dist_report print. */
 zoo_dist *zoo_dist_open(const zoo_dist_transport *t);
-/* Leaves the group (a collective) and frees d. NULL: nothing. */
+/* Leaves the group (a collective) and frees d. What a hold kept back and was not written with
+ * zoo_dist_write_held is dropped. NULL: nothing. */
 void zoo_dist_close(zoo_dist *d);
 
 int zoo_dist_rank(const zoo_dist *d);         /* 0 .. size-1; 0 for NULL */
@@ -98,8 +105,9 @@ int zoo_dist_on_root(zoo_dist *d, int (*fn)(void *ctx, double *out), void *ctx, 
 /* ---- the start of a run ---- */
 
 /* From now until zoo_dist_check_start, ranks other than 0 keep back what they write to stderr
- * (in a temporary file), and their stdout goes nowhere for good: rank 0 alone prints. A group of
- * one: nothing. Returns 0 or -1. */
+ * (in a temporary file), and their stdout goes nowhere for good: rank 0 alone prints. (Rank 0's
+ * stderr is held too, and shown by zoo_dist_write_held after the check.) A group of one:
+ * nothing. Returns 0 or -1. */
 int zoo_dist_hold_output(zoo_dist *d);
 
 /* The text of a run, as every rank of a group must share it: one "name value" line per item the
@@ -113,8 +121,9 @@ char *zoo_dist_run_text(const zoo_trainer *tr, const ds_fra *data, const char *e
 
 /* Every rank calls it once, with its status (0: ready to train; else the exit status of a
  * failure it reported on stderr) and its run's text (NULL after a failure). Ends the hold of
- * zoo_dist_hold_output: rank 0 writes what it held back; another rank writes what it held back
- * (each line prefixed "rank R: ") only when that differs from rank 0's. Returns 0 when every
+ * zoo_dist_hold_output and keeps what this rank must show for zoo_dist_write_held: on rank 0
+ * what it held back; on another rank what it held back (each line prefixed "rank R: ") only
+ * when that differs from rank 0's. Prints nothing. Returns 0 when every
  * rank is ready and every text equals rank 0's; else the status for every rank to exit with:
  * the largest failure status, or 2 when the texts differ: then rank 0's ag_last_error() names
  * the first line that differs and the rank ("the ranks disagree: rank 1 runs --seed 1, rank 0
@@ -123,10 +132,16 @@ char *zoo_dist_run_text(const zoo_trainer *tr, const ds_fra *data, const char *e
 int zoo_dist_check_start(zoo_dist *d, int status, const char *text, bool *report);
 /* Whether zoo_dist_check_start has run (a program calls it once on every path). */
 bool zoo_dist_started(const zoo_dist *d);
+/* Writes to f what the hold kept back for this rank to show (see zoo_dist_check_start; the
+ * program calls it with stderr right after the check), then forgets it. A hold still running
+ * (never checked) is ended here: rank 0's text as it is, another rank's prefixed "rank R: ".
+ * Nothing kept, d NULL or f NULL: writes nothing (f NULL drops the text). Not a collective. */
+void zoo_dist_write_held(zoo_dist *d, FILE *f);
 
 /* ---- ending ---- */
 
-/* A group of more than one: flushes stdout and stderr and ends every rank, through the launcher,
+/* A group of more than one: ends a hold still running (its text is dropped: write it first with
+ * zoo_dist_write_held), flushes stdout and stderr and ends every rank, through the launcher,
  * which exits with status; does not return. Alone: returns (the caller exits as usual). */
 void zoo_dist_abort(zoo_dist *d, int status);
 
