@@ -82,6 +82,16 @@ bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in);
 /* Normalises axis (negative from the end) against ndim; returns -1 after reporting. */
 int ag_op_axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndim);
 
+/* The arguments of a softmax cross-entropy over C classes, for x (..., D) with one label per
+ * row (rows = prod of x's leading dims): label_smoothing in [0, 1], labels not NULL (unless
+ * there is no row), each in [0, C) or equal to ignore_index. The one check of ag_nll_loss,
+ * ag_cross_entropy and the fused cross-entropies of nn/ (nn/loss.c); `what` names x in the
+ * messages ("logits", "input"). True, or false after reporting, e.g.
+ * "cross_entropy: label 3 at position 1 is outside [0, 3) (labels [2], logits [2, 3])". */
+bool ag_op_check_labels(ag_tape *t, const char *op, const ag_tensor *x, const char *what,
+                        ptrdiff_t C, const int32_t *labels, int32_t ignore_index,
+                        double label_smoothing);
+
 /* ---- making results ---- */
 /* True when recording and some input requires a gradient. */
 bool ag_op_wants_grad(const ag_tape *t, int n, ag_tensor *const *in);
