@@ -185,8 +185,7 @@ ag_tensor *nn_layer_norm_composite(const nn_layer_norm *ln, const nn_ctx *c, ag_
         !check_norm_args(t, "layer_norm_composite", x, ln->ndim, in, 1, n_in, ln->weight))
         return NULL;
     const int lead = x->ndim - ln->ndim;
-    const int flat[2] = {(int)ag_numel(lead, x->shape),
-                         (int)ag_numel(ln->ndim, x->shape + lead)};
+    const int flat[2] = {(int)ag_numel(lead, x->shape), (int)ag_numel(ln->ndim, x->shape + lead)};
     ag_tensor *x2 = ag_reshape(t, x, 2, flat);
     ag_tensor *xc = ag_sub(t, x2, ag_mean(t, x2, 1, true));
     ag_tensor *var = ag_mean(t, ag_mul(t, xc, xc), 1, true);
@@ -223,8 +222,8 @@ static void add_layer_norm_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->in[1], *out = nd->out;
     const addnorm_saved *s = nd->saved;
     ln_rows_backward(s->z, out->grad, s->d ? x->numel / s->d : 0, s->d,
-                                s->gamma ? s->gamma->data : NULL, s->mean, s->rstd,
-                                grad_or_null(s->gamma), grad_or_null(s->beta), s->dz, false);
+                     s->gamma ? s->gamma->data : NULL, s->mean, s->rstd, grad_or_null(s->gamma),
+                     grad_or_null(s->beta), s->dz, false);
     const ag_real *restrict dz = s->dz;
     if (x->requires_grad) {
         ag_real *restrict gx = x->grad;
@@ -286,8 +285,8 @@ static ag_tensor *add_layer_norm_fused(ag_tape *t, ag_tensor *x, ag_tensor *y, d
         for (ptrdiff_t i = 0; i < out->numel; i++) zs[i] = ys[i] + xs[i];
     }
     s.z = z;
-    ln_rows(z, out->data, rows, s.d, s.gamma ? s.gamma->data : NULL,
-                       s.beta ? s.beta->data : NULL, eps, s.mean, s.rstd);
+    ln_rows(z, out->data, rows, s.d, s.gamma ? s.gamma->data : NULL, s.beta ? s.beta->data : NULL,
+            eps, s.mean, s.rstd);
     ag_node *nd = ag_op_record(t, &add_layer_norm_op, out, n_in, in, sizeof s);
     if (nd) *(addnorm_saved *)nd->saved = s;
     return out;

@@ -354,8 +354,7 @@ ag_tensor *nn_seq_ce_loss_composite(const nn_linear *out, const nn_ctx *c, ag_te
 }
 
 ag_tensor *nn_seq_ce_loss_fused(const nn_linear *out, const nn_ctx *c, ag_tensor *h,
-                                const int32_t *tgt, const int32_t *tgt_len, int T_div,
-                                double eps) {
+                                const int32_t *tgt, const int32_t *tgt_len, int T_div, double eps) {
     if (!out || !c || !h) return NULL;
     if (!seq_args(c->tape, "seq_ce_loss", "features", h, out->in, tgt, tgt_len, T_div, true))
         return NULL;
@@ -370,7 +369,6 @@ ag_tensor *nn_seq_ce_loss(const nn_linear *out, const nn_ctx *c, ag_tensor *h, c
     if (!seq_args(c->tape, "seq_ce_loss", "features", h, out->in, tgt, tgt_len, T_div, true))
         return NULL;
     const double logits = (double)h->shape[0] * h->shape[1] * out->out;
-    return (logits >= NN_SEQ_CE_FUSED_MIN_LOGITS ? nn_seq_ce_loss_fused
-                                                 : nn_seq_ce_loss_composite)(out, c, h, tgt,
-                                                                             tgt_len, T_div, eps);
+    return (logits >= NN_SEQ_CE_FUSED_MIN_LOGITS ? nn_seq_ce_loss_fused : nn_seq_ce_loss_composite)(
+        out, c, h, tgt, tgt_len, T_div, eps);
 }

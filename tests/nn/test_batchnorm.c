@@ -311,8 +311,13 @@ static void bn_once(bool composite, bool training, bool strided, int nd, const i
         rv->data[k] = (ag_real)(0.5 + ag_rng_uniform(&r));
     }
     nbt->data[0] = 3;
-    nn_batch_norm1d bn = {.weight = w, .bias = b, .running_mean = rm, .running_var = rv,
-                          .num_batches_tracked = nbt, .num_features = C, .eps = 1e-5,
+    nn_batch_norm1d bn = {.weight = w,
+                          .bias = b,
+                          .running_mean = rm,
+                          .running_var = rv,
+                          .num_batches_tracked = nbt,
+                          .num_features = C,
+                          .eps = 1e-5,
                           .momentum = 0.1};
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = training};
@@ -329,8 +334,8 @@ static void bn_once(bool composite, bool training, bool strided, int nd, const i
     memcpy(out->g + xl->numel, w->grad, sizeof *out->g * (size_t)C);
     memcpy(out->g + xl->numel + C, b->grad, sizeof *out->g * (size_t)C);
     if (training)
-        CU_ASSERT_PTR_NOT_NULL((composite ? nn_batch_norm1d_composite
-                                          : nn_batch_norm1d_forward)(&bn, &c, x));
+        CU_ASSERT_PTR_NOT_NULL(
+            (composite ? nn_batch_norm1d_composite : nn_batch_norm1d_forward)(&bn, &c, x));
     memcpy(out->rm, rm->data, sizeof *out->rm * (size_t)C);
     memcpy(out->rv, rv->data, sizeof *out->rv * (size_t)C);
     out->nbt = nbt->data[0];

@@ -279,13 +279,18 @@ static void test_layer_norm_vs_composite(void) {
             ag_rng r;
             ag_rng_seed(&r, 15);
             ag_tensor *x = ag_leaf_new(AG_SHAPE(3, 4, 5), true);
-            ag_tensor *gm = nd == 2 ? ag_leaf_new(AG_SHAPE(4, 5), true) : ag_leaf_new(AG_SHAPE(5), true);
-            ag_tensor *bt = nd == 2 ? ag_leaf_new(AG_SHAPE(4, 5), true) : ag_leaf_new(AG_SHAPE(5), true);
+            ag_tensor *gm =
+                nd == 2 ? ag_leaf_new(AG_SHAPE(4, 5), true) : ag_leaf_new(AG_SHAPE(5), true);
+            ag_tensor *bt =
+                nd == 2 ? ag_leaf_new(AG_SHAPE(4, 5), true) : ag_leaf_new(AG_SHAPE(5), true);
             ag_tensor *proj = ag_tensor_new(tt, AG_SHAPE(3, 4, 5));
             ag_tensor *xs[4] = {x, gm, bt, proj};
             fill(xs, 4, &r, 1);
-            nn_layer_norm ln = {.weight = affine ? gm : NULL, .bias = affine ? bt : NULL,
-                                .ndim = nd, .shape = {nd == 2 ? 4 : 5, 5}, .eps = 1e-5};
+            nn_layer_norm ln = {.weight = affine ? gm : NULL,
+                                .bias = affine ? bt : NULL,
+                                .ndim = nd,
+                                .shape = {nd == 2 ? 4 : 5, 5},
+                                .eps = 1e-5};
             nn_ctx c = {.tape = tt};
             ag_tensor *out = (fused ? nn_layer_norm_forward : nn_layer_norm_composite)(&ln, &c, x);
             CU_ASSERT_PTR_NOT_NULL_FATAL(out);
@@ -304,7 +309,8 @@ static void test_layer_norm_vs_composite(void) {
     t = ag_tape_new();
     nn_ctx c = {.tape = t};
     ag_tensor *a = ag_tensor_new(t, AG_SHAPE(2, 3));
-    nn_layer_norm bad = {.weight = ag_tensor_new(t, AG_SHAPE(2)), .ndim = 1, .shape = {2}, .eps = 1e-5};
+    nn_layer_norm bad = {
+        .weight = ag_tensor_new(t, AG_SHAPE(2)), .ndim = 1, .shape = {2}, .eps = 1e-5};
     CU_ASSERT_PTR_NULL(nn_layer_norm_forward(&bad, &c, a));
     expect_error("layer_norm", "[2]", "[2, 3]");
     CU_ASSERT_PTR_NULL(nn_layer_norm_composite(&bad, &c, a));

@@ -102,11 +102,11 @@ static void run(const seq_batch *s, int how, int T_div, double eps, seq_run *out
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
     nn_linear l = {.weight = s->W, .bias = s->b, .in = s->H, .out = s->V};
-    ag_tensor *y = how == OLD      ? old_composite(t, s, T_div, eps)
-                   : how == NEW    ? nn_seq_ce_loss(&l, &c, s->h, s->tgt, s->len, T_div, eps)
-                   : how == FUSED  ? nn_seq_ce_loss_fused(&l, &c, s->h, s->tgt, s->len, T_div, eps)
-                                   : nn_seq_ce_loss_composite(&l, &c, s->h, s->tgt, s->len, T_div,
-                                                              eps);
+    ag_tensor *y = how == OLD   ? old_composite(t, s, T_div, eps)
+                   : how == NEW ? nn_seq_ce_loss(&l, &c, s->h, s->tgt, s->len, T_div, eps)
+                   : how == FUSED
+                       ? nn_seq_ce_loss_fused(&l, &c, s->h, s->tgt, s->len, T_div, eps)
+                       : nn_seq_ce_loss_composite(&l, &c, s->h, s->tgt, s->len, T_div, eps);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     CU_ASSERT_EQUAL(y->numel, 1);
     out->loss = y->data[0];
@@ -217,10 +217,9 @@ static void test_masks_values(void) {
     for (int how = 0; how < 3; how++) {
         t = ag_tape_new();
         c.tape = t;
-        ag_tensor *y =
-            (how == 0   ? nn_seq_ce_loss
-             : how == 1 ? nn_seq_ce_loss_fused
-                        : nn_seq_ce_loss_composite)(&out, &c, h, tgt, wide, 4, 0.3);
+        ag_tensor *y = (how == 0   ? nn_seq_ce_loss
+                        : how == 1 ? nn_seq_ce_loss_fused
+                                   : nn_seq_ce_loss_composite)(&out, &c, h, tgt, wide, 4, 0.3);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_DOUBLE_EQUAL(y->data[0], 3 * l4 / 4, 1e-6); /* row 0 only, over T_div 4 */
         ag_tape_free(t);
@@ -294,8 +293,8 @@ static ag_tensor *f_seq(ag_tape *t, ag_tensor *const *x, void *u) {
     const gc_user *g = u;
     nn_ctx c = {.tape = t};
     nn_linear l = {.weight = x[1], .bias = x[2], .in = x[1]->shape[1], .out = x[1]->shape[0]};
-    return (g->composite ? nn_seq_ce_loss_composite : nn_seq_ce_loss_fused)(
-        &l, &c, x[0], GC_TGT, GC_LEN, g->T_div, g->eps);
+    return (g->composite ? nn_seq_ce_loss_composite
+                         : nn_seq_ce_loss_fused)(&l, &c, x[0], GC_TGT, GC_LEN, g->T_div, g->eps);
 }
 
 static void test_gradcheck(void) {
