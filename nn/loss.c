@@ -163,28 +163,41 @@ static ptrdiff_t chunk_of(int chunk_rows, ptrdiff_t V) {
     return rc < 16 ? 16 : rc;
 }
 
+/* The op's arguments: x (..., H) fits W (V >= 1, H), bias (V) or none, chunk_rows >= 0, the
+ * labels and eps (ag_op_check_labels). False after reporting. */
+static bool linear_ce_args(ag_tape *t, const char *op, ag_tensor *x, ag_tensor *w, ag_tensor *bias,
+                           const int32_t *labels, double eps, int32_t ignore, int chunk_rows) {
+    char sx[64], sw[64], sb[64];
+    ag_shape_str(x, sx, sizeof sx);
+    ag_shape_str(w, sw, sizeof sw);
+    if (w->ndim != 2 || w->shape[0] < 1 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1]) {
+        ag_report(t, "%s: input %s does not fit weight %s (expected (..., %d), weight (V >= 1, H))",
+                  op, sx, sw, w->ndim == 2 ? w->shape[1] : -1);
+        return false;
+    }
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0])) {
+        ag_report(t, "%s: bias %s does not fit weight %s (expected [%d])", op,
+                  ag_shape_str(bias, sb, sizeof sb), sw, w->shape[0]);
+        return false;
+    }
+    if (chunk_rows < 0) {
+        ag_report(t, "%s: chunk_rows = %d for input %s, expected >= 0 (0: the default)", op,
+                  chunk_rows, sx);
+        return false;
+    }
+    return ag_op_check_labels(t, op, x, "input", w->shape[0], labels, ignore, eps);
+}
+
 static ag_tensor *linear_ce_fused(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias,
                                   const int32_t *labels, const ag_real *weights, double eps,
                                   int32_t ignore, int chunk_rows) {
     const char *op = "linear_ce";
     ag_tensor *in[3] = {x, w, bias};
     int n_in = bias ? 3 : 2;
-    if (!ag_op_check(t, op, n_in, in)) return NULL;
-    char sx[64], sw[64], sb[64];
-    ag_shape_str(x, sx, sizeof sx);
-    ag_shape_str(w, sw, sizeof sw);
-    if (w->ndim != 2 || w->shape[0] < 1 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
-        return ag_report(
-            t, "%s: input %s does not fit weight %s (expected (..., %d), weight (V >= 1, H))", op,
-            sx, sw, w->ndim == 2 ? w->shape[1] : -1);
-    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
-        return ag_report(t, "%s: bias %s does not fit weight %s (expected [%d])", op,
-                         ag_shape_str(bias, sb, sizeof sb), sw, w->shape[0]);
-    if (chunk_rows < 0)
-        return ag_report(t, "%s: chunk_rows = %d for input %s, expected >= 0 (0: the default)", op,
-                         chunk_rows, sx);
+    if (!ag_op_check(t, op, n_in, in) ||
+        !linear_ce_args(t, op, x, w, bias, labels, eps, ignore, chunk_rows))
+        return NULL;
     const ptrdiff_t V = w->shape[0], H = w->shape[1], R = ag_numel(x->ndim - 1, x->shape);
-    if (!ag_op_check_labels(t, op, x, "input", V, labels, ignore, eps)) return NULL;
     in[0] = x = ag_op_contig(t, x);
     if (bias) in[2] = bias = ag_op_contig(t, bias);
     if (!x || (n_in == 3 && !bias)) return NULL;

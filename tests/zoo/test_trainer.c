@@ -362,6 +362,47 @@ static void test_metadata_values(void) {
  * to float rounding, the fused pass recording fewer nodes. This small batch is below nn's
  * threshold, so zoo_seq2seq_loss takes the composite: its bits exactly. And decode is, bit for
  * bit, the output layer applied to decode_features. */
+/* The objective of batch b on tape t, in training with a dropout stream seeded 5, the way p:
+ * 0: fused; 1: composite on decode's logits; 2: the trainer's zoo_seq2seq_loss (nn picks);
+ * 3, 4: fused and composite with the mean over 2 T positions (a token batch cut to half). */
+static ag_tensor *one_objective(zoo_model *m, ag_tape *t, const ds_batch *b, const int32_t *dec_in,
+                                int p, double eps) {
+    const int B = b->size, T = b->num_steps, T_div = p < 3 ? T : 2 * T;
+    ag_rng rng;
+    ag_rng_seed(&rng, 5);
+    nn_ctx c = {.tape = t, .training = true, .rng = &rng};
+    void *s = m->ops->encode(m, &c, b->src, b->src_valid_len, B, T, NULL);
+    if (p == 2)
+        return zoo_seq2seq_loss(m, &c, s, dec_in, b->tgt, b->tgt_valid_len, B, T, T_div, eps);
+    if (p == 1 || p == 4)
+        return nn_seq_ce_loss_logits(&c, m->ops->decode(m, &c, s, dec_in, B, T), b->tgt,
+                                     b->tgt_valid_len, T_div, eps);
+    const nn_linear *out = NULL;
+    ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
+    return nn_seq_ce_loss_fused(out, &c, h, b->tgt, b->tgt_valid_len, T_div, eps);
+}
+
+/* decode = the output layer on decode_features, bit for bit (evaluation). */
+static void decode_is_features_then_layer(zoo_model *m, const ds_batch *b, const int32_t *dec_in,
+                                          int TV) {
+    const int B = b->size, T = b->num_steps;
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t};
+    void *s = m->ops->encode(m, &c, b->src, b->src_valid_len, B, T, NULL);
+    ag_tensor *y = m->ops->decode(m, &c, s, dec_in, B, T);
+    const nn_linear *out = NULL;
+    ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    ag_tensor *y2 = nn_linear_forward(out, &c, h);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+    CU_ASSERT_EQUAL(h->ndim, 3);
+    CU_ASSERT_EQUAL(y->numel, (ptrdiff_t)B * T * TV);
+    CU_ASSERT_EQUAL(y2->numel, y->numel);
+    CU_ASSERT_EQUAL(memcmp(y->data, y2->data, sizeof *y->data * (size_t)y->numel), 0);
+    ag_tape_free(t);
+}
+
 static void test_fused_loss_same_objective(void) {
     ds_fra *d = load();
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
@@ -394,28 +435,10 @@ static void test_fused_loss_same_objective(void) {
         for (int e = 0; e < 2; e++) {
             double loss[5], eps = e ? 0.1 : 0;
             size_t nodes[5];
-            /* 0: fused; 1: composite on decode's logits; 2: the trainer's zoo_seq2seq_loss
-             * (nn picks); 3, 4: fused and composite with the mean over 2 T positions (a token
-             * batch cut to half) */
+            /* the five ways of one_objective */
             for (int p = 0; p < 5; p++) {
                 ag_tape *t = ag_tape_new();
-                ag_rng rng;
-                ag_rng_seed(&rng, 5);
-                nn_ctx c = {.tape = t, .training = true, .rng = &rng};
-                void *s = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
-                const int T_div = p < 3 ? T : 2 * T;
-                ag_tensor *l;
-                if (p == 2) {
-                    l = zoo_seq2seq_loss(m, &c, s, dec_in, b.tgt, b.tgt_valid_len, B, T, T_div,
-                                         eps);
-                } else if (p == 1 || p == 4) {
-                    l = nn_seq_ce_loss_logits(&c, m->ops->decode(m, &c, s, dec_in, B, T), b.tgt,
-                                              b.tgt_valid_len, T_div, eps);
-                } else {
-                    const nn_linear *out = NULL;
-                    ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
-                    l = nn_seq_ce_loss_fused(out, &c, h, b.tgt, b.tgt_valid_len, T_div, eps);
-                }
+                ag_tensor *l = one_objective(m, t, &b, dec_in, p, eps);
                 CU_ASSERT_PTR_NOT_NULL_FATAL(l);
                 CU_ASSERT_EQUAL(l->numel, 1);
                 CU_ASSERT_EQUAL(ag_backward(t, l), 0);
@@ -446,22 +469,7 @@ static void test_fused_loss_same_objective(void) {
             CU_ASSERT_DOUBLE_EQUAL(loss[3], loss[1] / 2, 1e-5 * loss[1]);
             CU_ASSERT_DOUBLE_EQUAL(loss[4], loss[1] / 2, 1e-5 * loss[1]);
         }
-        /* decode = the output layer on decode_features, bit for bit (evaluation) */
-        ag_tape *t = ag_tape_new();
-        nn_ctx c = {.tape = t};
-        void *s = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
-        ag_tensor *y = m->ops->decode(m, &c, s, dec_in, B, T);
-        const nn_linear *out = NULL;
-        ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-        ag_tensor *y2 = nn_linear_forward(out, &c, h);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
-        CU_ASSERT_EQUAL(h->ndim, 3);
-        CU_ASSERT_EQUAL(y->numel, (ptrdiff_t)B * T * TV);
-        CU_ASSERT_EQUAL(y2->numel, y->numel);
-        CU_ASSERT_EQUAL(memcmp(y->data, y2->data, sizeof *y->data * (size_t)y->numel), 0);
-        ag_tape_free(t);
+        decode_is_features_then_layer(m, &b, dec_in, TV);
         for (int p = 0; p < 5; p++) free(g[p]);
         zoo_model_free(m);
     }
