@@ -285,13 +285,6 @@ ag_tensor *ag_log_softmax(ag_tape *t, ag_tensor *x);
  * (B, Tq) with vl_ndim 2 (one per query). The lengths are copied. */
 ag_tensor *ag_masked_softmax(ag_tape *t, ag_tensor *x, const int32_t *valid_lens, int vl_ndim);
 
-/* Fused LayerNorm over the trailing n_norm_dims axes of x: (x - mean) / sqrt(var + eps) with
- * the biased variance, then * gamma + beta. gamma and beta have the shape of those trailing
- * axes; either may be NULL (no affine part). Its row kernels are public for ops that
- * normalise rows they formed themselves (ag_layer_norm_rows, autograd/ag_op.h). */
-ag_tensor *ag_layer_norm(ag_tape *t, ag_tensor *x, int n_norm_dims, ag_tensor *gamma,
-                         ag_tensor *beta, double eps);
-
 /* Inverted dropout, always applied: each element is zeroed with probability p in [0, 1] and
  * the rest scaled by 1 / (1 - p), drawing one value from rng (the mask is a counter hash keyed
  * by it, see ag_op.h); p = 0 returns x itself. Whether to drop at all (training or eval) is the

@@ -82,6 +82,16 @@ bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in);
 /* Normalises axis (negative from the end) against ndim; returns -1 after reporting. */
 int ag_op_axis(ag_tape *t, const char *op, const ag_tensor *x, int axis, int ndim);
 
+/* The arguments of a softmax cross-entropy over C classes, for x (..., D) with one label per
+ * row (rows = prod of x's leading dims): label_smoothing in [0, 1], labels not NULL (unless
+ * there is no row), each in [0, C) or equal to ignore_index. The one check of ag_nll_loss,
+ * ag_cross_entropy and the fused cross-entropies of nn/ (nn/loss.c); `what` names x in the
+ * messages ("logits", "input"). True, or false after reporting, e.g.
+ * "cross_entropy: label 3 at position 1 is outside [0, 3) (labels [2], logits [2, 3])". */
+bool ag_op_check_labels(ag_tape *t, const char *op, const ag_tensor *x, const char *what,
+                        ptrdiff_t C, const int32_t *labels, int32_t ignore_index,
+                        double label_smoothing);
+
 /* ---- making results ---- */
 /* True when recording and some input requires a gradient. */
 bool ag_op_wants_grad(const ag_tape *t, int n, ag_tensor *const *in);
@@ -259,23 +269,6 @@ void ag_row_normalize(ag_real *y, ptrdiff_t n);
 ptrdiff_t ag_row_argmax(const ag_real *x, ptrdiff_t n);
 /* log(sum_k exp(x[k])) of one row of n >= 1, max-subtracted (exp through ag_vexp). */
 ag_real ag_row_logsumexp(const ag_real *x, ptrdiff_t n);
-
-/* ---- layer-norm rows (ops_norm.c) ----
- * ag_layer_norm's kernels, for ops that normalise rows they formed themselves (e.g. a sum of
- * two inputs). z holds `rows` contiguous rows of d elements; gamma and beta hold d elements
- * each, or are NULL (scale 1, shift 0); mean and rstd hold one value per row.
- *   forward:  mean[r] = mean(z_r), rstd[r] = 1 / sqrt(var(z_r) + eps) (biased variance),
- *             y_r = (z_r - mean[r]) rstd[r] * gamma + beta
- *   backward, from g = d loss / dy, with xh = (z - mean) rstd and dxh = g * gamma:
- *             dgamma += sum_r g xh and dbeta += sum_r g (each skipped when NULL);
- *             dz = rstd (dxh - mean(dxh) - xh mean(dxh xh)), added into dz when accumulate
- *             (an input's gradient), assigned when not (a scratch buffer); dz NULL: skipped. */
-void ag_layer_norm_rows(const ag_real *z, ag_real *y, ptrdiff_t rows, ptrdiff_t d,
-                        const ag_real *gamma, const ag_real *beta, double eps, ag_real *mean,
-                        ag_real *rstd);
-void ag_layer_norm_rows_backward(const ag_real *z, const ag_real *g, ptrdiff_t rows, ptrdiff_t d,
-                                 const ag_real *gamma, const ag_real *mean, const ag_real *rstd,
-                                 ag_real *dgamma, ag_real *dbeta, ag_real *dz, bool accumulate);
 
 /* ---- the one GEMM entry (ops_matmul.c) ----
  * C (m x n) = alpha * A (m x k) B (k x n) + beta * C, every operand given by element strides

@@ -196,18 +196,18 @@ ag_tensor *ag_bce_with_logits(ag_tape *t, ag_tensor *x, ag_tensor *target,
     return y;
 }
 
-/* ---- class losses: shared checks ---- */
+/* ---- class losses: shared checks (ag_op.h) ---- */
 
-/* x (..., C) with C >= 1, labels (...) each in [0, C) or equal to ignore. */
-static bool check_labels(ag_tape *t, const char *op, const char *what, const ag_tensor *x,
-                         const int32_t *labels, int32_t ignore) {
+bool ag_op_check_labels(ag_tape *t, const char *op, const ag_tensor *x, const char *what,
+                        ptrdiff_t C, const int32_t *labels, int32_t ignore,
+                        double label_smoothing) {
     char sx[64], sl[64];
-    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1) {
-        ag_report(t, "%s: %s must be (..., C) with C >= 1, got %s", op, what,
-                  ag_shape_str(x, sx, sizeof sx));
+    if (!(label_smoothing >= 0 && label_smoothing <= 1)) {
+        ag_report(t, "%s: label_smoothing = %g for %s %s, expected 0 to 1", op, label_smoothing,
+                  what, ag_shape_str(x, sx, sizeof sx));
         return false;
     }
-    ptrdiff_t C = x->shape[x->ndim - 1], rows = x->numel / C;
+    const ptrdiff_t rows = x->ndim >= 1 ? ag_numel(x->ndim - 1, x->shape) : 1;
     if (!labels && rows > 0) {
         ag_report(t, "%s: no labels given for %s %s", op, what, ag_shape_str(x, sx, sizeof sx));
         return false;
@@ -221,6 +221,20 @@ static bool check_labels(ag_tape *t, const char *op, const char *what, const ag_
         }
     }
     return true;
+}
+
+/* x (..., C) with C >= 1, labels (...) each in [0, C) or equal to ignore, label smoothing in
+ * [0, 1]. */
+static bool check_labels(ag_tape *t, const char *op, const char *what, const ag_tensor *x,
+                         const int32_t *labels, int32_t ignore, double label_smoothing) {
+    char sx[64];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] < 1) {
+        ag_report(t, "%s: %s must be (..., C) with C >= 1, got %s", op, what,
+                  ag_shape_str(x, sx, sizeof sx));
+        return false;
+    }
+    return ag_op_check_labels(t, op, x, what, x->shape[x->ndim - 1], labels, ignore,
+                              label_smoothing);
 }
 
 /* ---- negative log-likelihood ---- */
@@ -248,7 +262,7 @@ ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
                        const ag_real *class_weights, int32_t ignore_index, ag_reduction reduction) {
     const char *op = "nll_loss";
     if (!ag_op_check(t, op, 1, &logp) || !check_reduction(t, op, reduction) ||
-        !check_labels(t, op, "log-probabilities", logp, labels, ignore_index))
+        !check_labels(t, op, "log-probabilities", logp, labels, ignore_index, 0))
         return NULL;
     ag_tensor *x = ag_op_contig(t, logp);
     if (!x) return NULL;
@@ -357,13 +371,8 @@ ag_tensor *ag_cross_entropy(ag_tape *t, ag_tensor *logits, const int32_t *labels
                             ag_reduction reduction) {
     const char *op = "cross_entropy";
     if (!ag_op_check(t, op, 1, &logits) || !check_reduction(t, op, reduction) ||
-        !check_labels(t, op, "logits", logits, labels, ignore_index))
+        !check_labels(t, op, "logits", logits, labels, ignore_index, label_smoothing))
         return NULL;
-    if (!(label_smoothing >= 0 && label_smoothing <= 1)) {
-        char sx[64];
-        return ag_report(t, "%s: label_smoothing = %g for logits %s, expected 0 to 1", op,
-                         label_smoothing, ag_shape_str(logits, sx, sizeof sx));
-    }
     ag_tensor *x = ag_op_contig(t, logits);
     if (!x) return NULL;
     ptrdiff_t C = x->shape[x->ndim - 1], rows = x->numel / C;

@@ -1,5 +1,7 @@
 /* batchnorm.c -- BatchNorm1d: one op on autograd/ag_op.h (forward and backward, training and
- * eval), and the running-statistics update (math and names in nn/batchnorm.h). */
+ * eval), the running-statistics update, and beside them the same layer composed of ag
+ * primitives, the tested reference (math and names in nn/batchnorm.h; tests in
+ * tests/nn/test_batchnorm.c). */
 #include <math.h>
 
 #include "autograd/ag_op.h"
@@ -137,33 +139,49 @@ static void batch_stats(const ag_tensor *x, double eps, ag_real *mean, ag_real *
     }
 }
 
+/* The checks of the fused op and of the composite: x (N, C) or (N, C, L) with bn's C
+ * channels, the running statistics allocated, more than one value per channel in training.
+ * False after reporting. */
+static bool bn_check(const nn_batch_norm1d *bn, const nn_ctx *c, const char *op, ag_tensor *x) {
+    ag_tape *t = c->tape;
+    ag_tensor *in[3] = {x, bn->weight, bn->bias};
+    if (!ag_op_check(t, op, 3, in)) return false;
+    char sx[64], sw[64];
+    if ((x->ndim != 2 && x->ndim != 3) || x->shape[1] != bn->num_features) {
+        ag_report(t,
+                  "%s: input %s with weight %s; expected (N, C) or (N, C, L) with "
+                  "C = %d channels",
+                  op, ag_shape_str(x, sx, sizeof sx), ag_shape_str(bn->weight, sw, sizeof sw),
+                  bn->num_features);
+        return false;
+    }
+    ag_tensor *rm = bn->running_mean, *rv = bn->running_var, *nbt = bn->num_batches_tracked;
+    if (!rm || !rv || !nbt || !rm->data || !rv->data || !nbt->data) {
+        ag_report(t, "%s: the running statistics are not allocated (store not finalized?)", op);
+        return false;
+    }
+    ptrdiff_t N, L;
+    int C;
+    bn_dims(x, &N, &C, &L);
+    if (c->training && N * L < 2) {
+        ag_report(t, "%s: training needs more than 1 value per channel, input %s", op,
+                  ag_shape_str(x, sx, sizeof sx));
+        return false;
+    }
+    return true;
+}
+
 ag_tensor *nn_batch_norm1d_forward(const nn_batch_norm1d *bn, const nn_ctx *c, ag_tensor *x) {
     static const char op[] = "batch_norm1d";
     if (!bn || !c || !x) return NULL;
+    if (!bn_check(bn, c, op, x)) return NULL;
     ag_tape *t = c->tape;
     ag_tensor *in[3] = {x, bn->weight, bn->bias};
-    if (!ag_op_check(t, op, 3, in)) return NULL;
-    if ((x->ndim != 2 && x->ndim != 3) || x->shape[1] != bn->num_features) {
-        char sx[64], sw[64];
-        return ag_report(t,
-                         "%s: input %s with weight %s; expected (N, C) or (N, C, L) with "
-                         "C = %d channels",
-                         op, ag_shape_str(x, sx, sizeof sx),
-                         ag_shape_str(bn->weight, sw, sizeof sw), bn->num_features);
-    }
     ag_tensor *rm = bn->running_mean, *rv = bn->running_var, *nbt = bn->num_batches_tracked;
-    if (!rm || !rv || !nbt || !rm->data || !rv->data || !nbt->data)
-        return ag_report(t, "%s: the running statistics are not allocated (store not finalized?)",
-                         op);
     ptrdiff_t N, L;
     int C;
     bn_dims(x, &N, &C, &L);
     const bool batch = c->training;
-    if (batch && N * L < 2) {
-        char sx[64];
-        return ag_report(t, "%s: training needs more than 1 value per channel, input %s", op,
-                         ag_shape_str(x, sx, sizeof sx));
-    }
     for (int k = 0; k < 3; k++)
         if (!(in[k] = ag_op_contig(t, in[k]))) return NULL;
     x = in[0];
@@ -201,4 +219,52 @@ ag_tensor *nn_batch_norm1d_forward(const nn_batch_norm1d *bn, const nn_ctx *c, a
     ag_node *nd = ag_op_record(t, &bn_op, y, 3, in, sizeof s);
     if (nd) *(bn_saved *)nd->saved = s;
     return y;
+}
+
+/* ---- the same from primitives ----
+ *
+ * x (N, C) or (N, C, L); a channel's values are reduced over axis 0, then (3-D) axis 2, and the
+ * per-channel vectors (C) are viewed as (C) or (C, 1) so that they broadcast against x:
+ *   training: mu = mean(x), xc = x - mu, var = mean(xc xc), xh = xc / sqrt(var + eps)
+ *   eval:     xh = (x - running_mean) / sqrt(running_var + eps)   (constants: no gradient)
+ *   y = xh * weight + bias
+ * and in training the running statistics take mu and var M / (M - 1) as in the fused op. */
+
+/* Per-channel mean of v (N, C) or (N, C, L), kept as (1, C) or (1, C, 1). */
+static ag_tensor *channel_mean(ag_tape *t, ag_tensor *v) {
+    ag_tensor *m = ag_mean(t, v, 0, true);
+    return v && v->ndim == 3 ? ag_mean(t, m, 2, true) : m;
+}
+
+/* A (C) vector viewed to broadcast against x's channels: (C) for 2-D x, (C, 1) for 3-D. */
+static ag_tensor *per_channel(ag_tape *t, ag_tensor *v, const ag_tensor *x) {
+    return x->ndim == 3 ? ag_reshape(t, v, AG_SHAPE(v->shape[0], 1)) : v;
+}
+
+ag_tensor *nn_batch_norm1d_composite(const nn_batch_norm1d *bn, const nn_ctx *c, ag_tensor *x) {
+    if (!bn || !c || !x) return NULL;
+    if (!bn_check(bn, c, "batch_norm1d_composite", x)) return NULL;
+    ag_tape *t = c->tape;
+    ag_tensor *xh;
+    if (c->training) {
+        ag_tensor *mu = channel_mean(t, x), *xc = ag_sub(t, x, mu);
+        ag_tensor *var = channel_mean(t, ag_mul(t, xc, xc));
+        xh = ag_div(t, xc, ag_sqrt(t, ag_add_scalar(t, var, bn->eps)));
+        if (!xh) return NULL;
+        ptrdiff_t N, L;
+        int C;
+        bn_dims(x, &N, &C, &L);
+        const double M = (double)N * (double)L, m = bn->momentum;
+        ag_real *rm = bn->running_mean->data, *rv = bn->running_var->data;
+        for (int k = 0; k < C; k++) { /* mu and var are contiguous (1, C(, 1)) */
+            rm[k] = (ag_real)((1 - m) * rm[k] + m * mu->data[k]);
+            rv[k] = (ag_real)((1 - m) * rv[k] + m * ((double)var->data[k] * M / (M - 1)));
+        }
+        bn->num_batches_tracked->data[0] += 1;
+    } else {
+        ag_tensor *rm = per_channel(t, bn->running_mean, x);
+        ag_tensor *rs = ag_sqrt(t, ag_add_scalar(t, per_channel(t, bn->running_var, x), bn->eps));
+        xh = ag_div(t, ag_sub(t, x, rm), rs);
+    }
+    return ag_add(t, ag_mul(t, xh, per_channel(t, bn->weight, x)), per_channel(t, bn->bias, x));
 }

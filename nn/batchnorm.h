@@ -23,6 +23,9 @@
  *
  * The forward is one op (nn/batchnorm.c) with its backward in both modes (in training the
  * gradient flows through the batch statistics; in eval they are constants).
+ * nn_batch_norm1d_composite computes the same from ag primitives (ag_mean over the batch (and
+ * length) axes, ag_sub, ag_mul, ag_add_scalar, ag_sqrt, ag_div, ag_add; the running statistics
+ * updated from its mean and variance by the same formulas): the tested reference.
  *
  * Usage:
  *     nn_batch_norm1d bn;
@@ -62,6 +65,9 @@ int nn_batch_norm1d_init(nn_batch_norm1d *bn, nn_params *ps, const char *prefix,
  * number of channels or dimensions (the message names both shapes), when training with
  * N L = 1 value per channel, or when the store is not finalized. */
 ag_tensor *nn_batch_norm1d_forward(const nn_batch_norm1d *bn, const nn_ctx *c, ag_tensor *x);
+/* The same, composed of ag primitives (the reference of the fused op): the same values,
+ * gradients and running statistics up to rounding, the same errors ("batch_norm1d_composite"). */
+ag_tensor *nn_batch_norm1d_composite(const nn_batch_norm1d *bn, const nn_ctx *c, ag_tensor *x);
 
 #ifdef __cplusplus
 }

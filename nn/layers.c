@@ -1,5 +1,5 @@
-/* layers.c -- Linear, Embedding, Dropout, ReLU (thin layers over fused ag ops); LayerNorm and
- * its residual form are in layer_norm.c. */
+/* layers.c -- Linear, Embedding, Dropout, ReLU (thin layers over ag ops); LayerNorm and its
+ * residual form, with their fused kernels and composites, are in layer_norm.c. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>

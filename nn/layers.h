@@ -88,8 +88,13 @@ typedef struct nn_layer_norm {
 int nn_layer_norm_init(nn_layer_norm *ln, nn_params *ps, const char *prefix, int ndim,
                        const int *shape, double eps);
 /* x (..., shape) -> same shape: per position, (x - mean) / sqrt(var + eps) * weight + bias,
- * mean and biased variance over the trailing ndim dims. */
+ * mean and biased variance over the trailing ndim dims. One fused op (nn/layer_norm.c, on
+ * autograd/ag_op.h). nn_layer_norm_composite computes the same from ag primitives (ag_mean,
+ * ag_sub, ag_mul, ag_add_scalar, ag_sqrt, ag_div, ag_reshape), the tested reference. A layer
+ * struct filled by hand may leave weight or bias NULL (no scale, no shift). NULL (reported,
+ * naming the shapes) when x does not end in shape. */
 ag_tensor *nn_layer_norm_forward(const nn_layer_norm *ln, const nn_ctx *c, ag_tensor *x);
+ag_tensor *nn_layer_norm_composite(const nn_layer_norm *ln, const nn_ctx *c, ag_tensor *x);
 
 /* ---- Dropout ---------------------------------------------------------------------------- */
 
@@ -111,8 +116,8 @@ ag_tensor *nn_dropout_forward(const nn_dropout *d, const nn_ctx *c, ag_tensor *x
  * the residual connection, its dropout and the normalisation of a Transformer block (d2l's
  * AddNorm). The dropout is drop's, training only: the same rng state drops the same elements
  * as nn_dropout_forward. nn_layer_norm_add_forward runs one fused kernel (nn/layer_norm.c,
- * on ag_layer_norm's row kernels); nn_layer_norm_add_composite computes the same from
- * nn_dropout_forward, ag_add and nn_layer_norm_forward: the tested reference. NULL (reported)
+ * on LayerNorm's row kernels); nn_layer_norm_add_composite computes the same from
+ * nn_dropout_forward, ag_add and nn_layer_norm_composite: the tested reference. NULL (reported)
  * when x and y differ in shape, x does not end in S, or training with dropout and no c->rng. */
 ag_tensor *nn_layer_norm_add_forward(const nn_layer_norm *ln, const nn_dropout *drop,
                                      const nn_ctx *c, ag_tensor *x, ag_tensor *y);

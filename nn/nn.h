@@ -20,7 +20,8 @@
  *   nn/lstm.h        the LSTM cell; multi-layer LSTM (PyTorch layout) and its one-step function
  *   nn/batchnorm.h   BatchNorm1d (running statistics kept as buffers of the store)
  *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
- *   nn/linear_ce.h   an output layer and its cross-entropy in one op, over row chunks
+ *   nn/loss.h        an output layer and its cross-entropy in one op, over row chunks;
+ *                    d2l's masked sequence loss, which picks that op or the composite
  *   nn/io/checkpoint.h  safetensors checkpoints with metadata and a checksum
  * The optimizers live in optim/optim.h.
  *
@@ -38,10 +39,11 @@
  * Nothing in nn/ or optim/ prints, exits or aborts.
  *
  * Fused kernels. Where a profile showed it pays, a layer's forward runs one fused op written in
- * nn/ on the public op API (autograd/ag_op.h): the attention cores, AddNorm
- * (nn_layer_norm_add_forward), the GRU and LSTM cells, the output layer with its
- * cross-entropy (nn_linear_ce_forward). Each has beside it the same computation
- * composed of ag primitives (nn_*_composite), the reference it is tested against.
+ * nn/ on the public op API (autograd/ag_op.h), in the file of its layer: the attention cores,
+ * LayerNorm and AddNorm (nn_layer_norm_forward, nn_layer_norm_add_forward), the GRU and LSTM
+ * cells, BatchNorm1d, the output layer with its cross-entropy (nn_linear_ce_forward). Each has
+ * beside it the same computation composed of ag primitives (nn_*_composite), the reference it
+ * is tested against.
  */
 #ifndef TG_NN_H
 #define TG_NN_H
@@ -53,7 +55,7 @@
 #include "lstm.h"
 #include "batchnorm.h"
 #include "attention.h"
-#include "linear_ce.h"
+#include "loss.h"
 #include "io/checkpoint.h"
 
 #endif

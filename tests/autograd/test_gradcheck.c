@@ -91,9 +91,6 @@ FN(f_log_softmax, ag_log_softmax(t, X0))
 FN(f_masked_none, ag_masked_softmax(t, X0, NULL, 0))
 FN(f_masked_1d, ag_masked_softmax(t, X0, (const int32_t[]){2, 0}, 1))
 FN(f_masked_2d, ag_masked_softmax(t, X0, (const int32_t[]){1, 4, 3, 2, 9, 0}, 2))
-FN(f_layer_norm, ag_layer_norm(t, X0, 1, X1, X2, 1e-5))
-FN(f_layer_norm2, ag_layer_norm(t, X0, 2, X1, X2, 1e-5))
-FN(f_layer_norm_plain, ag_layer_norm(t, X0, 1, NULL, NULL, 1e-5))
 FN(f_softmax_ce,
    ag_softmax_ce(t, X0, (const int32_t[]){0, 4, 2, 1, 3, 3}, (const ag_real[]){1, 1, 0, 1, 0.5, 0}))
 FN(f_softmax_ce_plain, ag_softmax_ce(t, X0, (const int32_t[]){2, 0, 1}, NULL))
@@ -241,9 +238,6 @@ static const gc_case cases[] = {
     {"masked_softmax unmasked", f_masked_none, 1, {S3(2, 3, 4)}, NORMAL, DEFAULTS},
     {"masked_softmax lens (B,) incl. 0", f_masked_1d, 1, {S3(2, 3, 4)}, NORMAL, DEFAULTS},
     {"masked_softmax lens (B,Tq)", f_masked_2d, 1, {S3(2, 3, 4)}, NORMAL, DEFAULTS},
-    {"layer_norm last axis", f_layer_norm, 3, {S3(2, 3, 5), S1(5), S1(5)}, NORMAL, DEFAULTS},
-    {"layer_norm two axes", f_layer_norm2, 3, {S3(2, 3, 4), S2(3, 4), S2(3, 4)}, NORMAL, DEFAULTS},
-    {"layer_norm no affine", f_layer_norm_plain, 1, {S2(3, 6)}, NORMAL, DEFAULTS},
     {"dropout (training)", f_dropout, 1, {S2(4, 6)}, NORMAL, DEFAULTS},
     {"softmax_ce weighted", f_softmax_ce, 1, {S3(2, 3, 5)}, NORMAL, DEFAULTS},
     {"softmax_ce unweighted", f_softmax_ce_plain, 1, {S2(3, 4)}, NORMAL, DEFAULTS},

@@ -2,8 +2,10 @@
  * the parameter store, and the eval switch (nn_eval_begin / nn_eval_end, nn/base.h): the seeds'
  * example against LayerNorm, the running statistics after one and two steps against hand-computed
  * values, eval on the running statistics, (N, C, L) inputs against a naive loop, refused inputs,
- * an optimizer step that leaves the buffers alone; in float64 (nn64) also the central differences
- * of the op in training and in eval. Built twice (CMakeLists.txt): against optim64 and optim. */
+ * an optimizer step that leaves the buffers alone; the fused op against its composite of ag
+ * primitives (values, gradients of input, weight and bias, running mean, variance and count, in
+ * training and eval); in float64 (nn64) also the central differences of both in training and
+ * in eval. Built twice (CMakeLists.txt): against optim64 and optim. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -283,12 +285,126 @@ static void test_eval_switch(void) {
     nn_params_free(ps);
 }
 
+/* ---- the fused op against its composite ---- */
+
+typedef struct bn_run {
+    ag_real y[64], g[64 + 2 * 8], rm[8], rv[8], nbt;
+} bn_run;
+
+/* One BatchNorm1d of hand-made leaves (weight, bias random; running statistics away from their
+ * initial values), fused or composite: a forward with a backward through a fixed projection,
+ * then (training) a second forward, so that the running statistics move twice. */
+static void bn_once(bool composite, bool training, bool strided, int nd, const int *d,
+                    bn_run *out) {
+    const int C = d[1];
+    ag_rng r;
+    ag_rng_seed(&r, 61);
+    ag_tensor *xl = strided ? ag_leaf_new(AG_SHAPE(d[1], d[0]), true) : ag_leaf_new(nd, d, true);
+    ag_tensor *w = ag_leaf_new(AG_SHAPE(C), true), *b = ag_leaf_new(AG_SHAPE(C), true);
+    ag_tensor *rm = ag_leaf_new(AG_SHAPE(C), false), *rv = ag_leaf_new(AG_SHAPE(C), false);
+    ag_tensor *nbt = ag_leaf_new(AG_SHAPE(1), false);
+    for (ptrdiff_t i = 0; i < xl->numel; i++) xl->data[i] = (ag_real)(2 * ag_rng_normal(&r) + 1);
+    for (int k = 0; k < C; k++) {
+        w->data[k] = (ag_real)(1 + 0.5 * ag_rng_normal(&r));
+        b->data[k] = (ag_real)ag_rng_normal(&r);
+        rm->data[k] = (ag_real)(0.3 * ag_rng_normal(&r));
+        rv->data[k] = (ag_real)(0.5 + ag_rng_uniform(&r));
+    }
+    nbt->data[0] = 3;
+    nn_batch_norm1d bn = {.weight = w,
+                          .bias = b,
+                          .running_mean = rm,
+                          .running_var = rv,
+                          .num_batches_tracked = nbt,
+                          .num_features = C,
+                          .eps = 1e-5,
+                          .momentum = 0.1};
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = training};
+    ag_tensor *x = strided ? ag_transpose(t, xl, 0, 1) : xl;
+    ag_tensor *y = (composite ? nn_batch_norm1d_composite : nn_batch_norm1d_forward)(&bn, &c, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL_FATAL(y->numel, x->numel);
+    ag_tensor *proj = ag_tensor_new(t, y->ndim, y->shape);
+    for (ptrdiff_t i = 0; i < proj->numel; i++) proj->data[i] = (ag_real)ag_rng_normal(&r);
+    CU_ASSERT_EQUAL(ag_backward(t, ag_sum(t, ag_mul(t, y, proj), AG_ALL, false)), 0);
+    memset(out, 0, sizeof *out);
+    memcpy(out->y, y->data, sizeof *out->y * (size_t)y->numel);
+    memcpy(out->g, xl->grad, sizeof *out->g * (size_t)xl->numel);
+    memcpy(out->g + xl->numel, w->grad, sizeof *out->g * (size_t)C);
+    memcpy(out->g + xl->numel + C, b->grad, sizeof *out->g * (size_t)C);
+    if (training)
+        CU_ASSERT_PTR_NOT_NULL(
+            (composite ? nn_batch_norm1d_composite : nn_batch_norm1d_forward)(&bn, &c, x));
+    memcpy(out->rm, rm->data, sizeof *out->rm * (size_t)C);
+    memcpy(out->rv, rv->data, sizeof *out->rv * (size_t)C);
+    out->nbt = nbt->data[0];
+    ag_tape_free(t);
+    ag_tensor *leaves[6] = {xl, w, b, rm, rv, nbt};
+    for (int k = 0; k < 6; k++) ag_leaf_free(leaves[k]);
+}
+
+static double max_abs_diff(const ag_real *a, const ag_real *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+/* Values, the gradients of input, weight and bias, running mean, variance and count: the fused
+ * op and its composite agree, in training (two steps) and in eval, on (N, C), (N, C, L) and a
+ * strided input. */
+static void test_fused_vs_composite(void) {
+    static const struct {
+        int nd, d[3];
+        bool strided;
+    } shapes[] = {{2, {5, 3}, false}, {3, {3, 2, 4}, false}, {2, {4, 6}, true}};
+    static bn_run f, k;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int training = 0; training < 2; training++) {
+            const int nd = shapes[i].nd, *d = shapes[i].d, C = d[1];
+            const size_t n = (size_t)d[0] * d[1] * (nd == 3 ? d[2] : 1);
+            bn_once(false, training, shapes[i].strided, nd, d, &f);
+            bn_once(true, training, shapes[i].strided, nd, d, &k);
+            double dy = max_abs_diff(f.y, k.y, n), dg = max_abs_diff(f.g, k.g, n + 2 * C),
+                   dm = max_abs_diff(f.rm, k.rm, C), dv = max_abs_diff(f.rv, k.rv, C);
+            if (!(dy <= 10 * TOL && dg <= 100 * TOL && dm <= TOL && dv <= TOL))
+                fprintf(stderr, "\n  shape %zu, training %d: y %g, grads %g, mean %g, var %g\n", i,
+                        training, dy, dg, dm, dv);
+            CU_ASSERT(dy <= 10 * TOL);
+            CU_ASSERT(dg <= 100 * TOL);
+            CU_ASSERT(dm <= TOL);
+            CU_ASSERT(dv <= TOL);
+            CU_ASSERT_EQUAL(f.nbt, training ? 5 : 3);
+            CU_ASSERT_EQUAL(k.nbt, f.nbt);
+            if (!training) { /* eval leaves the statistics alone */
+                bn_run start;
+                bn_once(false, false, shapes[i].strided, nd, d, &start);
+                CU_ASSERT_EQUAL(memcmp(k.rm, start.rm, sizeof(ag_real) * (size_t)C), 0);
+            }
+            CU_ASSERT(max_abs_diff(k.g + n, (ag_real[8]){0}, (size_t)C) > 0); /* dweight */
+        }
+    /* the composite refuses what the op refuses, naming itself */
+    nn_batch_norm1d bn;
+    nn_params *ps = bn_model(&bn, 3);
+    ag_set_error_handler(capture, NULL);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t, .training = true};
+    CU_ASSERT_PTR_NULL(nn_batch_norm1d_composite(&bn, &c, ag_tensor_new(t, AG_SHAPE(4, 2))));
+    expect_error("batch_norm1d_composite", "input [4, 2]", "weight [3]");
+    CU_ASSERT_PTR_NULL(nn_batch_norm1d_composite(&bn, &c, ag_tensor_new(t, AG_SHAPE(1, 3))));
+    expect_error("batch_norm1d_composite", "more than 1 value per channel", "[1, 3]");
+    CU_ASSERT_EQUAL(bn.num_batches_tracked->data[0], 0);
+    ag_tape_free(t);
+    ag_set_error_handler(NULL, NULL);
+    nn_params_free(ps);
+}
+
 /* ---- central differences (float64) ---- */
 #ifdef TG_DOUBLE
 
 /* x, weight, bias; running statistics from the user pointer (NULL: training). */
 typedef struct bn_case {
-    bool training, strided;
+    bool training, strided, composite;
 } bn_case;
 static ag_tensor *f_bn(ag_tape *t, ag_tensor *const *x, void *u) {
     const bn_case *k = u;
@@ -308,7 +424,7 @@ static ag_tensor *f_bn(ag_tape *t, ag_tensor *const *x, void *u) {
                           .eps = 1e-5,
                           .momentum = 0}; /* the statistics stay put across evaluations */
     nn_ctx c = {.tape = t, .training = k->training};
-    return nn_batch_norm1d_forward(&bn, &c, in);
+    return (k->composite ? nn_batch_norm1d_composite : nn_batch_norm1d_forward)(&bn, &c, in);
 }
 
 static void test_gradcheck(void) {
@@ -317,10 +433,14 @@ static void test_gradcheck(void) {
         bn_case k;
         int nd, d[3], C;
     } cases[] = {
-        {"batch_norm1d training (N, C)", {true, false}, 2, {5, 3}, 3},
-        {"batch_norm1d training (N, C, L)", {true, false}, 3, {3, 2, 4}, 2},
-        {"batch_norm1d training, strided (N, C)", {true, true}, 2, {4, 6}, 4},
-        {"batch_norm1d eval (N, C, L)", {false, false}, 3, {2, 4, 3}, 4},
+        {"batch_norm1d training (N, C)", {true, false, false}, 2, {5, 3}, 3},
+        {"batch_norm1d training (N, C, L)", {true, false, false}, 3, {3, 2, 4}, 2},
+        {"batch_norm1d training, strided (N, C)", {true, true, false}, 2, {4, 6}, 4},
+        {"batch_norm1d eval (N, C, L)", {false, false, false}, 3, {2, 4, 3}, 4},
+        {"batch_norm1d training (N, C) (composite)", {true, false, true}, 2, {5, 3}, 3},
+        {"batch_norm1d training (N, C, L) (composite)", {true, false, true}, 3, {3, 2, 4}, 2},
+        {"batch_norm1d training, strided (N, C) (composite)", {true, true, true}, 2, {4, 6}, 4},
+        {"batch_norm1d eval (N, C, L) (composite)", {false, false, true}, 3, {2, 4, 3}, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         ag_rng r;
@@ -345,6 +465,7 @@ static CU_TestInfo tests[] = {
     {"seeds' example: LayerNorm vs BatchNorm, running statistics, eval", test_seeds_example},
     {"(N, C, L) input, strided input", test_ncl},
     {"bad inputs refused", test_errors},
+    {"fused against composite: values, gradients, running statistics", test_fused_vs_composite},
     {"buffers in the store; an optimizer step leaves them alone", test_buffers_and_optimizer},
     {"eval switch: no tape, no dropout, restored", test_eval_switch},
 #ifdef TG_DOUBLE

@@ -1,6 +1,6 @@
 /* test_fused.c -- the fused kernels of the nn layers against their composites of ag primitives:
- * scaled dot-product attention over heads, additive scores, LayerNorm of a residual sum
- * (AddNorm) and the GRU cell. Same inputs, same dropout stream: the same values, the same
+ * scaled dot-product attention over heads, additive scores, LayerNorm, LayerNorm of a residual
+ * sum (AddNorm) and the GRU cell. Same inputs, same dropout stream: the same values, the same
  * gradients and the same dropout draws; then each kernel's bad inputs, and the attention's
  * threads. Built twice from this file (CMakeLists.txt): against nn64 (float64, where the
  * gradients are compared) and against nn (float32, the product); the tolerances hold in both.
@@ -248,7 +248,83 @@ static void test_additive_scores_vs_composite(void) {
 
 /* ---- LayerNorm of a residual sum ---- */
 
-/* AddNorm fused against nn_layer_norm_forward(ag_add(nn_dropout_forward(y), x)): the same
+/* ---- LayerNorm ---- */
+
+/* LayerNorm fused against its composite (nn_layer_norm_composite): the spec's literal, then
+ * values and gradients (x, gamma, beta) over one and two trailing axes, with and without the
+ * affine part; then bad input. */
+static void test_layer_norm_vs_composite(void) {
+    enum { N = 3 * 4 * 5 };
+    ag_tape *t = ag_tape_new();
+    nn_ctx c0 = {.tape = t};
+    /* docs/spec.md: [[1,2],[2,3]] -> [[-1,1],[-1,1]] to 4 decimals, both ways */
+    nn_layer_norm plain = {.ndim = 1, .shape = {2}, .eps = 1e-5};
+    ag_tensor *lit = ag_tensor_from(t, AG_SHAPE(2, 2), (const ag_real[]){1, 2, 2, 3});
+    const ag_real want[] = {-1, 1, -1, 1};
+    ag_tensor *lf = nn_layer_norm_forward(&plain, &c0, lit),
+              *lc = nn_layer_norm_composite(&plain, &c0, lit);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lc);
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_DOUBLE_EQUAL(lf->data[i], want[i], 5e-5);
+        CU_ASSERT_DOUBLE_EQUAL(lc->data[i], want[i], 5e-5);
+    }
+    ag_tape_free(t);
+    for (int variant = 0; variant < 3; variant++) { /* (4, 5) affine, (5) affine, (5) plain */
+        const int nd = variant == 0 ? 2 : 1;
+        const bool affine = variant < 2;
+        ag_real ys[2][N], gs[2][N + 2 * 20];
+        for (int fused = 0; fused < 2; fused++) {
+            ag_tape *tt = ag_tape_new();
+            ag_rng r;
+            ag_rng_seed(&r, 15);
+            ag_tensor *x = ag_leaf_new(AG_SHAPE(3, 4, 5), true);
+            ag_tensor *gm =
+                nd == 2 ? ag_leaf_new(AG_SHAPE(4, 5), true) : ag_leaf_new(AG_SHAPE(5), true);
+            ag_tensor *bt =
+                nd == 2 ? ag_leaf_new(AG_SHAPE(4, 5), true) : ag_leaf_new(AG_SHAPE(5), true);
+            ag_tensor *proj = ag_tensor_new(tt, AG_SHAPE(3, 4, 5));
+            ag_tensor *xs[4] = {x, gm, bt, proj};
+            fill(xs, 4, &r, 1);
+            nn_layer_norm ln = {.weight = affine ? gm : NULL,
+                                .bias = affine ? bt : NULL,
+                                .ndim = nd,
+                                .shape = {nd == 2 ? 4 : 5, 5},
+                                .eps = 1e-5};
+            nn_ctx c = {.tape = tt};
+            ag_tensor *out = (fused ? nn_layer_norm_forward : nn_layer_norm_composite)(&ln, &c, x);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+            backward_projected(tt, out, proj);
+            memcpy(ys[fused], out->data, sizeof ys[fused]);
+            take_grads(xs, 3, gs[fused]);
+            ag_tape_free(tt);
+        }
+        const size_t ng = N + (size_t)2 * (nd == 2 ? 20 : 5);
+        CU_ASSERT_TRUE(arr_diff(ys[0], ys[1], N) < 1e-5);
+        CU_ASSERT_TRUE(arr_diff(gs[0], gs[1], ng) < 1e-4);
+        if (!affine) /* no weight, no bias: their leaves got no gradient */
+            CU_ASSERT_TRUE(arr_diff(gs[0] + N, gs[1] + N, ng - N) == 0);
+    }
+    ag_set_error_handler(capture, NULL);
+    t = ag_tape_new();
+    nn_ctx c = {.tape = t};
+    ag_tensor *a = ag_tensor_new(t, AG_SHAPE(2, 3));
+    nn_layer_norm bad = {
+        .weight = ag_tensor_new(t, AG_SHAPE(2)), .ndim = 1, .shape = {2}, .eps = 1e-5};
+    CU_ASSERT_PTR_NULL(nn_layer_norm_forward(&bad, &c, a));
+    expect_error("layer_norm", "[2]", "[2, 3]");
+    CU_ASSERT_PTR_NULL(nn_layer_norm_composite(&bad, &c, a));
+    expect_error("layer_norm_composite", "[2]", "[2, 3]");
+    nn_layer_norm deep = {.ndim = 3, .shape = {1, 2, 3}, .eps = 1e-5};
+    CU_ASSERT_PTR_NULL(nn_layer_norm_forward(&deep, &c, a));
+    expect_error("layer_norm", "last 3 axes", "[2, 3]");
+    CU_ASSERT_PTR_NULL(nn_layer_norm_composite(&deep, &c, a));
+    expect_error("layer_norm_composite", "last 3 axes", "[2, 3]");
+    ag_tape_free(t);
+    ag_set_error_handler(NULL, NULL);
+}
+
+/* AddNorm fused against nn_layer_norm_composite(ag_add(nn_dropout_forward(y), x)): the same
  * dropout draws, the same values and gradients (x, y, gamma, beta), with and without dropout,
  * in training and in eval. */
 static void test_add_layer_norm_vs_composite(void) {
@@ -438,6 +514,7 @@ static void test_linear_packed_weights(void) {
 static CU_TestInfo tests[] = {
     {"fused attention against the composite; errors", test_attention_vs_composite},
     {"fused GRU cell against the composite; errors", test_gru_cell_vs_composite},
+    {"fused LayerNorm against the composite; spec literal; errors", test_layer_norm_vs_composite},
     {"fused AddNorm against the composite; errors", test_add_layer_norm_vs_composite},
     {"fused additive scores against the composite; errors", test_additive_scores_vs_composite},
     {"fused attention: two threads give one thread's bits", test_attention_threads_same_bits},

@@ -52,6 +52,26 @@ static ag_tensor *f_attention_2d(ag_tape *t, ag_tensor *const *x, void *u) {
         &a, &c, q, X1, X2, (const int32_t[]){1, 4, 2, 3, 4, 1}, 2, NULL);
 }
 
+/* LayerNorm over the last axis, weight and bias. */
+static ag_tensor *f_layer_norm(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = {.tape = t};
+    nn_layer_norm ln = {.weight = X1, .bias = X2, .ndim = 1, .shape = {X1->shape[0]}, .eps = 1e-5};
+    return PICK(nn_layer_norm_forward, nn_layer_norm_composite)(&ln, &c, X0);
+}
+/* Two normalised axes, weight and bias. */
+static ag_tensor *f_layer_norm2(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = {.tape = t};
+    nn_layer_norm ln = {
+        .weight = X1, .bias = X2, .ndim = 2, .shape = {X1->shape[0], X1->shape[1]}, .eps = 1e-5};
+    return PICK(nn_layer_norm_forward, nn_layer_norm_composite)(&ln, &c, X0);
+}
+/* No affine part, a transposed (strided) input. */
+static ag_tensor *f_layer_norm_plain(ag_tape *t, ag_tensor *const *x, void *u) {
+    nn_ctx c = {.tape = t};
+    nn_layer_norm ln = {.ndim = 1, .shape = {X0->shape[0]}, .eps = 1e-5};
+    return PICK(nn_layer_norm_forward, nn_layer_norm_composite)(&ln, &c, ag_transpose(t, X0, 0, 1));
+}
+
 /* AddNorm over the last axis with gamma and no beta, eval. */
 static ag_tensor *f_add_layer_norm(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = {.tape = t};
@@ -113,6 +133,9 @@ static const nn_gc_case cases[] = {
      f_attention_2d,
      3,
      {S3(2, 3, 4), S3(3, 4, 4), S3(3, 4, 2)}},
+    {"layer_norm last axis", f_layer_norm, 3, {S3(2, 3, 5), S1(5), S1(5)}},
+    {"layer_norm two axes", f_layer_norm2, 3, {S3(2, 3, 4), S2(3, 4), S2(3, 4)}},
+    {"layer_norm no affine, strided input", f_layer_norm_plain, 1, {S2(6, 3)}},
     {"add_layer_norm (gamma, no beta)", f_add_layer_norm, 3, {S3(2, 3, 5), S3(2, 3, 5), S1(5)}},
     {"add_layer_norm, dropout, two axes, no affine",
      f_add_layer_norm_drop,

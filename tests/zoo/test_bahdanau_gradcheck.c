@@ -102,7 +102,7 @@ static ag_tensor *run_model(ag_tape *t, ag_tensor *const *x, void *u) {
     nn_ctx c = {.tape = t, .training = w->training, .rng = &r};
     zoo_bahdanau_state *s = zoo_bahdanau_encode(&w->bm, &c, SRC, SRC_LEN, B, TS);
     ag_tensor *loss =
-        zoo_masked_ce(t, zoo_bahdanau_decode(&w->bm, &c, s, DEC_IN, B, T), LABELS, LABEL_LEN);
+        nn_masked_ce(&c, zoo_bahdanau_decode(&w->bm, &c, s, DEC_IN, B, T), LABELS, LABEL_LEN, 0);
     return ag_sum(t, loss, AG_ALL, false);
 }
 

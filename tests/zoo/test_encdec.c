@@ -346,7 +346,7 @@ static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
     nn_ctx c = {.tape = t, .training = true, .rng = r};
     void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS, NULL);
     ag_tensor *l =
-        ag_sum(t, zoo_masked_ce(t, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN),
+        ag_sum(t, nn_masked_ce(&c, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN, 0),
                AG_ALL, false);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
     double loss = l->data[0] * TT / (3 + 4 + 2 + 3);

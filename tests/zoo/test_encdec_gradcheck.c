@@ -67,7 +67,7 @@ static ag_tensor *run_model(ag_tape *t, ag_tensor *const *x, void *u) {
         y = zoo_bahdanau_decode(&w->bm, &c, zoo_bahdanau_encode(&w->bm, &c, SRC, SRC_LEN, B, TS),
                                 DEC_IN, B, T);
     else y = zoo_encdec_decode(&w->ed, &c, zoo_encdec_encode(&w->ed, &c, SRC, B, TS), DEC_IN, B, T);
-    return ag_sum(t, zoo_masked_ce(t, y, LABELS, LABEL_LEN), AG_ALL, false);
+    return ag_sum(t, nn_masked_ce(&c, y, LABELS, LABEL_LEN, 0), AG_ALL, false);
 }
 
 static void test_model_loss(void) {

@@ -69,7 +69,8 @@ static void test_masked_ce_value(void) {
     ag_tensor *logits = ag_tensor_new(t, AG_SHAPE(2, 3, 4)); /* zeros: every CE is log 4 */
     logits->data[0] = 1;                                     /* row 0, t 0, class 0 */
     const int32_t tgt[6] = {0, 2, 3, 1, 1, 1}, len[2] = {2, 0};
-    ag_tensor *l = zoo_masked_ce(t, logits, tgt, len);
+    nn_ctx c = {.tape = t};
+    ag_tensor *l = nn_masked_ce(&c, logits, tgt, len, 0);
     CU_ASSERT_EQUAL_FATAL(l->ndim, 1);
     double ce0 = log(exp(1.0) + 3) - 1; /* class 0 with logit 1 among zeros */
     CU_ASSERT_DOUBLE_EQUAL(l->data[0], (ce0 + log(4.0)) / 3, 1e-6); /* mean over T = 3 */
@@ -355,12 +356,53 @@ static void test_metadata_values(void) {
 /* ---- the output layer fused with the loss ---- */
 
 /* The objective of one batch, as the trainer's shards compute it (zoo_seq2seq_loss): fused
- * (nn_linear_ce_forward on decode_features; min_logits 0) and composite (decode,
- * zoo_masked_ce_smoothed, sum; min_logits above the batch's logits), for the three models, in
- * training with dropout drawing the same stream, with and without label smoothing: the same
- * loss and the same parameter gradients up to float rounding, the fused pass recording fewer
- * nodes. At the default threshold this small batch takes the composite: its bits exactly. And
- * decode is, bit for bit, the output layer applied to decode_features. */
+ * (nn_seq_ce_loss_fused on decode_features) and composite (decode, then nn_seq_ce_loss_logits:
+ * d2l's masked CE, mean, sum), for the three models, in training with dropout drawing the same
+ * stream, with and without label smoothing: the same loss and the same parameter gradients up
+ * to float rounding, the fused pass recording fewer nodes. This small batch is below nn's
+ * threshold, so zoo_seq2seq_loss takes the composite: its bits exactly. And decode is, bit for
+ * bit, the output layer applied to decode_features. */
+/* The objective of batch b on tape t, in training with a dropout stream seeded 5, the way p:
+ * 0: fused; 1: composite on decode's logits; 2: the trainer's zoo_seq2seq_loss (nn picks);
+ * 3, 4: fused and composite with the mean over 2 T positions (a token batch cut to half). */
+static ag_tensor *one_objective(zoo_model *m, ag_tape *t, const ds_batch *b, const int32_t *dec_in,
+                                int p, double eps) {
+    const int B = b->size, T = b->num_steps, T_div = p < 3 ? T : 2 * T;
+    ag_rng rng;
+    ag_rng_seed(&rng, 5);
+    nn_ctx c = {.tape = t, .training = true, .rng = &rng};
+    void *s = m->ops->encode(m, &c, b->src, b->src_valid_len, B, T, NULL);
+    if (p == 2)
+        return zoo_seq2seq_loss(m, &c, s, dec_in, b->tgt, b->tgt_valid_len, B, T, T_div, eps);
+    if (p == 1 || p == 4)
+        return nn_seq_ce_loss_logits(&c, m->ops->decode(m, &c, s, dec_in, B, T), b->tgt,
+                                     b->tgt_valid_len, T_div, eps);
+    const nn_linear *out = NULL;
+    ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
+    return nn_seq_ce_loss_fused(out, &c, h, b->tgt, b->tgt_valid_len, T_div, eps);
+}
+
+/* decode = the output layer on decode_features, bit for bit (evaluation). */
+static void decode_is_features_then_layer(zoo_model *m, const ds_batch *b, const int32_t *dec_in,
+                                          int TV) {
+    const int B = b->size, T = b->num_steps;
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t};
+    void *s = m->ops->encode(m, &c, b->src, b->src_valid_len, B, T, NULL);
+    ag_tensor *y = m->ops->decode(m, &c, s, dec_in, B, T);
+    const nn_linear *out = NULL;
+    ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    ag_tensor *y2 = nn_linear_forward(out, &c, h);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+    CU_ASSERT_EQUAL(h->ndim, 3);
+    CU_ASSERT_EQUAL(y->numel, (ptrdiff_t)B * T * TV);
+    CU_ASSERT_EQUAL(y2->numel, y->numel);
+    CU_ASSERT_EQUAL(memcmp(y->data, y2->data, sizeof *y->data * (size_t)y->numel), 0);
+    ag_tape_free(t);
+}
+
 static void test_fused_loss_same_objective(void) {
     ds_fra *d = load();
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
@@ -393,17 +435,10 @@ static void test_fused_loss_same_objective(void) {
         for (int e = 0; e < 2; e++) {
             double loss[5], eps = e ? 0.1 : 0;
             size_t nodes[5];
-            /* 0: fused; 1: composite; 2: the trainer's default threshold; 3, 4: fused and
-             * composite with the mean over 2 T positions (a token batch cut to half) */
-            const double min_logits[5] = {0, 1e300, ZOO_FUSED_CE_MIN_LOGITS, 0, 1e300};
+            /* the five ways of one_objective */
             for (int p = 0; p < 5; p++) {
                 ag_tape *t = ag_tape_new();
-                ag_rng rng;
-                ag_rng_seed(&rng, 5);
-                nn_ctx c = {.tape = t, .training = true, .rng = &rng};
-                void *s = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
-                ag_tensor *l = zoo_seq2seq_loss(m, &c, s, dec_in, b.tgt, b.tgt_valid_len, B, T,
-                                                p < 3 ? T : 2 * T, eps, min_logits[p]);
+                ag_tensor *l = one_objective(m, t, &b, dec_in, p, eps);
                 CU_ASSERT_PTR_NOT_NULL_FATAL(l);
                 CU_ASSERT_EQUAL(l->numel, 1);
                 CU_ASSERT_EQUAL(ag_backward(t, l), 0);
@@ -427,29 +462,14 @@ static void test_fused_loss_same_objective(void) {
                 fprintf(stderr, "\n  %s, eps %g: loss %.9g vs %.9g, gradients %g of %g\n",
                         kinds[k]->name, eps, loss[0], loss[1], diff, gmax);
             /* B T V is far below the threshold: the composite, to the bit */
-            CU_ASSERT((double)B * T * TV < ZOO_FUSED_CE_MIN_LOGITS);
+            CU_ASSERT((double)B * T * TV < NN_SEQ_CE_FUSED_MIN_LOGITS);
             CU_ASSERT_EQUAL(loss[2], loss[1]);
             CU_ASSERT_EQUAL(memcmp(g[2], g[1], sizeof **g * P), 0);
             /* the mean over 2 T: half the objective, on either path */
             CU_ASSERT_DOUBLE_EQUAL(loss[3], loss[1] / 2, 1e-5 * loss[1]);
             CU_ASSERT_DOUBLE_EQUAL(loss[4], loss[1] / 2, 1e-5 * loss[1]);
         }
-        /* decode = the output layer on decode_features, bit for bit (evaluation) */
-        ag_tape *t = ag_tape_new();
-        nn_ctx c = {.tape = t};
-        void *s = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
-        ag_tensor *y = m->ops->decode(m, &c, s, dec_in, B, T);
-        const nn_linear *out = NULL;
-        ag_tensor *h = m->ops->decode_features(m, &c, s, dec_in, B, T, &out);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-        ag_tensor *y2 = nn_linear_forward(out, &c, h);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
-        CU_ASSERT_EQUAL(h->ndim, 3);
-        CU_ASSERT_EQUAL(y->numel, (ptrdiff_t)B * T * TV);
-        CU_ASSERT_EQUAL(y2->numel, y->numel);
-        CU_ASSERT_EQUAL(memcmp(y->data, y2->data, sizeof *y->data * (size_t)y->numel), 0);
-        ag_tape_free(t);
+        decode_is_features_then_layer(m, &b, dec_in, TV);
         for (int p = 0; p < 5; p++) free(g[p]);
         zoo_model_free(m);
     }
@@ -485,7 +505,7 @@ static void test_validation(void) {
     zoo_model *m = tr->model;
     void *st = m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL);
     ag_tensor *l =
-        zoo_masked_ce(tr->tape, m->ops->decode(m, &c, st, dec_in, B, T), b.tgt, b.tgt_valid_len);
+        nn_masked_ce(&c, m->ops->decode(m, &c, st, dec_in, B, T), b.tgt, b.tgt_valid_len, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
     double want = (l->data[0] + l->data[1]) * T / (b.tgt_valid_len[0] + b.tgt_valid_len[1]);
     CU_ASSERT_DOUBLE_EQUAL(loss, want, 1e-5 * want);

@@ -48,42 +48,15 @@ void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *
     }
 }
 
-ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
-                         const int32_t *tgt_len) {
-    return zoo_masked_ce_smoothed(t, logits, tgt, tgt_len, 0);
-}
-
-ag_tensor *zoo_masked_ce_smoothed(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
-                                  const int32_t *tgt_len, double eps) {
-    if (!logits) return NULL;
-    int B = logits->shape[0], T = logits->shape[1];
-    ag_real *mask = ag_tape_alloc(t, sizeof *mask * (size_t)B * T); /* 1 on the valid positions */
-    if (!mask) return NULL;
-    for (int b = 0; b < B; b++)
-        for (int s = 0; s < T; s++) mask[(size_t)b * T + s] = s < tgt_len[b] ? 1 : 0;
-    ag_tensor *per =
-        eps == 0 ? ag_softmax_ce(t, logits, tgt, mask)
-                 : ag_cross_entropy(t, logits, tgt, mask, eps, AG_IGNORE_INDEX, AG_REDUCE_NONE);
-    return ag_mean(t, per, 1, false);
-}
-
 ag_tensor *zoo_seq2seq_loss(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
                             const int32_t *tgt, const int32_t *tgt_len, int B, int T, int T_div,
-                            double eps, double min_logits) {
-    ag_tape *t = c->tape;
+                            double eps) {
+    if (!m->ops->decode_features) /* no features to fuse from: the logits */
+        return nn_seq_ce_loss_logits(c, m->ops->decode(m, c, state, dec_in, B, T), tgt, tgt_len,
+                                     T_div, eps);
     const nn_linear *out = NULL;
-    if (!m->ops->decode_features || (double)B * T * m->tgt_vocab < min_logits) {
-        ag_tensor *l =
-            zoo_masked_ce_smoothed(t, m->ops->decode(m, c, state, dec_in, B, T), tgt, tgt_len, eps);
-        if (T_div != T) l = ag_scale(t, l, (double)T / T_div); /* the mean over T_div */
-        return ag_sum(t, l, AG_ALL, false);
-    }
     ag_tensor *h = m->ops->decode_features(m, c, state, dec_in, B, T, &out);
-    ag_real *w = ag_tape_alloc(t, sizeof *w * (size_t)B * T); /* mask / T_div */
-    if (!h || !w) return NULL;
-    for (int b = 0; b < B; b++)
-        for (int s = 0; s < T; s++) w[(size_t)b * T + s] = s < tgt_len[b] ? (ag_real)1 / T_div : 0;
-    return nn_linear_ce_forward(out, c, h, tgt, w, eps, AG_IGNORE_INDEX, 0);
+    return nn_seq_ce_loss(out, c, h, tgt, tgt_len, T_div, eps); /* nn picks the kernel */
 }
 
 /* One row range of every batch: a model (shard 0: the trainer's; others: replicas viewing its
@@ -247,7 +220,7 @@ static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t 
     zoo_teacher_inputs(b->tgt + off, B, T, bos, dec_in);
     void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T, NULL);
     ag_tensor *loss = zoo_seq2seq_loss(m, &c, state, dec_in, b->tgt + off, b->tgt_valid_len + r0, B,
-                                       T, b->full_steps, eps, ZOO_FUSED_CE_MIN_LOGITS);
+                                       T, b->full_steps, eps);
     if (!loss || ag_backward(t, loss)) return -1;
     sh->loss = loss->data[0];
     return 0;

@@ -31,32 +31,16 @@ extern "C" {
 
 /* Teacher forcing: dec_in[b] = <bos> followed by tgt[b, :-1]. */
 void zoo_teacher_inputs(const int32_t *tgt, int B, int T, int32_t bos, int32_t *dec_in);
-/* MaskedSoftmaxCELoss: per-sequence loss (B,) = sum over t < tgt_len[b] of the cross-entropy
- * of logits (B, T, V) against tgt, divided by T (padded positions count in the divisor). */
-ag_tensor *zoo_masked_ce(ag_tape *t, ag_tensor *logits, const int32_t *tgt, const int32_t *tgt_len);
-/* The same with label smoothing eps (PyTorch's definition, ag_cross_entropy); eps = 0 is
- * zoo_masked_ce. */
-ag_tensor *zoo_masked_ce_smoothed(ag_tape *t, ag_tensor *logits, const int32_t *tgt,
-                                  const int32_t *tgt_len, double eps);
-
-/* Logits of a shard (its rows B T x the target vocabulary) from which the trainer fuses the
- * output layer with the loss: 2^20 = 1,048,576, 16 times a shard's 32 x 10 x 201 in the book's
- * runs, which keep the composite's bits; with the whole corpus's 17,851 target words a shard of
- * 59 rows or more fuses. The fused op is not slower below it either (docs/benchmarks.md): the
- * threshold is there for the bits of the book's runs. */
-#define ZOO_FUSED_CE_MIN_LOGITS (1 << 20)
-
-/* The objective of a batch of B rows: sum over b of zoo_masked_ce_smoothed's per-sequence
- * loss of decode(m, c, state, dec_in, B, T) against tgt (B, T) and tgt_len (B,), the mean over
- * T_div positions (d2l: T_div = T; a token batch cut to T of num_steps: T_div = num_steps, the
- * loss of the uncut batch). When the model has decode_features and B T V >= min_logits (V its
- * target vocabulary), the output layer and the loss run fused in row chunks
- * (nn_linear_ce_forward with weights mask / T_div): the same value up to rounding, without the
- * (B, T, V) logits; otherwise decode, zoo_masked_ce_smoothed and ag_sum, as d2l. Returns a
- * scalar on c->tape, or NULL after an error (reported). */
+/* The objective of a batch of B rows: decode(m, c, state, dec_in, B, T) against tgt (B, T) and
+ * tgt_len (B,), d2l's MaskedSoftmaxCELoss summed over the batch, each sequence's mean over T_div
+ * positions (d2l: T_div = T; a token batch cut to T of num_steps: T_div = num_steps, the loss
+ * of the uncut batch), label smoothing eps. A model with decode_features gives its features
+ * and output layer to nn_seq_ce_loss, which picks the fused or the composite kernel
+ * (nn/loss.h); one without gives its logits to nn_seq_ce_loss_logits. Returns a scalar on
+ * c->tape, or NULL after an error (reported). */
 ag_tensor *zoo_seq2seq_loss(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
                             const int32_t *tgt, const int32_t *tgt_len, int B, int T, int T_div,
-                            double eps, double min_logits);
+                            double eps);
 
 /* ---- the training recipe ----
  * Adam's learning rate, betas and gradient clipping, a learning-rate schedule after a linear

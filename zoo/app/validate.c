@@ -27,9 +27,9 @@ int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, doub
         void *state = dec_in ? m->ops->encode(m, &c, b.src, b.src_valid_len, B, T, NULL) : NULL;
         if (state) zoo_teacher_inputs(b.tgt, B, T, bos, dec_in);
         /* the sum of the per-sequence means over T (no logits kept: the fused loss) */
-        ag_tensor *l = state ? zoo_seq2seq_loss(m, &c, state, dec_in, b.tgt, b.tgt_valid_len, B, T,
-                                                T, 0, ZOO_FUSED_CE_MIN_LOGITS)
-                             : NULL;
+        ag_tensor *l =
+            state ? zoo_seq2seq_loss(m, &c, state, dec_in, b.tgt, b.tgt_valid_len, B, T, T, 0)
+                  : NULL;
         if (!l) rc = ag_error_context("validation");
         else sum += (double)l->data[0] * T;
         for (int i = 0; i < B; i++) tokens += b.tgt_valid_len[i];

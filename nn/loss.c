@@ -1,8 +1,9 @@
-/* linear_ce.c -- an output layer and its cross-entropy as one op over row chunks
- * (nn/linear_ce.h), written on the public op API autograd/ag_op.h, and beside it the same loss
- * composed of ag_ primitives, the tested reference (tests/nn/test_linear_ce.c).
+/* loss.c -- an output layer and its cross-entropy as one op over row chunks, written on the
+ * public op API autograd/ag_op.h, and beside it the same loss composed of ag_ primitives, the
+ * tested reference (tests/nn/test_linear_ce.c); then d2l's masked sequence loss, which picks
+ * one of the two (tests/nn/test_seq_ce.c). Math and shapes in nn/loss.h.
  */
-#include "nn/linear_ce.h"
+#include "nn/loss.h"
 
 #include "autograd/ag_op.h"
 
@@ -162,36 +163,41 @@ static ptrdiff_t chunk_of(int chunk_rows, ptrdiff_t V) {
     return rc < 16 ? 16 : rc;
 }
 
+/* The op's arguments: x (..., H) fits W (V >= 1, H), bias (V) or none, chunk_rows >= 0, the
+ * labels and eps (ag_op_check_labels). False after reporting. */
+static bool linear_ce_args(ag_tape *t, const char *op, ag_tensor *x, ag_tensor *w, ag_tensor *bias,
+                           const int32_t *labels, double eps, int32_t ignore, int chunk_rows) {
+    char sx[64], sw[64], sb[64];
+    ag_shape_str(x, sx, sizeof sx);
+    ag_shape_str(w, sw, sizeof sw);
+    if (w->ndim != 2 || w->shape[0] < 1 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1]) {
+        ag_report(t, "%s: input %s does not fit weight %s (expected (..., %d), weight (V >= 1, H))",
+                  op, sx, sw, w->ndim == 2 ? w->shape[1] : -1);
+        return false;
+    }
+    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0])) {
+        ag_report(t, "%s: bias %s does not fit weight %s (expected [%d])", op,
+                  ag_shape_str(bias, sb, sizeof sb), sw, w->shape[0]);
+        return false;
+    }
+    if (chunk_rows < 0) {
+        ag_report(t, "%s: chunk_rows = %d for input %s, expected >= 0 (0: the default)", op,
+                  chunk_rows, sx);
+        return false;
+    }
+    return ag_op_check_labels(t, op, x, "input", w->shape[0], labels, ignore, eps);
+}
+
 static ag_tensor *linear_ce_fused(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias,
                                   const int32_t *labels, const ag_real *weights, double eps,
                                   int32_t ignore, int chunk_rows) {
     const char *op = "linear_ce";
     ag_tensor *in[3] = {x, w, bias};
     int n_in = bias ? 3 : 2;
-    if (!ag_op_check(t, op, n_in, in)) return NULL;
-    char sx[64], sw[64], sb[64];
-    ag_shape_str(x, sx, sizeof sx);
-    ag_shape_str(w, sw, sizeof sw);
-    if (w->ndim != 2 || w->shape[0] < 1 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
-        return ag_report(
-            t, "%s: input %s does not fit weight %s (expected (..., %d), weight (V >= 1, H))", op,
-            sx, sw, w->ndim == 2 ? w->shape[1] : -1);
-    if (bias && (bias->ndim != 1 || bias->shape[0] != w->shape[0]))
-        return ag_report(t, "%s: bias %s does not fit weight %s (expected [%d])", op,
-                         ag_shape_str(bias, sb, sizeof sb), sw, w->shape[0]);
-    if (!(eps >= 0 && eps <= 1))
-        return ag_report(t, "%s: label_smoothing = %g for input %s, expected 0 to 1", op, eps, sx);
-    if (chunk_rows < 0)
-        return ag_report(t, "%s: chunk_rows = %d for input %s, expected >= 0 (0: the default)", op,
-                         chunk_rows, sx);
+    if (!ag_op_check(t, op, n_in, in) ||
+        !linear_ce_args(t, op, x, w, bias, labels, eps, ignore, chunk_rows))
+        return NULL;
     const ptrdiff_t V = w->shape[0], H = w->shape[1], R = ag_numel(x->ndim - 1, x->shape);
-    if (!labels && R > 0) return ag_report(t, "%s: no labels given for input %s", op, sx);
-    for (ptrdiff_t r = 0; r < R; r++)
-        if (labels[r] != ignore && (labels[r] < 0 || labels[r] >= V))
-            return ag_report(t,
-                             "%s: label %d at position %td is outside [0, %td) (input %s, weight "
-                             "%s)",
-                             op, (int)labels[r], r, V, sx, sw);
     in[0] = x = ag_op_contig(t, x);
     if (bias) in[2] = bias = ag_op_contig(t, bias);
     if (!x || (n_in == 3 && !bias)) return NULL;
@@ -278,4 +284,104 @@ ag_tensor *nn_linear_ce_composite(const nn_linear *l, const nn_ctx *c, ag_tensor
                   ag_cross_entropy(c->tape, z, labels, weights, label_smoothing, ignore_index,
                                    AG_REDUCE_NONE),
                   AG_ALL, false);
+}
+
+/* ---- d2l's masked sequence loss ----
+ *
+ * tgt (B, T), tgt_len (B); valid(b, s) = s < tgt_len[b]. Composite (d2l's order, the bits of
+ * the book's runs): per = ag_softmax_ce(z, tgt, mask) (eps = 0) or ag_cross_entropy(z, tgt,
+ * mask, eps, NONE), (B, T); l = ag_mean(per, 1), (B); l *= T / T_div when T_div != T;
+ * L = ag_sum(l). Fused: nn_linear_ce_forward with weights mask / T_div. */
+
+/* The checks of the sequence losses: x (B, T, D) 3-D, with D = want_last when want_last > 0;
+ * targets given; T_div >= 1 (when T_div > 0 is to be checked: check_div). */
+static bool seq_args(ag_tape *t, const char *op, const char *what, const ag_tensor *x,
+                     int want_last, const int32_t *tgt, const int32_t *tgt_len, int T_div,
+                     bool check_div) {
+    char sx[64];
+    if (x->ndim != 3) {
+        ag_report(t, "%s: %s %s are not 3-D (B, T, %s)", op, what, ag_shape_str(x, sx, sizeof sx),
+                  want_last > 0 ? "H" : "V");
+        return false;
+    }
+    if (want_last > 0 && x->shape[2] != want_last) {
+        ag_report(t, "%s: %s %s do not fit the output layer (expected (B, T, %d))", op, what,
+                  ag_shape_str(x, sx, sizeof sx), want_last);
+        return false;
+    }
+    if (!tgt || !tgt_len) {
+        ag_report(t, "%s: no %s given for %s %s", op, tgt ? "target lengths" : "targets", what,
+                  ag_shape_str(x, sx, sizeof sx));
+        return false;
+    }
+    if (check_div && T_div < 1) {
+        ag_report(t, "%s: T_div = %d for %s %s, expected >= 1", op, T_div, what,
+                  ag_shape_str(x, sx, sizeof sx));
+        return false;
+    }
+    return true;
+}
+
+/* w[b T + s] = valid(b, s) ? one : 0, (B T) values on the tape; NULL when out of memory. */
+static ag_real *seq_mask(ag_tape *t, int B, int T, const int32_t *tgt_len, ag_real one) {
+    const size_t n = (size_t)B * (size_t)T;
+    ag_real *w = ag_tape_alloc(t, sizeof *w * (n > 0 ? n : 1));
+    if (!w) return NULL;
+    for (int b = 0; b < B; b++)
+        for (int s = 0; s < T; s++) w[(size_t)b * T + s] = s < tgt_len[b] ? one : 0;
+    return w;
+}
+
+ag_tensor *nn_masked_ce(const nn_ctx *c, ag_tensor *logits, const int32_t *tgt,
+                        const int32_t *tgt_len, double eps) {
+    if (!c || !logits) return NULL;
+    ag_tape *t = c->tape;
+    if (!seq_args(t, "masked_ce", "logits", logits, 0, tgt, tgt_len, 1, false)) return NULL;
+    const int B = logits->shape[0], T = logits->shape[1];
+    ag_real *mask = seq_mask(t, B, T, tgt_len, 1);
+    if (!mask) return NULL;
+    ag_tensor *per =
+        eps == 0 ? ag_softmax_ce(t, logits, tgt, mask)
+                 : ag_cross_entropy(t, logits, tgt, mask, eps, AG_IGNORE_INDEX, AG_REDUCE_NONE);
+    return ag_mean(t, per, 1, false);
+}
+
+ag_tensor *nn_seq_ce_loss_logits(const nn_ctx *c, ag_tensor *logits, const int32_t *tgt,
+                                 const int32_t *tgt_len, int T_div, double eps) {
+    if (!c || !logits) return NULL;
+    if (!seq_args(c->tape, "seq_ce_loss", "logits", logits, 0, tgt, tgt_len, T_div, true))
+        return NULL;
+    const int T = logits->shape[1];
+    ag_tensor *l = nn_masked_ce(c, logits, tgt, tgt_len, eps);
+    if (T_div != T) l = ag_scale(c->tape, l, (double)T / T_div); /* the mean over T_div */
+    return ag_sum(c->tape, l, AG_ALL, false);
+}
+
+ag_tensor *nn_seq_ce_loss_composite(const nn_linear *out, const nn_ctx *c, ag_tensor *h,
+                                    const int32_t *tgt, const int32_t *tgt_len, int T_div,
+                                    double eps) {
+    if (!out || !c || !h) return NULL;
+    if (!seq_args(c->tape, "seq_ce_loss", "features", h, out->in, tgt, tgt_len, T_div, true))
+        return NULL;
+    return nn_seq_ce_loss_logits(c, nn_linear_forward(out, c, h), tgt, tgt_len, T_div, eps);
+}
+
+ag_tensor *nn_seq_ce_loss_fused(const nn_linear *out, const nn_ctx *c, ag_tensor *h,
+                                const int32_t *tgt, const int32_t *tgt_len, int T_div, double eps) {
+    if (!out || !c || !h) return NULL;
+    if (!seq_args(c->tape, "seq_ce_loss", "features", h, out->in, tgt, tgt_len, T_div, true))
+        return NULL;
+    ag_real *w = seq_mask(c->tape, h->shape[0], h->shape[1], tgt_len, (ag_real)1 / T_div);
+    if (!w) return NULL;
+    return nn_linear_ce_forward(out, c, h, tgt, w, eps, AG_IGNORE_INDEX, 0);
+}
+
+ag_tensor *nn_seq_ce_loss(const nn_linear *out, const nn_ctx *c, ag_tensor *h, const int32_t *tgt,
+                          const int32_t *tgt_len, int T_div, double eps) {
+    if (!out || !c || !h) return NULL;
+    if (!seq_args(c->tape, "seq_ce_loss", "features", h, out->in, tgt, tgt_len, T_div, true))
+        return NULL;
+    const double logits = (double)h->shape[0] * h->shape[1] * out->out;
+    return (logits >= NN_SEQ_CE_FUSED_MIN_LOGITS ? nn_seq_ce_loss_fused : nn_seq_ce_loss_composite)(
+        out, c, h, tgt, tgt_len, T_div, eps);
 }
