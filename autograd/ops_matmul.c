@@ -156,13 +156,14 @@ static bool blis_blocked(dim_t m, dim_t n, dim_t k, ptrdiff_t csc) {
 /* Rows [r0, r1) of C, one BLIS call, with the engine's context where it has one. Its small-size
  * calls get it too: BLIS's code for small sizes runs its own kernels and blocksizes from it, but
  * chooses between its two algorithms (block-panel or panel-block, bli_gemmsup_int) from the
- * context's MR and NR, 24 x 16 here where BLIS's own say 6 x 16. Where the choices differ (the
- * numbers of 24-row and of 6-row panels on either side of the number of 16-column ones, as in a
- * weight gradient over few outputs: 32 x 64 x 640) the results are not BLIS's bits (its two
- * algorithms split the k sum differently), and the panel-block one runs about 10% faster there.
- * It stays: the default runs' numbers were made with it. So ag_gemm gives the bits of BLIS's own
- * kernels (TG_GEMM_KERNEL=blis) in BLIS's blocked code, and in its small-size code where both
- * choices agree. */
+ * context's MR and NR, 24 x 16 here where BLIS's own say 6 x 16. Where the choices differ (C's
+ * count of 16-column panels between its counts of 24-row and of 6-row ones, as in a weight's
+ * gradient with fewer rows than columns: 32 x 64 over k = 640) the results are not always
+ * BLIS's bits (its two algorithms split the k sum differently), and the panel-block one runs
+ * 10-15% faster there on a Zen 4. It stays: the default runs' numbers were made with it (the
+ * seq2seq model's change without it). So ag_gemm gives the bits of BLIS's own kernels
+ * (TG_GEMM_KERNEL=blis) in BLIS's blocked code, and in its small-size code where both choices
+ * agree (tests/autograd/test_gemm_kernel.c). */
 static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     gemm_args *g = ctx;
     ag_real alpha = g->alpha, beta = g->beta;
