@@ -17,16 +17,25 @@
  * of A as a broadcast memory operand. An edge tile (m < MR or n < NR; the packed panels are zero
  * padded) is computed the same way and stored under a mask, so an element's bits never depend
  * on where its tile falls. This is the order of operations of BLIS's haswell kernel (an FMA per
- * k, KC = 256 kept), so results are bit-identical to it for beta 0 or 1 (tests/autograd/
- * test_gemm_kernel.c checks this).
+ * k, KC = 256 kept), which BLIS's configurations "haswell" (Intel) and "zen", "zen2", "zen3"
+ * (AMD; BLIS 0.9 has no "zen4": a Zen 4 gets "zen3") all run for float, so results are
+ * bit-identical to BLIS's own for beta 0 or 1 (tests/autograd/test_gemm_kernel.c checks this on
+ * either side of each configuration's thresholds); with another configuration BLIS's own
+ * kernels stay.
+ *
+ * The kernel runs only in BLIS's blocked code. BLIS computes a product with a side below its
+ * "sup" thresholds (haswell: m, n or k < 201; zen3: m < 512, n < 200 or k < 240) with its code
+ * for small sizes instead, with its own kernels; but that code reads MR and NR from the context
+ * to choose between its two algorithms, which split the k sum differently, so there the
+ * engine's context does not always give BLIS's bits (ops_matmul.c, gemm_rows).
  *
  * The micro-panels of A and B are packed by packm_24xk and packm_16xk below (BLIS's packing
  * gathers a row-major A, or a column-major B, one value at a time).
  *
  * Chosen once, at the first product: when the engine is float32, the compiler can target
- * AVX-512F, the CPU (and its OS) supports it, BLIS has not chosen an AVX-512 configuration
- * itself, and the environment variable TG_GEMM_KERNEL is not "blis" (which keeps BLIS's own
- * kernels, for comparison). */
+ * AVX-512F, the CPU (and its OS) supports it, BLIS has chosen one of the configurations above
+ * (never its own AVX-512 ones, "skx" and "knl"), and the environment variable TG_GEMM_KERNEL is
+ * not "blis" (which keeps BLIS's own kernels, for comparison). */
 #include "autograd/ag_internal.h"
 
 #include <blis.h>
@@ -189,13 +198,23 @@ static void choose(void) {
     if (env && strcmp(env, "blis") == 0) return;
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512f")) return;
+    /* The configurations whose float micro-kernel is BLIS's haswell 6x16 (row-preferring, an
+     * FMA per k): the bits this kernel keeps. BLIS initialised first: the environment variable
+     * BLIS_ARCH_TYPE (a configuration forced by hand) needs its contexts to choose from. */
+    bli_init();
     arch_t arch = bli_arch_query_id();
-    if (arch == BLIS_ARCH_SKX || arch == BLIS_ARCH_KNL) return;
-    const cntx_t *native = bli_gks_query_cntx();
+    if (arch != BLIS_ARCH_HASWELL && arch != BLIS_ARCH_ZEN && arch != BLIS_ARCH_ZEN2 &&
+        arch != BLIS_ARCH_ZEN3)
+        return;
+    cntx_t *native = bli_gks_query_cntx();
     /* The blocking must keep KC (the split of the k sum, hence the bits) and fit MR and NR:
-     * MC and NC must be multiples of them. */
+     * MC and NC must be multiples of them. Both kernels must prefer row-stored C: BLIS's choice
+     * between its blocked and small-size code depends on it (ops_matmul.c makes it the same for
+     * both contexts). */
     const num_t F = BLIS_FLOAT;
-    if (native->blkszs[BLIS_MC].v[F] % MR || native->blkszs[BLIS_NC].v[F] % NR) return;
+    if (native->blkszs[BLIS_MC].v[F] % MR || native->blkszs[BLIS_NC].v[F] % NR ||
+        !bli_cntx_l3_vir_ukr_prefers_rows_dt(F, BLIS_GEMM_UKR, native))
+        return;
     own_cntx = *native;
     own_cntx.blkszs[BLIS_MR].v[F] = own_cntx.blkszs[BLIS_MR].e[F] = MR;
     own_cntx.blkszs[BLIS_NR].v[F] = own_cntx.blkszs[BLIS_NR].e[F] = NR;
@@ -225,9 +244,11 @@ const char *ag_gemm_kernel(void) { return ag__gemm_cntx() ? "tapegrad avx512 24x
  * NP = ceil(n / 16) panels, the last zero padded. The product below walks BLIS's loops (k
  * blocks, blocks of MC rows with A packed by packm_24xk, micro-panels of B, of A) over these
  * panels and calls the same micro-kernel body per tile, so every element is the same sequence
- * of FMAs as in ag_gemm, and the same k-block additions: the same bits. It applies only where
- * ag_gemm would run this kernel (the engine's kernel chosen; m, n, k at least BLIS's "sup"
- * thresholds); elsewhere it calls ag_gemm on the original B. */
+ * of FMAs as in ag_gemm, and the same k-block additions: the same bits. Its KC and MC are
+ * BLIS's own (haswell: 256 and 168, zen3: 256 and 144; MC does not change the bits). It applies
+ * only where ag_gemm would run this kernel in every BLIS call (the engine's kernel chosen; m, n,
+ * k at least BLIS's "sup" thresholds, m counted per block of ROW_BLOCK rows when the product is
+ * cut); elsewhere it calls ag_gemm on the original B. */
 
 struct ag_packed_b {
     int k, n;
@@ -250,9 +271,15 @@ __attribute__((target("avx512f"))) static void pack_all(ag_packed_b *pb, size_t 
 }
 #endif
 
+/* Rows per block when a product of at least 2 ROW_BLOCK rows is cut (ag_gemm_packed here, and
+ * ag_gemm's GEMM_BLOCK: the same 512), the last block longer. */
+#define ROW_BLOCK 512
+
 bool ag_gemm_packs(int m, int n, int k) {
 #ifdef TG_HAVE_AVX512_KERNEL
-    return ag__gemm_cntx() && m >= sup_thresh[0] && n >= sup_thresh[1] && k >= sup_thresh[2];
+    /* ag_gemm's shortest BLIS call (it cuts when n k >= 4096 too, which the thresholds imply). */
+    const int rows = m >= 2 * ROW_BLOCK ? ROW_BLOCK : m;
+    return ag__gemm_cntx() && rows >= sup_thresh[0] && n >= sup_thresh[1] && k >= sup_thresh[2];
 #else
     (void)m, (void)n, (void)k;
     return false;
@@ -340,8 +367,6 @@ typedef struct packed_job {
     dim_t m;
     atomic_bool failed; /* a thread could not allocate its buffer for A */
 } packed_job;
-
-#define ROW_BLOCK 512 /* rows per block when the threads share a product (as ag_gemm) */
 
 static void packed_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
     const packed_job *j = ctx;

@@ -134,8 +134,36 @@ typedef struct gemm_args {
 
 #define GEMM_BLOCK 512 /* rows of C per BLIS call in a large product (ag_gemm) */
 
-/* Rows [r0, r1) of C through BLIS, with the engine's micro-kernel where it has one
- * (gemm_kernel.c; NULL: BLIS's own context). */
+#ifdef TG_DOUBLE
+#define BLIS_DT BLIS_DOUBLE
+#else
+#define BLIS_DT BLIS_FLOAT
+#endif
+
+/* Whether BLIS runs one call, C (m x n, column stride csc) = alpha A (m x k) B + beta C, through
+ * its blocked code, where the engine's micro-kernel runs when it chose its own (gemm_kernel.c;
+ * false without it), rather than through its code for small sizes ("sup"). BLIS 0.9's test
+ * (bli_gemmsup): small when m < MT, n < NT or k < KT, m and n swapped first when C is not stored
+ * by rows (the micro-kernels prefer row-stored C, BLIS's and the engine's alike: BLIS then
+ * computes C^T = B^T A^T). */
+static bool blis_blocked(dim_t m, dim_t n, dim_t k, ptrdiff_t csc) {
+    cntx_t *own = (cntx_t *)ag__gemm_cntx();
+    if (!own) return false;
+    const bool by_rows = csc == 1 || csc == -1; /* bli_obj_is_row_stored */
+    return !bli_cntx_l3_sup_thresh_is_met(BLIS_DT, by_rows ? m : n, by_rows ? n : m, k, own);
+}
+
+/* Rows [r0, r1) of C, one BLIS call, with the engine's context where it has one. Its small-size
+ * calls get it too: BLIS's code for small sizes runs its own kernels and blocksizes from it, but
+ * chooses between its two algorithms (block-panel or panel-block, bli_gemmsup_int) from the
+ * context's MR and NR, 24 x 16 here where BLIS's own say 6 x 16. Where the choices differ (C's
+ * count of 16-column panels between its counts of 24-row and of 6-row ones, as in a weight's
+ * gradient with fewer rows than columns: 32 x 64 over k = 640) the results are not always
+ * BLIS's bits (its two algorithms split the k sum differently), and the panel-block one runs
+ * 10-15% faster there on a Zen 4. It stays: the default runs' numbers were made with it (the
+ * seq2seq model's change without it). So ag_gemm gives the bits of BLIS's own kernels
+ * (TG_GEMM_KERNEL=blis) in BLIS's blocked code, and in its small-size code where both choices
+ * agree (tests/autograd/test_gemm_kernel.c). */
 static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     gemm_args *g = ctx;
     ag_real alpha = g->alpha, beta = g->beta;
@@ -161,13 +189,21 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
                                                 rsc, csc);
         return;
     }
+    /* Rows of C are independent: a product of at least 2 GEMM_BLOCK rows is cut into blocks of
+     * GEMM_BLOCK rows (the last one longer), each a BLIS call, shared between the threads. The
+     * cut depends on m alone, never on the thread count: BLIS does not always give a row the
+     * same bits in products of different heights (its kernels for small sizes take over by
+     * size), so a cut per thread would make results depend on the number of threads. */
+    const bool cut = (double)n * k >= 4096 && m >= 2 * GEMM_BLOCK;
     /* BLIS packs a column-major B (a transposed view, rsb = 1) at about half the speed of a
-     * row-major one; a small B is cheaper to copy row-major first. Where the engine's
-     * micro-kernel runs it comes with its own packing, as fast for either (gemm_kernel.c); the
-     * copy stays for BLIS's code for small sizes, whose kernels (and bits) depend on it. */
-    ag_real *bcopy = NULL;
-    if (rsb == 1 && csb != 1 && (size_t)k * n <= TRANSPOSE_COPY_MAX && !ag_gemm_packs(m, n, k)) {
-        bcopy = scratch((size_t)k * n);
+     * row-major one; a small B is cheaper to copy row-major first. Where every call runs the
+     * engine's micro-kernel (the shortest call decides) it comes with its own packing, as fast
+     * for either, and B's layout does not change the packed bits; BLIS's code for small sizes
+     * picks its kernels (and bits) by the operands' layouts: there the copy always stays, as
+     * with BLIS's own kernels. (A column-major C counts: BLIS's test swaps m and n for it.) */
+    if (rsb == 1 && csb != 1 && (size_t)k * n <= TRANSPOSE_COPY_MAX &&
+        !blis_blocked(cut ? GEMM_BLOCK : m, n, k, csc)) {
+        ag_real *bcopy = scratch((size_t)k * n);
         if (bcopy) {
             for (int p = 0; p < k; p++)
                 for (int j = 0; j < n; j++) bcopy[(ptrdiff_t)p * n + j] = b[p + j * csb];
@@ -177,13 +213,7 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
         }
     }
     gemm_args g = {n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, m};
-    /* Rows of C are independent: a product of at least 2 GEMM_BLOCK rows is cut into blocks of
-     * GEMM_BLOCK rows (the last one longer), each a BLIS call, shared between the threads. The
-     * cut depends on m alone, never on the thread count: BLIS does not always give a row the
-     * same bits in products of different heights (its kernels for small sizes take over by
-     * size), so a cut per thread would make results depend on the number of threads. */
-    if ((double)n * k >= 4096 && m >= 2 * GEMM_BLOCK)
-        ag_parallel_for(m / GEMM_BLOCK, 1, gemm_blocks, &g);
+    if (cut) ag_parallel_for(m / GEMM_BLOCK, 1, gemm_blocks, &g);
     else gemm_rows(&g, 0, m);
 }
 

@@ -172,13 +172,15 @@ static void bench_node_cost(int repeats) {
 int main(int argc, char **argv) {
     int repeats = argc > 1 ? atoi(argv[1]) : REPEATS_DEFAULT;
     if (repeats < 1 || repeats > 64) repeats = REPEATS_DEFAULT;
-    printf("medians of %d repeats; one step = forward + dX + dW; the engine's micro-kernel: %s\n",
-           repeats, ag_gemm_kernel());
+    const char *kernel = ag_gemm_kernel(); /* first: it initialises BLIS */
+    printf("medians of %d repeats; one step = forward + dX + dW; BLIS configuration %s; the "
+           "engine's micro-kernel: %s\n",
+           repeats, bli_arch_string(bli_arch_query_id()), kernel);
     if (argc > 2 && strcmp(argv[2], "big") == 0) {
         /* The big Transformer's products (d_model 256, FFN 1,024, 17,851 target words), on the
          * rows of a 640-row shard: linear layers only, the engine against BLIS's own kernels. */
-        const shape big[] = {{640, 256, 256}, {640, 256, 1024}, {640, 1024, 256},
-                             {640, 256, 17851}};
+        const shape big[] = {
+            {640, 256, 256}, {640, 256, 1024}, {640, 1024, 256}, {640, 256, 17851}};
         for (size_t i = 0; i < sizeof big / sizeof *big; i++) bench_shape(big[i], true, repeats);
         return 0;
     }

@@ -1,14 +1,31 @@
-/* test_gemm_kernel.c -- the engine's AVX-512 GEMM micro-kernel (autograd/gemm_kernel.c) against
- * BLIS's own kernels.
+/* test_gemm_kernel.c -- ag_gemm against BLIS's own kernels and against float64, where the
+ * engine's AVX-512 GEMM micro-kernel (autograd/gemm_kernel.c) runs and where it does not.
  *
- * 80 products through ag_gemm, large enough for BLIS's blocked path (every side at least 201),
- * with full and edge tiles both ways, one or more k blocks, transposed operands, a column-major
- * C, alpha != 1 and beta 0 (C full of NaN: it must not be read), 1 or another value, are made
- * twice: here, with the kernel the engine chose, and in a child process with
- * TG_GEMM_KERNEL=blis (BLIS's own kernels). Beta 0 or 1 must give the same bits (the kernel
- * keeps BLIS's order of operations), another beta agree within 2 ulps. On a CPU without
- * AVX-512 both runs use BLIS's kernels; the test prints which kernel ran. Then products from a
- * B packed once (ag_pack_b) against ag_gemm. */
+ * BLIS computes a product in one of two ways: its blocked code, which packs the operands and
+ * calls the micro-kernel (the engine's where it chose its own), or, with a side below its "sup"
+ * thresholds (m < MT, n < NT or k < KT; m and n swapped for a C not stored by rows), its code
+ * for small sizes, with its own kernels. The thresholds belong to BLIS's configuration: haswell
+ * (Intel) 201, 201, 201; zen3 (AMD Zen 3 and Zen 4) 512, 200, 240. 12 sizes, each in the 8
+ * layouts (A, B transposed or not; C row- or column-major), with beta 0 (C full of NaN: it must
+ * not be read), 1 or another value and alpha 1 or another, are picked so that on either
+ * configuration both ways run, the blocked one with every layout and every kind of beta: full
+ * and edge tiles both ways, one to three k blocks of KC = 256, sizes on each side of the
+ * thresholds.
+ *
+ * Every case is made twice: here, with the kernel the engine chose, and in a child process with
+ * TG_GEMM_KERNEL=blis (BLIS's own kernels and context throughout). What holds, per case:
+ *   - in BLIS's blocked code with the engine's kernel: BLIS's bits for beta 0 or 1, within
+ *     2 ulp for another beta;
+ *   - in its code for small sizes: BLIS's bits when that code takes the same one of its two
+ *     algorithms with the engine's context as with BLIS's (it reads MR from the context: 24
+ *     against 6; ops_matmul.c); otherwise the k sum is split differently: no claim on the bits;
+ *   - without the engine's kernel: BLIS's bits everywhere;
+ *   - everywhere: within the rounding bound of a float64 product, on a sample of elements.
+ * The test prints BLIS's configuration and thresholds, the kernel and how many cases ran each
+ * way (zen3: 40 with the engine's kernel, haswell 72); with the engine's kernel in use at
+ * least 8 must run it. On a CPU without AVX-512, or with TG_GEMM_KERNEL=blis set, both runs use
+ * BLIS's kernels; BLIS_ARCH_TYPE=3 forces BLIS's haswell configuration. Then products from a B
+ * packed once (ag_pack_b) against ag_gemm. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "autograd/ag.h"
 #include "autograd/ag_op.h"
@@ -28,17 +45,17 @@ static float frand(unsigned *s) {
     return (float)(*s >> 8) / 16777216.0f - 0.5f;
 }
 
-/* The cases: every combination of these sizes (BLIS sends a product with a side below 201 to
- * its kernels for small sizes, never to the micro-kernel, so the sizes start there; m and n
- * around multiples of 24 and 16 give edge tiles both ways, k around KC = 256 one or more
- * k blocks), each with its own layout, alpha and beta, cycled through by case number. */
-static const int MS[] = {201, 216, 239, 512, 1023};
-static const int NS[] = {201, 208, 257, 300};
-static const int KS[] = {201, 256, 257, 600};
-#define NM (sizeof MS / sizeof *MS)
-#define NN (sizeof NS / sizeof *NS)
-#define NK (sizeof KS / sizeof *KS)
-#define NCASES (NM * NN * NK)
+/* m x n x k. Blocked on both configurations: the first four (zen3's exact MT, NT, KT among
+ * them); blocked on zen3 with a row-major C only: 512 x 200 (NT), and 300 x 1100 with a
+ * column-major one only (BLIS sees 1100 x 300); blocked on haswell only: 1023 x 257 x 201,
+ * 511 x 208 (MT - 1 on zen3), 239 x 257, 201 x 201 x 201 (haswell's thresholds), 300 x 1100;
+ * small on both: k = 100, m = 100. */
+static const int SIZES[][3] = {{512, 520, 240},  {1023, 600, 257}, {600, 512, 600},
+                               {528, 528, 256},  {512, 200, 256},  {300, 1100, 260},
+                               {1023, 257, 201}, {511, 208, 600},  {239, 257, 257},
+                               {201, 201, 201},  {201, 201, 100},  {100, 300, 300}};
+#define NSIZES (sizeof SIZES / sizeof *SIZES)
+#define NCASES (NSIZES * 8)
 
 typedef struct gcase {
     int m, n, k;
@@ -46,16 +63,20 @@ typedef struct gcase {
     float alpha, beta;
 } gcase;
 
+/* Case v: size v / 8 in layout v % 8; beta 0, 1 or another by (size + layout) % 3, so every
+ * layout meets every kind of beta over the sizes. */
 static gcase case_of(size_t v) {
-    gcase g = {MS[v / (NN * NK)],
-               NS[v / NK % NN],
-               KS[v % NK],
-               v & 1,
-               (v >> 1) & 1,
-               (v % 7) == 3,
-               (v % 5 == 4) ? 0.375f : 1.0f,
+    size_t i = v / 8, l = v % 8;
+    gcase g = {SIZES[i][0],
+               SIZES[i][1],
+               SIZES[i][2],
+               l & 1,
+               (l >> 1) & 1,
+               (l >> 2) & 1,
+               (i * 3 + l) % 5 == 2 ? 0.375f : 1.0f,
                0.0f};
-    g.beta = v % 3 == 0 ? 0.0f : v % 3 == 1 ? 1.0f : (v % 2 ? 0.5f : -2.0f);
+    size_t b = (i + l) % 3;
+    g.beta = b == 0 ? 0.0f : b == 1 ? 1.0f : ((i + l) % 2 ? 0.5f : -2.0f);
     return g;
 }
 
@@ -65,23 +86,27 @@ static size_t out_size(void) {
     return total;
 }
 
-/* Every case through ag_gemm, its results one after another in out. C starts as NaN when
- * beta = 0 (it must not be read). Returns false when some result is not finite. */
-static bool run_cases(float *out) {
+/* Case v through ag_gemm into out (m x n in C's layout). C starts as NaN when beta = 0, else
+ * random; its start is kept in c0 when c0 is not NULL, A and B in *a, *b (the caller frees them)
+ * when a is not NULL. Returns false when some result is not finite. */
+static bool run_case(size_t v, float *out, float *c0, float **a_out, float **b_out) {
+    gcase g = case_of(v);
+    unsigned seed = (unsigned)v + 1;
+    size_t na = (size_t)g.m * g.k, nb = (size_t)g.k * g.n, nc = (size_t)g.m * g.n;
+    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+    if (!a || !b) abort();
+    for (size_t i = 0; i < na; i++) a[i] = frand(&seed);
+    for (size_t i = 0; i < nb; i++) b[i] = frand(&seed);
+    for (size_t i = 0; i < nc; i++) out[i] = g.beta == 0 ? NAN : frand(&seed);
+    if (c0) memcpy(c0, out, nc * sizeof *c0);
+    ag_gemm(g.m, g.n, g.k, g.alpha, a, g.ta ? 1 : g.k, g.ta ? g.m : 1, b, g.tb ? 1 : g.n,
+            g.tb ? g.k : 1, g.beta, out, g.cc ? 1 : g.n, g.cc ? g.m : 1);
     bool finite = true;
-    for (size_t v = 0; v < NCASES; v++) {
-        gcase g = case_of(v);
-        unsigned seed = (unsigned)v + 1;
-        size_t na = (size_t)g.m * g.k, nb = (size_t)g.k * g.n, nc = (size_t)g.m * g.n;
-        float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
-        if (!a || !b) abort();
-        for (size_t i = 0; i < na; i++) a[i] = frand(&seed);
-        for (size_t i = 0; i < nb; i++) b[i] = frand(&seed);
-        for (size_t i = 0; i < nc; i++) out[i] = g.beta == 0 ? NAN : frand(&seed);
-        ag_gemm(g.m, g.n, g.k, g.alpha, a, g.ta ? 1 : g.k, g.ta ? g.m : 1, b, g.tb ? 1 : g.n,
-                g.tb ? g.k : 1, g.beta, out, g.cc ? 1 : g.n, g.cc ? g.m : 1);
-        for (size_t i = 0; i < nc; i++) finite = finite && isfinite(out[i]);
-        out += nc;
+    for (size_t i = 0; i < nc; i++) finite = finite && isfinite(out[i]);
+    if (a_out) {
+        *a_out = a;
+        *b_out = b;
+    } else {
         free(a);
         free(b);
     }
@@ -90,7 +115,8 @@ static bool run_cases(float *out) {
 
 /* The cases with BLIS's own kernels, in a child process that sets TG_GEMM_KERNEL=blis before
  * its first product (the choice is made once per process: nothing in this process may call
- * ag_gemm before). Returns the child's results in shared memory (munmap by the caller). */
+ * ag_gemm, ag_gemm_kernel or ag_gemm_packs before). Returns the child's results one after
+ * another in shared memory (munmap by the caller). */
 static float *run_cases_blis(size_t total) {
     float *shared = mmap(NULL, total * sizeof(float), PROT_READ | PROT_WRITE,
                          MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -101,7 +127,10 @@ static float *run_cases_blis(size_t total) {
     if (pid == 0) {
         setenv("TG_GEMM_KERNEL", "blis", 1);
         if (strcmp(ag_gemm_kernel(), "blis") != 0) _exit(2);
-        _exit(run_cases(shared) ? 0 : 3);
+        bool finite = true;
+        for (size_t v = 0, off = 0; v < NCASES; off += (size_t)case_of(v).m * case_of(v).n, v++)
+            finite = run_case(v, shared + off, NULL, NULL, NULL) && finite;
+        _exit(finite ? 0 : 3);
     }
     int status = 0;
     CU_ASSERT_FATAL(waitpid(pid, &status, 0) == pid);
@@ -109,43 +138,128 @@ static float *run_cases_blis(size_t total) {
     return shared;
 }
 
+/* Whether BLIS runs case g through its blocked code (BLIS 0.9's test, bli_gemmsup): the
+ * thresholds of cntx, m and n swapped for a column-major C (the micro-kernels prefer rows). */
+static bool blis_blocked(const gcase *g, cntx_t *cntx) {
+    int m = g->cc ? g->n : g->m, n = g->cc ? g->m : g->n;
+    return m >= bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_MT, cntx) &&
+           n >= bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_NT, cntx) &&
+           g->k >= bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_KT, cntx);
+}
+
+/* Whether BLIS's code for small sizes takes the same algorithm for case g with the engine's
+ * context as with its own. It chooses (bli_gemmsup_int, 0.9) the block-panel one when the number
+ * of MR-row panels of C is at least the number of NR-column ones, MR and NR read from the
+ * context (the engine's MR 24, BLIS's 6 or so; NR 16 in both), m and n swapped unless at least
+ * two of C, A, B are stored by rows (the small-size kernels prefer rows). A transposed B reaches
+ * BLIS either way (ag_gemm copies it row-major when small): both are tried. */
+static bool same_algorithm(const gcase *g, cntx_t *cntx) {
+    const int mr = (int)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MR, cntx),
+              nr = (int)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NR, cntx);
+    const int rows = !g->cc + !g->ta;
+    for (int b_rows = g->tb ? 0 : 1; b_rows <= 1; b_rows++) {
+        bool primary = rows + b_rows >= 2;
+        int m = primary ? g->m : g->n, n = primary ? g->n : g->m;
+        if ((m / 24 >= n / nr) != (m / mr >= n / nr)) return false;
+    }
+    return true;
+}
+
+/* The worst ulps (of BLIS's value) between x and ref, m x n. */
+static double worst_ulps(const float *x, const float *ref, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] == ref[i]) continue;
+        double ulp = nextafterf(fabsf(ref[i]), INFINITY) - fabsf(ref[i]);
+        double d = fabs((double)x[i] - ref[i]) / ulp;
+        if (!(d <= worst)) worst = d;
+    }
+    return worst;
+}
+
+/* x against the product in float64, on every 7th row and 5th column and the last ones: the
+ * worst |x - exact| / bound, bound = (k + 3) u (|alpha| sum_p |a_ip b_pj| + |beta c_ij|),
+ * u = 2^-24: a k-term sum of products, its product by alpha and the addition of beta C, each
+ * operation rounded once. At most 1 when x is right. */
+static double worst_vs_f64(const gcase *g, const float *a, const float *b, const float *c0,
+                           const float *x) {
+    ptrdiff_t rsa = g->ta ? 1 : g->k, csa = g->ta ? g->m : 1, rsb = g->tb ? 1 : g->n,
+              csb = g->tb ? g->k : 1, rsc = g->cc ? 1 : g->n, csc = g->cc ? g->m : 1;
+    double worst = 0;
+    for (int i = 0; i < g->m; i = i + 7 < g->m || i == g->m - 1 ? i + 7 : g->m - 1)
+        for (int j = 0; j < g->n; j = j + 5 < g->n || j == g->n - 1 ? j + 5 : g->n - 1) {
+            double dot = 0, mag = 0;
+            for (int p = 0; p < g->k; p++) {
+                double t = (double)a[i * rsa + p * csa] * b[p * rsb + j * csb];
+                dot += t;
+                mag += fabs(t);
+            }
+            double c = g->beta == 0 ? 0 : c0[i * rsc + j * csc];
+            double exact = (double)g->alpha * dot + (double)g->beta * c;
+            double bound = (g->k + 3) * 0x1p-24 * (fabs(g->alpha) * mag + fabs(g->beta * c));
+            double e = fabs((double)x[i * rsc + j * csc] - exact) / bound;
+            if (!(e <= worst)) worst = e;
+        }
+    return worst;
+}
+
 static void test_against_blis(void) {
     size_t total = out_size();
-    float *ref = run_cases_blis(total), *mine = malloc(total * sizeof *mine);
-    CU_ASSERT_FATAL(mine != NULL);
+    float *ref = run_cases_blis(total);
     const char *kernel = ag_gemm_kernel();
+    const bool own = strcmp(kernel, "blis") != 0;
+    cntx_t *cntx = bli_gks_query_cntx();
     __builtin_cpu_init();
     bool avx512 = __builtin_cpu_supports("avx512f");
-    printf("\n    micro-kernel: %s (CPU %s AVX-512F); %zu cases", kernel, avx512 ? "has" : "lacks",
-           (size_t)NCASES);
-    if (!avx512) CU_ASSERT_STRING_EQUAL(kernel, "blis");
-    CU_ASSERT(run_cases(mine));
-    const float *r = ref, *x = mine;
-    int differ = 0;
+    printf("\n    BLIS configuration %s (MT %d, NT %d, KT %d, KC %d); micro-kernel: %s (CPU %s "
+           "AVX-512F)",
+           bli_arch_string(bli_arch_query_id()),
+           (int)bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_MT, cntx),
+           (int)bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_NT, cntx),
+           (int)bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_KT, cntx),
+           (int)bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx), kernel,
+           avx512 ? "has" : "lacks");
+    if (!avx512) CU_ASSERT_FALSE(own);
+    const float *r = ref;
+    int differ = 0, blocked = 0, ran_kernel = 0, other_alg = 0, other_bits = 0;
+    double worst_f64 = 0;
     for (size_t v = 0; v < NCASES; v++) {
         gcase g = case_of(v);
         size_t nc = (size_t)g.m * g.n;
-        double worst = 0; /* ulps of the reference value */
-        for (size_t i = 0; i < nc; i++) {
-            if (x[i] == r[i]) continue;
-            double ulp = nextafterf(fabsf(r[i]), INFINITY) - fabsf(r[i]);
-            double d = fabs((double)x[i] - r[i]) / ulp;
-            if (!(d <= worst)) worst = d;
-        }
-        /* beta 0 or 1: the same bits. Another beta: beta C + alpha AB rounded once in every
-         * tile here, twice in BLIS's edge tiles: at most an ulp or two of the sum. */
-        bool ok = (g.beta == 0 || g.beta == 1) ? worst == 0 : worst <= 2;
-        if (!ok) {
+        float *x = malloc(nc * sizeof *x), *c0 = malloc(nc * sizeof *c0), *a, *b;
+        CU_ASSERT_FATAL(x && c0);
+        CU_ASSERT(run_case(v, x, c0, &a, &b));
+        const bool in_blocked = blis_blocked(&g, cntx), kern = own && in_blocked;
+        const bool other = own && !kern && !same_algorithm(&g, cntx);
+        blocked += in_blocked;
+        ran_kernel += kern;
+        other_alg += other;
+        if (!g.cc) CU_ASSERT_EQUAL(ag_gemm_packs(g.m, g.n, g.k), kern);
+        /* The engine's kernel: BLIS's bits for beta 0 or 1; for another beta it rounds beta C +
+         * alpha AB once in every tile, BLIS's edge tiles twice: an ulp or two of the sum. BLIS's
+         * code for small sizes: its bits when it takes the same algorithm, else only right. */
+        double worst = worst_ulps(x, r, nc), e = worst_vs_f64(&g, a, b, c0, x);
+        bool ok = other || (kern && g.beta != 0 && g.beta != 1 ? worst <= 2 : worst == 0);
+        other_bits += other && worst != 0;
+        if (!ok || !(e <= 1)) {
             differ++;
-            printf("\n    m %d n %d k %d ta %d tb %d cc %d alpha %g beta %g: %g ulp", g.m, g.n, g.k,
-                   g.ta, g.tb, g.cc, g.alpha, g.beta, worst);
+            printf("\n    m %d n %d k %d ta %d tb %d cc %d alpha %g beta %g (%s): %g ulp from "
+                   "BLIS's, %.3g of the float64 bound",
+                   g.m, g.n, g.k, g.ta, g.tb, g.cc, g.alpha, g.beta,
+                   kern ? "engine's kernel" : "BLIS's small-size code", worst, e);
         }
+        if (e > worst_f64) worst_f64 = e;
         r += nc;
-        x += nc;
+        free(x), free(c0), free(a), free(b);
     }
+    printf("\n    %zu cases: %d in BLIS's blocked code (%d with the engine's kernel), %d in its "
+           "code for small sizes, %d of them with another algorithm than BLIS's own context picks "
+           "(%d not BLIS's bits); worst error %.3g of the float64 bound",
+           (size_t)NCASES, blocked, ran_kernel, (int)NCASES - blocked, other_alg, other_bits,
+           worst_f64);
     CU_ASSERT(differ == 0);
+    if (own) CU_ASSERT(ran_kernel >= 8); /* 600 x 512 x 600 at least, blocked everywhere */
     munmap(ref, total * sizeof(float));
-    free(mine);
 }
 
 /* ---- B packed once (ag_pack_b, ag_gemm_packed, ag_linear_packed) ----
@@ -183,18 +297,34 @@ static void packed_case(int m, int n, int k, bool w_layout, bool ta, bool bias) 
 }
 
 static void test_packed(void) {
-    static const int sizes[][3] = {{201, 201, 201}, {250, 17, 256},   {256, 1000, 256},
-                                   {239, 257, 600}, {300, 300, 1024}, {1100, 250, 260},
-                                   {100, 300, 300}, {5, 40, 8},       {256, 208, 200}};
+    /* Runs from panels: on haswell those with every side >= 201 (m per 512-row block); on zen3
+     * 1100 x 250 x 260, 512 x 200 x 240 (its thresholds), 1024 x 201 x 256, 600 x 520 x 520 (on every configuration). */
+    static const int sizes[][3] = {
+        {201, 201, 201},  {250, 17, 256},   {256, 1000, 256}, {239, 257, 600}, {300, 300, 1024},
+        {1100, 250, 260}, {100, 300, 300},  {5, 40, 8},       {256, 208, 200}, {512, 200, 240},
+        {511, 200, 240},  {1024, 201, 256}, {600, 520, 520}};
+    const size_t nsizes = sizeof sizes / sizeof *sizes;
     for (int threads = 1; threads <= 2; threads++) {
         CU_ASSERT_EQUAL_FATAL(ag_set_threads(threads), 0);
-        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (size_t i = 0; i < nsizes; i++)
             for (int v = 0; v < 8; v++)
                 packed_case(sizes[i][0], sizes[i][1], sizes[i][2], v & 1, v & 2, v & 4);
     }
     CU_ASSERT_EQUAL(ag_set_threads(1), 0);
-    printf("\n  packed products: %s (from packed panels for 201 x 201 x 201: %s)\n",
-           ag_gemm_kernel(), ag_gemm_packs(201, 201, 201) ? "yes" : "no");
+    /* ag_gemm_packs: the engine's kernel in every BLIS call of ag_gemm, whose calls have at
+     * least 512 rows (the product cut in blocks of 512 from 1024 rows on). */
+    const bool own = strcmp(ag_gemm_kernel(), "blis") != 0;
+    int packs = 0;
+    for (size_t i = 0; i < nsizes; i++) {
+        gcase g = {
+            .m = sizes[i][0] >= 1024 ? 512 : sizes[i][0], .n = sizes[i][1], .k = sizes[i][2]};
+        bool expect = own && blis_blocked(&g, bli_gks_query_cntx());
+        CU_ASSERT_EQUAL(ag_gemm_packs(sizes[i][0], sizes[i][1], sizes[i][2]), expect);
+        packs += expect;
+    }
+    printf("\n  packed products: %s, %d of %zu sizes from packed panels\n", ag_gemm_kernel(), packs,
+           nsizes);
+    if (own) CU_ASSERT(packs >= 1);
 }
 
 /* ag_linear_packed: ag_linear's bits, inference only, shapes checked. */
