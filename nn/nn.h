@@ -20,6 +20,8 @@
  *   nn/lstm.h        the LSTM cell; multi-layer LSTM (PyTorch layout) and its one-step function
  *   nn/batchnorm.h   BatchNorm1d (running statistics kept as buffers of the store)
  *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
+ *   nn/kv_cache.h    decoding state: the key/value cache of incremental decoding, row gathers
+ *                    for beam search
  *   nn/linear_ce.h   an output layer and its cross-entropy in one op, over row chunks
  *   nn/io/checkpoint.h  safetensors checkpoints with metadata and a checksum
  * The optimizers live in optim/optim.h.
@@ -53,6 +55,7 @@
 #include "lstm.h"
 #include "batchnorm.h"
 #include "attention.h"
+#include "kv_cache.h"
 #include "linear_ce.h"
 #include "io/checkpoint.h"
 
