@@ -550,7 +550,8 @@ static void test_lstm_cell(void) {
     ag_tape_reset(t);
     ag_tape_set_recording(t, false);
     s = zoo_bahdanau_encode(&bm, &c, SRC, SRC_LEN, 2, 5);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(bm.base.ops->step(&bm.base, &c, s, (const int32_t[]){2, 2}, 2, NULL));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(
+        bm.base.ops->step(&bm.base, &c, s, (const int32_t[]){2, 2}, 2, NULL));
     const int32_t rows[3] = {1, 0, 1};
     CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_attn_decoder_select(&bm.decoder, &c, s, rows, 3), 0);
     ag_tensor *y = bm.base.ops->step(&bm.base, &c, s, (const int32_t[]){5, 6, 7}, 3, NULL);

@@ -276,7 +276,7 @@ static int ensure_rows(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c, zoo_b
     for (int i = 0; i < n; i++) bytes += row_bytes(d, s, i) * (size_t)cap;
     unsigned char *buf = ag_tape_alloc(t, bytes), *p = buf;
     int32_t *lens = s->enc_valid ? nn_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, s->B,
-                                                 cap, sizeof *lens)
+                                                cap, sizeof *lens)
                                  : NULL;
     int32_t *src = nn_rows_move(t, s->src_row, sizeof *src, sizeof *src, s->B, cap, sizeof *src);
     if (!buf || (s->enc_valid && !lens) || !src) return -1;
@@ -328,7 +328,7 @@ int zoo_seq2seq_attn_decoder_select(const zoo_seq2seq_attn_decoder *d, const nn_
     nn_rows_same_source(s->src_row, s->B, rows, n, same);
     for (int i = 0; i < m; i++) /* enc_out, keys and h0 follow the source, h the row */
         if (nn_rows_gather(t, (*x[i])->data, row_bytes(d, s, i), row_bytes(d, s, i), rows, n,
-                            i < src_tensors(d) ? same : NULL))
+                           i < src_tensors(d) ? same : NULL))
             return -1;
     if ((s->enc_valid && nn_rows_gather(t, s->enc_valid, I, I, rows, n, same)) ||
         nn_rows_gather(t, s->src_row, I, I, rows, n, same))
@@ -359,8 +359,8 @@ static ag_tensor *bm_decode_features(const zoo_model *m, const nn_ctx *c, void *
 
 static ag_tensor *bm_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in,
                             int B, int T) {
-    return zoo_seq2seq_attn_decoder_forward(&((const zoo_bahdanau *)m)->decoder, c, s, dec_in, B,
-                                            T, NULL);
+    return zoo_seq2seq_attn_decoder_forward(&((const zoo_bahdanau *)m)->decoder, c, s, dec_in, B, T,
+                                            NULL);
 }
 
 /* The decoder's step; trace (or NULL) receives its attention weights in dec_cross[0]. */

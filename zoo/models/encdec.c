@@ -358,8 +358,7 @@ int zoo_seq2seq_decoder_select(const zoo_seq2seq_decoder *d, const nn_ctx *c, zo
     if (!same) return -1;
     nn_rows_same_source(s->src_row, s->B, rows, n, same);
     for (int i = 0; i < m; i++) /* h0, c0 follow the source, h, c the row */
-        if (nn_rows_gather(t, (*x[i])->data, row, row, rows, n, i < n_src ? same : NULL))
-            return -1;
+        if (nn_rows_gather(t, (*x[i])->data, row, row, rows, n, i < n_src ? same : NULL)) return -1;
     if (nn_rows_gather(t, s->src_row, I, I, rows, n, same)) return -1;
     s->B = n;
     set_rows(d, s);

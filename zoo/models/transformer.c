@@ -285,8 +285,8 @@ static ag_tensor *tf_decode_features(const zoo_model *m, const nn_ctx *c, void *
     return x;
 }
 
-static ag_tensor *tf_decode(const zoo_model *m, const nn_ctx *c, void *state,
-                            const int32_t *dec_in, int B, int T) {
+static ag_tensor *tf_decode(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
+                            int B, int T) {
     const nn_linear *dense;
     ag_tensor *x = tf_decode_features(m, c, state, dec_in, B, T, &dense);
     return nn_linear_forward(dense, c, x);
