@@ -22,6 +22,8 @@
  *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
  *   nn/loss.h        an output layer and its cross-entropy in one op, over row chunks;
  *                    d2l's masked sequence loss, which picks that op or the composite
+ *   nn/kv_cache.h    decoding state: the key/value cache of incremental decoding, row gathers
+ *                    for beam search
  *   nn/io/checkpoint.h  safetensors checkpoints with metadata and a checksum
  * The optimizers live in optim/optim.h.
  *
@@ -56,6 +58,7 @@
 #include "batchnorm.h"
 #include "attention.h"
 #include "loss.h"
+#include "kv_cache.h"
 #include "io/checkpoint.h"
 
 #endif

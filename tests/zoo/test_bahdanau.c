@@ -308,7 +308,7 @@ static void test_steps_equal_decode(void) {
         int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
         ag_tensor *w = NULL;
         zoo_attn_trace tr = {.dec_cross = &w};
-        ag_tensor *y = zoo_bahdanau_step(&m.bm, &c, s, tok, 2, &tr);
+        ag_tensor *y = m.bm.base.ops->step(&m.bm.base, &c, s, tok, 2, &tr);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->ndim, 3);
         CU_ASSERT_EQUAL(y->shape[0], 2);
@@ -539,7 +539,7 @@ static void test_lstm_cell(void) {
     double err = 0;
     for (int step = 0; step < 4; step++) {
         int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
-        ag_tensor *y = zoo_bahdanau_step(&bm, &c, s, tok, 2, NULL);
+        ag_tensor *y = bm.base.ops->step(&bm.base, &c, s, tok, 2, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         for (int b = 0; b < 2; b++)
             for (int v = 0; v < 11; v++)
@@ -550,10 +550,11 @@ static void test_lstm_cell(void) {
     ag_tape_reset(t);
     ag_tape_set_recording(t, false);
     s = zoo_bahdanau_encode(&bm, &c, SRC, SRC_LEN, 2, 5);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_bahdanau_step(&bm, &c, s, (const int32_t[]){2, 2}, 2, NULL));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(
+        bm.base.ops->step(&bm.base, &c, s, (const int32_t[]){2, 2}, 2, NULL));
     const int32_t rows[3] = {1, 0, 1};
     CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_attn_decoder_select(&bm.decoder, &c, s, rows, 3), 0);
-    ag_tensor *y = zoo_bahdanau_step(&bm, &c, s, (const int32_t[]){5, 6, 7}, 3, NULL);
+    ag_tensor *y = bm.base.ops->step(&bm.base, &c, s, (const int32_t[]){5, 6, 7}, 3, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
     ag_real got[3 * 11];
     memcpy(got, y->data, sizeof got);
@@ -564,8 +565,8 @@ static void test_lstm_cell(void) {
     }
     zoo_bahdanau_state *d = zoo_bahdanau_encode(&bm, &c, src3, len3, 3, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(
-        zoo_bahdanau_step(&bm, &c, d, (const int32_t[]){2, 2, 2}, 3, NULL));
-    ag_tensor *y1 = zoo_bahdanau_step(&bm, &c, d, (const int32_t[]){5, 6, 7}, 3, NULL);
+        bm.base.ops->step(&bm.base, &c, d, (const int32_t[]){2, 2, 2}, 3, NULL));
+    ag_tensor *y1 = bm.base.ops->step(&bm.base, &c, d, (const int32_t[]){5, 6, 7}, 3, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
     err = 0;
     for (int i = 0; i < 3 * 11; i++) err = fmax(err, fabs(y1->data[i] - got[i]));

@@ -219,7 +219,7 @@ static void test_steps_equal_decode(void) {
         double err = 0;
         for (int step = 0; step < 4; step++) {
             int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
-            ag_tensor *y = zoo_encdec_step(&m.ed, &c, s, tok, 2);
+            ag_tensor *y = m.ed.base.ops->step(&m.ed.base, &c, s, tok, 2, NULL);
             CU_ASSERT_TRUE_FATAL(has_shape(y, 2, 1, V));
             for (int b = 0; b < 2; b++)
                 for (int v = 0; v < V; v++)
@@ -249,12 +249,12 @@ static void test_select(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
         CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_reserve(&m.ed.decoder, &c, s, 4), 0);
         const int32_t first[3] = {2, 2, 2}, second[3] = {5, 6, 7};
-        CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_encdec_step(&m.ed, &c, s, first, 3));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m.ed.base.ops->step(&m.ed.base, &c, s, first, 3, NULL));
         const int32_t rows[4] = {2, 0, 2, 1};
         CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_select(&m.ed.decoder, &c, s, rows, 4), 0);
         int32_t tok2[4];
         for (int i = 0; i < 4; i++) tok2[i] = second[rows[i]];
-        ag_tensor *y = zoo_encdec_step(&m.ed, &c, s, tok2, 4);
+        ag_tensor *y = m.ed.base.ops->step(&m.ed.base, &c, s, tok2, 4, NULL);
         CU_ASSERT_TRUE_FATAL(has_shape(y, 4, 1, V));
         ag_real got[4 * V];
         memcpy(got, y->data, sizeof got);
@@ -272,8 +272,8 @@ static void test_select(void) {
         double err = 0;
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y0->data[i] - got_dec[i]));
         CU_ASSERT_PTR_NOT_NULL_FATAL(
-            zoo_encdec_step(&m.ed, &c, d, (const int32_t[]){2, 2, 2, 2}, 4));
-        ag_tensor *y1 = zoo_encdec_step(&m.ed, &c, d, tok2, 4);
+            m.ed.base.ops->step(&m.ed.base, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, NULL));
+        ag_tensor *y1 = m.ed.base.ops->step(&m.ed.base, &c, d, tok2, 4, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y1->data[i] - got[i]));
         CU_ASSERT_TRUE(err < 1e-5);

@@ -254,7 +254,7 @@ static void test_incremental_equals_full(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     /* recording gradients: refused (the caches would cut them) */
     ag_set_error_handler(quiet, NULL);
-    CU_ASSERT_PTR_NULL(zoo_transformer_step(&m.tf, &c, s, DEC_IN, 2, NULL));
+    CU_ASSERT_PTR_NULL(m.tf.base.ops->step(&m.tf.base, &c, s, DEC_IN, 2, NULL));
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "inference only"));
     CU_ASSERT_EQUAL(s->steps, 0);
     ag_tape_reset(t);
@@ -262,7 +262,8 @@ static void test_incremental_equals_full(void) {
     s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
     full = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
-    CU_ASSERT_EQUAL_FATAL(zoo_transformer_reserve(&m.tf, &c, s, 2, 2), 0); /* full after 2 steps */
+    CU_ASSERT_EQUAL_FATAL(m.tf.base.ops->reserve(&m.tf.base, &c, s, 2, 2),
+                          0); /* full after 2 steps */
     int V = 11;
     double err = 0;
     ag_tensor *w = NULL; /* the last step's cross-attention weights of block 1 */
@@ -270,7 +271,7 @@ static void test_incremental_equals_full(void) {
         int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
         ag_tensor *cross[2] = {0}, *self[2] = {0};
         zoo_attn_trace tr = {.dec_self = self, .dec_cross = cross};
-        ag_tensor *y = zoo_transformer_step(&m.tf, &c, s, tok, 2, &tr);
+        ag_tensor *y = m.tf.base.ops->step(&m.tf.base, &c, s, tok, 2, &tr);
         w = cross[1]; /* (2*2, 1, 5) */
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->shape[1], 1);
@@ -280,7 +281,7 @@ static void test_incremental_equals_full(void) {
     }
     CU_ASSERT_TRUE(err < 1e-5);
     CU_ASSERT_EQUAL(s->steps, 4);
-    CU_ASSERT_TRUE(s->t_cap >= 4);
+    CU_ASSERT_TRUE(s->self[0].t_cap >= 4 && s->self[0].len == 4);
     /* the cross-attention never looks at padded source positions */
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     for (int h = 0; h < 2; h++) {
@@ -292,10 +293,10 @@ static void test_incremental_equals_full(void) {
      * the rows' prefixes, with the selected sources */
     s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
     for (int step = 0; step < 2; step++)
-        CU_ASSERT_PTR_NOT_NULL(zoo_transformer_step(
-            &m.tf, &c, s, (const int32_t[]){DEC_IN[step], DEC_IN[4 + step]}, 2, NULL));
+        CU_ASSERT_PTR_NOT_NULL(m.tf.base.ops->step(
+            &m.tf.base, &c, s, (const int32_t[]){DEC_IN[step], DEC_IN[4 + step]}, 2, NULL));
     const int32_t rows[3] = {1, 0, 1};
-    CU_ASSERT_EQUAL_FATAL(zoo_transformer_select(&m.tf, &c, s, rows, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(m.tf.base.ops->select(&m.tf.base, &c, s, rows, 3), 0);
     CU_ASSERT_EQUAL(s->B, 3);
     /* row 2 continues differently from row 0 */
     const int32_t dec3[3 * 4] = {2, 5, 4, 3, 2, 8, 9, 10, 2, 5, 7, 6};
@@ -309,8 +310,9 @@ static void test_incremental_equals_full(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(full3);
     err = 0;
     for (int step = 2; step < 4; step++) {
-        ag_tensor *y = zoo_transformer_step(
-            &m.tf, &c, s, (const int32_t[]){dec3[step], dec3[4 + step], dec3[8 + step]}, 3, NULL);
+        ag_tensor *y = m.tf.base.ops->step(
+            &m.tf.base, &c, s, (const int32_t[]){dec3[step], dec3[4 + step], dec3[8 + step]}, 3,
+            NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         for (int b = 0; b < 3; b++)
             err = fmax(err, max_err(y->data + b * V, full3->data + (b * 4 + step) * V, V));
@@ -321,11 +323,68 @@ static void test_incremental_equals_full(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(again);
     CU_ASSERT_TRUE(max_err(again->data, full3->data, 3 * 4 * V) < 1e-6);
     /* bad rows are named */
-    CU_ASSERT_EQUAL(zoo_transformer_select(&m.tf, &c, s, (const int32_t[]){0, 3}, 2), -1);
+    CU_ASSERT_EQUAL(m.tf.base.ops->select(&m.tf.base, &c, s, (const int32_t[]){0, 3}, 2), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "row 1 is 3"));
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     tiny_free(&m);
+}
+
+/* zoo_mha_step over a cache that the layer fills through its own W_k, W_v: position by position,
+ * the rows of the causal full pass (zoo_mha_forward); a cross cache filled once from "encoder
+ * outputs" (zoo_mha_cache_append) and attended with lengths (zoo_mha_cache_attend):
+ * zoo_mha_forward's output over them; a tape recording the weights' gradients is refused. */
+static void test_mha_step_over_cache(void) {
+    enum { B = 2, T = 5, S = 6, H = 8, HEADS = 2 };
+    nn_params *ps = nn_params_new();
+    zoo_mha m;
+    CU_ASSERT_EQUAL_FATAL(zoo_mha_init(&m, ps, "mha", H, H, H, H, HEADS, 0.1, true), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 3), 0);
+    ag_tape *t = ag_tape_new();
+    ag_rng_seed(&rng, 9);
+    nn_ctx c = {.tape = t, .training = false};
+    ag_tensor *x = randn(t, AG_SHAPE(B, T, H)), *enc = randn(t, AG_SHAPE(B, S, H));
+    int32_t causal[B * T];
+    for (int i = 0; i < B * T; i++) causal[i] = i % T + 1;
+    const int32_t lens[B] = {3, 6};
+    ag_tensor *full = zoo_mha_forward(&m, &c, x, x, x, causal, 2, NULL);
+    ag_tensor *cross_full = zoo_mha_forward(&m, &c, x, enc, enc, lens, 1, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cross_full);
+    nn_kv_cache self, cross;
+    CU_ASSERT_EQUAL_FATAL(nn_kv_cache_init(&self, B, H), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_kv_cache_init(&cross, B, H), 0);
+    ag_set_error_handler(quiet, NULL);
+    CU_ASSERT_PTR_NULL(
+        zoo_mha_step(&m, &c, &self, ag_contiguous(t, ag_narrow(t, x, 1, 0, 1)), NULL));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "inference only"));
+    CU_ASSERT_EQUAL(self.len, 0);
+    ag_set_error_handler(NULL, NULL);
+    bool prev = ag_tape_set_recording(t, false);
+    CU_ASSERT_EQUAL_FATAL(zoo_mha_cache_append(&m, &c, &cross, enc, enc), 0);
+    double err = 0, cross_err = 0;
+    for (int j = 0; j < T; j++) {
+        ag_tensor *xj = ag_contiguous(t, ag_narrow(t, x, 1, j, 1)), *w = NULL;
+        ag_tensor *y = zoo_mha_step(&m, &c, &self, xj, &w);
+        ag_tensor *z = zoo_mha_cache_attend(&m, &c, &cross, xj, lens, 1, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        CU_ASSERT_EQUAL(w->shape[0], B * HEADS);
+        CU_ASSERT_EQUAL(w->shape[2], j + 1); /* the keys so far */
+        for (int b = 0; b < B; b++) {
+            const size_t at = ((size_t)b * T + j) * H;
+            err = fmax(err, max_err(y->data + b * H, full->data + at, H));
+            cross_err = fmax(cross_err, max_err(z->data + b * H, cross_full->data + at, H));
+        }
+    }
+    ag_tape_set_recording(t, prev);
+    CU_ASSERT_EQUAL(self.len, T);
+    CU_ASSERT_EQUAL(cross.len, S);
+    CU_ASSERT_TRUE(err < 1e-5);
+    CU_ASSERT_TRUE(cross_err < 1e-5);
+    ag_tape_free(t);
+    nn_params_free(ps);
 }
 
 /* Training mode: dropout draws from the context's RNG; same seed, same bits. */
@@ -359,6 +418,7 @@ static CU_TestInfo tests[] = {
     {"embeddings: N(0, embed_std^2)", test_embedding_std},
     {"decoder is causal", test_decoder_is_causal},
     {"incremental decoding equals the full pass", test_incremental_equals_full},
+    {"multi-head attention step over its own cache equals the full pass", test_mha_step_over_cache},
     {"training forward is deterministic", test_training_forward_is_deterministic},
     CU_TEST_INFO_NULL,
 };

@@ -1,8 +1,6 @@
 /* attention.c -- DotProductAttention, AdditiveAttention, MultiHeadAttention (d2l 11.3, 11.5). */
 #include "zoo/models/attention.h"
 
-#include <string.h>
-
 int zoo_dot_attention_init(zoo_dot_attention *a, double dropout) {
     return nn_attention_init(&a->core, 1, dropout);
 }
@@ -80,43 +78,28 @@ ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries
     return nn_linear_forward(&m->W_o, c, out);
 }
 
-ag_tensor *zoo_mha_attend_projected(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
-                                    ag_tensor *k_proj, ag_tensor *v_proj, const int32_t *valid_lens,
-                                    int vl_ndim, ag_tensor **weights) {
+int zoo_mha_cache_append(const zoo_mha *m, const nn_ctx *c, nn_kv_cache *kv, ag_tensor *keys,
+                         ag_tensor *values) {
+    if (!m || !c || !keys || !values) return -1;
+    ag_tensor *k = nn_linear_forward(&m->W_k, c, keys);
+    ag_tensor *v = nn_linear_forward(&m->W_v, c, values);
+    return nn_kv_cache_append(kv, c->tape, k, v);
+}
+
+ag_tensor *zoo_mha_cache_attend(const zoo_mha *m, const nn_ctx *c, nn_kv_cache *kv,
+                                ag_tensor *queries, const int32_t *valid_lens, int vl_ndim,
+                                ag_tensor **weights) {
+    if (weights) *weights = NULL;
+    if (!m || !c || !kv || !queries) return NULL;
     ag_tensor *q = nn_linear_forward(&m->W_q, c, queries);
-    ag_tensor *out =
-        nn_attention_forward(&m->attention, c, q, k_proj, v_proj, valid_lens, vl_ndim, weights);
+    ag_tensor *k = nn_kv_cache_keys(kv, c->tape), *v = nn_kv_cache_values(kv, c->tape);
+    ag_tensor *out = nn_attention_forward(&m->attention, c, q, k, v, valid_lens, vl_ndim, weights);
     return nn_linear_forward(&m->W_o, c, out);
 }
 
-/* ---- rows of a decoding state ---- */
-
-int zoo_rows_gather(ag_tape *t, void *buf, size_t stride, size_t len, const int32_t *rows, int n,
-                    const bool *keep) {
-    int moved = 0;
-    for (int i = 0; i < n; i++) moved += keep ? !keep[i] : rows[i] != i;
-    if (!len || !moved) return 0;
-    unsigned char *old = ag_tape_alloc(t, len * (size_t)moved), *b = buf;
-    if (!old) return -1;
-    for (int pass = 0; pass < 2; pass++) /* copy the sources aside, then into place */
-        for (int i = 0, j = 0; i < n; i++) {
-            if (keep ? keep[i] : rows[i] == i) continue;
-            unsigned char *row = b + (size_t)i * stride, *src = b + (size_t)rows[i] * stride;
-            if (pass == 0) memcpy(old + (size_t)j++ * len, src, len);
-            else memcpy(row, old + (size_t)j++ * len, len);
-        }
-    return 0;
-}
-
-void zoo_rows_same_source(const int32_t *src, int n_old, const int32_t *rows, int n, bool *keep) {
-    for (int i = 0; i < n; i++) keep[i] = i < n_old && src[i] == src[rows[i]];
-}
-
-void *zoo_rows_move(ag_tape *t, const void *src, size_t src_stride, size_t len, int n, int cap,
-                    size_t stride) {
-    unsigned char *dst = ag_tape_alloc(t, stride * (size_t)cap);
-    const unsigned char *from = src;
-    for (int i = 0; dst && i < n; i++)
-        memcpy(dst + (size_t)i * stride, from + (size_t)i * src_stride, len);
-    return dst;
+ag_tensor *zoo_mha_step(const zoo_mha *m, const nn_ctx *c, nn_kv_cache *kv, ag_tensor *x,
+                        ag_tensor **weights) {
+    if (weights) *weights = NULL;
+    if (!x || zoo_mha_cache_append(m, c, kv, x, x)) return NULL;
+    return zoo_mha_cache_attend(m, c, kv, x, NULL, 0, weights);
 }

@@ -14,6 +14,7 @@
 #ifndef TG_ZOO_ATTENTION_H
 #define TG_ZOO_ATTENTION_H
 
+#include "../../nn/kv_cache.h"
 #include "../../nn/nn.h"
 
 #ifdef __cplusplus
@@ -89,32 +90,28 @@ int zoo_mha_init(zoo_mha *m, nn_params *ps, const char *prefix, int key_size, in
 ag_tensor *zoo_mha_forward(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries, ag_tensor *keys,
                            ag_tensor *values, const int32_t *valid_lens, int vl_ndim,
                            ag_tensor **weights);
-/* The same from keys and values already projected: k_proj = W_k keys (B, Tk, hiddens), v_proj =
- * W_v values (B, Tk, hiddens), e.g. a decoder's cache of them; only the queries are projected
- * here. zoo_mha_forward(q, k, v) = zoo_mha_attend_projected(q, W_k k, W_v v). */
-ag_tensor *zoo_mha_attend_projected(const zoo_mha *m, const nn_ctx *c, ag_tensor *queries,
-                                    ag_tensor *k_proj, ag_tensor *v_proj, const int32_t *valid_lens,
-                                    int vl_ndim, ag_tensor **weights);
+/* ---- multi-head, one position at a time (inference) ---------------------------------------
+ * A decoder keeps the keys and values it attends to in an nn_kv_cache (nn/kv_cache.h) of
+ * width hiddens, filled through the layer's own projections: kv then holds W_k K and W_v V for
+ * the K, V appended so far. Inference only (the cache refuses what records a gradient). */
 
-/* ---- rows of a decoding state ------------------------------------------------------------
- * A model's decoding state keeps per-row buffers (encoder outputs, caches) that beam search
- * reorders (zoo_model_ops.select). A buffer holds rows of `len` bytes, `stride` bytes apart. */
-
-/* Row i of buf becomes the old row rows[i], i < n (rows may repeat; buf must have room for n
- * rows), except the rows with keep[i] true, left as they are (keep NULL: the rows with
- * rows[i] == i): e.g. rows that already hold the same content. The old rows to move are first
- * copied to scratch memory on t (freed with the step). Returns 0, or -1 when out of memory
- * (reported). */
-int zoo_rows_gather(ag_tape *t, void *buf, size_t stride, size_t len, const int32_t *rows, int n,
-                    const bool *keep);
-/* keep (n,) for zoo_rows_gather of the buffers that depend only on a row's source (src (n_old,):
- * the source of each old row; gathered itself with this keep): keep[i] when old row i comes
- * from the same source as old row rows[i], so already holds what it would receive. */
-void zoo_rows_same_source(const int32_t *src, int n_old, const int32_t *rows, int n, bool *keep);
-/* A new buffer on t with room for cap rows, stride bytes apart, whose first n rows are copies of
- * the n rows of src (len bytes each, src_stride apart). NULL when out of memory (reported). */
-void *zoo_rows_move(ag_tape *t, const void *src, size_t src_stride, size_t len, int n, int cap,
-                    size_t stride);
+/* Appends W_k keys and W_v values to kv: keys (B, T, key_size), values (B, T, value_size),
+ * kv->rows == B; e.g. a cross-attention's cache filled once from the encoder outputs. Returns 0
+ * or -1 (reported). The projections stay on c->tape: a caller rewinds them once appended. */
+int zoo_mha_cache_append(const zoo_mha *m, const nn_ctx *c, nn_kv_cache *kv, ag_tensor *keys,
+                         ag_tensor *values);
+/* queries (B, Tq, query_size) attending to the positions of kv -> (B, Tq, hiddens): W_o of the
+ * attention of W_q queries over the cache's keys and values, masked as zoo_mha_forward. Equals
+ * zoo_mha_forward(queries, K, V, ...) when kv holds W_k K, W_v V. *weights (B heads, Tq, len). */
+ag_tensor *zoo_mha_cache_attend(const zoo_mha *m, const nn_ctx *c, nn_kv_cache *kv,
+                                ag_tensor *queries, const int32_t *valid_lens, int vl_ndim,
+                                ag_tensor **weights);
+/* One self-attention step: x (B, 1, size) is the query, key and value of the next position:
+ * appends W_k x and W_v x to kv, then attends x's query over all of kv (no mask: no later
+ * position is in it). The same as zoo_mha_forward's output at that position in the causal pass
+ * over the prefix. NULL after an error (kv unchanged when the append failed). */
+ag_tensor *zoo_mha_step(const zoo_mha *m, const nn_ctx *c, nn_kv_cache *kv, ag_tensor *x,
+                        ag_tensor **weights);
 
 #ifdef __cplusplus
 }

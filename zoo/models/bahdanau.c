@@ -4,6 +4,8 @@
 
 #include "autograd/ag_op.h"
 
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 const zoo_bahdanau_cfg zoo_bahdanau_default_cfg = {
@@ -273,10 +275,10 @@ static int ensure_rows(const zoo_seq2seq_attn_decoder *d, const nn_ctx *c, zoo_b
     size_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += row_bytes(d, s, i) * (size_t)cap;
     unsigned char *buf = ag_tape_alloc(t, bytes), *p = buf;
-    int32_t *lens = s->enc_valid ? zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, s->B,
-                                                 cap, sizeof *lens)
+    int32_t *lens = s->enc_valid ? nn_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, s->B,
+                                                cap, sizeof *lens)
                                  : NULL;
-    int32_t *src = zoo_rows_move(t, s->src_row, sizeof *src, sizeof *src, s->B, cap, sizeof *src);
+    int32_t *src = nn_rows_move(t, s->src_row, sizeof *src, sizeof *src, s->B, cap, sizeof *src);
     if (!buf || (s->enc_valid && !lens) || !src) return -1;
     for (int i = 0; i < n; i++) {
         ag_tensor *xi = ag_contiguous(t, *x[i]);
@@ -323,13 +325,13 @@ int zoo_seq2seq_attn_decoder_select(const zoo_seq2seq_attn_decoder *d, const nn_
     const size_t I = sizeof(int32_t);
     bool *same = ag_tape_alloc(t, sizeof *same * (size_t)n); /* rows whose source stays */
     if (!same) return -1;
-    zoo_rows_same_source(s->src_row, s->B, rows, n, same);
+    nn_rows_same_source(s->src_row, s->B, rows, n, same);
     for (int i = 0; i < m; i++) /* enc_out, keys and h0 follow the source, h the row */
-        if (zoo_rows_gather(t, (*x[i])->data, row_bytes(d, s, i), row_bytes(d, s, i), rows, n,
-                            i < src_tensors(d) ? same : NULL))
+        if (nn_rows_gather(t, (*x[i])->data, row_bytes(d, s, i), row_bytes(d, s, i), rows, n,
+                           i < src_tensors(d) ? same : NULL))
             return -1;
-    if ((s->enc_valid && zoo_rows_gather(t, s->enc_valid, I, I, rows, n, same)) ||
-        zoo_rows_gather(t, s->src_row, I, I, rows, n, same))
+    if ((s->enc_valid && nn_rows_gather(t, s->enc_valid, I, I, rows, n, same)) ||
+        nn_rows_gather(t, s->src_row, I, I, rows, n, same))
         return -1;
     s->B = n;
     set_rows(d, s);
@@ -338,9 +340,76 @@ int zoo_seq2seq_attn_decoder_select(const zoo_seq2seq_attn_decoder *d, const nn_
 
 /* ---- the model ---- */
 
+static void *bm_encode(const zoo_model *m, const nn_ctx *c, const int32_t *src,
+                       const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace) {
+    (void)trace; /* no encoder attention */
+    const zoo_bahdanau *bm = (const zoo_bahdanau *)m;
+    if (!bm || !c || !src || !src_len) return NULL;
+    ag_tensor *h, *cs;
+    ag_tensor *out = zoo_seq2seq_encoder_run(&bm->encoder, c, src, B, Ts, &h, &cs);
+    return zoo_seq2seq_attn_decoder_init_rnn_state(&bm->decoder, c, out, h, cs, src_len);
+}
+
+static ag_tensor *bm_decode_features(const zoo_model *m, const nn_ctx *c, void *s,
+                                     const int32_t *dec_in, int B, int T, const nn_linear **out) {
+    const zoo_seq2seq_attn_decoder *d = &((const zoo_bahdanau *)m)->decoder;
+    if (out) *out = &d->dense;
+    return zoo_seq2seq_attn_decoder_features(d, c, s, dec_in, B, T, NULL);
+}
+
+static ag_tensor *bm_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in,
+                            int B, int T) {
+    return zoo_seq2seq_attn_decoder_forward(&((const zoo_bahdanau *)m)->decoder, c, s, dec_in, B, T,
+                                            NULL);
+}
+
+/* The decoder's step; trace (or NULL) receives its attention weights in dec_cross[0]. */
+static ag_tensor *bm_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens,
+                          int B, const zoo_attn_trace *trace) {
+    return zoo_seq2seq_attn_decoder_step(&((const zoo_bahdanau *)m)->decoder, c, s, tokens, B,
+                                         trace && trace->dec_cross ? &trace->dec_cross[0] : NULL);
+}
+
+static int bm_select(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *rows, int n) {
+    return zoo_seq2seq_attn_decoder_select(&((const zoo_bahdanau *)m)->decoder, c, s, rows, n);
+}
+
+static int bm_reserve(const zoo_model *m, const nn_ctx *c, void *s, int rows, int steps) {
+    (void)steps; /* the state does not grow with the steps */
+    return zoo_seq2seq_attn_decoder_reserve(&((const zoo_bahdanau *)m)->decoder, c, s, rows);
+}
+
+static int bm_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
+    (void)m;
+    return kind == ZOO_ATTN_DEC_CROSS ? 1 : 0; /* no self-attention anywhere */
+}
+
+static void bm_free(zoo_model *m) {
+    nn_params_free(m->ps); /* zoo_bahdanau owns no memory of its own */
+    free(m);
+}
+
+static const zoo_model_ops bm_ops = {.encode = bm_encode,
+                                     .decode = bm_decode,
+                                     .decode_features = bm_decode_features,
+                                     .step = bm_step,
+                                     .select = bm_select,
+                                     .reserve = bm_reserve,
+                                     .attn_heads = bm_attn_heads,
+                                     .free = bm_free};
+
 int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *cfg) {
     memset(bm, 0, sizeof *bm);
     bm->cfg = *cfg;
+    /* one attention layer (the decoder's cross-attention): zoo_model.layers 1, whatever the
+     * RNN's layers */
+    bm->base = (zoo_model){.ops = &bm_ops,
+                           .kind = &zoo_bahdanau_kind,
+                           .cfg = &bm->cfg,
+                           .ps = ps,
+                           .src_vocab = cfg->src_vocab,
+                           .tgt_vocab = cfg->tgt_vocab,
+                           .layers = 1};
     const zoo_bahdanau_cfg *k = cfg;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
         k->layers > ZOO_RNN_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1) ||
@@ -361,10 +430,7 @@ int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *c
 
 zoo_bahdanau_state *zoo_bahdanau_encode(const zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
                                         const int32_t *src_len, int B, int Ts) {
-    if (!bm || !c || !src || !src_len) return NULL;
-    ag_tensor *h, *cs;
-    ag_tensor *out = zoo_seq2seq_encoder_run(&bm->encoder, c, src, B, Ts, &h, &cs);
-    return zoo_seq2seq_attn_decoder_init_rnn_state(&bm->decoder, c, out, h, cs, src_len);
+    return bm ? bm_encode(&bm->base, c, src, src_len, B, Ts, NULL) : NULL;
 }
 
 ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,
@@ -372,10 +438,47 @@ ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zo
     return bm ? zoo_seq2seq_attn_decoder_forward(&bm->decoder, c, s, dec_in, B, T, NULL) : NULL;
 }
 
-ag_tensor *zoo_bahdanau_step(const zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
-                             const int32_t *tokens, int B, const zoo_attn_trace *trace) {
-    return bm ? zoo_seq2seq_attn_decoder_step(&bm->decoder, c, s, tokens, B,
-                                              trace && trace->dec_cross ? &trace->dec_cross[0]
-                                                                        : NULL)
-              : NULL;
+static zoo_model *bm_create(const void *config, int src_vocab, int tgt_vocab) {
+    zoo_bahdanau *bm = calloc(1, sizeof *bm);
+    nn_params *ps = nn_params_new();
+    if (!bm || !ps) {
+        free(bm);
+        nn_params_free(ps);
+        ag_error("bahdanau: out of memory");
+        return NULL;
+    }
+    zoo_bahdanau_cfg cfg = *(const zoo_bahdanau_cfg *)config;
+    cfg.src_vocab = src_vocab;
+    cfg.tgt_vocab = tgt_vocab;
+    if (zoo_bahdanau_init(bm, ps, &cfg)) {
+        bm_free(&bm->base);
+        return NULL;
+    }
+    return &bm->base;
 }
+
+#define F(field) offsetof(zoo_bahdanau_cfg, field)
+static const zoo_field bm_fields[] = {
+    {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size", NULL},
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "GRU hidden size (also the attention's width)", NULL},
+    {"layers", ZOO_INT, F(layers), 1, NN_GRU_MAX_LAYERS,
+     "GRU layers in the encoder and in the decoder", NULL},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99,
+     "dropout between GRU layers and on the attention weights", NULL},
+    {"cell", ZOO_CHOICE, F(cell), 0, 0, "the recurrent cell of the encoder and the decoder",
+     zoo_cell_names},
+};
+#undef F
+
+const zoo_model_kind zoo_bahdanau_kind = {
+    .name = "bahdanau",
+    .program = "bahdanau_nmt",
+    .config = bm_fields,
+    .n_config = sizeof bm_fields / sizeof *bm_fields,
+    .n_first = 4, /* the cell came later */
+    .config_size = sizeof(zoo_bahdanau_cfg),
+    .defaults = &zoo_bahdanau_default_cfg,
+    .epochs = 250,
+    .lr = 0.005,
+    .create = bm_create,
+};

@@ -55,8 +55,8 @@
 #ifndef TG_ZOO_BAHDANAU_H
 #define TG_ZOO_BAHDANAU_H
 
-#include "attention.h"
 #include "encdec.h" /* the shared encoder zoo_seq2seq_encoder and zoo_rnn */
+#include "seq2seq.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -182,13 +182,18 @@ int zoo_seq2seq_attn_decoder_reserve(const zoo_seq2seq_attn_decoder *d, const nn
 
 /* ---- the model ---- */
 
+/* The model: a zoo_model (seq2seq.h) whose functions are this file's (base.ops: encode,
+ * decode, decode_features, and the decoder's step, select, reserve; attention for the heatmaps:
+ * one layer, the decoder's cross-attention, one head, so base.layers is 1 whatever the RNN's
+ * layers); zoo_bahdanau_kind builds one. */
 typedef struct zoo_bahdanau {
+    zoo_model base; /* first: a zoo_model * of this kind is a zoo_bahdanau * */
     zoo_bahdanau_cfg cfg;
     zoo_seq2seq_encoder encoder;      /* "encoder" */
     zoo_seq2seq_attn_decoder decoder; /* "decoder" */
 } zoo_bahdanau;
 
-/* Registers every parameter in ps (names above). Returns 0, or -1 with ag_last_error() (bad
+/* Registers every parameter in ps (names above) and fills bm->base. Returns 0, or -1 with ag_last_error() (bad
  * config: a size < 1, layers > ZOO_RNN_MAX_LAYERS, dropout outside [0, 1), an unknown cell). */
 int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *cfg);
 
@@ -196,14 +201,9 @@ int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *c
  * decoder's initial state on c->tape, or NULL after an error. */
 zoo_bahdanau_state *zoo_bahdanau_encode(const zoo_bahdanau *bm, const nn_ctx *c, const int32_t *src,
                                         const int32_t *src_len, int B, int Ts);
-/* zoo_seq2seq_attn_decoder_forward on the model's decoder. */
+/* zoo_seq2seq_attn_decoder_forward on the model's decoder (base.ops->decode). */
 ag_tensor *zoo_bahdanau_decode(const zoo_bahdanau *bm, const nn_ctx *c, const zoo_bahdanau_state *s,
                                const int32_t *dec_in, int B, int T);
-/* zoo_seq2seq_attn_decoder_step on the model's decoder; trace (or NULL) receives its
- * attention weights in dec_cross[0]. */
-ag_tensor *zoo_bahdanau_step(const zoo_bahdanau *bm, const nn_ctx *c, zoo_bahdanau_state *s,
-                             const int32_t *tokens, int B, const zoo_attn_trace *trace);
-
 #ifdef __cplusplus
 }
 #endif

@@ -3,9 +3,10 @@
 #include "zoo/models/encdec.h"
 
 #include "autograd/ag_op.h"
-#include "zoo/models/attention.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const zoo_cell_names[] = {"gru", "lstm", NULL};
@@ -310,7 +311,7 @@ static int ensure_rows(const zoo_seq2seq_decoder *d, const nn_ctx *c, zoo_encdec
     const int n = state_tensors(d, s, x, &n_src), cap = rows > s->B ? rows : s->B, H = d->hiddens;
     const size_t row = sizeof(ag_real) * (size_t)H;
     ag_real *buf = ag_tape_alloc(t, row * (size_t)cap * n);
-    int32_t *src = zoo_rows_move(t, s->src_row, sizeof *src, sizeof *src, s->B, cap, sizeof *src);
+    int32_t *src = nn_rows_move(t, s->src_row, sizeof *src, sizeof *src, s->B, cap, sizeof *src);
     if (!buf || !src) return -1;
     for (int i = 0; i < n; i++) {
         ag_tensor *xi = ag_contiguous(t, *x[i]);
@@ -357,11 +358,10 @@ int zoo_seq2seq_decoder_select(const zoo_seq2seq_decoder *d, const nn_ctx *c, zo
     const size_t row = sizeof(ag_real) * (size_t)d->hiddens, I = sizeof(int32_t);
     bool *same = ag_tape_alloc(t, sizeof *same * (size_t)n); /* rows whose source stays */
     if (!same) return -1;
-    zoo_rows_same_source(s->src_row, s->B, rows, n, same);
+    nn_rows_same_source(s->src_row, s->B, rows, n, same);
     for (int i = 0; i < m; i++) /* h0, c0 follow the source, h, c the row */
-        if (zoo_rows_gather(t, (*x[i])->data, row, row, rows, n, i < n_src ? same : NULL))
-            return -1;
-    if (zoo_rows_gather(t, s->src_row, I, I, rows, n, same)) return -1;
+        if (nn_rows_gather(t, (*x[i])->data, row, row, rows, n, i < n_src ? same : NULL)) return -1;
+    if (nn_rows_gather(t, s->src_row, I, I, rows, n, same)) return -1;
     s->B = n;
     set_rows(d, s);
     return 0;
@@ -379,9 +379,74 @@ zoo_encdec_cfg zoo_encdec_defaults(int src_vocab, int tgt_vocab) {
     return c;
 }
 
+static void *ed_encode(const zoo_model *m, const nn_ctx *c, const int32_t *src,
+                       const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace) {
+    (void)trace;   /* no attention */
+    (void)src_len; /* as d2l, the encoder runs over the padding too */
+    const zoo_encdec *ed = (const zoo_encdec *)m;
+    if (!ed || !c || !src) return NULL;
+    ag_tensor *h, *cs;
+    if (!zoo_seq2seq_encoder_run(&ed->encoder, c, src, B, Ts, &h, &cs)) return NULL;
+    return zoo_seq2seq_decoder_init_state(&ed->decoder, c, h, cs);
+}
+
+static ag_tensor *ed_decode(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *dec_in,
+                            int B, int T) {
+    return zoo_seq2seq_decoder_forward(&((const zoo_encdec *)m)->decoder, c, s, dec_in, B, T);
+}
+
+static ag_tensor *ed_decode_features(const zoo_model *m, const nn_ctx *c, void *s,
+                                     const int32_t *dec_in, int B, int T, const nn_linear **out) {
+    const zoo_seq2seq_decoder *d = &((const zoo_encdec *)m)->decoder;
+    if (out) *out = &d->dense;
+    return zoo_seq2seq_decoder_features(d, c, s, dec_in, B, T);
+}
+
+static ag_tensor *ed_step(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *tokens,
+                          int B, const zoo_attn_trace *trace) {
+    (void)trace; /* no attention */
+    return zoo_seq2seq_decoder_step(&((const zoo_encdec *)m)->decoder, c, s, tokens, B);
+}
+
+static int ed_select(const zoo_model *m, const nn_ctx *c, void *s, const int32_t *rows, int n) {
+    return zoo_seq2seq_decoder_select(&((const zoo_encdec *)m)->decoder, c, s, rows, n);
+}
+
+static int ed_reserve(const zoo_model *m, const nn_ctx *c, void *s, int rows, int steps) {
+    (void)steps; /* the state does not grow with the steps */
+    return zoo_seq2seq_decoder_reserve(&((const zoo_encdec *)m)->decoder, c, s, rows);
+}
+
+static int ed_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
+    (void)m;
+    (void)kind;
+    return 0;
+}
+
+static void ed_free(zoo_model *m) {
+    nn_params_free(m->ps); /* zoo_encdec owns no memory of its own */
+    free(m);
+}
+
+static const zoo_model_ops ed_ops = {.encode = ed_encode,
+                                     .decode = ed_decode,
+                                     .decode_features = ed_decode_features,
+                                     .step = ed_step,
+                                     .select = ed_select,
+                                     .reserve = ed_reserve,
+                                     .attn_heads = ed_attn_heads,
+                                     .free = ed_free};
+
 int zoo_encdec_init(zoo_encdec *ed, nn_params *ps, const zoo_encdec_cfg *cfg) {
     memset(ed, 0, sizeof *ed);
     ed->cfg = *cfg;
+    ed->base = (zoo_model){.ops = &ed_ops,
+                           .kind = &zoo_encdec_kind,
+                           .cfg = &ed->cfg,
+                           .ps = ps,
+                           .src_vocab = cfg->src_vocab,
+                           .tgt_vocab = cfg->tgt_vocab,
+                           .layers = 0}; /* no attention */
     const zoo_encdec_cfg *k = cfg;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
         k->layers > ZOO_RNN_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1) ||
@@ -401,10 +466,7 @@ int zoo_encdec_init(zoo_encdec *ed, nn_params *ps, const zoo_encdec_cfg *cfg) {
 
 zoo_encdec_state *zoo_encdec_encode(const zoo_encdec *ed, const nn_ctx *c, const int32_t *src,
                                     int B, int Ts) {
-    if (!ed || !c || !src) return NULL;
-    ag_tensor *h, *cs;
-    if (!zoo_seq2seq_encoder_run(&ed->encoder, c, src, B, Ts, &h, &cs)) return NULL;
-    return zoo_seq2seq_decoder_init_state(&ed->decoder, c, h, cs);
+    return ed ? ed_encode(&ed->base, c, src, NULL, B, Ts, NULL) : NULL;
 }
 
 ag_tensor *zoo_encdec_decode(const zoo_encdec *ed, const nn_ctx *c, const zoo_encdec_state *s,
@@ -412,7 +474,45 @@ ag_tensor *zoo_encdec_decode(const zoo_encdec *ed, const nn_ctx *c, const zoo_en
     return ed ? zoo_seq2seq_decoder_forward(&ed->decoder, c, s, dec_in, B, T) : NULL;
 }
 
-ag_tensor *zoo_encdec_step(const zoo_encdec *ed, const nn_ctx *c, zoo_encdec_state *s,
-                           const int32_t *tokens, int B) {
-    return ed ? zoo_seq2seq_decoder_step(&ed->decoder, c, s, tokens, B) : NULL;
+static zoo_model *ed_create(const void *config, int src_vocab, int tgt_vocab) {
+    zoo_encdec *ed = calloc(1, sizeof *ed);
+    nn_params *ps = nn_params_new();
+    if (!ed || !ps) {
+        free(ed);
+        nn_params_free(ps);
+        ag_error("seq2seq: out of memory");
+        return NULL;
+    }
+    zoo_encdec_cfg cfg = *(const zoo_encdec_cfg *)config;
+    cfg.src_vocab = src_vocab;
+    cfg.tgt_vocab = tgt_vocab;
+    if (zoo_encdec_init(ed, ps, &cfg)) {
+        ed_free(&ed->base);
+        return NULL;
+    }
+    return &ed->base;
 }
+
+#define F(field) offsetof(zoo_encdec_cfg, field)
+static const zoo_field ed_fields[] = {
+    {"embed-size", ZOO_INT, F(embed), 1, 4096, "token embedding size", NULL},
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "RNN hidden size", NULL},
+    {"layers", ZOO_INT, F(layers), 1, ZOO_RNN_MAX_LAYERS,
+     "RNN layers in the encoder and in the decoder", NULL},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout between RNN layers", NULL},
+    {"cell", ZOO_CHOICE, F(cell), 0, 0, "the recurrent cell of the encoder and the decoder",
+     zoo_cell_names},
+};
+#undef F
+
+const zoo_model_kind zoo_encdec_kind = {
+    .name = "seq2seq",
+    .program = "seq2seq_nmt",
+    .config = ed_fields,
+    .n_config = sizeof ed_fields / sizeof *ed_fields,
+    .config_size = sizeof(zoo_encdec_cfg),
+    .defaults = &zoo_encdec_default_cfg,
+    .epochs = 300,
+    .lr = 0.005,
+    .create = ed_create,
+};

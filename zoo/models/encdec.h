@@ -45,6 +45,7 @@
 
 #include "../../nn/nn.h"
 #include "config.h"
+#include "seq2seq.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -189,24 +190,26 @@ typedef struct zoo_encdec_cfg {
 extern const zoo_encdec_cfg zoo_encdec_default_cfg;
 zoo_encdec_cfg zoo_encdec_defaults(int src_vocab, int tgt_vocab);
 
+/* The model: a zoo_model (seq2seq.h) whose functions are this file's (base.ops: encode,
+ * decode, decode_features, and the decoder's step, select, reserve; no attention: base.layers
+ * 0, attn_heads 0); zoo_encdec_kind builds one. */
 typedef struct zoo_encdec {
+    zoo_model base; /* first: a zoo_model * of this kind is a zoo_encdec * */
     zoo_encdec_cfg cfg;
     zoo_seq2seq_encoder encoder; /* "encoder" */
     zoo_seq2seq_decoder decoder; /* "decoder" */
 } zoo_encdec;
 
-/* Registers every parameter (names above). Returns 0, or -1 with ag_last_error() (bad config). */
+/* Registers every parameter (names above) and fills ed->base. Returns 0, or -1 with
+ * ag_last_error() (bad config). */
 int zoo_encdec_init(zoo_encdec *ed, nn_params *ps, const zoo_encdec_cfg *cfg);
 zoo_encdec_state *zoo_encdec_encode(const zoo_encdec *ed, const nn_ctx *c, const int32_t *src,
                                     int B, int Ts);
 ag_tensor *zoo_encdec_decode(const zoo_encdec *ed, const nn_ctx *c, const zoo_encdec_state *s,
                              const int32_t *dec_in, int B, int T);
-ag_tensor *zoo_encdec_step(const zoo_encdec *ed, const nn_ctx *c, zoo_encdec_state *s,
-                           const int32_t *tokens, int B);
 
-/* The model kind behind seq2seq_nmt (zoo/models/seq2seq.h), defined in encdec_model.c. */
-struct zoo_model_kind;
-extern const struct zoo_model_kind zoo_encdec_kind;
+/* The model kind behind seq2seq_nmt. */
+extern const zoo_model_kind zoo_encdec_kind;
 
 #ifdef __cplusplus
 }

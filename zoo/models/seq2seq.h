@@ -99,6 +99,9 @@ typedef struct zoo_model_kind {
     int (*check_steps)(const void *cfg, int num_steps);
 } zoo_model_kind;
 
+/* A model's own struct begins with its zoo_model (zoo_transformer, zoo_bahdanau, zoo_encdec:
+ * one file each), so the functions of its ops table, the model's own, take it back with a
+ * cast. */
 struct zoo_model {
     const zoo_model_ops *ops;
     const zoo_model_kind *kind;

@@ -5,6 +5,7 @@
 #include "autograd/ag_op.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,9 +169,18 @@ ag_tensor *zoo_decoder_block_forward(const zoo_decoder_block *b, const nn_ctx *c
 
 /* ---- the model ---- */
 
+static const zoo_model_ops tf_ops;
+
 int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transformer_cfg *cfg) {
     memset(tf, 0, sizeof *tf);
     tf->cfg = *cfg;
+    tf->base = (zoo_model){.ops = &tf_ops,
+                           .kind = &zoo_transformer_kind,
+                           .cfg = &tf->cfg,
+                           .ps = ps,
+                           .src_vocab = cfg->src_vocab,
+                           .tgt_vocab = cfg->tgt_vocab,
+                           .layers = cfg->layers};
     const zoo_transformer_cfg *k = cfg;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->hiddens < 1 || k->ffn_hiddens < 1 ||
         k->heads < 1 || k->layers < 1 || k->hiddens % k->heads)
@@ -233,9 +243,9 @@ static ag_tensor *settle(ag_tape *t, ag_tape_pos mark, ag_tensor *held, ag_tenso
     return ag_tape_rewind(t, mark) ? NULL : held;
 }
 
-zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
-                                     const int32_t *src_len, int B, int Ts,
-                                     const zoo_attn_trace *trace) {
+static void *tf_encode(const zoo_model *m, const nn_ctx *c, const int32_t *src,
+                       const int32_t *src_len, int B, int Ts, const zoo_attn_trace *trace) {
+    const zoo_transformer *tf = (const zoo_transformer *)m;
     zoo_tf_state *s = ag_tape_alloc(c->tape, sizeof *s);
     int32_t *lens = ag_tape_alloc(c->tape, sizeof *lens * (size_t)B);
     int32_t *src_row = ag_tape_alloc(c->tape, sizeof *src_row * (size_t)B);
@@ -260,8 +270,11 @@ zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c,
     return s;
 }
 
-ag_tensor *zoo_transformer_decode_features(const zoo_transformer *tf, const nn_ctx *c,
-                                           zoo_tf_state *s, const int32_t *dec_in, int B, int T) {
+static ag_tensor *tf_decode_features(const zoo_model *m, const nn_ctx *c, void *state,
+                                     const int32_t *dec_in, int B, int T, const nn_linear **out) {
+    const zoo_transformer *tf = (const zoo_transformer *)m;
+    const zoo_tf_state *s = state;
+    if (out) *out = &tf->dense;
     if (!s) return NULL;
     if (B != s->B)
         return ag_report(c->tape, "transformer decode: batch %d, the state has %d rows", B, s->B);
@@ -272,10 +285,22 @@ ag_tensor *zoo_transformer_decode_features(const zoo_transformer *tf, const nn_c
     return x;
 }
 
+static ag_tensor *tf_decode(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *dec_in,
+                            int B, int T) {
+    const nn_linear *dense;
+    ag_tensor *x = tf_decode_features(m, c, state, dec_in, B, T, &dense);
+    return nn_linear_forward(dense, c, x);
+}
+
+zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
+                                     const int32_t *src_len, int B, int Ts,
+                                     const zoo_attn_trace *trace) {
+    return tf_encode(&tf->base, c, src, src_len, B, Ts, trace);
+}
+
 ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T) {
-    return nn_linear_forward(&tf->dense, c,
-                             zoo_transformer_decode_features(tf, c, s, dec_in, B, T));
+    return tf_decode(&tf->base, c, s, dec_in, B, T);
 }
 
 /* ---- incremental decoding ---- */
@@ -293,154 +318,126 @@ static void set_enc_rows(zoo_tf_state *s, ag_real *enc) {
     s->enc_out = &s->enc_rows;
 }
 
-/* Room for `rows` rows in every buffer and `t_cap` positions in the self caches: a buffer too
- * small moves to a new one on c->tape (its B rows, its `steps` positions copied). The first
- * call makes the caches and projects the cross-attention's keys and values of every block,
- * W_k enc_out and W_v enc_out (B, Ts, H). Returns 0 or -1. */
-static int ensure_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
-                       int t_cap) {
-    ag_tape *t = c->tape;
-    const int L = tf->cfg.layers, B = s->B;
-    const size_t H = (size_t)tf->cfg.hiddens, R = sizeof(ag_real), enc_row = (size_t)s->Ts * H * R;
-    const int nr = rows > s->rows_cap ? rows : s->rows_cap,
-              nt = t_cap > s->t_cap ? t_cap : s->t_cap;
-    const bool first = !s->cache, more_rows = nr > s->rows_cap;
-    if (!first && !more_rows && nt == s->t_cap) return 0;
-    if (more_rows) {
-        ag_real *enc = zoo_rows_move(t, s->enc_out->data, enc_row, enc_row, B, nr, enc_row);
-        int32_t *lens =
-            zoo_rows_move(t, s->enc_valid, sizeof *lens, sizeof *lens, B, nr, sizeof *lens);
-        int32_t *src = zoo_rows_move(t, s->src_row, sizeof *src, sizeof *src, B, nr, sizeof *src);
-        if (!enc || !lens || !src) return -1;
-        set_enc_rows(s, enc);
-        s->enc_valid = lens;
-        s->src_row = src;
-    }
-    if (first && !(s->cache = ag_tape_calloc(t, sizeof *s->cache * (size_t)L))) return -1;
-    const size_t self_row = H * R * (size_t)s->t_cap, new_row = H * R * (size_t)nt,
-                 used = H * R * (size_t)s->steps;
-    for (int i = 0; i < L; i++) {
-        zoo_tf_cache *k = &s->cache[i];
-        if (first || more_rows) {
-            ag_real *dst[2] = {ag_tape_alloc(t, enc_row * nr), ag_tape_alloc(t, enc_row * nr)};
-            const ag_real *src[2] = {k->cross_k, k->cross_v};
-            const ag_tape_pos mark = ag_tape_mark(t);
-            if (!dst[0] || !dst[1]) return -1;
-            if (first) { /* W_k enc_out and W_v enc_out (B, Ts, H), dropped once copied */
-                const zoo_mha *a = &tf->dec[i].attention2;
-                ag_tensor *ck = nn_linear_forward(&a->W_k, c, s->enc_out),
-                          *cv = nn_linear_forward(&a->W_v, c, s->enc_out);
-                if (!ck || !cv) return -1;
-                src[0] = ck->data;
-                src[1] = cv->data;
-            }
-            for (int j = 0; j < 2; j++) memcpy(dst[j], src[j], enc_row * B);
-            if (ag_tape_rewind(t, mark)) return -1;
-            k->cross_k = dst[0];
-            k->cross_v = dst[1];
-        }
-        k->k = zoo_rows_move(t, k->k, self_row, used, first ? 0 : B, nr, new_row);
-        k->v = zoo_rows_move(t, k->v, self_row, used, first ? 0 : B, nr, new_row);
-        if (!k->k || !k->v) return -1;
-    }
-    s->rows_cap = nr;
-    s->t_cap = nt;
+/* Room for `rows` rows in enc_out, enc_valid and src_row: new buffers on c->tape holding their
+ * B rows when rows_cap is less. Returns 0 or -1. */
+static int ensure_rows(const nn_ctx *c, zoo_tf_state *s, int rows) {
+    if (rows <= s->rows_cap) return 0;
+    const size_t I = sizeof(int32_t), enc = sizeof(ag_real) * s->Ts * (size_t)s->enc_out->shape[2];
+    ag_real *e = nn_rows_move(c->tape, s->enc_out->data, enc, enc, s->B, rows, enc);
+    int32_t *lens = nn_rows_move(c->tape, s->enc_valid, I, I, s->B, rows, I);
+    int32_t *src = nn_rows_move(c->tape, s->src_row, I, I, s->B, rows, I);
+    if (!e || !lens || !src) return -1;
+    set_enc_rows(s, e);
+    s->enc_valid = lens;
+    s->src_row = src;
+    s->rows_cap = rows;
     return 0;
 }
 
-int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
-                            int steps) {
+/* Every decoder block's caches, with room for `rows` rows: its self-attention's (empty, `steps`
+ * positions) and its cross-attention's, filled with the encoder outputs through the block's
+ * attention2 (its W_k and W_v; the projections are dropped once copied). Returns 0 or -1. */
+static int make_caches(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
+                       int steps) {
+    ag_tape *t = c->tape;
+    const int L = tf->cfg.layers, H = tf->cfg.hiddens;
+    nn_kv_cache *self = ag_tape_alloc(t, sizeof *self * 2 * (size_t)L), *cross = self + L;
+    if (!self) return -1;
+    for (int i = 0; i < L; i++) {
+        if (nn_kv_cache_init(&self[i], s->B, H) || nn_kv_cache_reserve(&self[i], t, rows, steps) ||
+            nn_kv_cache_init(&cross[i], s->B, H) || nn_kv_cache_reserve(&cross[i], t, rows, s->Ts))
+            return -1;
+        const ag_tape_pos mark = ag_tape_mark(t);
+        if (zoo_mha_cache_append(&tf->dec[i].attention2, c, &cross[i], s->enc_out, s->enc_out) ||
+            ag_tape_rewind(t, mark))
+            return -1;
+    }
+    s->self = self;
+    s->cross = cross;
+    return 0;
+}
+
+static int tf_reserve(const zoo_model *m, const nn_ctx *c, void *state, int rows, int steps) {
+    const zoo_transformer *tf = (const zoo_transformer *)m;
+    zoo_tf_state *s = state;
     if (!s) return -1;
     if (rows < 1 || steps < 0) {
         ag_report(c->tape, "transformer reserve: %d rows and %d steps, expected >= 1 and >= 0",
                   rows, steps);
         return -1;
     }
-    return records(tf, c, "reserve") ? -1 : ensure_room(tf, c, s, rows, s->steps + steps);
+    if (records(tf, c, "reserve") || ensure_rows(c, s, rows)) return -1;
+    if (!s->self) return make_caches(tf, c, s, rows, s->steps + steps);
+    for (int i = 0; i < tf->cfg.layers; i++)
+        if (nn_kv_cache_reserve(&s->self[i], c->tape, rows, s->steps + steps) ||
+            nn_kv_cache_reserve(&s->cross[i], c->tape, rows, s->Ts))
+            return -1;
+    return 0;
 }
 
-int zoo_transformer_select(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                           const int32_t *rows, int n) {
-    if (!s || !rows) return -1;
-    if (records(tf, c, "select")) return -1;
-    if (n < 1) {
-        ag_report(c->tape, "transformer select: %d rows, expected >= 1", n);
-        return -1;
-    }
-    for (int i = 0; i < n; i++)
-        if (rows[i] < 0 || rows[i] >= s->B) {
-            ag_report(c->tape, "transformer select: row %d is %d, the state has %d rows", i,
-                      rows[i], s->B);
-            return -1;
-        }
-    if (n > s->rows_cap && ensure_room(tf, c, s, n, s->t_cap)) return -1;
+/* The encoder's rows and the cross caches follow the source, moved only where a row's source
+ * changes; the self caches follow the row. */
+static int tf_select(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *rows, int n) {
+    const zoo_transformer *tf = (const zoo_transformer *)m;
+    zoo_tf_state *s = state;
     ag_tape *t = c->tape;
-    const size_t H = (size_t)tf->cfg.hiddens, R = sizeof(ag_real), enc_row = (size_t)s->Ts * H * R;
-    const size_t I = sizeof(int32_t), self_row = H * R * (size_t)s->t_cap,
-                 used = H * R * (size_t)s->steps;
+    if (!s || records(tf, c, "select") || nn_rows_check(t, "transformer select", rows, n, s->B) ||
+        ensure_rows(c, s, n))
+        return -1;
+    const size_t I = sizeof(int32_t), enc = sizeof(ag_real) * s->Ts * (size_t)s->enc_out->shape[2];
     bool *same = ag_tape_alloc(t, sizeof *same * (size_t)n); /* rows whose source stays */
     if (!same) return -1;
-    zoo_rows_same_source(s->src_row, s->B, rows, n, same);
-    if (zoo_rows_gather(t, s->enc_out->data, enc_row, enc_row, rows, n, same) ||
-        zoo_rows_gather(t, s->enc_valid, I, I, rows, n, same) ||
-        zoo_rows_gather(t, s->src_row, I, I, rows, n, same))
+    nn_rows_same_source(s->src_row, s->B, rows, n, same);
+    if (nn_rows_gather(t, s->enc_out->data, enc, enc, rows, n, same) ||
+        nn_rows_gather(t, s->enc_valid, I, I, rows, n, same) ||
+        nn_rows_gather(t, s->src_row, I, I, rows, n, same))
         return -1;
-    for (int i = 0; s->cache && i < tf->cfg.layers; i++) {
-        zoo_tf_cache *k = &s->cache[i];
-        if (zoo_rows_gather(t, k->cross_k, enc_row, enc_row, rows, n, same) ||
-            zoo_rows_gather(t, k->cross_v, enc_row, enc_row, rows, n, same) ||
-            zoo_rows_gather(t, k->k, self_row, used, rows, n, NULL) ||
-            zoo_rows_gather(t, k->v, self_row, used, rows, n, NULL))
+    for (int i = 0; s->self && i < tf->cfg.layers; i++)
+        if (nn_kv_cache_select(&s->self[i], t, rows, n, NULL) ||
+            nn_kv_cache_select(&s->cross[i], t, rows, n, same))
             return -1;
-    }
     s->B = n;
     set_enc_rows(s, s->enc_out->data);
     return 0;
 }
 
-/* One token through decoder block b with its caches k: x (B, 1, H) -> (B, 1, H). The token's
- * self-attention key and value go to position s->steps of the caches, and its query attends to
- * positions 0..steps (all earlier: no mask); the cross-attention reads the projected encoder
- * outputs. The same computation as zoo_decoder_block_forward's for this position. */
-static ag_tensor *block_step(const zoo_decoder_block *b, const nn_ctx *c, const zoo_tf_state *s,
-                             const zoo_tf_cache *k, ag_tensor *x, ag_tensor **self_w,
-                             ag_tensor **cross_w) {
-    ag_tensor *kx = nn_linear_forward(&b->attention1.W_k, c, x);
-    ag_tensor *vx = nn_linear_forward(&b->attention1.W_v, c, x);
-    if (!kx || !vx) return NULL;
-    const int B = s->B, H = x->shape[2];
-    const size_t row = (size_t)s->t_cap * H, at = (size_t)s->steps * H;
-    for (int r = 0; r < B; r++) {
-        memcpy(k->k + r * row + at, kx->data + (size_t)r * H, sizeof(ag_real) * H);
-        memcpy(k->v + r * row + at, vx->data + (size_t)r * H, sizeof(ag_real) * H);
-    }
-    /* leaves over the buffers, viewed as (B, steps + 1, H): the attention makes them contiguous */
-    ag_tensor kl, vl, ckl, cvl;
-    ag_leaf_init(&kl, k->k, NULL, AG_SHAPE(B, s->t_cap, H));
-    ag_leaf_init(&vl, k->v, NULL, AG_SHAPE(B, s->t_cap, H));
-    ag_leaf_init(&ckl, k->cross_k, NULL, AG_SHAPE(B, s->Ts, H));
-    ag_leaf_init(&cvl, k->cross_v, NULL, AG_SHAPE(B, s->Ts, H));
-    ag_tape *t = c->tape;
-    ag_tensor *keys = ag_narrow(t, &kl, 1, 0, s->steps + 1),
-              *vals = ag_narrow(t, &vl, 1, 0, s->steps + 1);
-    ag_tensor *y = zoo_addnorm_forward(
-        &b->addnorm1, c, x,
-        zoo_mha_attend_projected(&b->attention1, c, x, keys, vals, NULL, 0, self_w));
+/* One token through decoder block i: x (B, 1, H) -> (B, 1, H). The self-attention appends the
+ * token's key and value to the block's cache and attends to all of it; the cross-attention
+ * attends to the cached projections of the encoder outputs. The same computation as
+ * zoo_decoder_block_forward's for this position. */
+static ag_tensor *block_step(const zoo_decoder_block *b, const nn_ctx *c, zoo_tf_state *s, int i,
+                             ag_tensor *x, ag_tensor **self_w, ag_tensor **cross_w) {
+    ag_tensor *y = zoo_addnorm_forward(&b->addnorm1, c, x,
+                                       zoo_mha_step(&b->attention1, c, &s->self[i], x, self_w));
     ag_tensor *z = zoo_addnorm_forward(
         &b->addnorm2, c, y,
-        zoo_mha_attend_projected(&b->attention2, c, y, &ckl, &cvl, s->enc_valid, 1, cross_w));
+        zoo_mha_cache_attend(&b->attention2, c, &s->cross[i], y, s->enc_valid, 1, cross_w));
     return zoo_addnorm_forward(&b->addnorm3, c, z, zoo_ffn_forward(&b->ffn, c, z));
 }
 
-ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                                const int32_t *tokens, int B, const zoo_attn_trace *trace) {
+/* Room for this step's keys and values, made before the step's tape mark (what is allocated
+ * after it is freed with the step's intermediates): the caches at the first step, twice the
+ * positions when full. A step that failed halfway appended to some blocks only: undone. */
+static int step_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s) {
+    if (!s->self) return make_caches(tf, c, s, s->B, 16);
+    for (int i = 0; i < tf->cfg.layers; i++) {
+        nn_kv_cache *kv = &s->self[i];
+        if (nn_kv_cache_truncate(kv, c->tape, s->steps) ||
+            (kv->t_cap == s->steps &&
+             nn_kv_cache_reserve(kv, c->tape, s->B, kv->t_cap ? 2 * kv->t_cap : 16)))
+            return -1;
+    }
+    return 0;
+}
+
+static ag_tensor *tf_step(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *tokens,
+                          int B, const zoo_attn_trace *trace) {
+    const zoo_transformer *tf = (const zoo_transformer *)m;
+    zoo_tf_state *s = state;
     if (!s) return NULL;
     if (B != s->B)
         return ag_report(c->tape, "transformer step: batch %d, the state has %d rows", B, s->B);
-    if (records(tf, c, "step")) return NULL;
-    if ((!s->cache || s->steps == s->t_cap) &&
-        ensure_room(tf, c, s, B, s->t_cap ? 2 * s->t_cap : 16))
-        return NULL;
+    if (records(tf, c, "step") || step_room(tf, c, s)) return NULL;
     /* without a trace, each block's intermediates are dropped once its output is made */
     ag_tensor *held = trace ? NULL : ag_tensor_new(c->tape, AG_SHAPE(B, 1, tf->cfg.hiddens));
     const ag_tape_pos mark = ag_tape_mark(c->tape);
@@ -448,7 +445,7 @@ ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, tokens, B, 1, pos);
     if (!trace) x = settle(c->tape, mark, held, x);
     for (int i = 0; i < tf->cfg.layers && x; i++) {
-        x = block_step(&tf->dec[i], c, s, &s->cache[i], x,
+        x = block_step(&tf->dec[i], c, s, i, x,
                        trace && trace->dec_self ? &trace->dec_self[i] : NULL,
                        trace && trace->dec_cross ? &trace->dec_cross[i] : NULL);
         if (!trace) x = settle(c->tape, mark, held, x);
@@ -457,3 +454,83 @@ ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_
     if (logits) s->steps++;
     return logits;
 }
+
+/* ---- the model (zoo/models/seq2seq.h) ---- */
+
+static int tf_attn_heads(const zoo_model *m, zoo_attn_kind kind) {
+    (void)kind; /* all three kinds exist, with cfg.heads heads */
+    return ((const zoo_transformer *)m)->cfg.heads;
+}
+
+static void tf_free(zoo_model *m) {
+    zoo_transformer_free((zoo_transformer *)m);
+    nn_params_free(m->ps);
+    free(m);
+}
+
+static const zoo_model_ops tf_ops = {.encode = tf_encode,
+                                     .decode = tf_decode,
+                                     .decode_features = tf_decode_features,
+                                     .step = tf_step,
+                                     .select = tf_select,
+                                     .reserve = tf_reserve,
+                                     .attn_heads = tf_attn_heads,
+                                     .free = tf_free};
+
+static zoo_model *tf_create(const void *config, int src_vocab, int tgt_vocab) {
+    zoo_transformer *tf = calloc(1, sizeof *tf);
+    nn_params *ps = nn_params_new();
+    if (!tf || !ps) {
+        free(tf);
+        nn_params_free(ps);
+        ag_error("transformer: out of memory");
+        return NULL;
+    }
+    zoo_transformer_cfg cfg = *(const zoo_transformer_cfg *)config;
+    cfg.src_vocab = src_vocab;
+    cfg.tgt_vocab = tgt_vocab;
+    if (zoo_transformer_init(tf, ps, &cfg)) {
+        tf_free(&tf->base);
+        return NULL;
+    }
+    return &tf->base;
+}
+
+static int tf_check_steps(const void *config, int num_steps) {
+    const zoo_transformer_cfg *cfg = config;
+    if (num_steps > cfg->max_len)
+        return ag_error(
+            "--num-steps %d is longer than the positional-encoding table (--max-len %d)", num_steps,
+            cfg->max_len);
+    return 0;
+}
+
+#define F(field) offsetof(zoo_transformer_cfg, field)
+static const zoo_field tf_fields[] = {
+    {"hiddens", ZOO_INT, F(hiddens), 1, 4096, "model width d_model", NULL},
+    {"ffn-hiddens", ZOO_INT, F(ffn_hiddens), 1, 65536, "hidden width of the position-wise FFN",
+     NULL},
+    {"heads", ZOO_INT, F(heads), 1, 256, "attention heads (must divide --hiddens)", NULL},
+    {"layers", ZOO_INT, F(layers), 1, 64, "blocks in the encoder and in the decoder", NULL},
+    {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout probability", NULL},
+    {"max-len", ZOO_INT, F(max_len), 1, 100000, "positional-encoding table length", NULL},
+    {"d2l-step-positions", ZOO_BOOL, F(d2l_step_positions), 0, 1,
+     "1: decode steps add P[0] at every step, as d2l's predict (0: true positions)", NULL},
+    {"embed-std", ZOO_REAL, F(embed_std), 0, 100,
+     "embeddings drawn from N(0, std^2) (0: N(0, 1), PyTorch's nn.Embedding)", NULL},
+};
+#undef F
+
+const zoo_model_kind zoo_transformer_kind = {
+    .name = "transformer",
+    .program = "transformer_nmt",
+    .config = tf_fields,
+    .n_config = sizeof tf_fields / sizeof *tf_fields,
+    .n_first = 7, /* --embed-std came later */
+    .config_size = sizeof(zoo_transformer_cfg),
+    .defaults = &zoo_transformer_default_cfg,
+    .epochs = 200,
+    .lr = 0.005,
+    .create = tf_create,
+    .check_steps = tf_check_steps,
+};

@@ -12,11 +12,12 @@
  *
  * Decoding. zoo_transformer_decode is the teacher-forced pass over a whole target with the
  * causal mask (query t sees keys 0..t), in training and in eval alike (d2l drops the mask in
- * eval, which is right only for its one-token-at-a-time prediction). zoo_transformer_step
- * decodes one token per call (inference only): each decoder block projects the new token's
- * key and value once, appends them to its cache and attends to the cache without a mask (no
- * later position is in it); the cross-attention's keys and values of the encoder outputs are
- * projected once per state. A step thus costs O(1) tokens of projections and FFN per block and
+ * eval, which is right only for its one-token-at-a-time prediction). The step (base.ops->step)
+ * decodes one token per call (inference only): each decoder block's self-attention
+ * (zoo_mha_step) projects the new token's key and value once with its own W_k, W_v, appends
+ * them to the block's nn_kv_cache and attends to the cache without a mask (no later position
+ * is in it); the cross-attention's cache is filled once per state from the encoder outputs
+ * through its own projections (zoo_mha_cache_append). A step thus costs O(1) tokens of projections and FFN per block and
  * O(t) in the attention, where the old cache of block inputs re-projected the whole prefix at
  * every step (O(t^2) in all). Its outputs equal the full pass's for the same prefix.
  * Positions: a step adds the positional encoding of the token's true position. d2l adds P[0] at
@@ -26,7 +27,7 @@
 #ifndef TG_ZOO_TRANSFORMER_H
 #define TG_ZOO_TRANSFORMER_H
 
-#include "attention.h"
+#include "seq2seq.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,7 +121,10 @@ ag_tensor *zoo_decoder_block_forward(const zoo_decoder_block *b, const nn_ctx *c
 
 /* ---- the model ---- */
 
+/* The model: a zoo_model (seq2seq.h) whose functions are this file's: encode, decode,
+ * decode_features, step, select, reserve through base.ops; zoo_transformer_kind builds one. */
 typedef struct zoo_transformer {
+    zoo_model base; /* first: a zoo_model * of this kind is a zoo_transformer * */
     zoo_transformer_cfg cfg;
     nn_embedding enc_embedding, dec_embedding;
     zoo_pos_encoding pos;
@@ -129,34 +133,31 @@ typedef struct zoo_transformer {
     nn_linear dense; /* hiddens -> tgt_vocab */
 } zoo_transformer;
 
-/* Registers every parameter in ps (names as docs/spec.md section 6). Returns 0, or -1 with
- * ag_last_error() (bad config: sizes < 1, hiddens not a multiple of heads or odd). Free
- * with zoo_transformer_free (the parameters belong to ps). */
+/* Registers every parameter in ps (names as docs/spec.md section 6) and fills tf->base (its
+ * functions, tf->cfg, ps). Returns 0, or -1 with ag_last_error() (bad config: sizes < 1,
+ * hiddens not a multiple of heads or odd). Free with zoo_transformer_free (the parameters
+ * belong to ps; a model made by zoo_model_new is freed by zoo_model_free). */
 int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transformer_cfg *cfg);
 void zoo_transformer_free(zoo_transformer *tf);
 
-/* A decoder block's caches for step decoding, rows b < B of buffers with room for rows_cap:
- * the projected keys and values of its self-attention over the tokens so far, k[b][j] = W_k x_j
- * and v[b][j] = W_v x_j for the block's inputs x_j, j < steps ((rows_cap, t_cap, H), row
- * stride t_cap H), and those of its cross-attention over the encoder outputs ((rows_cap, Ts,
- * H)), projected once. */
-typedef struct zoo_tf_cache {
-    ag_real *k, *v;
-    ag_real *cross_k, *cross_v;
-} zoo_tf_cache;
-
 /* What the decoder needs from the encoder, and the step decoding's caches; lives on the tape
- * (every buffer too). */
+ * (every buffer too). Decoder block i keeps two nn_kv_cache (nn/kv_cache.h) of width hiddens,
+ * filled through its own attention layers (zoo_mha_cache_append, zoo_mha_step): self[i], the
+ * keys and values of its self-attention over the tokens so far (W_k x_j, W_v x_j for its inputs
+ * x_j, j < steps), and cross[i], those of its cross-attention over the encoder outputs (Ts
+ * positions), projected once. */
 typedef struct zoo_tf_state {
-    ag_tensor *enc_out;  /* (B, Ts, H) */
-    int32_t *enc_valid;  /* (B,) copied to the tape */
-    int32_t *src_row;    /* (B,) the source (encoded row) of each row */
-    zoo_tf_cache *cache; /* per decoder block; NULL until the first step or reserve */
-    int B, Ts;           /* rows, source positions */
-    int steps;           /* tokens decoded by zoo_transformer_step */
-    int rows_cap, t_cap; /* rows every buffer holds; positions the self caches hold */
-    ag_tensor enc_rows;  /* enc_out once select or reserve moved its rows: a leaf over them */
+    ag_tensor *enc_out;        /* (B, Ts, H) */
+    int32_t *enc_valid;        /* (B,) copied to the tape */
+    int32_t *src_row;          /* (B,) the source (encoded row) of each row */
+    nn_kv_cache *self, *cross; /* layers each; NULL until the first step or reserve */
+    int B, Ts;                 /* rows, source positions */
+    int steps;                 /* tokens decoded by the step */
+    int rows_cap;              /* rows enc_out, enc_valid and src_row hold */
+    ag_tensor enc_rows;        /* enc_out once select or reserve moved its rows: a leaf over them */
 } zoo_tf_state;
+
+/* The model's encode and decode (base.ops) for a typed caller. */
 
 /* src (B, Ts) ids, src_len (B,). Returns the state on c->tape, or NULL after an error. trace
  * (or NULL) receives the encoder's self-attention weights. Without a trace and without
@@ -166,36 +167,20 @@ typedef struct zoo_tf_state {
 zoo_tf_state *zoo_transformer_encode(const zoo_transformer *tf, const nn_ctx *c, const int32_t *src,
                                      const int32_t *src_len, int B, int Ts,
                                      const zoo_attn_trace *trace);
-/* Teacher-forced causal pass: dec_in (B, T) -> logits (B, T, tgt_vocab). Leaves s unchanged. */
+/* Teacher-forced causal pass: dec_in (B, T) -> logits (B, T, tgt_vocab). Leaves s unchanged.
+ * (base.ops->decode_features gives the same up to the output layer tf->dense.) */
 ag_tensor *zoo_transformer_decode(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
                                   const int32_t *dec_in, int B, int T);
-/* The same pass up to the output layer: the last decoder block's output (B, T, hiddens);
- * zoo_transformer_decode is nn_linear_forward(&tf->dense, c, this). */
-ag_tensor *zoo_transformer_decode_features(const zoo_transformer *tf, const nn_ctx *c,
-                                           zoo_tf_state *s, const int32_t *dec_in, int B, int T);
 
-/* Incremental decoding, inference only: each function reports an error when c->tape records
- * gradients for the parameters (the caches are copies: no gradient could flow through them).
- * Memory: what the state keeps goes on c->tape; a caller that rewinds the tape after each
- * step reserves first (zoo_model_ops in seq2seq.h). */
-
-/* One step: tokens (B,) -> logits (B, 1, tgt_vocab); appends to the caches in place (moving
- * them to twice the positions on c->tape when full) and advances s->steps. trace (or NULL)
+/* Incremental decoding (base.ops->step, select, reserve; inference only, each reports an error
+ * when c->tape records gradients for the parameters). step: tokens (B,) -> logits (B, 1,
+ * tgt_vocab); every block appends the token's key and value to its self cache (the caches
+ * grow to twice the positions on c->tape when full) and advances s->steps; trace (or NULL)
  * receives the weights of both attentions of every block (dec_self (B heads, 1, steps + 1));
  * without one, each block's intermediates are freed once its output is made, as in encode.
- * NULL after an error. */
-ag_tensor *zoo_transformer_step(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                                const int32_t *tokens, int B, const zoo_attn_trace *trace);
-/* Keeps the rows rows[0..n) (each in [0, B), n >= 1, repeats allowed) in that order: the encoder
- * outputs, the lengths and every cache, gathered in place (new buffers on c->tape when n >
- * rows_cap); what depends only on the source is moved only where a row's source changes.
- * Returns 0 or -1 (reported). */
-int zoo_transformer_select(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s,
-                           const int32_t *rows, int n);
-/* Room for `rows` rows and `steps` more tokens; projects the cross-attention's keys and values
- * if not done yet. Returns 0 or -1 (reported). */
-int zoo_transformer_reserve(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
-                            int steps);
+ * select keeps rows (repeats allowed) in the encoder's rows and every cache; what depends only
+ * on the source is moved only where a row's source changes. reserve makes room for `rows` rows
+ * and `steps` more tokens and fills the cross caches if not done yet. */
 
 #ifdef __cplusplus
 }
