@@ -14,9 +14,9 @@
  * worker that wakes late finds the generation changed or no range left, and claims nothing (the
  * generation is in the same word as the counter, so it can never claim a range of a later
  * region). Ops use ranges only over independent outputs (rows of C, batches, rows of a
- * softmax), so which thread runs a range changes no bit. The trainer's batch shards are ranges
- * too: with 2 shards on 2 threads, a shard that no worker has claimed by the time the caller has
- * run its own runs in the caller.
+ * softmax), so which thread runs a range changes no bit. A range may hold whole forward and
+ * backward passes too (each on its own tape): a range that no worker has claimed by the time
+ * the caller has run its own runs in the caller.
  *
  * A region started while another runs (another application thread, or a nested call from
  * inside fn) runs serially in its caller, as fn(ctx, 0, n).
