@@ -123,6 +123,50 @@ int ag_threads(void);
 void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread,
                      void (*fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end), void *ctx);
 
+/* A task of ag_run_tasks: runs task `task` (0 to n - 1) on thread `thread` of the call (0: the
+ * calling thread; 1 to ag_threads() - 1: the others; tasks running at the same time have
+ * different threads, so per-thread state such as a tape can be indexed by it). Returns 0, or -1
+ * with a message in ag_last_error. */
+typedef int (*ag_task_fn)(void *ctx, int task, int thread);
+
+enum { AG_TASK_DONE = 0, AG_TASK_FAILED = -1, AG_TASK_SKIPPED = 1 };
+#define AG_TASK_ERROR_MAX 1024 /* ag_last_error's size */
+
+/* How one task of ag_run_tasks ended. */
+typedef struct ag_task_result {
+    int status; /* AG_TASK_DONE, AG_TASK_FAILED, or AG_TASK_SKIPPED: not run (a task failed) */
+    char error[AG_TASK_ERROR_MAX]; /* when failed: the task's ag_last_error, copied */
+} ag_task_result;
+
+/* Runs the n tasks fn(ctx, task, thread) on the engine's threads and returns when every one is
+ * done: each task is taken whole by one thread, in order of index, by whichever thread is free
+ * (the caller included), so results never depend on the number of threads as long as tasks only write state of
+ * their own. Ops called inside a task run serially in its thread (as inside ag_parallel_for);
+ * with one task, or one thread, or when called from inside a region, the tasks simply run in
+ * order in the caller. Once a task fails, no more tasks are taken (those taken run to their
+ * end). Workers starved of CPU time take no task (the rule of ag_set_threads' pool: below 60%
+ * of their wall time in two 10 ms windows in a row, they are left out for a while).
+ * results (n, owned by the caller; may be NULL) receives each task's status and error. Returns
+ * 0 when every task returned 0, else -1 with ag_last_error set to the error of the failed task
+ * of lowest index (its message, unchanged). */
+int ag_run_tasks(int n, ag_task_fn fn, void *ctx, ag_task_result *results);
+
+/* For tests of the pool's starvation rule and of code run on it: with a hook, the rule stops
+ * reading the clocks. Its time is now(user) (ns), and each range or task a worker runs counts
+ * as one 10 ms window of wall time with as much CPU time, or with none when starved(worker,
+ * user) (worker 1 to ag_threads() - 1; NULL: none) returns true: two such laps in a row leave
+ * the workers out until now() has advanced by 250 ms (then 500 ms, doubling...). NULL restores
+ * the clocks. Each call starts a new judgment (as ag_set_threads does). Call it between
+ * regions. Returns 0, or -1 (ag_last_error) for a hook without a clock. */
+typedef struct ag_starve_hook {
+    int64_t (*now)(void *user);
+    bool (*starved)(int worker, void *user);
+    void *user;
+} ag_starve_hook;
+int ag_set_starve_hook(const ag_starve_hook *hook);
+/* Workers asleep, waiting for a region (for tests that wake them). */
+int ag_threads_asleep(void);
+
 /* ---- The tape ----------------------------------------------------------------------------- */
 
 /* Returns a new tape (NULL if out of memory); free it with ag_tape_free. Recording is on. */

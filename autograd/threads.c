@@ -14,12 +14,17 @@
  * worker that wakes late finds the generation changed or no range left, and claims nothing (the
  * generation is in the same word as the counter, so it can never claim a range of a later
  * region). Ops use ranges only over independent outputs (rows of C, batches, rows of a
- * softmax), so which thread runs a range changes no bit. The trainer's batch shards are ranges
- * too: with 2 shards on 2 threads, a shard that no worker has claimed by the time the caller has
- * run its own runs in the caller.
+ * softmax), so which thread runs a range changes no bit. A range may hold whole forward and
+ * backward passes too (each on its own tape): a range that no worker has claimed by the time
+ * the caller has run its own runs in the caller.
  *
  * A region started while another runs (another application thread, or a nested call from
  * inside fn) runs serially in its caller, as fn(ctx, 0, n).
+ *
+ * ag_run_tasks(n, fn, ctx, results) is a region of one range per thread (at most n) in which
+ * each range takes whole tasks, in order of index, from one atomic counter until none is left:
+ * which thread runs a task changes nothing, so its results never depend on the thread count.
+ * The first task to fail (by index) stops the taking of tasks; its error becomes the caller's.
  *
  * Waiting: regions are short (tens of microseconds) and frequent, so a thread waiting for a
  * region or for its end first polls for SPIN_NS and only then sleeps on a condition variable: a
@@ -31,6 +36,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -50,38 +56,88 @@ static _Atomic int32_t spin_budget[2] = {SPIN_NS, SPIN_NS};
  * another process holds the machine and the scheduler gives this process about one core's
  * worth of time (as it does to a session beside another, with Linux's autogroups), the threads
  * take turns on it and every region waits for the one off its core: one thread alone is then
- * faster. So workers add up the wall and CPU time of the ranges they run, and the caller judges
- * each STARVED_WINDOW_NS of their wall time: below STARVED_RATIO of CPU time in two windows in a
- * row, the regions of the next serial_ns run every range in the caller (the same cut: the same
- * bits), then the workers are tried again. serial_ns doubles (up to SERIAL_MAX_NS) each time
- * the starving goes on and falls back to SERIAL_MIN_NS when a window is not starved, so a
- * passing hiccup costs little and a lasting competitor is probed rarely. Beside a competitor
- * that leaves each thread more than the ratio (three threads on two cores: two thirds each),
- * the threads stay parallel. */
+ * faster. So workers add up the wall and CPU time of the ranges and tasks they run (laps), and
+ * each STARVED_WINDOW_NS of their wall time is judged (starved(), by the caller as a region
+ * starts and by a worker before it takes a task): below STARVED_RATIO of CPU time in two windows
+ * in a row, the regions of the next serial_ns run every range in the caller (the same cut: the
+ * same bits) and workers take no more tasks, then the workers are tried again. serial_ns doubles
+ * (up to SERIAL_MAX_NS) each time the starving goes on and falls back to SERIAL_MIN_NS when a
+ * window is not starved, so a passing hiccup costs little and a lasting competitor is probed
+ * rarely. Beside a competitor that leaves each thread more than the ratio (three threads on two
+ * cores: two thirds each), the threads stay parallel. This is the only starvation rule of the
+ * engine: ag_parallel_for, ag_run_tasks and everything built on them follow it. */
 #define STARVED_RATIO 0.6
 #define STARVED_WINDOW_NS 10000000 /* 10 ms */
 #define SERIAL_MIN_NS 250000000    /* 250 ms */
 #define SERIAL_MAX_NS 4000000000   /* 4 s */
 static _Atomic int64_t worker_wall_ns, worker_cpu_ns;
-/* under pool.region: */
-static int64_t serial_until; /* regions before this time run in the caller */
+static pthread_mutex_t judge_mu = PTHREAD_MUTEX_INITIALIZER; /* guards the two below */
 static int64_t serial_ns = SERIAL_MIN_NS;
-static int starved_windows; /* in a row */
+static int starved_windows;            /* in a row */
+static _Atomic int64_t serial_until;   /* regions before this time run in the caller */
+static ag_starve_hook hook;            /* tests: a clock and starved workers (ag_set_starve_hook) */
+static _Thread_local int worker_index; /* 1 to nthreads - 1 in a pool worker, 0 elsewhere */
 
 static int64_t now_ns(void);
+static int64_t thread_cpu_ns(void);
 
-/* Judges the workers' last window, once it is long enough (the caller, under pool.region). */
-static void judge_workers(void) {
-    if (atomic_load(&worker_wall_ns) < STARVED_WINDOW_NS) return;
-    int64_t wall = atomic_exchange(&worker_wall_ns, 0), cpu = atomic_exchange(&worker_cpu_ns, 0);
-    if ((double)cpu >= STARVED_RATIO * (double)wall) {
-        starved_windows = 0;
-        serial_ns = SERIAL_MIN_NS;
-    } else if (++starved_windows >= 2) {
-        starved_windows = 0;
-        serial_until = now_ns() + serial_ns;
-        serial_ns = 2 * serial_ns < SERIAL_MAX_NS ? 2 * serial_ns : SERIAL_MAX_NS;
+/* The time of the rule: the clock's, or the hook's. */
+static int64_t rule_now(void) { return hook.now ? hook.now(hook.user) : now_ns(); }
+
+typedef struct lap {
+    int64_t wall, cpu;
+} lap;
+
+static lap lap_begin(void) { return hook.now ? (lap){0, 0} : (lap){now_ns(), thread_cpu_ns()}; }
+
+/* Adds the wall and CPU time since l to the workers' (under the hook: one window, with no CPU
+ * time when the hook says this worker is starved). */
+static void lap_end(lap l) {
+    int64_t wall, cpu;
+    if (hook.now) {
+        wall = STARVED_WINDOW_NS;
+        cpu = hook.starved && hook.starved(worker_index, hook.user) ? 0 : wall;
+    } else {
+        wall = now_ns() - l.wall;
+        cpu = thread_cpu_ns() - l.cpu;
     }
+    atomic_fetch_add(&worker_wall_ns, wall);
+    atomic_fetch_add(&worker_cpu_ns, cpu);
+}
+
+/* Judges the workers' last window, once it is long enough, and returns whether they are left
+ * out now. */
+static bool starved(void) {
+    if (atomic_load(&worker_wall_ns) >= STARVED_WINDOW_NS) {
+        pthread_mutex_lock(&judge_mu);
+        int64_t wall = atomic_exchange(&worker_wall_ns, 0);
+        int64_t cpu = atomic_exchange(&worker_cpu_ns, 0);
+        if (wall < STARVED_WINDOW_NS) { /* another thread judged this window meanwhile */
+            atomic_fetch_add(&worker_wall_ns, wall);
+            atomic_fetch_add(&worker_cpu_ns, cpu);
+        } else if ((double)cpu >= STARVED_RATIO * (double)wall) {
+            starved_windows = 0;
+            serial_ns = SERIAL_MIN_NS;
+        } else if (++starved_windows >= 2) {
+            starved_windows = 0;
+            atomic_store(&serial_until, rule_now() + serial_ns);
+            serial_ns = 2 * serial_ns < SERIAL_MAX_NS ? 2 * serial_ns : SERIAL_MAX_NS;
+        }
+        pthread_mutex_unlock(&judge_mu);
+    }
+    int64_t until = atomic_load(&serial_until);
+    return until && rule_now() < until;
+}
+
+/* A new judgment of the workers (a new thread count, a new hook); no region runs. */
+static void judge_afresh(void) {
+    pthread_mutex_lock(&judge_mu);
+    atomic_store(&serial_until, 0);
+    serial_ns = SERIAL_MIN_NS;
+    starved_windows = 0;
+    atomic_store(&worker_wall_ns, 0);
+    atomic_store(&worker_cpu_ns, 0);
+    pthread_mutex_unlock(&judge_mu);
 }
 
 /* The region word: generation (40 bits, wrapping) | ranges (12 bits) | next range (12 bits);
@@ -109,6 +165,7 @@ static struct {
     range_fn fn; /* the current region, published before word changes */
     void *ctx;
     ptrdiff_t n;
+    bool lap_ranges; /* workers time each range (a task region times each task instead) */
 } pool = {PTHREAD_MUTEX_INITIALIZER,
           PTHREAD_COND_INITIALIZER,
           PTHREAD_COND_INITIALIZER,
@@ -123,10 +180,12 @@ static struct {
           false,
           NULL,
           NULL,
-          0};
+          0,
+          true};
 
 typedef struct worker_arg {
     uint64_t seen; /* the generation when the worker was created */
+    int index;     /* 1 to nthreads - 1 */
 } worker_arg;
 
 /* In a pool worker, or in the caller of a running region: a region started here runs
@@ -204,17 +263,15 @@ static int64_t thread_cpu_ns(void) {
 }
 
 /* Runs range s of the current region (of `ranges`) and counts it finished. A claimed range
- * keeps its region running, so pool.fn, ctx and n are still the region's. In a worker
- * (timed), its wall and CPU time are added up first, so the caller of the next region sees
- * them. */
-static void run_range(int s, int ranges, bool timed) {
-    int64_t w0 = timed ? now_ns() : 0, c0 = timed ? thread_cpu_ns() : 0;
+ * keeps its region running, so pool.fn, ctx and n are still the region's. In a worker, the
+ * range is timed (a lap) unless the region times its tasks itself; the lap is added up before
+ * the range counts as finished, so the caller of the next region sees it. */
+static void run_range(int s, int ranges, bool worker) {
+    bool timed = worker && pool.lap_ranges;
+    lap l = timed ? lap_begin() : (lap){0, 0};
     ptrdiff_t n = pool.n, b = n * s / ranges, e = n * (s + 1) / ranges;
     if (b < e) pool.fn(pool.ctx, b, e);
-    if (timed) {
-        atomic_fetch_add(&worker_wall_ns, now_ns() - w0);
-        atomic_fetch_add(&worker_cpu_ns, thread_cpu_ns() - c0);
-    }
+    if (timed) lap_end(l);
     if (atomic_fetch_add(&pool.finished, 1) + 1 == ranges && atomic_load(&pool.caller_sleeps)) {
         pthread_mutex_lock(&pool.mu);
         pthread_cond_signal(&pool.done);
@@ -224,6 +281,7 @@ static void run_range(int s, int ranges, bool timed) {
 
 static void *worker_main(void *p) {
     uint64_t seen = ((worker_arg *)p)->seen;
+    worker_index = ((worker_arg *)p)->index;
     free(p);
     in_region = true;
     for (;;) {
@@ -263,12 +321,7 @@ int ag_set_threads(int n) {
     }
     pthread_mutex_lock(&pool.region);
     int rc = 0;
-    /* a new judgment of the workers */
-    serial_until = 0;
-    serial_ns = SERIAL_MIN_NS;
-    starved_windows = 0;
-    atomic_store(&worker_wall_ns, 0);
-    atomic_store(&worker_cpu_ns, 0);
+    judge_afresh();
     if (n != pool.nthreads) {
         stop_workers();
         pool.workers = n > 1 ? calloc((size_t)n - 1, sizeof *pool.workers) : NULL;
@@ -276,7 +329,7 @@ int ag_set_threads(int n) {
         while (pool.workers && started < n - 1) {
             worker_arg *arg = malloc(sizeof *arg);
             if (!arg) break;
-            arg->seen = pool.gen;
+            *arg = (worker_arg){pool.gen, started + 1};
             if (pthread_create(&pool.workers[started], NULL, worker_main, arg)) {
                 free(arg);
                 break;
@@ -295,28 +348,37 @@ int ag_set_threads(int n) {
 
 int ag_threads(void) { return pool.nthreads; }
 
-void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *ctx) {
-    if (min_per_thread < 1) min_per_thread = 1;
-    if (pool.nthreads < 2 || n / min_per_thread < 2 || in_region ||
-        pthread_mutex_trylock(&pool.region)) {
-        if (n > 0) fn(ctx, 0, n);
-        return;
-    }
-    int ranges = pool.nthreads;
+int ag_set_starve_hook(const ag_starve_hook *h) {
+    if (h && !h->now) return ag_error("set_starve_hook: the hook has no clock (now is NULL)");
+    pthread_mutex_lock(&pool.region);
+    hook = h ? *h : (ag_starve_hook){NULL, NULL, NULL};
+    judge_afresh();
+    pthread_mutex_unlock(&pool.region);
+    return 0;
+}
+
+int ag_threads_asleep(void) { return atomic_load(&pool.sleepers); }
+
+/* Takes the pool for a region started by this thread: false (the region then runs serially)
+ * with one thread, inside another region, or while another thread holds the pool. */
+static bool region_begin(void) {
+    if (pool.nthreads < 2 || in_region || pthread_mutex_trylock(&pool.region)) return false;
     in_region = true;
-    judge_workers();
-    if (serial_until && now_ns() < serial_until) { /* the workers are starved: every range here */
-        for (int s = 0; s < ranges; s++) {
-            ptrdiff_t b = n * s / ranges, e = n * (s + 1) / ranges;
-            if (b < e) fn(ctx, b, e);
-        }
-        in_region = false;
-        pthread_mutex_unlock(&pool.region);
-        return;
-    }
+    return true;
+}
+
+static void region_end(void) {
+    in_region = false;
+    pthread_mutex_unlock(&pool.region);
+}
+
+/* Runs fn over [0, n) cut into `ranges` ranges on the pool (taken by region_begin): the caller
+ * runs range 0, then claims ranges with the workers, then waits for the ranges they claimed. */
+static void region_run(range_fn fn, void *ctx, ptrdiff_t n, int ranges, bool lap_ranges) {
     pool.fn = fn;
     pool.ctx = ctx;
     pool.n = n;
+    pool.lap_ranges = lap_ranges;
     atomic_store(&pool.finished, 0);
     pool.gen = (pool.gen + 1) & GEN_MASK;
     atomic_store(&pool.word, WORD(pool.gen, ranges, 1)); /* publishes the fields above */
@@ -335,6 +397,104 @@ void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *c
         atomic_store(&pool.caller_sleeps, false);
         pthread_mutex_unlock(&pool.mu);
     }
-    in_region = false;
-    pthread_mutex_unlock(&pool.region);
+}
+
+void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *ctx) {
+    if (min_per_thread < 1) min_per_thread = 1;
+    if (n / min_per_thread < 2 || !region_begin()) {
+        if (n > 0) fn(ctx, 0, n);
+        return;
+    }
+    int ranges = pool.nthreads;
+    if (starved()) { /* every range here, with the same cut */
+        for (int s = 0; s < ranges; s++) {
+            ptrdiff_t b = n * s / ranges, e = n * (s + 1) / ranges;
+            if (b < e) fn(ctx, b, e);
+        }
+    } else {
+        region_run(fn, ctx, n, ranges, true);
+    }
+    region_end();
+}
+
+/* ---- tasks ---- */
+
+typedef struct task_job {
+    int n;
+    ag_task_fn fn;
+    void *ctx;
+    ag_task_result *results; /* (n), or NULL */
+    _Atomic int next;        /* the next task to take */
+    _Atomic bool stop;       /* a task failed: take no more */
+    pthread_mutex_t mu;      /* guards the two below */
+    int failed;              /* the lowest task that failed, or n */
+    char err[AG_TASK_ERROR_MAX];
+} task_job;
+
+/* Runs task i in thread `thread` of the call and records how it ended. */
+static void run_task(task_job *j, int i, int thread) {
+    int rc = j->fn(j->ctx, i, thread);
+    if (!rc) {
+        if (j->results) j->results[i].status = AG_TASK_DONE;
+        return;
+    }
+    const char *msg = ag_last_error()[0] ? ag_last_error() : "(no message)";
+    if (j->results) {
+        j->results[i].status = AG_TASK_FAILED;
+        snprintf(j->results[i].error, sizeof j->results[i].error, "%s", msg);
+    }
+    atomic_store(&j->stop, true);
+    pthread_mutex_lock(&j->mu);
+    if (i < j->failed) {
+        j->failed = i;
+        snprintf(j->err, sizeof j->err, "%s", msg);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Range `thread` of a task region: tasks taken one at a time, in order of index, until none is
+ * left or one failed. A worker times each task (a lap) and takes none while the workers are
+ * starved; the caller goes on until the tasks run out. */
+static void task_range(void *ctx, ptrdiff_t thread, ptrdiff_t end) {
+    task_job *j = ctx;
+    (void)end;
+    bool worker = worker_index > 0;
+    while (!atomic_load(&j->stop) && !(worker && starved())) {
+        if (atomic_load(&j->next) >= j->n) break;
+        int i = atomic_fetch_add(&j->next, 1);
+        if (i >= j->n) break;
+        lap l = worker ? lap_begin() : (lap){0, 0};
+        run_task(j, i, (int)thread);
+        if (worker) lap_end(l);
+    }
+}
+
+/* Every task in the caller, in order, as thread 0. */
+static void tasks_in_caller(task_job *j) {
+    for (int i; !atomic_load(&j->stop) && (i = atomic_load(&j->next)) < j->n;) {
+        atomic_store(&j->next, i + 1);
+        run_task(j, i, 0);
+    }
+}
+
+int ag_run_tasks(int n, ag_task_fn fn, void *ctx, ag_task_result *results) {
+    if (n < 0) return ag_error("run_tasks: %d tasks (expected 0 or more)", n);
+    task_job j = {.n = n, .fn = fn, .ctx = ctx, .results = results, .failed = n};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.stop, false);
+    pthread_mutex_init(&j.mu, NULL);
+    for (int i = 0; results && i < n; i++) {
+        results[i].status = AG_TASK_SKIPPED;
+        results[i].error[0] = '\0';
+    }
+    if (n >= 2 && region_begin()) {
+        int ranges = n < pool.nthreads ? n : pool.nthreads;
+        if (starved()) tasks_in_caller(&j);
+        else region_run(task_range, &j, ranges, ranges, false);
+        region_end();
+    } else {
+        tasks_in_caller(&j); /* ops inside may use the pool, when free */
+    }
+    pthread_mutex_destroy(&j.mu);
+    return j.failed < n ? ag_error("%s", j.err) : 0;
 }

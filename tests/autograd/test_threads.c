@@ -3,7 +3,12 @@
  * a range or started beside a running one run serially, two application threads starting regions
  * at once, thread counts changed between regions, workers woken from sleep, and many tiny
  * regions in a row (a worker waking late must not run a range of a later region), and a worker
- * kept off its core left out.
+ * starved of CPU left out (ag_run_tasks: test_tasks.c).
+ *
+ * No test depends on the scheduler's timing: starvation is injected (ag_set_starve_hook: a fake
+ * clock and a worker counted as starved), workers are seen asleep (ag_threads_asleep) instead of
+ * slept for, and where a worker must run something, the caller's range waits until one has (a
+ * wait bounded at 10 s, far beyond any wake-up, so a lost wake-up fails instead of hanging).
  *
  * CUnit is not thread-safe: ranges record what they saw, and only the main thread asserts. */
 #include "autograd/ag.h"
@@ -13,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -164,12 +170,19 @@ static void test_nested_serial(void) {
     CU_ASSERT_EQUAL(ag_set_threads(1), 0);
 }
 
+/* Waits until the pool's n workers are asleep (bounded at 10 s); returns whether they are. */
+static bool workers_asleep(int n) {
+    double t0 = now_s();
+    while (ag_threads_asleep() != n && now_s() - t0 < 10) sched_yield();
+    return ag_threads_asleep() == n;
+}
+
 /* Workers asleep (after idling past their polling) are woken and run ranges: range 0 waits until
- * a worker has run one (a wait bounded at 10 s, far beyond any wake-up). */
+ * a worker has run one. */
 static void test_workers_wake_and_run(void) {
     CU_ASSERT_EQUAL_FATAL(ag_set_threads(3), 0);
     for (int rep = 0; rep < 5; rep++) {
-        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL); /* 20 ms: the workers sleep */
+        CU_ASSERT(workers_asleep(2));
         reset(&S, pthread_self());
         atomic_store(&S.wait_workers, 1);
         ag_parallel_for(3000, 1, record, &S);
@@ -305,44 +318,85 @@ static void test_matmul_bits_do_not_depend_on_threads(void) {
     ag_set_threads(1);
 }
 
-/* A worker kept off its core (here its ranges sleep: CPU time far below wall time) is soon
- * left out: the caller then runs every range itself, with the same cut; a new thread count
- * starts a new judgment. */
-static pthread_t starved_caller;
-static _Atomic int worker_runs, starved_count[100];
+/* ---- starvation, injected: a fake clock, and worker 1 counted as starved or not ---- */
 
-static void sleepy(void *ctx, ptrdiff_t b, ptrdiff_t e) {
-    (void)ctx;
-    for (ptrdiff_t i = b; i < e; i++) atomic_fetch_add(&starved_count[i], 1);
-    if (!pthread_equal(pthread_self(), starved_caller)) {
-        atomic_fetch_add(&worker_runs, 1);
-        nanosleep(&(struct timespec){0, 6 * 1000 * 1000}, NULL); /* 6 ms off the CPU */
-    } else if (b == 0) { /* 2 ms busy: a worker claims range 1 meanwhile */
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        do clock_gettime(CLOCK_MONOTONIC, &t);
-        while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 2000000L);
-    }
+static _Atomic int64_t fake_ns = 1; /* the hook's time */
+static _Atomic bool worker_starved;
+
+static int64_t fake_now(void *user) {
+    (void)user;
+    return atomic_load(&fake_ns);
+}
+static bool fake_starved(int worker, void *user) {
+    (void)user;
+    return worker >= 1 && atomic_load(&worker_starved);
+}
+static void hook_on(bool starved) {
+    atomic_store(&worker_starved, starved);
+    ag_starve_hook h = {fake_now, fake_starved, NULL};
+    CU_ASSERT_EQUAL_FATAL(ag_set_starve_hook(&h), 0);
+}
+static void advance_ms(int ms) { atomic_fetch_add(&fake_ns, (int64_t)ms * 1000000); }
+
+/* One region of 100 indices on 2 threads; returns the number of problems. worker: the worker
+ * must run range 1 (range 0 waits until it has); else the caller must run both ranges (the
+ * workers are left out), with the same cut. */
+static int region_2(bool worker) {
+    reset(&S, pthread_self());
+    atomic_store(&S.wait_workers, worker);
+    ag_parallel_for(100, 1, record, &S);
+    return check_region(&S, 100, 1, 2) + (atomic_load(&S.worker_ranges) != (worker ? 1 : 0));
 }
 
+/* Each range of a starved worker is one window below the ratio: two of them, judged as the
+ * next regions start, leave the worker out for 250 ms of the hook's clock, then 500 ms if it
+ * is still starved when tried again; a window with its CPU time resets the doubling; a new
+ * thread count (here the same) starts a new judgment. */
 static void test_starved_worker_left_out(void) {
-    enum { REGIONS = 40 };
-    starved_caller = pthread_self();
-    for (int round = 0; round < 2; round++) {
-        CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
-        atomic_store(&worker_runs, 0);
-        for (int i = 0; i < 100; i++) atomic_store(&starved_count[i], 0);
-        for (int r = 0; r < REGIONS; r++) ag_parallel_for(100, 1, sleepy, NULL);
-        int wrong = 0;
-        for (int i = 0; i < 100; i++) wrong += atomic_load(&starved_count[i]) != REGIONS;
-        CU_ASSERT_EQUAL(wrong, 0);
-        /* two 10 ms windows of the worker's ranges, about 4 ranges, then none */
-        int w = atomic_load(&worker_runs);
-        CU_ASSERT(w >= 1 && w <= 8);
-        if (w < 1 || w > 8)
-            fprintf(stderr, "\n  round %d: the worker ran %d of %d ranges\n", round, w, REGIONS);
-        CU_ASSERT_EQUAL(ag_set_threads(1), 0);
-    }
+    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+    hook_on(true);
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL(region_2(true), 0);                              /* one starved window judged */
+    for (int r = 0; r < 5; r++) CU_ASSERT_EQUAL(region_2(false), 0); /* two: left out */
+    advance_ms(249);
+    CU_ASSERT_EQUAL(region_2(false), 0);
+    advance_ms(1);
+    CU_ASSERT_EQUAL(region_2(true), 0); /* tried again, still starved */
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL(region_2(false), 0); /* left out for 500 ms */
+    advance_ms(250);
+    CU_ASSERT_EQUAL(region_2(false), 0);
+    advance_ms(250);
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    atomic_store(&worker_starved, false);
+    CU_ASSERT_EQUAL(region_2(true), 0); /* a window with its CPU time in it */
+    atomic_store(&worker_starved, true);
+    CU_ASSERT_EQUAL(region_2(true), 0); /* judged: back to 250 ms */
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL(region_2(false), 0);
+    advance_ms(250);
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0); /* afresh: two more windows needed */
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL(region_2(false), 0);
+    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0); /* afresh while left out: back at once */
+    CU_ASSERT_EQUAL(region_2(true), 0);
+    CU_ASSERT_EQUAL(ag_set_starve_hook(&(ag_starve_hook){NULL, fake_starved, NULL}), -1);
+    CU_ASSERT_EQUAL(ag_set_starve_hook(NULL), 0);
+    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+}
+
+/* A worker given as much CPU time as wall time is never left out. */
+static void test_fed_worker_stays(void) {
+    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+    hook_on(false);
+    int bad = 0;
+    for (int r = 0; r < 40; r++) bad += region_2(true);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(ag_set_starve_hook(NULL), 0);
+    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
 }
 
 static CU_TestInfo tests[] = {
@@ -353,7 +407,8 @@ static CU_TestInfo tests[] = {
     {"tiny regions back to back: no range runs twice or late", test_many_tiny_regions},
     {"two application threads start regions at once", test_concurrent_callers},
     {"thread counts changed between regions", test_set_threads_changes},
-    {"a worker kept off its core is left out for a while", test_starved_worker_left_out},
+    {"a starved worker is left out for a while (injected)", test_starved_worker_left_out},
+    {"a worker given its CPU time stays in (injected)", test_fed_worker_stays},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"threads", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

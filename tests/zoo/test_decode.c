@@ -398,7 +398,9 @@ static void test_translate_batch(void) {
  * A Transformer large enough for its products to run from packed weights (208 features, 300
  * words; 700 sentences cut into chunks of 233 and 234 rows, each of BLIS's blocked sizes): one
  * and two threads give the same tokens, and so do three calls, one per chunk (a chunk decodes
- * as it would alone). Beam search (beam 2, 300 sentences: 128-sentence chunks) the same. */
+ * as it would alone), and two threads whose worker is starved of CPU (injected: it takes one or
+ * two chunks, then the caller the rest). Beam search (beam 2, 300 sentences: 128-sentence
+ * chunks) the same. */
 enum { MB = 700, MTS = 8, MV = 300 };
 
 static void many_calls(zoo_model *m, const int32_t *src, const int32_t *len, int beam, int n,
@@ -413,6 +415,16 @@ static void many_calls(zoo_model *m, const int32_t *src, const int32_t *len, int
         CU_ASSERT_EQUAL(rc, 0);
     }
     ag_tape_free(t);
+}
+
+/* The hook of the engine's starvation rule: a clock that stands still, every worker starved. */
+static int64_t fixed_clock(void *user) {
+    (void)user;
+    return 1;
+}
+static bool all_starved(int worker, void *user) {
+    (void)worker, (void)user;
+    return true;
 }
 
 static void test_many_sentences_threads(void) {
@@ -442,9 +454,13 @@ static void test_many_sentences_threads(void) {
             CU_ASSERT_EQUAL_FATAL(ag_set_threads(threads), 0);
             many_calls(m, src, len, beam, n, whole, out[threads - 1], out_len[threads - 1]);
         }
+        ag_starve_hook starve = {fixed_clock, all_starved, NULL};
+        CU_ASSERT_EQUAL_FATAL(ag_set_starve_hook(&starve), 0);
+        many_calls(m, src, len, beam, n, whole, out[3], out_len[3]);
+        CU_ASSERT_EQUAL_FATAL(ag_set_starve_hook(NULL), 0);
         CU_ASSERT_EQUAL_FATAL(ag_set_threads(1), 0);
         many_calls(m, src, len, beam, n, beam == 1 ? chunks1 : chunks2, out[2], out_len[2]);
-        for (int v = 1; v < 3; v++) {
+        for (int v = 1; v < 4; v++) {
             CU_ASSERT_EQUAL(memcmp(out_len[0], out_len[v], sizeof(int) * (size_t)n), 0);
             CU_ASSERT_EQUAL(memcmp(out[0], out[v], sizeof(int32_t) * (size_t)n * MTS), 0);
         }
@@ -455,12 +471,52 @@ static void test_many_sentences_threads(void) {
     zoo_model_free(m);
 }
 
+/* A chunk that fails (a source id outside the vocabulary) fails the call with its error, the
+ * first failing chunk's (by index) whatever the threads: ids bad in sentences 300 (chunk 1 of
+ * 3) and 600 (chunk 2), the message names sentence 300's position in its chunk. */
+static void silent(const char *msg, void *user) { (void)msg, (void)user; }
+
+static void test_chunk_error(void) {
+    zoo_transformer_cfg h = zoo_transformer_default_cfg;
+    zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, MV, MV, 5);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    static int32_t src[MB * MTS], len[MB], out[MB * MTS];
+    static int out_len[MB];
+    for (int b = 0; b < MB; b++) {
+        len[b] = 2;
+        for (int i = 0; i < MTS; i++) src[b * MTS + i] = i == 0 ? 4 + b % 50 : i == 1 ? EOS : 1;
+    }
+    src[300 * MTS] = MV + 1;
+    src[600 * MTS] = MV + 2;
+    ag_set_error_handler(silent, NULL);
+    char first[1024] = "";
+    for (int threads = 1; threads <= 2; threads++) {
+        CU_ASSERT_EQUAL_FATAL(ag_set_threads(threads), 0);
+        for (int rep = 0; rep < 3; rep++) {
+            ag_tape *t = ag_tape_new();
+            CU_ASSERT_EQUAL(zoo_greedy(m, t, src, len, MB, MTS, BOS, EOS, MTS, out, out_len), -1);
+            if (!first[0]) snprintf(first, sizeof first, "%s", ag_last_error());
+            CU_ASSERT_STRING_EQUAL(ag_last_error(), first);
+            ag_tape_free(t);
+        }
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(first, "encoding failed: "));
+    char want[64];
+    snprintf(want, sizeof want, "id %d at position %d", MV + 1, (300 - 233) * MTS);
+    CU_ASSERT_PTR_NOT_NULL(strstr(first, want));
+    if (!strstr(first, want)) fprintf(stderr, "\n  got: %s\n", first);
+    ag_set_error_handler(NULL, NULL);
+    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    zoo_model_free(m);
+}
+
 static CU_TestInfo tests[] = {
     {"step after select equals a state of the selected rows", test_select_equals_direct},
     {"batched beam search equals the one-sentence reference", test_beam_equals_reference},
     {"greedy: batch equals one by one; memory flat in the steps", test_greedy_batch_and_memory},
     {"700 sentences: chunks, one or two threads, packed weights", test_many_sentences_threads},
     {"translate_batch equals translate", test_translate_batch},
+    {"a failing chunk: the first one's error, any threads", test_chunk_error},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"decode", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -9,11 +9,15 @@
  * so memory does not grow with the steps, and finished sentences leave the batch (select).
  *
  * zoo_greedy and zoo_beam_search cut their sentences into chunks of about 256 rows (sentences
- * times beam; the cut depends on B and the beam alone) that the engine's threads
- * (ag_set_threads) take one at a time, each chunk decoded start to end on the caller's tape or
- * a thread's own; the model's Linear weights are packed once per call (nn_packs). Results do
- * not depend on the number of threads. The model is only read: it must not change during a
- * call.
+ * times beam; the cut depends on B and the beam alone): tasks of ag_run_tasks, which the
+ * engine's threads (ag_set_threads) take one at a time, each chunk decoded start to end on the
+ * caller's tape or a thread's own; the model's Linear weights are packed once per call
+ * (nn_packs). Results do not depend on the number of threads. The model is only read: it must
+ * not change during a call.
+ *
+ * Where it lives: decode.c (the chunks, the packed weights, what the decoders share), greedy.c,
+ * beam.c, translate.c (sentences <-> ids, zoo_translate*), attention.c (zoo_translate_attention,
+ * zoo_attn_record_*), evaluate.c (zoo_evaluate); decode_internal.h between them.
  */
 #ifndef TG_ZOO_DECODE_H
 #define TG_ZOO_DECODE_H

@@ -66,8 +66,6 @@ struct zoo_shard {
     ag_tape *tape;
     ag_rng rng;
     double loss; /* the step's summed per-sequence loss */
-    bool failed;
-    char err[512]; /* why, copied from the worker thread's ag_last_error */
 };
 
 zoo_trainer *zoo__trainer_of(zoo_model *model, const zoo_recipe *r) {
@@ -227,17 +225,15 @@ static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t 
 }
 
 /* Shards [s0, s1) of the step, in one thread. */
-static void run_shards(void *ctx, ptrdiff_t s0, ptrdiff_t s1) {
+/* Task s of a step (ag_run_tasks): the forward and backward of shard s's rows, on the shard's
+ * own tape. */
+static int shard_task(void *ctx, int s, int thread) {
     step_job *j = ctx;
-    int G = j->G, B = j->b->size;
-    for (ptrdiff_t s = s0; s < s1; s++) {
-        zoo_shard *sh = &j->tr->shard[s];
-        ptrdiff_t g = j->g0 + s; /* the global shard */
-        int r0 = (int)((ptrdiff_t)B * g / G), r1 = (int)((ptrdiff_t)B * (g + 1) / G);
-        sh->loss = 0;
-        sh->failed = r0 < r1 && shard_step(sh, j->b, r0, r1, j->bos, j->tr->recipe.label_smoothing);
-        if (sh->failed) snprintf(sh->err, sizeof sh->err, "%s", ag_last_error());
-    }
+    (void)thread;
+    int G = j->G, B = j->b->size, g = j->g0 + s; /* the global shard */
+    int r0 = (int)((ptrdiff_t)B * g / G), r1 = (int)((ptrdiff_t)B * (g + 1) / G);
+    zoo_shard *sh = &j->tr->shard[s];
+    return r0 < r1 ? shard_step(sh, j->b, r0, r1, j->bos, j->tr->recipe.label_smoothing) : 0;
 }
 
 /* Adds every replica's gradients to the model's, in shard order, and zeroes them: elements
@@ -260,14 +256,13 @@ int zoo__train_step(zoo_trainer *tr, const ds_batch *b, int32_t bos, double *los
         if (g >= g0 && g < g0 + tr->shards) ag_rng_seed(&tr->shard[g - g0].rng, key);
     }
     step_job job = {tr, b, bos, g0, G};
-    ag_parallel_for(tr->shards, 1, run_shards, &job);
-    int rc = 0;
+    for (int s = 0; s < tr->shards; s++) tr->shard[s].loss = 0;
+    int rc = ag_run_tasks(tr->shards, shard_task, &job, NULL);
+    if (rc) rc = ag_error_context("training step failed"); /* the first failed shard's error */
     *loss = 0;
     for (int s = 0; s < tr->shards; s++) {
-        zoo_shard *sh = &tr->shard[s];
-        if (sh->failed && !rc) rc = ag_error("training step failed: %s", sh->err);
-        *loss += sh->loss;
-        ag_tape_reset(sh->tape);
+        *loss += tr->shard[s].loss;
+        ag_tape_reset(tr->shard[s].tape);
     }
     if (rc) {
         for (int s = 0; s < tr->shards; s++) nn_params_zero_grad(tr->shard[s].model->ps);
