@@ -84,6 +84,23 @@ static size_t put_utf8(char *o, unsigned cp) {
 }
 
 /* Parses a string at p->i (which is '"'); *out is a malloc'd decoded copy. */
+/* The code point of a \u escape (p->i just past the 'u'), a surrogate pair joined; 0 or -1. */
+static int u_escape(jp *p, unsigned *cp) {
+    if (hex4(p, cp)) return -1;
+    if (*cp >= 0xD800 && *cp <= 0xDBFF) { /* high surrogate: a low one must follow */
+        unsigned lo;
+        if (p->len - p->i < 6 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u')
+            return fail(p, "unpaired surrogate in \\u escape");
+        p->i += 2;
+        if (hex4(p, &lo)) return -1;
+        if (lo < 0xDC00 || lo > 0xDFFF) return fail(p, "unpaired surrogate in \\u escape");
+        *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+    } else if (*cp >= 0xDC00 && *cp <= 0xDFFF) {
+        return fail(p, "unpaired surrogate in \\u escape");
+    }
+    return *cp == 0 ? fail(p, "\\u0000 in string") : 0;
+}
+
 static int parse_string(jp *p, char **out) {
     p->i++; /* opening quote */
     size_t start = p->i;
@@ -124,33 +141,9 @@ static int parse_string(jp *p, char **out) {
         case 'r': o[n++] = '\r'; break;
         case 't': o[n++] = '\t'; break;
         case 'u':
-            if (hex4(p, &cp)) {
+            if (u_escape(p, &cp)) {
                 free(o);
                 return -1;
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) { /* high surrogate: a low one must follow */
-                unsigned lo;
-                if (p->len - p->i < 6 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u') {
-                    free(o);
-                    return fail(p, "unpaired surrogate in \\u escape");
-                }
-                p->i += 2;
-                if (hex4(p, &lo)) {
-                    free(o);
-                    return -1;
-                }
-                if (lo < 0xDC00 || lo > 0xDFFF) {
-                    free(o);
-                    return fail(p, "unpaired surrogate in \\u escape");
-                }
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                free(o);
-                return fail(p, "unpaired surrogate in \\u escape");
-            }
-            if (cp == 0) {
-                free(o);
-                return fail(p, "\\u0000 in string");
             }
             n += put_utf8(o + n, cp);
             break;
