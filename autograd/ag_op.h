@@ -3,7 +3,7 @@
  * An op is one section of one file: a constructor (validate, shape rule, forward, record) and
  * a backward function, tied by a constant descriptor. A whole op, written outside the library:
  *
- *     #include <autograd/ag_op.h>
+ *     #include <tapegrad/autograd/ag_op.h>     // installed; in the source tree "autograd/ag_op.h"
  *
  *     // y = x^2 elementwise; dy/dx = 2x.
  *     static void square_backward(ag_node *n) {       // ADDS into the input's gradient

@@ -301,7 +301,11 @@ bool ag_op_check(ag_tape *t, const char *op, int n, ag_tensor *const *in) {
             return false;
         }
         if (x->magic != AG_MAGIC) {
-            ag_report(t, "%s: input %d is not a tensor (uninitialised or freed)", op, i);
+            ag_report(t,
+                      "%s: input %d is not a tensor with data: a parameter of a store not "
+                      "finalized yet (call nn_params_finalize before a forward), or a tensor "
+                      "uninitialised or freed",
+                      op, i);
             return false;
         }
         if (x->tape && x->tape != t) {

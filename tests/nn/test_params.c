@@ -416,7 +416,26 @@ static void test_buffers(void) {
     nn_params_free(ps);
 }
 
+/* A forward before nn_params_finalize says what to call, not only that the input is no tensor. */
+static void test_forward_before_finalize(void) {
+    nn_params *ps = nn_params_new();
+    nn_linear l;
+    CU_ASSERT_EQUAL(nn_linear_init(&l, ps, "fc", 3, 2, true), 0);
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t};
+    ag_set_error_handler(tg_capture, NULL);
+    CU_ASSERT_PTR_NULL(nn_linear_forward(&l, &c, ag_tensor_new(t, AG_SHAPE(4, 3))));
+    TG_CAPTURED_HAS("linear: input 1 is not a tensor with data", "nn_params_finalize");
+    ag_set_error_handler(NULL, NULL);
+    CU_ASSERT_EQUAL(nn_params_finalize(ps, 1), 0); /* then it runs */
+    ag_tape_reset(t);
+    CU_ASSERT_PTR_NOT_NULL(nn_linear_forward(&l, &c, ag_tensor_new(t, AG_SHAPE(4, 3))));
+    ag_tape_free(t);
+    nn_params_free(ps);
+}
+
 static CU_TestInfo tests[] = {
+    {"a forward before finalize names nn_params_finalize", test_forward_before_finalize},
     {"names, order, shapes before finalize", test_names_and_order},
     {"finalize: flat views, alignment, zero-grad", test_finalize_views},
     {"registration errors are sticky", test_errors_are_sticky},
