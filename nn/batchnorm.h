@@ -18,8 +18,8 @@
  * (nn_params_add_buffer: not trained, no gradient, saved with the model): prefix.running_mean
  * (C) init 0, prefix.running_var (C) init 1, prefix.num_batches_tracked (a scalar, shape [])
  * init 0. PyTorch's num_batches_tracked is an int64; here it is a buffer of the store's float
- * type, and checkpoints write it as the store's float type (exact up to 2^24 batches in
- * float32) until the checkpoint code supports int64 tensors.
+ * type (exact up to 2^24 batches in float32), which checkpoints write as I64, as PyTorch does
+ * (nn_ckpt_add_params, nn/io/checkpoint.h; loading takes I64 or a float dtype).
  *
  * The forward is one op (nn/batchnorm.c) with its backward in both modes (in training the
  * gradient flows through the batch statistics; in eval they are constants).
