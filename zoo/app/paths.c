@@ -86,8 +86,9 @@ static int gather(const zoo_cli *c, const zoo_path_extra *extra, int n_extra, us
     *plots = NULL;
     for (int i = 0; i < r->n_items; i++) {
         const zoo_cfg_item *it = &r->items[i];
+        if (it->f->type != ZOO_STR || strcmp(it->group->name, "files") || !zoo__takes(r, it))
+            continue;
         const char *p = *(const char *const *)((const char *)it->obj + it->f->offset);
-        if (strcmp(it->group->name, "files") || !zoo__takes(r, it)) continue;
         char flag[40];
         snprintf(flag, sizeof flag, "--%s", it->f->name);
         bool replaced = false;
