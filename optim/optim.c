@@ -17,9 +17,8 @@ const char *optim_kind_name(optim_kind k) {
 
 /* Group 0 as cfg describes it. */
 static optim_group group_of_cfg(const optim_cfg *c) {
-    optim_group g = {NULL,        NULL,         NULL,     c->lr,        c->weight_decay,
-                     c->beta1,    c->beta2,     c->eps,   c->momentum,  c->dampening,
-                     c->nesterov};
+    optim_group g = {NULL,     NULL,   NULL,        c->lr,        c->weight_decay, c->beta1,
+                     c->beta2, c->eps, c->momentum, c->dampening, c->nesterov};
     return g;
 }
 
@@ -241,8 +240,8 @@ static void make_spans(optim *o) {
             continue;
         }
         optim_span *last = o->n_spans ? &o->spans[o->n_spans - 1] : NULL;
-        if (last && last->end == b && last->group == o->group_of[i] &&
-            last->decay == o->decay[i] && last->step == o->pstep[i])
+        if (last && last->end == b && last->group == o->group_of[i] && last->decay == o->decay[i] &&
+            last->step == o->pstep[i])
             last->end = e;
         else o->spans[o->n_spans++] = (optim_span){b, e, o->group_of[i], o->decay[i], o->pstep[i]};
     }

@@ -238,8 +238,8 @@ typedef struct optim_group {
     const char *params;    /* names or prefixes separated by spaces; NULL: all (see filter) */
     optim_param_fn filter; /* NULL, or only the parameters it accepts */
     void *filter_user;
-    double lr, weight_decay; /* as in optim_cfg, with the same ranges */
-    double beta1, beta2, eps; /* Adam, AdamW */
+    double lr, weight_decay;    /* as in optim_cfg, with the same ranges */
+    double beta1, beta2, eps;   /* Adam, AdamW */
     double momentum, dampening; /* SGD */
     bool nesterov;              /* SGD */
 } optim_group;

@@ -173,8 +173,8 @@ static int check_members(const optim *o, const nn_ckpt *ck, size_t g) {
             rc = ag_error("%s: group %zu holds other parameters than the checkpoint's: '%.*s' "
                           "here, '%.*s' in its metadata '%s' (add the same groups as the saved "
                           "run)",
-                          nn_ckpt_source(ck), g, (int)na, na ? a : "(none)", (int)nb,
-                          nb ? b : "(none)", key);
+                          nn_ckpt_source(ck), g, na ? (int)na : 6, na ? a : "(none)",
+                          nb ? (int)nb : 6, nb ? b : "(none)", key);
         a += na + (a[na] == ' ');
         b += nb + (b[nb] == ' ');
     }

@@ -18,19 +18,19 @@ typedef struct optim_span {
 struct optim {
     optim_cfg cfg; /* its hyperparameters mirror groups[0] */
     nn_params *ps;
-    size_t flat;     /* nn_params_flat_size(ps) */
-    size_t n_params; /* nn_params_count(ps) */
-    ag_real *m, *v;  /* Adam / AdamW moments (flat layout); NULL otherwise */
-    ag_real *buf;    /* SGD momentum buffers (flat layout); NULL while no group has momentum */
+    size_t flat;         /* nn_params_flat_size(ps) */
+    size_t n_params;     /* nn_params_count(ps) */
+    ag_real *m, *v;      /* Adam / AdamW moments (flat layout); NULL otherwise */
+    ag_real *buf;        /* SGD momentum buffers (flat layout); NULL while no group has momentum */
     optim_group *groups; /* [n_groups]; params strings owned (malloc'd), groups[0].params NULL */
     size_t n_groups;
-    int *group_of;      /* [n_params]: each parameter's group */
-    bool *decay;        /* [n_params]: cfg.decay_filter's answer (true without a filter) */
-    int64_t *pstep;     /* [n_params]: updates applied to each parameter (PyTorch's step) */
-    optim_span *spans;  /* [n_params] capacity; the current step's */
+    int *group_of;     /* [n_params]: each parameter's group */
+    bool *decay;       /* [n_params]: cfg.decay_filter's answer (true without a filter) */
+    int64_t *pstep;    /* [n_params]: updates applied to each parameter (PyTorch's step) */
+    optim_span *spans; /* [n_params] capacity; the current step's */
     size_t n_spans;
-    double *group_lr;   /* [n_groups]: the current step's lr_t per group */
-    int64_t t; /* updates done */
+    double *group_lr; /* [n_groups]: the current step's lr_t per group */
+    int64_t t;        /* updates done */
     double last_norm;
 };
 
