@@ -25,8 +25,9 @@
  * t in the bias corrections (and SGD's "t = 1") is the parameter's own update count, as
  * PyTorch's per-parameter state['step']: it differs from the optimizer's count only for a
  * parameter that was frozen for some steps.
- * Frozen parameters (requires_grad false on the store's tensor: PyTorch's
- * p.requires_grad_(False)) are skipped by every optimizer: not updated, not decayed, not
+ * Frozen parameters (requires_grad false on the store's tensor, set after nn_params_finalize
+ * and read at each step: PyTorch's p.requires_grad_(False); the ops then compute no gradient
+ * for it) are skipped by every optimizer: not updated, not decayed, not
  * counted in the gradient norm (nor clipped), their state (moments, momentum buffer, update
  * count) left as it was; their gradients are zeroed with the others.
  * The state (moments, momentum buffers) lives in flat buffers laid out like the store's
@@ -70,7 +71,8 @@ typedef enum optim_lr_kind {
 
 /* A schedule given as a function (PyTorch's LambdaLR): the multiplier of the base rate for
  * the update that follows `done` updates (0 for the first: PyTorch's lr_lambda(last_epoch)),
- * user as given. It must return a finite value >= 0 (else optim_step fails). */
+ * user as given. It must return a finite value >= 0 (else optim_step fails), and depend on
+ * `done` alone: it may be called more than once per update (optim_lr, a log line). */
 typedef double (*optim_lr_fn)(int64_t done, void *user);
 
 typedef struct optim_schedule {
