@@ -1,5 +1,6 @@
 /* optim.c -- SGD, Adam, AdamW over the flat buffers of a parameter store (math in optim.h). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,35 +15,25 @@ const char *optim_kind_name(optim_kind k) {
     return "?";
 }
 
+/* Group 0 as cfg describes it. */
+static optim_group group_of_cfg(const optim_cfg *c) {
+    optim_group g = {NULL,     NULL,   NULL,        c->lr,        c->weight_decay, c->beta1,
+                     c->beta2, c->eps, c->momentum, c->dampening, c->nesterov};
+    return g;
+}
+
 /* Checks cfg; 0 or -1 with a message naming the field and the allowed range. */
 static int check_cfg(const optim_cfg *c) {
     const char *k = optim_kind_name(c->kind);
+    char where[64];
     if (c->kind != OPTIM_SGD && c->kind != OPTIM_ADAM && c->kind != OPTIM_ADAMW)
         return ag_error("optim_new: unknown kind %d", (int)c->kind);
-    if (!(c->lr >= 0) || !isfinite(c->lr))
-        return ag_error("optim_new (%s): lr = %g, expected a finite value >= 0", k, c->lr);
-    if (!(c->weight_decay >= 0) || !isfinite(c->weight_decay))
-        return ag_error("optim_new (%s): weight_decay = %g, expected >= 0", k, c->weight_decay);
+    snprintf(where, sizeof where, "optim_new (%s)", k);
+    optim_group g0 = group_of_cfg(c);
+    if (optim__check_hparams(c->kind, &g0, where)) return -1;
     if (!(c->clip_norm >= 0) || !isfinite(c->clip_norm))
         return ag_error("optim_new (%s): clip_norm = %g, expected > 0 (or 0: no clipping)", k,
                         c->clip_norm);
-    if (c->kind == OPTIM_SGD) {
-        if (!(c->momentum >= 0) || !isfinite(c->momentum))
-            return ag_error("optim_new (sgd): momentum = %g, expected >= 0", c->momentum);
-        if (!(c->dampening >= 0 && c->dampening <= 1))
-            return ag_error("optim_new (sgd): dampening = %g, expected 0 to 1", c->dampening);
-        if (c->nesterov && (c->momentum <= 0 || c->dampening != 0))
-            return ag_error("optim_new (sgd): nesterov needs momentum > 0 and dampening "
-                            "0 (got %g, %g)",
-                            c->momentum, c->dampening);
-    } else {
-        if (!(c->beta1 >= 0 && c->beta1 < 1))
-            return ag_error("optim_new (%s): beta1 = %g, expected 0 <= beta1 < 1", k, c->beta1);
-        if (!(c->beta2 >= 0 && c->beta2 < 1))
-            return ag_error("optim_new (%s): beta2 = %g, expected 0 <= beta2 < 1", k, c->beta2);
-        if (!(c->eps >= 0) || !isfinite(c->eps))
-            return ag_error("optim_new (%s): eps = %g, expected >= 0", k, c->eps);
-    }
     const optim_schedule *s = &c->schedule;
     switch (s->kind) {
     case OPTIM_LR_CONSTANT: return 0;
@@ -76,31 +67,28 @@ static int check_cfg(const optim_cfg *c) {
     return ag_error("optim_new (%s): unknown schedule kind %d", k, (int)s->kind);
 }
 
-/* The runs of parameters that share a weight decay (cfg.decay_filter), each running to the
- * next run's first parameter (the zero padding between parameters goes with the run before:
- * an update leaves zeros at zero). */
-static int make_runs(optim *o) {
-    size_t n = nn_params_count(o->ps);
-    o->runs = malloc((n ? n : 1) * sizeof *o->runs);
-    if (!o->runs) return -1;
-    o->runs[0] = (optim_run){0, o->flat, true};
-    o->n_runs = 1;
-    for (size_t i = 0; i < n && o->cfg.decay_filter; i++) {
-        bool d = o->cfg.decay_filter(nn_params_at(o->ps, i), o->cfg.decay_filter_user);
-        optim_run *last = &o->runs[o->n_runs - 1];
-        if (i == 0) {
-            last->decay = d;
-        } else if (d != last->decay) {
-            last->end = nn_params_offset(o->ps, i);
-            o->runs[o->n_runs++] = (optim_run){last->end, o->flat, d};
-        }
-    }
-    return 0;
-}
-
 static ag_real *alloc_state(size_t n) {
     ag_real *p = calloc(n ? n : 1, sizeof *p);
     return p;
+}
+
+/* The per-parameter arrays and group 0; false when out of memory. */
+static bool alloc_tables(optim *o) {
+    size_t n = o->n_params ? o->n_params : 1;
+    o->groups = calloc(1, sizeof *o->groups);
+    o->group_lr = calloc(1, sizeof *o->group_lr);
+    o->group_of = calloc(n, sizeof *o->group_of);
+    o->decay = calloc(n, sizeof *o->decay);
+    o->pstep = calloc(n, sizeof *o->pstep);
+    o->spans = calloc(n, sizeof *o->spans);
+    if (!o->groups || !o->group_lr || !o->group_of || !o->decay || !o->pstep || !o->spans)
+        return false;
+    o->groups[0] = group_of_cfg(&o->cfg);
+    o->n_groups = 1;
+    for (size_t i = 0; i < o->n_params; i++)
+        o->decay[i] = !o->cfg.decay_filter ||
+                      o->cfg.decay_filter(nn_params_at(o->ps, i), o->cfg.decay_filter_user);
+    return true;
 }
 
 optim *optim_new(nn_params *ps, optim_cfg cfg) {
@@ -122,7 +110,8 @@ optim *optim_new(nn_params *ps, optim_cfg cfg) {
     o->cfg = cfg;
     o->ps = ps;
     o->flat = nn_params_flat_size(ps);
-    bool ok = make_runs(o) == 0;
+    o->n_params = nn_params_count(ps);
+    bool ok = alloc_tables(o);
     if (cfg.kind == OPTIM_ADAM || cfg.kind == OPTIM_ADAMW) {
         o->m = alloc_state(o->flat);
         o->v = alloc_state(o->flat);
@@ -144,7 +133,13 @@ void optim_free(optim *o) {
     free(o->m);
     free(o->v);
     free(o->buf);
-    free(o->runs);
+    for (size_t g = 0; o->groups && g < o->n_groups; g++) free((char *)o->groups[g].params);
+    free(o->groups);
+    free(o->group_lr);
+    free(o->group_of);
+    free(o->decay);
+    free(o->pstep);
+    free(o->spans);
     free(o);
 }
 
@@ -154,50 +149,51 @@ void optim_free(optim *o) {
 #define SQRT sqrtf
 #endif
 
-/* One update of elements [i0, i1) of the flat buffers, every element with weight decay wd
- * (its run's): the gradient is read as grad * gscale (the clipping factor) and then zeroed, so
- * clipping, the update and zero_grad are one pass. Elements are independent: ranges run in
- * parallel on the engine's threads, same bits. */
+/* One update of a span's elements [i0, i1) (a part of it), with its group's hyperparameters and
+ * lr_t, its weight decay and update count: the gradient is read as grad * gscale (the clipping
+ * factor) and then zeroed, so clipping, the update and zero_grad are one pass. Elements are
+ * independent: ranges run in parallel on the engine's threads, same bits. */
 typedef struct update_job {
     optim *o;
-    double lr;
     ag_real gscale;
 } update_job;
 
-/* SGD with momentum mu, dampening d, weight decay wd (PyTorch's torch.optim.SGD):
+/* SGD with momentum mu, dampening d, weight decay wd (PyTorch's torch.optim.SGD), t the
+ * parameters' update number from 1:
  *   g = grad + wd p;  b = (t == 1) ? g : mu b + (1 - d) g;  g = nesterov ? g + mu b : b;
- *   p -= lr g. */
-static void sgd_span(const update_job *j, size_t i0, size_t i1, double weight_decay) {
+ *   p -= lr g.   (mu = 0: no buffer, g as it is.) */
+static void sgd_span(const update_job *j, const optim_span *sp, size_t i0, size_t i1) {
     optim *o = j->o;
-    const optim_cfg *c = &o->cfg;
+    const optim_group *c = &o->groups[sp->group];
     ag_real *restrict p = nn_params_values(o->ps), *restrict gr = nn_params_grads(o->ps);
-    ag_real *restrict buf = o->buf;
-    const ag_real wd = (ag_real)weight_decay, mu = (ag_real)c->momentum, gs = j->gscale;
-    const ag_real damp = (ag_real)(1 - c->dampening), a = (ag_real)j->lr;
-    const bool first = o->t == 0;
+    ag_real *restrict buf = c->momentum != 0 ? o->buf : NULL;
+    const ag_real wd = (ag_real)(sp->decay ? c->weight_decay : 0), mu = (ag_real)c->momentum;
+    const ag_real damp = (ag_real)(1 - c->dampening), a = (ag_real)o->group_lr[sp->group];
+    const ag_real gs = j->gscale;
+    const bool first = sp->step == 0, nesterov = c->nesterov;
     for (size_t i = i0; i < i1; i++) {
         ag_real g = gr[i] * gs + wd * p[i];
         gr[i] = 0;
         if (buf) {
             buf[i] = first ? g : mu * buf[i] + damp * g;
-            g = c->nesterov ? g + mu * buf[i] : buf[i];
+            g = nesterov ? g + mu * buf[i] : buf[i];
         }
         p[i] -= a * g;
     }
 }
 
-/* Adam / AdamW (PyTorch's torch.optim.Adam / AdamW), t = update number from 1:
+/* Adam / AdamW (PyTorch's torch.optim.Adam / AdamW), t the parameters' update number from 1:
  *   AdamW: p *= 1 - lr wd           Adam: g = grad + wd p
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
-static void adam_span(const update_job *j, size_t i0, size_t i1, double weight_decay) {
+static void adam_span(const update_job *j, const optim_span *sp, size_t i0, size_t i1) {
     optim *o = j->o;
-    const optim_cfg *c = &o->cfg;
-    const int64_t t = o->t + 1;
-    const double lr = j->lr;
+    const optim_group *c = &o->groups[sp->group];
+    const int64_t t = sp->step + 1;
+    const double lr = o->group_lr[sp->group], weight_decay = sp->decay ? c->weight_decay : 0;
     ag_real *restrict p = nn_params_values(o->ps), *restrict gr = nn_params_grads(o->ps);
     ag_real *restrict m = o->m, *restrict v = o->v;
-    const bool decoupled = c->kind == OPTIM_ADAMW;
+    const bool decoupled = o->cfg.kind == OPTIM_ADAMW;
     const ag_real l2 = (ag_real)(decoupled ? 0 : weight_decay), gs = j->gscale;
     const ag_real keep = (ag_real)(decoupled ? 1 - lr * weight_decay : 1);
     const ag_real b1 = (ag_real)c->beta1, b2 = (ag_real)c->beta2;
@@ -216,22 +212,61 @@ static void adam_span(const update_job *j, size_t i0, size_t i1, double weight_d
     }
 }
 
-/* Elements [i0, i1) of the flat buffers, cut at the runs' borders. */
+/* Elements [i0, i1) of the flat buffers, cut at the spans' borders (elements of no span:
+ * frozen parameters, left alone). */
 static void update_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
     const update_job *j = ctx;
     const optim *o = j->o;
-    for (size_t r = 0; r < o->n_runs; r++) {
-        size_t b = o->runs[r].begin > (size_t)i0 ? o->runs[r].begin : (size_t)i0;
-        size_t e = o->runs[r].end < (size_t)i1 ? o->runs[r].end : (size_t)i1;
+    for (size_t r = 0; r < o->n_spans; r++) {
+        const optim_span *sp = &o->spans[r];
+        size_t b = sp->begin > (size_t)i0 ? sp->begin : (size_t)i0;
+        size_t e = sp->end < (size_t)i1 ? sp->end : (size_t)i1;
         if (b >= e) continue;
-        double wd = o->runs[r].decay ? o->cfg.weight_decay : 0;
-        if (o->cfg.kind == OPTIM_SGD) sgd_span(j, b, e, wd);
-        else adam_span(j, b, e, wd);
+        if (o->cfg.kind == OPTIM_SGD) sgd_span(j, sp, b, e);
+        else adam_span(j, sp, b, e);
     }
+}
+
+/* The step's spans: runs of trainable parameters with the same group, decay and update
+ * count, each parameter with the padding after it. Zeroes the frozen parameters' gradients. */
+static void make_spans(optim *o) {
+    ag_real *g = nn_params_grads(o->ps);
+    o->n_spans = 0;
+    for (size_t i = 0; i < o->n_params; i++) {
+        size_t b = nn_params_offset(o->ps, i);
+        size_t e = i + 1 < o->n_params ? nn_params_offset(o->ps, i + 1) : o->flat;
+        if (optim__frozen(o->ps, i)) {
+            memset(g + b, 0, (e - b) * sizeof *g);
+            continue;
+        }
+        optim_span *last = o->n_spans ? &o->spans[o->n_spans - 1] : NULL;
+        if (last && last->end == b && last->group == o->group_of[i] && last->decay == o->decay[i] &&
+            last->step == o->pstep[i])
+            last->end = e;
+        else o->spans[o->n_spans++] = (optim_span){b, e, o->group_of[i], o->decay[i], o->pstep[i]};
+    }
+}
+
+/* Each group's lr_t for update t = steps + 1 into o->group_lr; 0 or -1 (a bad value). */
+static int group_lrs(optim *o) {
+    for (size_t g = 0; g < o->n_groups; g++) {
+        double lr = optim_schedule_lr(o->cfg.schedule, o->groups[g].lr, o->t + 1);
+        if (!(lr >= 0) || !isfinite(lr))
+            return ag_error("optim_step: the learning rate of group %zu is %g at update %lld "
+                            "(base rate %g%s); update skipped, gradients zeroed",
+                            g, lr, (long long)(o->t + 1), o->groups[g].lr,
+                            o->cfg.schedule.fn ? ", times the schedule's function" : "");
+        o->group_lr[g] = lr;
+    }
+    return 0;
 }
 
 int optim_step(optim *o) {
     if (!o) return ag_error("optim_step: optimizer is NULL");
+    if (group_lrs(o)) {
+        nn_params_zero_grad(o->ps);
+        return -1;
+    }
     double norm = optim_grad_norm(o->ps), clip = o->cfg.clip_norm;
     o->last_norm = norm;
     if (!isfinite(norm)) {
@@ -241,24 +276,28 @@ int optim_step(optim *o) {
                         "ag_tape_set_nan_check)",
                         norm, (long long)(o->t + 1));
     }
+    make_spans(o);
     /* d2l's grad_clipping, as optim_clip_grad_norm, folded into the update */
-    update_job j = {o, optim_lr(o), clip > 0 && norm > clip ? (ag_real)(clip / norm) : 1};
+    update_job j = {o, clip > 0 && norm > clip ? (ag_real)(clip / norm) : 1};
     ag_parallel_for((ptrdiff_t)o->flat, 8192, update_range, &j);
+    for (size_t i = 0; i < o->n_params; i++)
+        if (!optim__frozen(o->ps, i)) o->pstep[i]++;
     o->t++;
     return 0;
 }
 
 int64_t optim_steps(const optim *o) { return o ? o->t : 0; }
-double optim_lr(const optim *o) {
-    return o ? optim_schedule_lr(o->cfg.schedule, o->cfg.lr, o->t + 1) : NAN;
-}
+double optim_lr(const optim *o) { return optim_group_lr(o, 0); }
 int optim_set_lr(optim *o, double lr) {
     if (!o) return ag_error("optim_set_lr: optimizer is NULL");
+    if (o->n_groups > 1)
+        return ag_error("optim_set_lr (%s): the optimizer has %zu parameter groups; set each "
+                        "one's rate with optim_set_group_lr",
+                        optim_kind_name(o->cfg.kind), o->n_groups);
     if (!(lr >= 0) || !isfinite(lr))
         return ag_error("optim_set_lr (%s): lr = %g, expected a finite value >= 0",
                         optim_kind_name(o->cfg.kind), lr);
-    o->cfg.lr = lr;
-    return 0;
+    return optim_set_group_lr(o, 0, lr);
 }
 double optim_last_grad_norm(const optim *o) { return o ? o->last_norm : NAN; }
 const optim_cfg *optim_config(const optim *o) { return o ? &o->cfg : NULL; }
