@@ -19,6 +19,7 @@
  *   nn/gru.h         the GRU cell; multi-layer GRU (PyTorch layout) and its one-step function
  *   nn/lstm.h        the LSTM cell; multi-layer LSTM (PyTorch layout) and its one-step function
  *   nn/batchnorm.h   BatchNorm1d (running statistics kept as buffers of the store)
+ *   nn/conv.h        Conv1d, Conv2d (im2col + GEMM; PyTorch layout); nn/pool.h: max/avg pooling
  *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
  *   nn/loss.h        an output layer and its cross-entropy in one op, over row chunks;
  *                    d2l's masked sequence loss, which picks that op or the composite
@@ -56,6 +57,8 @@
 #include "gru.h"
 #include "lstm.h"
 #include "batchnorm.h"
+#include "conv.h"
+#include "pool.h"
 #include "attention.h"
 #include "loss.h"
 #include "kv_cache.h"
