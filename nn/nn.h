@@ -26,6 +26,8 @@
  *   nn/kv_cache.h    decoding state: the key/value cache of incremental decoding, row gathers
  *                    for beam search
  *   nn/io/checkpoint.h  safetensors checkpoints with metadata and a checksum
+ *   nn/module.h      modules and Sequential (PyTorch's nn.Module): a tree of the layers above,
+ *                    named and registered in one call, train/eval flags, a subtree's parameters
  * The optimizers live in optim/optim.h.
  *
  * Errors. Usage errors inside a forward pass are reported by the autograd ops (ag's error
@@ -62,6 +64,7 @@
 #include "attention.h"
 #include "loss.h"
 #include "kv_cache.h"
+#include "module.h"
 #include "io/checkpoint.h"
 
 #endif
