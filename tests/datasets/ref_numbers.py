@@ -106,7 +106,7 @@ def build_array(sentences, stoi, num_steps):
 
 # ------------------------------------------------------------ RNG (documented)
 class Rng:
-    """splitmix64-seeded xoshiro256**, as datasets/rng.c documents."""
+    """splitmix64-seeded xoshiro256**, as autograd/ag_base.h documents (ag_rng)."""
 
     def __init__(self, seed, stream):
         y = stream & M64
