@@ -234,6 +234,7 @@ check "  names the process" has err "is being trained by process $first"
 kill -INT "$first"
 wait "$first"
 check "  the first saved it" test -s "$a/race.safetensors"
+check "  and removed its lock file" test ! -e "$a/race.safetensors.lock"
 "$prog" train --data "$a/d.txt" --epochs 100000 --time-budget 20 --log-every 0 --checkpoint "$a/race.safetensors" --resume >/dev/null 2>&1 &
 first=$!
 for _ in $(seq 200); do grep -qx "$first" "$a/race.safetensors.lock" 2>/dev/null && break; sleep 0.05; done

@@ -40,11 +40,16 @@ typedef struct zoo_path_extra {
  * missing folder, a link to nothing). --plots is created. 0, or -1 with ag_last_error() naming
  * both flags (a usage error). */
 int zoo__check_paths(const zoo_cli *c, const zoo_path_extra *extra, int n_extra);
-/* Locks ckpath for one training run: an advisory lock on ckpath.lock (which holds the pid),
- * released by zoo__unlock or by the kernel when the process ends. 0 with *fd, or -1 naming the
- * process that holds it. */
-int zoo__lock(const char *ckpath, int *fd);
-void zoo__unlock(int fd);
+/* The lock of a checkpoint being trained: an advisory lock (flock) on CHECKPOINT.lock, which
+ * holds the pid; released by zoo__unlock, which removes the file, or by the kernel when the
+ * process ends. fd -1: not held. */
+typedef struct zoo_lock {
+    int fd;
+    char path[4200];
+} zoo_lock;
+/* Takes the lock of ckpath. 0, or -1 naming the process that holds it. */
+int zoo__lock(zoo_lock *l, const char *ckpath);
+void zoo__unlock(zoo_lock *l);
 
 /* The data of --data (or found as docs/datasets.md says) with options o. 0 or an exit status. */
 int zoo__load_data(const zoo_cli *c, const ds_fra_options *o, ds_fra **d);

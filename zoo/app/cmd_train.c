@@ -26,7 +26,7 @@ typedef struct train_run {
     zoo_trainer *tr;
     ds_fra *d;
     ds_batches *it;
-    int lock[2]; /* the locks of the checkpoint and the best checkpoint (-1: none) */
+    zoo_lock lock[2]; /* of the checkpoint and the best checkpoint (fd -1: not held) */
 } train_run;
 
 /* The checkpoint's path (default PROGRAM.safetensors) and the best checkpoint's (with
@@ -51,8 +51,25 @@ static int output_paths(const zoo_cli *c, train_run *t) {
                                {"--best-checkpoint", t->best, true}};
     if (t->rank0 && zoo__check_paths(c, extra, *t->best ? 2 : 1))
         return zoo__usage(c, "%s", ag_last_error());
+    return 0;
+}
+
+/* What a new run's config and length refuse (--heads 3 --hiddens 32), before any work: a model
+ * of that config with tiny vocabularies is built and dropped. 0 or an exit status. */
+static int check_config(const zoo_cli *c) {
+    const zoo_run_cfg *cfg = &c->run.cfg;
+    int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
+    zoo_model *probe = rc ? NULL : zoo_model_new(c->run.kind, cfg->model, 4, 4, 0);
+    if (!rc && !probe) rc = zoo__usage(c, "%s", ag_last_error());
+    zoo_model_free(probe);
+    return rc;
+}
+
+/* Rank 0 locks the checkpoint and the best checkpoint for the run (paths.c). 0 or an exit
+ * status naming the process that holds one. */
+static int lock_outputs(const zoo_cli *c, train_run *t) {
     if (t->rank0 &&
-        (zoo__lock(t->ckpath, &t->lock[0]) || (*t->best && zoo__lock(t->best, &t->lock[1]))))
+        (zoo__lock(&t->lock[0], t->ckpath) || (*t->best && zoo__lock(&t->lock[1], t->best))))
         return zoo__fail(c, ag_last_error());
     return 0;
 }
@@ -92,12 +109,7 @@ static int resume_run(zoo_cli *c, train_run *t) {
  * status. */
 static int new_run(zoo_cli *c, train_run *t) {
     const zoo_run_cfg *cfg = &c->run.cfg;
-    int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
-    zoo_model *probe = rc ? NULL : zoo_model_new(c->run.kind, cfg->model, 4, 4, 0);
-    if (!rc && !probe) /* a config the model refuses (--heads 3 --hiddens 32), before the data */
-        rc = zoo__usage(c, "%s", ag_last_error());
-    zoo_model_free(probe);
-    if (!rc) rc = zoo__load_data(c, &cfg->data, &t->d);
+    int rc = zoo__load_data(c, &cfg->data, &t->d);
     if (rc) return rc;
     zoo_model *m = zoo_model_new(c->run.kind, cfg->model, ds_vocab_size(ds_fra_vocab(t->d, DS_SRC)),
                                  ds_vocab_size(ds_fra_vocab(t->d, DS_TGT)), cfg->data.seed);
@@ -241,8 +253,10 @@ static int print_translations(const zoo_cli *c, const train_run *t) {
 }
 
 int zoo__cmd_train(zoo_cli *c) {
-    train_run t = {.rank0 = zoo_dist_rank(c->dist) == 0, .lock = {-1, -1}};
+    train_run t = {.rank0 = zoo_dist_rank(c->dist) == 0, .lock = {{.fd = -1}, {.fd = -1}}};
     int rc = output_paths(c, &t);
+    if (!rc && !c->run.cfg.exec.resume) rc = check_config(c);
+    if (!rc) rc = lock_outputs(c, &t);
     if (!rc) rc = c->run.cfg.exec.resume ? resume_run(c, &t) : new_run(c, &t);
     if (!rc) rc = prepare(c, &t);
     if (!rc) {
@@ -257,7 +271,7 @@ int zoo__cmd_train(zoo_cli *c) {
     ds_batches_free(t.it);
     ds_fra_free(t.d);
     zoo_trainer_free(t.tr);
-    zoo__unlock(t.lock[0]);
-    zoo__unlock(t.lock[1]);
+    zoo__unlock(&t.lock[0]);
+    zoo__unlock(&t.lock[1]);
     return rc;
 }

@@ -133,31 +133,52 @@ int zoo__check_paths(const zoo_cli *c, const zoo_path_extra *extra, int n_extra)
     return 0;
 }
 
-/* ---- the lock of a checkpoint being trained ---- */
+/* ---- the lock of a checkpoint being trained ----
+ * flock on PATH.lock, which holds the holder's pid. The holder removes the file before it lets
+ * go (zoo__unlock), so none is left behind; a taker checks, once it holds the lock, that the
+ * file it locked is still the one at PATH.lock (same inode), else it was removed in between and
+ * the taker starts again: two processes never both hold the lock of one path. A process that
+ * dies leaves the file, unlocked, for the next run to take. */
 
-int zoo__lock(const char *ckpath, int *fd) {
-    char lock[PATH_MAX + 8];
-    snprintf(lock, sizeof lock, "%s.lock", ckpath);
-    *fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (*fd < 0) return ag_error("%s: cannot create: %s", lock, strerror(errno));
-    if (flock(*fd, LOCK_EX | LOCK_NB)) {
-        char pid[32] = "";
-        ssize_t got = pread(*fd, pid, sizeof pid - 1, 0);
-        pid[got > 0 ? got : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        close(*fd);
-        *fd = -1;
-        return ag_error("--checkpoint %s is being trained by process %s (its lock %s is held): "
-                        "one run writes a checkpoint at a time",
-                        ckpath, *pid ? pid : "?", lock);
-    }
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(*fd, 0) || pwrite(*fd, pid, (size_t)len, 0) != len) { /* only informative */
-    }
-    return 0;
+/* Whether fd is the file now at path. */
+static bool still_there(int fd, const char *path) {
+    struct stat a, b;
+    return !fstat(fd, &a) && !stat(path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-void zoo__unlock(int fd) {
-    if (fd >= 0) close(fd); /* the kernel releases the lock (also when the process dies) */
+int zoo__lock(zoo_lock *l, const char *ckpath) {
+    snprintf(l->path, sizeof l->path, "%s.lock", ckpath);
+    for (int tries = 0; tries < 100; tries++) {
+        l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (l->fd < 0) return ag_error("%s: cannot create: %s", l->path, strerror(errno));
+        if (flock(l->fd, LOCK_EX | LOCK_NB)) {
+            char pid[32] = "";
+            ssize_t got = pread(l->fd, pid, sizeof pid - 1, 0);
+            pid[got > 0 ? got : 0] = '\0';
+            pid[strcspn(pid, "\n")] = '\0';
+            close(l->fd);
+            l->fd = -1;
+            return ag_error("--checkpoint %s is being trained by process %s (its lock %s is "
+                            "held): one run writes a checkpoint at a time",
+                            ckpath, *pid ? pid : "?", l->path);
+        }
+        if (still_there(l->fd, l->path)) {
+            char pid[32];
+            int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            if (ftruncate(l->fd, 0) || pwrite(l->fd, pid, (size_t)len, 0) != len) {
+                /* the pid is only informative */
+            }
+            return 0;
+        }
+        close(l->fd); /* removed by its last holder after we opened it: again */
+    }
+    l->fd = -1;
+    return ag_error("%s: could not be locked: it keeps being replaced", l->path);
+}
+
+void zoo__unlock(zoo_lock *l) {
+    if (l->fd < 0) return;
+    unlink(l->path); /* while holding it: see above */
+    close(l->fd);    /* releases the lock (the kernel does so too when the process dies) */
+    l->fd = -1;
 }
