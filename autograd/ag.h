@@ -288,6 +288,34 @@ ag_tensor *ag_relu(ag_tape *t, ag_tensor *x); /* gradient 0 at x = 0 */
 /* GELU, the exact erf form (PyTorch's default): x * 0.5 * (1 + erf(x / sqrt 2)). */
 ag_tensor *ag_gelu(ag_tape *t, ag_tensor *x);
 
+/* More elementwise ops, PyTorch's definitions and gradients, kinks included (the math of each:
+ * the head of autograd/ops_pointwise.c). Binary ones broadcast as ag_add. */
+ag_tensor *ag_abs(ag_tape *t, ag_tensor *x);                  /* gradient 0 at x = 0 */
+ag_tensor *ag_log1p(ag_tape *t, ag_tensor *x);                /* log(1 + x) */
+ag_tensor *ag_pow_scalar(ag_tape *t, ag_tensor *x, double p); /* x^p; gradient 0 when p = 0 */
+/* a^b; da = b a^(b-1) (0 where b = 0), db = a^b log a (0 where a = 0 and b >= 0). */
+ag_tensor *ag_pow(ag_tape *t, ag_tensor *a, ag_tensor *b);
+/* min(max(x, min), max); -INFINITY / INFINITY for no bound; min > max gives max everywhere.
+ * The gradient passes where min <= x <= max, the bounds included (PyTorch). A NaN bound is
+ * reported. */
+ag_tensor *ag_clamp(ag_tape *t, ag_tensor *x, double min, double max);
+/* Elementwise max / min (a NaN wins); where a == b the gradient is split in halves. */
+ag_tensor *ag_maximum(ag_tape *t, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_minimum(ag_tape *t, ag_tensor *a, ag_tensor *b);
+/* cond ? a : b over the broadcast of the three; cond is a tensor, true where nonzero, and gets
+ * no gradient (it may be a tensor of the tape or a leaf that requires none). */
+ag_tensor *ag_where(ag_tape *t, ag_tensor *cond, ag_tensor *a, ag_tensor *b);
+/* mask ? value : x, mask broadcast to x's shape (true where nonzero); the result has x's shape. */
+ag_tensor *ag_masked_fill(ag_tape *t, ag_tensor *x, ag_tensor *mask, double value);
+/* log(1 + exp(beta x)) / beta, and x where beta x > threshold (PyTorch: beta 1, threshold 20);
+ * beta = 0 is reported. */
+ag_tensor *ag_softplus(ag_tape *t, ag_tensor *x, double beta, double threshold);
+ag_tensor *ag_silu(ag_tape *t, ag_tensor *x); /* x sigmoid(x) */
+/* x for x > 0, negative_slope x else (PyTorch: 0.01); gradient negative_slope at 0. */
+ag_tensor *ag_leaky_relu(ag_tape *t, ag_tensor *x, double negative_slope);
+/* x for x > 0, alpha (exp(x) - 1) else (PyTorch: alpha 1); gradient alpha at 0. */
+ag_tensor *ag_elu(ag_tape *t, ag_tensor *x, double alpha);
+
 /* Matrix product on BLIS (the engine's own kernel for small products). a (..., M, K) and
  * b (..., K, N) with 0 to 2 leading batch axes, the same on both sides, -> (..., M, N); a 2-D
  * operand is shared by every batch. Operands are read through their strides, never copied:
@@ -309,6 +337,17 @@ ag_tensor *ag_narrow(ag_tape *t, ag_tensor *x, int axis, int start, int len);
 ag_tensor *ag_concat(ag_tape *t, int n, ag_tensor *const *xs, int axis);
 /* Each index along axis repeated `repeats` times in place (torch.repeat_interleave). */
 ag_tensor *ag_repeat_interleave(ag_tape *t, ag_tensor *x, int repeats, int axis);
+/* torch.stack: n >= 1 tensors of one shape, joined along a new axis at `axis` (in
+ * [-(ndim+1), ndim]) -> ndim + 1 dimensions. */
+ag_tensor *ag_stack(ag_tape *t, int n, ag_tensor *const *xs, int axis);
+/* torch.index_select: the n entries index[j] in [0, x->shape[axis]) of x along axis, in order
+ * (repeats allowed) -> x's shape with n along axis. Backward scatter-adds. index is copied. */
+ag_tensor *ag_index_select(ag_tape *t, ag_tensor *x, int axis, const int32_t *index, int n);
+/* torch.gather: index of x's rank (index_shape[d] <= x->shape[d] for d != axis, values in
+ * [0, x->shape[axis])) -> index_shape, y[p] = x[p with p[axis] := index[p]]. Backward
+ * scatter-adds. index is copied. */
+ag_tensor *ag_gather(ag_tape *t, ag_tensor *x, int axis, const int32_t *index, int index_ndim,
+                     const int *index_shape);
 /* Row gather (embedding lookup): table (N, D), ids of shape ids_shape with values in [0, N)
  * -> (ids_shape..., D). Backward scatter-adds into the table's gradient. ids are copied. */
 ag_tensor *ag_gather_rows(ag_tape *t, ag_tensor *table, const int32_t *ids, int ids_ndim,
@@ -319,6 +358,26 @@ ag_tensor *ag_gather_rows(ag_tape *t, ag_tensor *table, const int32_t *ids, int 
 ag_tensor *ag_sum(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
 ag_tensor *ag_mean(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
 ag_tensor *ag_max(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
+/* torch.max(x, dim) / torch.min(x, dim): the extremum along one axis (AG_ALL is reported) and
+ * its first index (a NaN counts as the extremum, as ag_argmax); the gradient goes to that index.
+ * indices: NULL, or a caller-owned buffer of n_indices >= numel / shape[axis] values that gets
+ * the indices in the result's row-major order. An empty axis is reported. */
+ag_tensor *ag_max_dim(ag_tape *t, ag_tensor *x, int axis, bool keepdim, int32_t *indices,
+                      size_t n_indices);
+ag_tensor *ag_min_dim(ag_tape *t, ag_tensor *x, int axis, bool keepdim, int32_t *indices,
+                      size_t n_indices);
+/* torch.amax / amin: the extremum over one axis or AG_ALL; the gradient is split evenly between
+ * the elements equal to it (ties), NaNs being the ties of a NaN result. */
+ag_tensor *ag_amax(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
+ag_tensor *ag_amin(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
+/* log sum exp over one axis or AG_ALL, max-shifted (infinite maxima as PyTorch; an empty axis
+ * gives -inf). */
+ag_tensor *ag_logsumexp(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
+/* Variance and standard deviation over one axis or AG_ALL: sum (x - mean)^2 / max(0, n -
+ * correction); correction 1 is unbiased (PyTorch's default), 0 biased. std's gradient is 0 where
+ * std = 0. A non-finite correction is reported. */
+ag_tensor *ag_var(ag_tape *t, ag_tensor *x, int axis, double correction, bool keepdim);
+ag_tensor *ag_std(ag_tape *t, ag_tensor *x, int axis, double correction, bool keepdim);
 
 /* Softmax and log-softmax over the last axis, max-subtracted. */
 ag_tensor *ag_softmax(ag_tape *t, ag_tensor *x);
@@ -345,12 +404,20 @@ ag_tensor *ag_softmax_ce(ag_tape *t, ag_tensor *logits, const int32_t *labels,
 
 /* ---- Losses (PyTorch's definitions and reductions) ----
  * How a loss reduces its per-position values l_i: AG_REDUCE_MEAN (0, the default) gives the
- * scalar sum_i l_i / D, D the number of elements (MSE, BCE) or the sum of the weights of the
- * positions not ignored (NLL, cross-entropy; D = 0 gives NaN, as PyTorch); AG_REDUCE_SUM the
+ * scalar sum_i l_i / D, D the number of elements (MSE, BCE, L1, smooth L1, Huber, KL) or the
+ * sum of the weights of the positions not ignored (NLL, cross-entropy; D = 0 gives NaN, as
+ * PyTorch); AG_REDUCE_SUM the
  * scalar sum_i l_i; AG_REDUCE_NONE the l_i themselves, in the positions' shape. Labels,
  * weights and pos_weight are copied. A label outside [0, C) (other than ignore_index) or
- * shapes that do not fit are reported, naming the op and both shapes. */
-typedef enum ag_reduction { AG_REDUCE_MEAN, AG_REDUCE_SUM, AG_REDUCE_NONE } ag_reduction;
+ * shapes that do not fit are reported, naming the op and both shapes.
+ * AG_REDUCE_BATCHMEAN (ag_kl_div only; reported elsewhere) is the scalar sum_i l_i divided by
+ * the batch size, the first dimension (1 for a scalar). */
+typedef enum ag_reduction {
+    AG_REDUCE_MEAN,
+    AG_REDUCE_SUM,
+    AG_REDUCE_NONE,
+    AG_REDUCE_BATCHMEAN
+} ag_reduction;
 
 /* PyTorch's default ignore_index: no valid class has it, so passing it ignores nothing. */
 #define AG_IGNORE_INDEX (-100)
@@ -365,6 +432,26 @@ ag_tensor *ag_mse_loss(ag_tape *t, ag_tensor *x, ag_tensor *target, ag_reduction
  *     = max(x, 0) - x y + log(1 + exp(-|x|))      when p = 1. */
 ag_tensor *ag_bce_with_logits(ag_tape *t, ag_tensor *x, ag_tensor *target,
                               const ag_real *pos_weight, ag_reduction reduction);
+/* Elementwise regression losses, x and target of one shape (no broadcasting; target may
+ * require a gradient), d = x - target:
+ *   l1:        l = |d|                                              gradient 0 at d = 0
+ *   smooth_l1: l = 0.5 d^2 / beta if |d| < beta, else |d| - 0.5 beta  (beta >= 0; 0: l1)
+ *   huber:     l = 0.5 d^2 if |d| <= delta, else delta (|d| - 0.5 delta)  (delta > 0)
+ * PyTorch's l1_loss, smooth_l1_loss (default beta 1), huber_loss (default delta 1). */
+ag_tensor *ag_l1_loss(ag_tape *t, ag_tensor *x, ag_tensor *target, ag_reduction reduction);
+ag_tensor *ag_smooth_l1_loss(ag_tape *t, ag_tensor *x, ag_tensor *target, double beta,
+                             ag_reduction reduction);
+ag_tensor *ag_huber_loss(ag_tape *t, ag_tensor *x, ag_tensor *target, double delta,
+                         ag_reduction reduction);
+/* PyTorch's kl_div: input holds log-probabilities, target probabilities (log-probabilities when
+ * log_target), one shape:
+ *   l = target (log target - input), 0 where target = 0   (log_target false)
+ *   l = exp(target) (target - input)                       (log_target true)
+ * MEAN divides by numel (PyTorch's default, not the KL divergence), BATCHMEAN by the batch size
+ * (the mathematical KL when input and target are rows of distributions). target may require a
+ * gradient; where target = 0 (log_target false) it gets 0. */
+ag_tensor *ag_kl_div(ag_tape *t, ag_tensor *input, ag_tensor *target, ag_reduction reduction,
+                     bool log_target);
 /* Negative log-likelihood on log-probabilities logp (..., C), labels (...) in [0, C):
  *   l = -w[label] logp[label], 0 where label == ignore_index;
  * class_weights (C) or NULL for ones; the mean divides by the sum of w[label] over the positions

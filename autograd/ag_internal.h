@@ -16,4 +16,10 @@ void ag__packed_scratch_free(void);
  * kernels run (gemm_kernel.c); chosen once, at the first call. */
 const void *ag__gemm_cntx(void);
 
+/* The reduction of x over axis (negative from the end; AG_ALL: every axis, seen as one): the
+ * result's shape (*nd dims into shape, keepdim keeping the axis as 1) and x, contiguous, seen as
+ * (outer, n, inner) around the axis. False after reporting a bad axis (ops_reduce.c). */
+bool ag__reduce_split(ag_tape *t, const char *op, const ag_tensor *x, int axis, bool keepdim,
+                      int *nd, int *shape, ptrdiff_t *outer, ptrdiff_t *n, ptrdiff_t *inner);
+
 #endif

@@ -22,7 +22,7 @@
  * A position whose label is ignore_index has l = 0 and no gradient. The per-position sums of
  * the reductions run in index order, in double: the same bits whatever the threads.
  */
-#include "autograd/ag_internal.h"
+#include "autograd/loss_internal.h"
 
 #include <math.h>
 
@@ -32,29 +32,24 @@
 #define M(fn) fn##f
 #endif
 
-/* ---- reductions, shared by every loss ---- */
+/* ---- reductions, shared by every loss (declared in autograd/loss_internal.h) ---- */
 
-/* What the backward needs of the reduction: which one, and dout -> g_i's factor. */
-typedef struct loss_red {
-    ag_reduction red;
-    ag_real scale; /* 1 (NONE, SUM) or 1 / D (MEAN) */
-} loss_red;
-
-static inline ag_real grad_at(const ag_tensor *out, loss_red r, ptrdiff_t i) {
-    return r.red == AG_REDUCE_NONE ? out->grad[i] : out->grad[0] * r.scale;
-}
-
-static bool check_reduction(ag_tape *t, const char *op, ag_reduction red) {
+bool ag__loss_check_reduction(ag_tape *t, const char *op, ag_reduction red, bool batchmean_ok) {
     if (red == AG_REDUCE_MEAN || red == AG_REDUCE_SUM || red == AG_REDUCE_NONE) return true;
-    ag_report(t, "%s: reduction %d is not AG_REDUCE_MEAN, AG_REDUCE_SUM or AG_REDUCE_NONE", op,
-              (int)red);
+    if (red == AG_REDUCE_BATCHMEAN && batchmean_ok) return true;
+    if (red == AG_REDUCE_BATCHMEAN)
+        ag_report(t,
+                  "%s: reduction AG_REDUCE_BATCHMEAN is kl_div's only; use AG_REDUCE_MEAN, "
+                  "AG_REDUCE_SUM or AG_REDUCE_NONE",
+                  op);
+    else
+        ag_report(t, "%s: reduction %d is not AG_REDUCE_MEAN, AG_REDUCE_SUM or AG_REDUCE_NONE", op,
+                  (int)red);
     return false;
 }
 
-/* The loss's result: the positions' shape (nd, shape) for NONE, a scalar otherwise; *per gets
- * where the per-position losses go (the result's data for NONE, tape scratch otherwise). */
-static ag_tensor *loss_out(ag_tape *t, ag_reduction red, int nd, const int *shape, int n_in,
-                           ag_tensor *const *in, ag_real **per) {
+ag_tensor *ag__loss_out(ag_tape *t, ag_reduction red, int nd, const int *shape, int n_in,
+                        ag_tensor *const *in, ag_real **per) {
     static const int scalar[1] = {1};
     bool none = red == AG_REDUCE_NONE;
     ag_tensor *y = ag_op_out(t, none ? nd : 0, none ? shape : scalar, n_in, in);
@@ -68,15 +63,13 @@ static ag_tensor *loss_out(ag_tape *t, ag_reduction red, int nd, const int *shap
     return *per ? y : NULL;
 }
 
-/* Reduces the n per-position losses into y (SUM; MEAN over denom; NONE: already there) and
- * returns what the backward needs. D = 0 gives NaN, as PyTorch. */
-static loss_red loss_finish(ag_tensor *y, ag_reduction red, const ag_real *per, ptrdiff_t n,
-                            double denom) {
+loss_red ag__loss_finish(ag_tensor *y, ag_reduction red, const ag_real *per, ptrdiff_t n,
+                         double denom) {
     loss_red r = {red, 1};
     if (red == AG_REDUCE_NONE) return r;
     double s = 0;
     for (ptrdiff_t i = 0; i < n; i++) s += per[i];
-    if (red == AG_REDUCE_MEAN) {
+    if (red == AG_REDUCE_MEAN || red == AG_REDUCE_BATCHMEAN) {
         s /= denom;
         r.scale = (ag_real)(1 / denom);
     }
@@ -84,11 +77,11 @@ static loss_red loss_finish(ag_tensor *y, ag_reduction red, const ag_real *per, 
     return r;
 }
 
-/* x and target of one shape, both usable; reports otherwise. */
-static bool check_pair(ag_tape *t, const char *op, ag_tensor *x, ag_tensor *target,
-                       ag_reduction red) {
+bool ag__loss_check_pair(ag_tape *t, const char *op, ag_tensor *x, ag_tensor *target,
+                         ag_reduction red, bool batchmean_ok) {
     ag_tensor *in[2] = {x, target};
-    if (!ag_op_check(t, op, 2, in) || !check_reduction(t, op, red)) return false;
+    if (!ag_op_check(t, op, 2, in) || !ag__loss_check_reduction(t, op, red, batchmean_ok))
+        return false;
     if (!ag_same_shape(x, target)) {
         char sx[64], sy[64];
         ag_report(t, "%s: input %s and target %s must have one shape (no broadcasting)", op,
@@ -98,9 +91,7 @@ static bool check_pair(ag_tape *t, const char *op, ag_tensor *x, ag_tensor *targ
     return true;
 }
 
-/* A copy of `bytes` bytes of src in the tape's arena (NULL src: NULL); *ok = false when out of
- * memory. */
-static void *arena_copy(ag_tape *t, const void *src, size_t bytes, bool *ok) {
+void *ag__arena_copy(ag_tape *t, const void *src, size_t bytes, bool *ok) {
     if (!src) return NULL;
     void *p = ag_tape_alloc(t, bytes ? bytes : 1);
     if (!p) *ok = false;
@@ -114,7 +105,7 @@ static void mse_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->in[1], *out = nd->out;
     const loss_red r = *(const loss_red *)nd->saved;
     for (ptrdiff_t i = 0; i < x->numel; i++) {
-        ag_real d = 2 * grad_at(out, r, i) * (x->data[i] - y->data[i]);
+        ag_real d = 2 * loss_grad_at(out, r, i) * (x->data[i] - y->data[i]);
         if (x->requires_grad) x->grad[i] += d;
         if (y->requires_grad) y->grad[i] -= d;
     }
@@ -122,19 +113,19 @@ static void mse_backward(ag_node *nd) {
 static const ag_op mse_op = {"mse_loss", mse_backward};
 
 ag_tensor *ag_mse_loss(ag_tape *t, ag_tensor *x, ag_tensor *target, ag_reduction reduction) {
-    if (!check_pair(t, "mse_loss", x, target, reduction)) return NULL;
+    if (!ag__loss_check_pair(t, "mse_loss", x, target, reduction, false)) return NULL;
     x = ag_op_contig(t, x);
     target = ag_op_contig(t, target);
     if (!x || !target) return NULL;
     ag_tensor *in[2] = {x, target};
     ag_real *per;
-    ag_tensor *y = loss_out(t, reduction, x->ndim, x->shape, 2, in, &per);
+    ag_tensor *y = ag__loss_out(t, reduction, x->ndim, x->shape, 2, in, &per);
     if (!y) return NULL;
     for (ptrdiff_t i = 0; i < x->numel; i++) {
         ag_real d = x->data[i] - target->data[i];
         per[i] = d * d;
     }
-    loss_red r = loss_finish(y, reduction, per, x->numel, (double)x->numel);
+    loss_red r = ag__loss_finish(y, reduction, per, x->numel, (double)x->numel);
     ag_node *nd = ag_op_record(t, &mse_op, y, 2, in, sizeof(loss_red));
     if (nd) *(loss_red *)nd->saved = r;
     return y;
@@ -162,7 +153,7 @@ static void bce_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->in[1], *out = nd->out;
     const bce_saved *s = nd->saved;
     for (ptrdiff_t i = 0; i < x->numel; i++) {
-        ag_real g = grad_at(out, s->r, i), v = x->data[i], tg = y->data[i];
+        ag_real g = loss_grad_at(out, s->r, i), v = x->data[i], tg = y->data[i];
         ag_real pm1 = s->pos_weight ? s->pos_weight[i % s->C] - 1 : 0;
         if (x->requires_grad) x->grad[i] += g * ((1 - tg) - (1 + pm1 * tg) * sigmoid_neg(v));
         if (y->requires_grad) y->grad[i] += g * (pm1 * softplus_neg(v) - v);
@@ -172,13 +163,13 @@ static const ag_op bce_op = {"bce_with_logits", bce_backward};
 
 ag_tensor *ag_bce_with_logits(ag_tape *t, ag_tensor *x, ag_tensor *target,
                               const ag_real *pos_weight, ag_reduction reduction) {
-    if (!check_pair(t, "bce_with_logits", x, target, reduction)) return NULL;
+    if (!ag__loss_check_pair(t, "bce_with_logits", x, target, reduction, false)) return NULL;
     x = ag_op_contig(t, x);
     target = ag_op_contig(t, target);
     if (!x || !target) return NULL;
     ag_tensor *in[2] = {x, target};
     ag_real *per;
-    ag_tensor *y = loss_out(t, reduction, x->ndim, x->shape, 2, in, &per);
+    ag_tensor *y = ag__loss_out(t, reduction, x->ndim, x->shape, 2, in, &per);
     if (!y) return NULL;
     bce_saved s = {{reduction, 1}, NULL, x->ndim ? x->shape[x->ndim - 1] : 1};
     for (ptrdiff_t i = 0; i < x->numel; i++) {
@@ -186,10 +177,10 @@ ag_tensor *ag_bce_with_logits(ag_tape *t, ag_tensor *x, ag_tensor *target,
         ag_real p = pos_weight ? pos_weight[i % s.C] : 1;
         per[i] = (1 - tg) * v + (1 + (p - 1) * tg) * softplus_neg(v);
     }
-    s.r = loss_finish(y, reduction, per, x->numel, (double)x->numel);
+    s.r = ag__loss_finish(y, reduction, per, x->numel, (double)x->numel);
     bool ok = true;
     if (y->requires_grad)
-        s.pos_weight = arena_copy(t, pos_weight, (size_t)s.C * sizeof *pos_weight, &ok);
+        s.pos_weight = ag__arena_copy(t, pos_weight, (size_t)s.C * sizeof *pos_weight, &ok);
     if (!ok) return NULL;
     ag_node *nd = ag_op_record(t, &bce_op, y, 2, in, sizeof(bce_saved));
     if (nd) *(bce_saved *)nd->saved = s;
@@ -253,7 +244,7 @@ static void nll_backward(ag_node *nd) {
     for (ptrdiff_t r = 0; r < rows; r++) {
         int32_t k = s->labels[r];
         if (k == s->ignore) continue;
-        x->grad[r * C + k] -= grad_at(out, s->r, r) * (s->w ? s->w[k] : 1);
+        x->grad[r * C + k] -= loss_grad_at(out, s->r, r) * (s->w ? s->w[k] : 1);
     }
 }
 static const ag_op nll_op = {"nll_loss", nll_backward};
@@ -261,14 +252,14 @@ static const ag_op nll_op = {"nll_loss", nll_backward};
 ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
                        const ag_real *class_weights, int32_t ignore_index, ag_reduction reduction) {
     const char *op = "nll_loss";
-    if (!ag_op_check(t, op, 1, &logp) || !check_reduction(t, op, reduction) ||
+    if (!ag_op_check(t, op, 1, &logp) || !ag__loss_check_reduction(t, op, reduction, false) ||
         !check_labels(t, op, "log-probabilities", logp, labels, ignore_index, 0))
         return NULL;
     ag_tensor *x = ag_op_contig(t, logp);
     if (!x) return NULL;
     ptrdiff_t C = x->shape[x->ndim - 1], rows = x->numel / C;
     ag_real *per;
-    ag_tensor *y = loss_out(t, reduction, x->ndim - 1, x->shape, 1, &x, &per);
+    ag_tensor *y = ag__loss_out(t, reduction, x->ndim - 1, x->shape, 1, &x, &per);
     if (!y) return NULL;
     double denom = 0;
     for (ptrdiff_t r = 0; r < rows; r++) {
@@ -277,11 +268,11 @@ ag_tensor *ag_nll_loss(ag_tape *t, ag_tensor *logp, const int32_t *labels,
         per[r] = k == ignore_index ? 0 : -w * x->data[r * C + k];
         denom += w;
     }
-    nll_saved s = {loss_finish(y, reduction, per, rows, denom), NULL, NULL, ignore_index};
+    nll_saved s = {ag__loss_finish(y, reduction, per, rows, denom), NULL, NULL, ignore_index};
     bool ok = true;
     if (y->requires_grad) {
-        s.labels = arena_copy(t, labels, (size_t)rows * sizeof *labels, &ok);
-        s.w = arena_copy(t, class_weights, (size_t)C * sizeof *class_weights, &ok);
+        s.labels = ag__arena_copy(t, labels, (size_t)rows * sizeof *labels, &ok);
+        s.w = ag__arena_copy(t, class_weights, (size_t)C * sizeof *class_weights, &ok);
     }
     if (!ok) return NULL;
     ag_node *nd = ag_op_record(t, &nll_op, y, 1, &x, sizeof(nll_saved));
@@ -345,7 +336,7 @@ static void ce_backward_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     const ag_real eps = (ag_real)s->eps, spread = eps / (ag_real)C;
     for (ptrdiff_t r = r0; r < r1; r++) {
         int32_t k = s->labels[r];
-        ag_real g = k == s->ignore ? 0 : grad_at(j->out, s->r, r) * (s->w ? s->w[r] : 1);
+        ag_real g = k == s->ignore ? 0 : loss_grad_at(j->out, s->r, r) * (s->w ? s->w[r] : 1);
         if (g == 0) continue;
         const ag_real *xr = x->data + r * C;
         ag_real *gx = x->grad + r * C, d[CHUNK], e[CHUNK];
@@ -370,14 +361,14 @@ ag_tensor *ag_cross_entropy(ag_tape *t, ag_tensor *logits, const int32_t *labels
                             const ag_real *weights, double label_smoothing, int32_t ignore_index,
                             ag_reduction reduction) {
     const char *op = "cross_entropy";
-    if (!ag_op_check(t, op, 1, &logits) || !check_reduction(t, op, reduction) ||
+    if (!ag_op_check(t, op, 1, &logits) || !ag__loss_check_reduction(t, op, reduction, false) ||
         !check_labels(t, op, "logits", logits, labels, ignore_index, label_smoothing))
         return NULL;
     ag_tensor *x = ag_op_contig(t, logits);
     if (!x) return NULL;
     ptrdiff_t C = x->shape[x->ndim - 1], rows = x->numel / C;
     ag_real *per;
-    ag_tensor *y = loss_out(t, reduction, x->ndim - 1, x->shape, 1, &x, &per);
+    ag_tensor *y = ag__loss_out(t, reduction, x->ndim - 1, x->shape, 1, &x, &per);
     if (!y) return NULL;
     ce_saved s = {{reduction, 1}, NULL, NULL, NULL, label_smoothing, ignore_index};
     s.lse = ag_tape_alloc(t, (size_t)(rows ? rows : 1) * sizeof *s.lse);
@@ -387,11 +378,11 @@ ag_tensor *ag_cross_entropy(ag_tape *t, ag_tensor *logits, const int32_t *labels
     double denom = 0;
     for (ptrdiff_t r = 0; r < rows; r++)
         if (labels[r] != ignore_index) denom += weights ? weights[r] : 1;
-    s.r = loss_finish(y, reduction, per, rows, denom);
+    s.r = ag__loss_finish(y, reduction, per, rows, denom);
     bool ok = true;
     if (y->requires_grad) {
-        s.labels = arena_copy(t, labels, (size_t)rows * sizeof *labels, &ok);
-        s.w = arena_copy(t, weights, (size_t)rows * sizeof *weights, &ok);
+        s.labels = ag__arena_copy(t, labels, (size_t)rows * sizeof *labels, &ok);
+        s.w = ag__arena_copy(t, weights, (size_t)rows * sizeof *weights, &ok);
     }
     if (!ok) return NULL;
     ag_node *nd = ag_op_record(t, &ce_op, y, 1, &x, sizeof(ce_saved));

@@ -36,25 +36,33 @@ static const ag_op sum_op = {"sum", reduce_backward};
 static const ag_op mean_op = {"mean", reduce_backward};
 static const ag_op max_op = {"max", reduce_backward};
 
+bool ag__reduce_split(ag_tape *t, const char *op, const ag_tensor *x, int axis, bool keepdim,
+                      int *nd, int *shape, ptrdiff_t *outer, ptrdiff_t *n, ptrdiff_t *inner) {
+    *nd = 0;
+    if (axis == AG_ALL) {
+        *outer = *inner = 1;
+        *n = x->numel;
+        if (keepdim)
+            for (; *nd < x->ndim; (*nd)++) shape[*nd] = 1;
+        return true;
+    }
+    int a = ag_op_axis(t, op, x, axis, x->ndim);
+    if (a < 0) return false;
+    ag_op_split(x, a, outer, n, inner);
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != a) shape[(*nd)++] = x->shape[d];
+        else if (keepdim) shape[(*nd)++] = 1;
+    }
+    return true;
+}
+
 static ag_tensor *reduce(ag_tape *t, const ag_op *op, reduce_kind kind, ag_tensor *x, int axis,
                          bool keepdim) {
     if (!ag_op_check(t, op->name, 1, &x)) return NULL;
-    int shape[AG_MAX_DIMS], nd = 0;
+    int shape[AG_MAX_DIMS], nd;
     ptrdiff_t outer, n, inner;
-    if (axis == AG_ALL) {
-        outer = inner = 1;
-        n = x->numel;
-        if (keepdim)
-            for (nd = 0; nd < x->ndim; nd++) shape[nd] = 1;
-    } else {
-        int a = ag_op_axis(t, op->name, x, axis, x->ndim);
-        if (a < 0) return NULL;
-        ag_op_split(x, a, &outer, &n, &inner);
-        for (int d = 0; d < x->ndim; d++) {
-            if (d != a) shape[nd++] = x->shape[d];
-            else if (keepdim) shape[nd++] = 1;
-        }
-    }
+    if (!ag__reduce_split(t, op->name, x, axis, keepdim, &nd, shape, &outer, &n, &inner))
+        return NULL;
     if (kind == R_MAX && n == 0) {
         char sx[64];
         return ag_report(t, "max: reducing an empty axis of %s", ag_shape_str(x, sx, sizeof sx));

@@ -1,6 +1,8 @@
 /* test_losses.c -- GELU and the losses against numbers computed from PyTorch's formulas (in
  * Python's math module, double precision), fused against composite, and the bad inputs
- * (float32 product; the gradients are checked in float64 by test_gradcheck.c). */
+ * (float32 product; the gradients are checked in float64 by test_gradcheck.c). The elementwise
+ * losses (L1, smooth L1, Huber, kl_div; gradients in test_gradcheck_toolkit.c) against values
+ * worked by hand. */
 #include "autograd/ag_op.h"
 #include "tests/tg_test.h"
 
@@ -189,6 +191,136 @@ static void test_bad_input(void) {
     ag_set_error_handler(NULL, NULL);
 }
 
+
+/* ---- elementwise losses (ops_loss_pointwise.c), values worked by hand ---- */
+
+/* x - target = -0.5 0 1 0 -2 2.5: a zero difference, one on beta = 1 and one on 2 * 1 */
+static const ag_real REG_X[6] = {1, 2, 3, 4, 5, 6}, REG_Y[6] = {1.5, 2, 2, 4, 7, 3.5};
+
+static void test_l1(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *x = leaf(AG_SHAPE(2, 3), REG_X, true), *y = leaf(AG_SHAPE(2, 3), REG_Y, true);
+    ag_tensor *none = ag_l1_loss(t, x, y, AG_REDUCE_NONE);
+    const double l[6] = {0.5, 0, 1, 0, 2, 2.5};
+    CU_ASSERT_EQUAL(none->ndim, 2);
+    for (int i = 0; i < 6; i++) NEAR(none->data[i], l[i]);
+    NEAR(ag_l1_loss(t, x, y, AG_REDUCE_SUM)->data[0], 6);
+    ag_tensor *m = ag_l1_loss(t, x, y, AG_REDUCE_MEAN);
+    NEAR(m->data[0], 1);
+    CU_ASSERT_EQUAL(ag_backward(t, m), 0);
+    /* sgn(d) / 6; l1'(0) = 0 (PyTorch: (x - y).sgn()); the target gets the opposite */
+    const double g[6] = {-1, 0, 1, 0, -1, 1};
+    for (int i = 0; i < 6; i++) {
+        NEAR(x->grad[i], g[i] / 6);
+        NEAR(y->grad[i], -g[i] / 6);
+    }
+    ag_tape_free(t);
+    ag_leaf_free(x);
+    ag_leaf_free(y);
+}
+
+static void test_smooth_l1_huber(void) {
+    ag_tape *t = ag_tape_new();
+    ag_tensor *x = leaf(AG_SHAPE(2, 3), REG_X, true), *y = ag_tensor_from(t, AG_SHAPE(2, 3), REG_Y);
+    /* beta 1: 0.5 d^2 inside |d| < 1, |d| - 0.5 outside (|d| = 1 takes the outside form) */
+    ag_tensor *l = ag_smooth_l1_loss(t, x, y, 1, AG_REDUCE_NONE);
+    const double s1[6] = {0.125, 0, 0.5, 0, 1.5, 2};
+    for (int i = 0; i < 6; i++) NEAR(l->data[i], s1[i]);
+    ag_tensor *s = ag_smooth_l1_loss(t, x, y, 1, AG_REDUCE_SUM);
+    NEAR(s->data[0], 4.125);
+    CU_ASSERT_EQUAL(ag_backward(t, s), 0);
+    /* PyTorch's smooth_l1_backward: d / beta inside, sgn(d) outside: d = 1 gives 1 either way */
+    const double g1[6] = {-0.5, 0, 1, 0, -1, 1};
+    for (int i = 0; i < 6; i++) NEAR(x->grad[i], g1[i]);
+    ag_tape_reset(t);
+    memset(x->grad, 0, 6 * sizeof *x->grad);
+    y = ag_tensor_from(t, AG_SHAPE(2, 3), REG_Y);
+    /* beta 2: d^2 / 4 inside, |d| - 1 outside; beta 0 is l1 (PyTorch falls back to l1_loss) */
+    NEAR(ag_smooth_l1_loss(t, x, y, 2, AG_REDUCE_SUM)->data[0], 2.8125);
+    NEAR(ag_smooth_l1_loss(t, x, y, 0, AG_REDUCE_MEAN)->data[0], 1);
+    /* huber delta 1 equals smooth_l1 beta 1; delta 2: 0.5 d^2 inside, 2 (|d| - 1) outside */
+    l = ag_huber_loss(t, x, y, 1, AG_REDUCE_NONE);
+    for (int i = 0; i < 6; i++) NEAR(l->data[i], s1[i]);
+    l = ag_huber_loss(t, x, y, 2, AG_REDUCE_NONE);
+    const double h2[6] = {0.125, 0, 0.5, 0, 2, 3};
+    for (int i = 0; i < 6; i++) NEAR(l->data[i], h2[i]);
+    ag_tensor *h = ag_huber_loss(t, x, y, 2, AG_REDUCE_MEAN);
+    NEAR(h->data[0], 5.625 / 6);
+    CU_ASSERT_EQUAL(ag_backward(t, h), 0);
+    /* huber_loss_backward: d inside, delta sgn(d) outside (d = -2: the join, -2 both ways) */
+    const double gh[6] = {-0.5, 0, 1, 0, -2, 2};
+    for (int i = 0; i < 6; i++) NEAR(x->grad[i], gh[i] / 6);
+    ag_tape_free(t);
+    ag_leaf_free(x);
+}
+
+static void test_kl_div(void) {
+    ag_tape *t = ag_tape_new();
+    /* rows of distributions: p = (0.5, 0.5, 0) against q = (0.25, 0.25, 0.5): KL = ln 2 (the
+     * 0 log 0 term is 0); p = q = (0.2, 0.3, 0.5): KL = 0 */
+    ag_tensor *p = leaf(AG_SHAPE(2, 3), (const ag_real[]){0.5, 0.5, 0, 0.2, 0.3, 0.5}, true);
+    ag_tensor *q = leaf(AG_SHAPE(2, 3), (const ag_real[]){0.25, 0.25, 0.5, 0.2, 0.3, 0.5}, true);
+    ag_tensor *lq = ag_log(t, q);
+    ag_tensor *l = ag_kl_div(t, lq, p, AG_REDUCE_NONE, false);
+    const double ln2 = 0.6931471805599453;
+    const double per[6] = {ln2 / 2, ln2 / 2, 0, 0, 0, 0};
+    for (int i = 0; i < 6; i++) NEAR(l->data[i], per[i]);
+    NEAR(ag_kl_div(t, lq, p, AG_REDUCE_SUM, false)->data[0], ln2);
+    NEAR(ag_kl_div(t, lq, p, AG_REDUCE_MEAN, false)->data[0], ln2 / 6); /* PyTorch's 'mean' */
+    ag_tensor *b = ag_kl_div(t, lq, p, AG_REDUCE_BATCHMEAN, false);
+    NEAR(b->data[0], ln2 / 2); /* the KL per row: over the batch size 2 */
+    CU_ASSERT_EQUAL(ag_backward(t, b), 0);
+    /* d/dinput = -p / 2, through log: -p / (2 q); d/dtarget = (log p + 1 - log q) / 2, 0 where
+     * p = 0 (PyTorch's kl_div_target_backward mask) */
+    const double gq[6] = {-1, -1, 0, -0.5, -0.5, -0.5};
+    for (int i = 0; i < 6; i++) NEAR(q->grad[i], gq[i]);
+    const double gp[6] = {1.6931471805599454 / 2, 1.6931471805599454 / 2, 0, 0.5, 0.5, 0.5};
+    for (int i = 0; i < 6; i++) NEAR(p->grad[i], gp[i]);
+    ag_tape_free(t);
+    ag_leaf_free(p);
+    ag_leaf_free(q);
+}
+
+static void test_kl_div_log_target(void) {
+    ag_tape *t = ag_tape_new();
+    /* p = (0.5, 0.25, 0.25), q = (0.25, 0.5, 0.25): KL = 0.5 ln 2 - 0.25 ln 2 = 0.25 ln 2 */
+    ag_tensor *p = leaf(AG_SHAPE(1, 3), (const ag_real[]){0.5, 0.25, 0.25}, true);
+    ag_tensor *q = ag_tensor_from(t, AG_SHAPE(1, 3), (const ag_real[]){0.25, 0.5, 0.25});
+    ag_tensor *l = ag_kl_div(t, ag_log(t, q), ag_log(t, p), AG_REDUCE_BATCHMEAN, true);
+    NEAR(l->data[0], 0.17328679513998632);
+    /* the same as with probabilities */
+    NEAR(ag_kl_div(t, ag_log(t, q), p, AG_REDUCE_BATCHMEAN, false)->data[0], 0.17328679513998632);
+    CU_ASSERT_EQUAL(ag_backward(t, l), 0);
+    /* d/d(log p) = p (log p - log q + 1), and through log: (log p - log q + 1) */
+    const double g[3] = {1.6931471805599454, 0.30685281944005466, 1};
+    for (int i = 0; i < 3; i++) NEAR(p->grad[i], g[i]);
+    ag_tape_reset(t);
+    /* a scalar: batchmean divides by 1 */
+    ag_tensor *s = ag_tensor_from(t, 0, (const int[]){1}, (const ag_real[]){-1});
+    ag_tensor *st = ag_tensor_from(t, 0, (const int[]){1}, (const ag_real[]){0.5});
+    NEAR(ag_kl_div(t, s, st, AG_REDUCE_BATCHMEAN, false)->data[0], 0.5 * (-0.6931471805599453 + 1));
+    ag_tape_free(t);
+    ag_leaf_free(p);
+}
+
+static void test_bad_input_pointwise(void) {
+    ag_set_error_handler(tg_capture, NULL);
+    ag_tape *t = ag_tape_new();
+    ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 3)), *y = ag_tensor_new(t, AG_SHAPE(3, 2));
+    TG_EXPECT_NULL(ag_l1_loss(t, x, y, AG_REDUCE_MEAN),
+                   "l1_loss: input [2, 3] and target [3, 2] must have one shape");
+    TG_EXPECT_NULL(ag_kl_div(t, x, y, AG_REDUCE_BATCHMEAN, false), "kl_div: input [2, 3]");
+    TG_EXPECT_NULL(ag_mse_loss(t, x, x, AG_REDUCE_BATCHMEAN),
+                   "mse_loss: reduction AG_REDUCE_BATCHMEAN is kl_div's only");
+    TG_EXPECT_NULL(ag_huber_loss(t, x, x, 1, (ag_reduction)9), "huber_loss: reduction 9 is not");
+    TG_EXPECT_NULL(ag_smooth_l1_loss(t, x, x, -1, AG_REDUCE_SUM),
+                   "smooth_l1_loss: beta = -1 for input [2, 3], expected finite and >= 0");
+    TG_EXPECT_NULL(ag_huber_loss(t, x, x, 0, AG_REDUCE_SUM),
+                   "huber_loss: delta = 0 for input [2, 3], expected finite and > 0");
+    ag_tape_free(t);
+    ag_set_error_handler(NULL, NULL);
+}
+
 static CU_TestInfo tests[] = {
     {"gelu, exact erf form", test_gelu},
     {"mse: reductions, the target's gradient", test_mse},
@@ -197,6 +329,11 @@ static CU_TestInfo tests[] = {
     {"cross-entropy with label smoothing", test_cross_entropy},
     {"cross-entropy against composites", test_cross_entropy_vs_composite},
     {"bad input names the op and the shapes", test_bad_input},
+    {"l1: reductions, gradient 0 at d = 0", test_l1},
+    {"smooth l1 and huber: the joins, beta 0", test_smooth_l1_huber},
+    {"kl_div: 0 log 0, batchmean, the target's gradient", test_kl_div},
+    {"kl_div with log targets, a scalar", test_kl_div_log_target},
+    {"elementwise losses: bad input", test_bad_input_pointwise},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"losses", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
