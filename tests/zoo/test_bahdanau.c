@@ -3,9 +3,8 @@
  * AdditiveAttention, step decoding against the teacher-forced pass, determinism, overfitting a
  * few pairs, greedy against beam 1, and the attention record of the heatmaps. */
 #include "tests/tg_test.h"
+#include "tests/zoo/zoo_test.h"
 #include "zoo/models/bahdanau.h"
-#include "zoo/app/decode.h"
-#include "zoo/app/trainer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -113,7 +112,7 @@ static void test_model_kind(void) {
 
     zoo_bahdanau_cfg h = *def;
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "layers", "9"), -1); /* more than NN_GRU_MAX_LAYERS */
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--layers"));
+    TG_ERROR_HAS("--layers");
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "embed-size", "7"), 0);
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "layers", "1"), 0);
     m = zoo_model_new(k, &h, 5, 6, 3);
@@ -126,14 +125,8 @@ static void test_model_kind(void) {
     zoo_bahdanau bm;
     zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(5, 0); /* empty target vocabulary */
     CU_ASSERT_EQUAL(zoo_bahdanau_init(&bm, ps, &cfg), -1);
-    CU_ASSERT_EQUAL(nn_params_finalize(ps, 1), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "bahdanau: bad config"));
+    TG_EXPECT_ERROR(nn_params_finalize(ps, 1), "bahdanau: bad config");
     nn_params_free(ps);
-}
-
-static void quiet(const char *msg, void *user) {
-    (void)msg;
-    (void)user;
 }
 
 /* d2l's examples: Seq2SeqEncoder(10, 8, 16, 2) on zeros (4, 7) -> (7, 4, 16) and (2, 4, 16);
@@ -185,13 +178,13 @@ static void test_d2l_shapes(void) {
     CU_ASSERT_EQUAL(weights[6]->shape[2], 7);
 
     /* usage errors: NULL and a message, no crash */
-    ag_set_error_handler(quiet, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     CU_ASSERT_PTR_NULL(
         zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 3, 7, NULL)); /* batch 3 != 4 */
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected the state's batch 4"));
+    TG_ERROR_HAS("expected the state's batch 4");
     ag_tensor *bad = ag_tensor_new(t, AG_SHAPE(7, 4, 15));
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&dec, &c, bad, state, NULL));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected (Ts, B, 16)"));
+    TG_EXPECT_NULL(zoo_seq2seq_attn_decoder_init_state(&dec, &c, bad, state, NULL),
+                   "expected (Ts, B, 16)");
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     nn_params_free(ps);
@@ -371,99 +364,54 @@ static void test_training_forward_is_deterministic(void) {
 
 /* ---- training a handful of pairs ---- */
 
-enum { NP = 4, TS = 6, TT = 6, SV = 12, TV = 12 };
-/* sources and targets over words w4..w11 ("a".."h"); the last pair reverses the first */
-static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1,
-                                       7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
-static const int32_t P_SRC_LEN[NP] = {3, 2, 4, 3};
-static const int32_t P_TGT[NP * TT] = {6,  7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1,
-                                       11, 3, 1, 1, 1, 1, 7, 6, 3,  1, 1, 1};
-static const int32_t P_TGT_LEN[NP] = {3, 4, 2, 3};
-static const char WORDS[] = "<unk>\n<pad>\n<bos>\n<eos>\na\nb\nc\nd\ne\nf\ng\nh\n";
-
-static zoo_model *toy_model(void) {
+static zoo_model *toy_model(zoo_cell cell) {
     zoo_bahdanau_cfg h = zoo_bahdanau_default_cfg;
+    h.cell = cell;
     h.embed = 16;
     h.hiddens = 32;
     h.dropout = 0.1;
-    return zoo_model_new(&zoo_bahdanau_kind, &h, SV, TV, 11);
-}
-
-/* d2l's training step on the four pairs: returns the loss per valid target token. */
-static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
-    int32_t dec_in[NP * TT];
-    zoo_teacher_inputs(P_TGT, NP, TT, DS_BOS, dec_in);
-    nn_ctx c = {.tape = t, .training = true, .rng = r};
-    void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS, NULL);
-    ag_tensor *l =
-        ag_sum(t, nn_masked_ce(&c, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN, 0),
-               AG_ALL, false);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
-    double loss = l->data[0] * TT / (3 + 4 + 2 + 3);
-    CU_ASSERT_EQUAL_FATAL(ag_backward(t, l), 0);
-    CU_ASSERT_EQUAL(optim_step(opt), 0);
-    ag_tape_reset(t);
-    return loss;
+    return zoo_model_new(&zoo_bahdanau_kind, &h, ZT_SV, ZT_TV, 11);
 }
 
 /* Overfits four pairs with Adam; then greedy decoding reproduces every target, beam search of
  * width 1 (one source at a time) agrees with greedy (four at once), and the attention record
  * has the one cross-attention map, its rows distributions over the valid source positions. */
 static void test_overfit_greedy_beam_attention(void) {
-    zoo_model *m = toy_model();
+    zoo_model *m = toy_model(ZOO_CELL_GRU);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    optim_cfg oc = optim_adam(0.01);
-    oc.clip_norm = 1;
-    optim *opt = optim_new(m->ps, oc);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(opt);
     ag_tape *t = ag_tape_new();
-    ag_rng r;
-    ag_rng_seed(&r, 8);
-    double first = train_step(m, opt, t, &r), last = first;
-    for (int i = 1; i < 200; i++) last = train_step(m, opt, t, &r);
+    double first, last;
+    zt_overfit(m, t, 200, &first, &last);
     printf("\n    loss per token: %.4f at step 1, %.5f at step 200 ", first, last);
     CU_ASSERT_TRUE(first > 2.0); /* about ln(12) at the start */
     CU_ASSERT_TRUE(last < 0.05);
 
-    int32_t out[NP * TT];
-    int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
-    for (int b = 0; b < NP; b++) {
-        CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1); /* the target without its <eos> */
-        for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++)
-            CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
-    }
-    for (int b = 0; b < NP; b++) {
-        int32_t beam_out[TT];
-        int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
-                                              DS_EOS, TT, 1, 0, beam_out, &n),
-                              0);
-        CU_ASSERT_EQUAL(n, out_len[b]);
-        for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
-                                              DS_EOS, TT, 3, 0, beam_out, &n),
-                              0);
-        CU_ASSERT_EQUAL(n, out_len[b]); /* a memorised pair: the wider beam finds it too */
+    int32_t out[ZT_NP * ZT_TT];
+    int out_len[ZT_NP];
+    zt_greedy(m, t, out, out_len);
+    zt_check_targets(out, out_len);
+    for (int b = 0; b < ZT_NP; b++) {
+        zt_beam_agrees(m, t, b, 1, out, out_len);
+        int32_t beam_out[ZT_TT];
+        CU_ASSERT_EQUAL(zt_beam(m, t, b, 3, beam_out), out_len[b]); /* memorised: found too */
     }
 
     ds_vocab *v = NULL;
-    CU_ASSERT_EQUAL_FATAL(ds_vocab_parse(WORDS, sizeof WORDS - 1, "words", &v), 0);
+    CU_ASSERT_EQUAL_FATAL(ds_vocab_parse(ZT_WORDS, sizeof ZT_WORDS - 1, "words", &v), 0);
     char *text = NULL;
     zoo_attn_record rec;
-    CU_ASSERT_EQUAL_FATAL(zoo_translate_attention(m, t, v, v, "b a", TS, &text, &rec), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_translate_attention(m, t, v, v, "b a", ZT_TS, &text, &rec), 0);
     CU_ASSERT_STRING_EQUAL(text, "d c"); /* the fourth pair: a b -> c d reversed */
     CU_ASSERT_EQUAL(rec.enc_self.layers, 0);
     CU_ASSERT_EQUAL(rec.dec_self.layers, 0);
     CU_ASSERT_EQUAL(rec.dec_cross.layers, 1);
     CU_ASSERT_EQUAL(rec.dec_cross.heads, 1);
-    CU_ASSERT_EQUAL(rec.dec_cross.cols, TS);
+    CU_ASSERT_EQUAL(rec.dec_cross.cols, ZT_TS);
     CU_ASSERT_EQUAL(rec.steps, 3); /* d, c, <eos> */
     for (int row = 0; row < rec.steps; row++) {
         double sum = 0;
-        for (int k = 0; k < TS; k++) {
-            float w = rec.dec_cross.w[row * TS + k];
+        for (int k = 0; k < ZT_TS; k++) {
+            float w = rec.dec_cross.w[row * ZT_TS + k];
             if (k >= 3) CU_ASSERT_EQUAL(w, 0); /* "b a <eos>" then padding */
             sum += w;
         }
@@ -473,31 +421,20 @@ static void test_overfit_greedy_beam_attention(void) {
     zoo_attn_record_free(&rec);
     ds_vocab_free(v);
     ag_tape_free(t);
-    optim_free(opt);
     zoo_model_free(m);
 }
 
 /* An untrained model: greedy (four sources at once) and beam 1 (one at a time) follow the same
  * argmax path. */
 static void test_greedy_equals_beam1_untrained(void) {
-    zoo_model *m = toy_model();
+    zoo_model *m = toy_model(ZOO_CELL_GRU);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     ag_tape *t = ag_tape_new();
-    int32_t out[NP * TT];
-    int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
+    int32_t out[ZT_NP * ZT_TT];
+    int out_len[ZT_NP];
+    zt_greedy(m, t, out, out_len);
     int total = 0;
-    for (int b = 0; b < NP; b++) {
-        int32_t beam_out[TT];
-        int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
-                                              DS_EOS, TT, 1, 0, beam_out, &n),
-                              0);
-        CU_ASSERT_EQUAL(n, out_len[b]);
-        for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
-        total += n;
-    }
+    for (int b = 0; b < ZT_NP; b++) total += zt_beam_agrees(m, t, b, 1, out, out_len);
     CU_ASSERT_TRUE(total > 0); /* some tokens were compared */
     ag_tape_free(t);
     zoo_model_free(m);
@@ -572,42 +509,29 @@ static void test_lstm_cell(void) {
     for (int i = 0; i < 3 * 11; i++) err = fmax(err, fabs(y1->data[i] - got[i]));
     CU_ASSERT_TRUE(err < 1e-5);
     /* a GRU's state (h alone) is refused by the LSTM decoder, the op and shapes named */
-    ag_set_error_handler(quiet, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tensor *h, *cs;
     ag_tensor *out = zoo_seq2seq_encoder_run(&bm.encoder, &c, SRC, 2, 5, &h, &cs);
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&bm.decoder, &c, out, h, SRC_LEN));
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(),
-               "attention decoder init_state: state h [2, 2, 8] and c (none) given to an LSTM"));
+    TG_EXPECT_NULL(zoo_seq2seq_attn_decoder_init_state(&bm.decoder, &c, out, h, SRC_LEN),
+                   "attention decoder init_state: state h [2, 2, 8] and c (none) given to an LSTM");
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     nn_params_free(ps);
 
     /* training reduces the loss: the four pairs of the GRU's test */
-    zoo_bahdanau_cfg hc = zoo_bahdanau_default_cfg;
-    hc.embed = 16;
-    hc.hiddens = 32;
-    hc.cell = ZOO_CELL_LSTM;
-    zoo_model *m = zoo_model_new(&zoo_bahdanau_kind, &hc, SV, TV, 11);
+    zoo_model *m = toy_model(ZOO_CELL_LSTM);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    optim_cfg oc = optim_adam(0.01);
-    oc.clip_norm = 1;
-    optim *opt = optim_new(m->ps, oc);
     t = ag_tape_new();
-    ag_rng r;
-    ag_rng_seed(&r, 8);
-    double first = train_step(m, opt, t, &r), last = first;
-    for (int i = 1; i < 200; i++) last = train_step(m, opt, t, &r);
+    double first, last;
+    zt_overfit(m, t, 200, &first, &last);
     printf("\n    lstm: loss per token %.4f at step 1, %.5f at step 200 ", first, last);
     CU_ASSERT_TRUE(first > 2.0);
     CU_ASSERT_TRUE(last < 0.05);
-    int32_t out_ids[NP * TT];
-    int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out_ids, out_len), 0);
-    for (int b = 0; b < NP; b++) CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1);
+    int32_t out_ids[ZT_NP * ZT_TT];
+    int out_len[ZT_NP];
+    zt_greedy(m, t, out_ids, out_len);
+    for (int b = 0; b < ZT_NP; b++) CU_ASSERT_EQUAL(out_len[b], ZT_TGT_LEN[b] - 1);
     ag_tape_free(t);
-    optim_free(opt);
     zoo_model_free(m);
 }
 
