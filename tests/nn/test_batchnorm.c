@@ -12,7 +12,7 @@
 
 #include "nn/nn.h"
 #include "optim/optim.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -439,12 +439,9 @@ static void test_gradcheck(void) {
         for (int k = 0; k < 3; k++)
             for (ptrdiff_t e = 0; e < in[k]->numel; e++)
                 in[k]->data[e] = ag_rng_normal(&r) + (k == 1);
-        ag_gradcheck_result res =
-            tg_gradcheck(cases[i].name, f_bn, 3, in, (void *)&cases[i].k, NULL);
-        if (!res.ok) fprintf(stderr, "\n  %s\n", res.msg);
-        CU_ASSERT_TRUE(res.ok);
+        ag_gradcheck_result res = gc_expect(cases[i].name, f_bn, 3, in, (void *)&cases[i].k, NULL);
         CU_ASSERT_EQUAL(res.checked, (int)(in[0]->numel + 2 * cases[i].C));
-        for (int k = 0; k < 3; k++) ag_leaf_free(in[k]);
+        gc_free(in, 3);
     }
 }
 #endif
@@ -461,11 +458,7 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_batchnorm", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: BatchNorm1d (float64, tests/nn/test_batchnorm.c)");
-    return rc;
+    return gc_main("nn_batchnorm", tests, "nn: BatchNorm1d (float64, tests/nn/test_batchnorm.c)");
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifndef TG_DOUBLE
@@ -29,9 +29,7 @@ static ag_tensor *rand_leaf(int ndim, const int *shape, uint64_t seed) {
 static void check(const char *name, ag_gradcheck_fn fn, int n, ag_tensor *const *in, void *u,
                   bool kinks) {
     ag_gradcheck_opts o = {.skip_kinks = kinks};
-    ag_gradcheck_result r = tg_gradcheck(name, fn, n, in, u, &o);
-    if (!r.ok) fprintf(stderr, "\n%s: %s\n", name, r.msg);
-    CU_ASSERT_TRUE(r.ok);
+    ag_gradcheck_result r = gc_expect(name, fn, n, in, u, &o);
     ptrdiff_t total = 0;
     for (int i = 0; i < n; i++) {
         total += in[i]->numel;
@@ -418,10 +416,8 @@ static CU_TestInfo tests[] = {
     {"composite model gradcheck", test_composite},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_layers", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: layers with their parameters (float64, tests/nn/test_layers.c)");
-    return rc;
+    return gc_main("nn_layers", tests,
+                   "nn: layers with their parameters (float64, tests/nn/test_layers.c)");
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -366,15 +366,11 @@ static void test_gradcheck(void) {
             ag_tensor *in[3] = {u.strided ? ag_leaf_new(AG_SHAPE(H, R), true)
                                           : ag_leaf_new(AG_SHAPE(R, H), true),
                                 ag_leaf_new(AG_SHAPE(V, H), true), ag_leaf_new(AG_SHAPE(V), true)};
-            for (int k = 0; k < 3; k++)
-                for (ptrdiff_t e = 0; e < in[k]->numel; e++) in[k]->data[e] = ag_rng_normal(&rng);
+            gc_fill(in, 3, &rng);
             char name[160];
             snprintf(name, sizeof name, "%s (%s)", rows[i].name, v ? "composite" : "fused");
-            ag_gradcheck_result r = tg_gradcheck(name, f_lce, 3, in, &u, NULL);
-            if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-            CU_ASSERT_TRUE(r.ok);
-            CU_ASSERT_TRUE(r.checked > 0);
-            for (int k = 0; k < 3; k++) ag_leaf_free(in[k]);
+            CU_ASSERT_TRUE(gc_expect(name, f_lce, 3, in, &u, NULL).checked > 0);
+            gc_free(in, 3);
         }
     }
 }
@@ -392,11 +388,9 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"linear_ce", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: the output layer with its cross-entropy, fused and composite (float64, "
-                "tests/nn/test_linear_ce.c)");
-    return rc;
+    return gc_main("linear_ce", tests,
+                   "nn: the output layer with its cross-entropy, fused and composite (float64, "
+                   "tests/nn/test_linear_ce.c)");
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -299,15 +299,11 @@ static void test_gradcheck(void) {
             u.composite = v;
             ag_tensor *in[3] = {ag_leaf_new(AG_SHAPE(3, 4, 5), true),
                                 ag_leaf_new(AG_SHAPE(7, 5), true), ag_leaf_new(AG_SHAPE(7), true)};
-            for (int k = 0; k < 3; k++)
-                for (ptrdiff_t e = 0; e < in[k]->numel; e++) in[k]->data[e] = ag_rng_normal(&rng);
+            gc_fill(in, 3, &rng);
             char name[160];
             snprintf(name, sizeof name, "%s (%s)", rows[i].name, v ? "composite" : "fused");
-            ag_gradcheck_result r = tg_gradcheck(name, f_seq, 3, in, &u, NULL);
-            if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-            CU_ASSERT_TRUE(r.ok);
-            CU_ASSERT_TRUE(r.checked > 0);
-            for (int k = 0; k < 3; k++) ag_leaf_free(in[k]);
+            CU_ASSERT_TRUE(gc_expect(name, f_seq, 3, in, &u, NULL).checked > 0);
+            gc_free(in, 3);
         }
     }
 }
@@ -323,11 +319,9 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"seq_ce", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: d2l's masked sequence loss, fused and composite (float64, "
-                "tests/nn/test_seq_ce.c)");
-    return rc;
+    return gc_main("seq_ce", tests,
+                   "nn: d2l's masked sequence loss, fused and composite (float64, "
+                   "tests/nn/test_seq_ce.c)");
 }
