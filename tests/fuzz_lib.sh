@@ -1,17 +1,22 @@
 # tests/fuzz_lib.sh -- what the libFuzzer drivers share (sourced by tests/datasets/run_fuzz.sh
-# and tests/nn/run_fuzz.sh, which set ROOT, the repository, first):
+# and tests/nn/run_fuzz.sh, two folders below the repository's root):
 #
-#   fuzz_init TAG                   a temporary directory WORK (removed at exit) holding the seed
-#                                   corpus directory C and artifacts/
+#   HERE, ROOT                      the sourcing script's folder, the repository
+#   fuzz_init TAG [SECONDS]         a temporary directory WORK (removed at exit) holding the seed
+#                                   corpus directory C and artifacts/; how long to fuzz (60 s)
 #   fuzz_build NAME SOURCE...       clang + libFuzzer + ASan + UBSan -> $WORK/NAME (-lxxhash -lm)
-#   fuzz_run NAME SECS MAX_LEN DICT fuzzes for SECS seconds from $C; exits non-zero on a crash, an
-#                                   invariant failure or a leak, the crashing inputs kept in a
-#                                   directory it prints
+#   fuzz_run NAME MAX_LEN DICT      fuzzes from $C; exits non-zero on a crash, an invariant
+#                                   failure or a leak, the crashing inputs kept in a directory it
+#                                   prints
 #
 # Environment: CC_FUZZ (compiler, default clang), FUZZ_JOBS (parallel workers, default 1).
 
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+
 fuzz_init() {
   FUZZ_TAG=$1
+  SECS=${2:-60}
   CC=${CC_FUZZ:-clang}
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/tg-fuzz-$FUZZ_TAG.XXXXXX")
   trap 'rm -rf "$WORK"' EXIT INT TERM
@@ -28,7 +33,7 @@ fuzz_build() {
 }
 
 fuzz_run() {
-  fuzz_prog=$1 fuzz_secs=$2 fuzz_max_len=$3 fuzz_dict=$4
+  fuzz_prog=$1 fuzz_max_len=$2 fuzz_dict=$3
   # Parallel mode (-jobs) writes fuzz-N.log files into the current directory: run in $WORK.
   JOBS=${FUZZ_JOBS:-1}
   PAR=""
@@ -36,7 +41,7 @@ fuzz_run() {
   cd "$WORK"
   set +e
   # shellcheck disable=SC2086
-  "./$fuzz_prog" -max_total_time="$fuzz_secs" -max_len="$fuzz_max_len" -timeout=20 \
+  "./$fuzz_prog" -max_total_time="$SECS" -max_len="$fuzz_max_len" -timeout=20 \
     -rss_limit_mb=2048 -print_final_stats=1 -dict="$fuzz_dict" $PAR \
     -artifact_prefix="$WORK/artifacts/" "$C"
   rc=$?
@@ -49,5 +54,5 @@ fuzz_run() {
     [ "$rc" -ne 0 ] || rc=1
     exit "$rc"
   fi
-  echo "run_fuzz.sh: no crash in ${fuzz_secs}s"
+  echo "run_fuzz.sh: no crash in ${SECS}s"
 }

@@ -10,12 +10,9 @@
 # Environment: CC_FUZZ (compiler, default clang), FUZZ_JOBS (parallel workers, default 1).
 # The build and the run: tests/fuzz_lib.sh.
 set -eu
-SECS=${1:-60}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../fuzz_lib.sh
-. "$ROOT/tests/fuzz_lib.sh"
-fuzz_init ds
+. "$(dirname "$0")/../fuzz_lib.sh"
+fuzz_init ds "$@"
 fuzz_build fuzz_fra "$HERE/fuzz_fra.c" "$ROOT"/datasets/*.c "$ROOT"/autograd/base.c \
   "$ROOT"/autograd/file.c
 
@@ -65,4 +62,4 @@ if [ -r "$DATA" ]; then
   { printf '\203'; sed -n '5000,5030p' "$DATA"; } > "$C/fra_mid"
 fi
 
-fuzz_run fuzz_fra "$SECS" 8192 "$WORK/ds.dict"
+fuzz_run fuzz_fra 8192 "$WORK/ds.dict"

@@ -22,12 +22,9 @@
 #   bad_*.safetensors            truncated data, a header length past the end, invalid JSON,
 #                                overlapping ranges, a marked file without its checksum
 set -eu
-SECS=${1:-60}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../fuzz_lib.sh
-. "$ROOT/tests/fuzz_lib.sh"
-fuzz_init ckpt
+. "$(dirname "$0")/../fuzz_lib.sh"
+fuzz_init ckpt "$@"
 fuzz_build fuzz_ckpt "$HERE/fuzz_ckpt.c" \
   "$ROOT"/nn/io/json.c "$ROOT"/nn/io/checkpoint.c "$ROOT"/nn/io/safetensors.c \
   "$ROOT"/nn/io/safetensors_check.c "$ROOT"/autograd/base.c "$ROOT"/autograd/file.c
@@ -61,4 +58,4 @@ nan_f32="\x00\x00\xc0\x7f"
 inf_f32="\x00\x00\x80\x7f"
 DICT
 
-fuzz_run fuzz_ckpt "$SECS" 4096 "$WORK/ckpt.dict"
+fuzz_run fuzz_ckpt 4096 "$WORK/ckpt.dict"

@@ -5,14 +5,10 @@
 # stats, export to a plain state_dict and import it back, and the bad-input paths (bad flags,
 # a missing data file, a corrupt checkpoint, which must be left as it was).
 set -u
-prog=$1
-data=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
 # shellcheck source=e2e_lib.sh
 source "$(dirname "$0")/e2e_lib.sh"
+e2e_init "$@"
 
-e2e_need_data "$data"
 ck="$dir/run.safetensors"
 
 # train: the book's lines, a checkpoint, the plots

@@ -5,12 +5,10 @@
 # Each case checks the exit status (2 usage, 1 runtime), that the message names its cause, and
 # that nothing already written was lost.
 set -u
-prog=$1
-data=$2
-dir=$(mktemp -d)
-trap 'chmod -R u+w "$dir"; rm -rf "$dir"' EXIT
 # shellcheck source=e2e_lib.sh
 source "$(dirname "$0")/e2e_lib.sh"
+e2e_init "$@"
+
 to_full() { # to_full EXPECTED_STATUS ARGS...: stdout to /dev/full
     local want=$1
     shift
@@ -19,7 +17,6 @@ to_full() { # to_full EXPECTED_STATUS ARGS...: stdout to /dev/full
     [ "$got" = "$want" ] || { echo "  $prog $* > /dev/full exited $got, expected $want"; return 1; }
 }
 
-e2e_need_data "$data"
 ck="$dir/run.safetensors"
 small=(--data "$data" --num-examples 80 --epochs 1 --log-every 0)
 run 0 train "${small[@]}" --checkpoint "$ck" || { echo "0 passed, 1 failed"; exit 1; }
