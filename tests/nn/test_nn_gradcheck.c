@@ -107,40 +107,30 @@ static ag_tensor *f_gru_cell_shared(ag_tape *t, ag_tensor *const *x, void *u) {
     return PICK(nn_gru_cell_forward, nn_gru_cell_composite)(&c, X0, X0, ag_transpose(t, X1, 0, 1));
 }
 
-#define S1(a)                                                                                      \
-    {                                                                                              \
-        1, { a }                                                                                   \
-    }
-#define S2(a, b)                                                                                   \
-    {                                                                                              \
-        2, { a, b }                                                                                \
-    }
-#define S3(a, b, c)                                                                                \
-    {                                                                                              \
-        3, { a, b, c }                                                                             \
-    }
-
 static const nn_gc_case cases[] = {
     {"attention, 2 heads, lens (B,) incl. 0",
      f_attention,
      3,
-     {S3(2, 3, 4), S3(2, 4, 4), S3(2, 4, 6)}},
+     {{3, {2, 3, 4}}, {3, {2, 4, 4}}, {3, {2, 4, 6}}}},
     {"attention, lens (B,Tq), dropout, strided q",
      f_attention_2d,
      3,
-     {S3(2, 3, 4), S3(3, 4, 4), S3(3, 4, 2)}},
-    {"layer_norm last axis", f_layer_norm, 3, {S3(2, 3, 5), S1(5), S1(5)}},
-    {"layer_norm two axes", f_layer_norm2, 3, {S3(2, 3, 4), S2(3, 4), S2(3, 4)}},
-    {"layer_norm no affine, strided input", f_layer_norm_plain, 1, {S2(6, 3)}},
-    {"add_layer_norm (gamma, no beta)", f_add_layer_norm, 3, {S3(2, 3, 5), S3(2, 3, 5), S1(5)}},
+     {{3, {2, 3, 4}}, {3, {3, 4, 4}}, {3, {3, 4, 2}}}},
+    {"layer_norm last axis", f_layer_norm, 3, {{3, {2, 3, 5}}, {1, {5}}, {1, {5}}}},
+    {"layer_norm two axes", f_layer_norm2, 3, {{3, {2, 3, 4}}, {2, {3, 4}}, {2, {3, 4}}}},
+    {"layer_norm no affine, strided input", f_layer_norm_plain, 1, {{2, {6, 3}}}},
+    {"add_layer_norm (gamma, no beta)",
+     f_add_layer_norm,
+     3,
+     {{3, {2, 3, 5}}, {3, {2, 3, 5}}, {1, {5}}}},
     {"add_layer_norm, dropout, two axes, no affine",
      f_add_layer_norm_drop,
      2,
-     {S3(2, 3, 4), S3(2, 3, 4)}},
-    {"additive_scores", f_additive_scores, 3, {S3(2, 3, 5), S3(2, 4, 5), S2(1, 5)}},
-    {"additive_scores, q = k", f_additive_self, 2, {S3(2, 3, 4), S2(1, 4)}},
-    {"gru_cell", f_gru_cell, 3, {S2(3, 12), S2(3, 12), S2(3, 4)}},
-    {"gru_cell, gi = gh, strided h", f_gru_cell_shared, 2, {S2(2, 9), S2(3, 2)}},
+     {{3, {2, 3, 4}}, {3, {2, 3, 4}}}},
+    {"additive_scores", f_additive_scores, 3, {{3, {2, 3, 5}}, {3, {2, 4, 5}}, {2, {1, 5}}}},
+    {"additive_scores, q = k", f_additive_self, 2, {{3, {2, 3, 4}}, {2, {1, 4}}}},
+    {"gru_cell", f_gru_cell, 3, {{2, {3, 12}}, {2, {3, 12}}, {2, {3, 4}}}},
+    {"gru_cell, gi = gh, strided h", f_gru_cell_shared, 2, {{2, {2, 9}}, {2, {3, 2}}}},
 };
 
 static void test_fused_and_composite(void) {

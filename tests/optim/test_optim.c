@@ -520,7 +520,4 @@ static CU_TestInfo tests[] = {
     {"optimizer state checkpoint rules", test_state_rules},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"optim_update", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
-
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("optim_update", tests); }

@@ -45,10 +45,7 @@ static void test_parameter_names(void) {
     CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&bm, ps, &cfg), 0);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
     /* PyTorch's state_dict order of d2l's EncoderDecoder(Seq2SeqEncoder, Seq2SeqAttentionDecoder) */
-    static const struct {
-        const char *name;
-        int d0, d1; /* d1 0: a vector */
-    } want[] = {
+    static const zt_param want[] = {
         {"encoder.embedding.weight", 10, 8},
         {"encoder.rnn.weight_ih_l0", 48, 8},
         {"encoder.rnn.weight_hh_l0", 48, 16},
@@ -73,15 +70,7 @@ static void test_parameter_names(void) {
         {"decoder.dense.weight", 11, 16},
         {"decoder.dense.bias", 11, 0},
     };
-    size_t n = sizeof want / sizeof want[0];
-    CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
-    for (size_t i = 0; i < n; i++) {
-        ag_tensor *p = nn_params_at(ps, i);
-        CU_ASSERT_STRING_EQUAL(p->name, want[i].name);
-        CU_ASSERT_EQUAL(p->ndim, want[i].d1 ? 2 : 1);
-        CU_ASSERT_EQUAL(p->shape[0], want[i].d0);
-        if (want[i].d1) CU_ASSERT_EQUAL(p->shape[1], want[i].d1);
-    }
+    zt_check_params(ps, want, sizeof want / sizeof want[0]);
     nn_params_free(ps);
 }
 

@@ -86,10 +86,7 @@ static void test_parameter_names(void) {
         CU_ASSERT_EQUAL_FATAL(zoo_encdec_init(&ed, ps, &cfg), 0);
         CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
         const int dec_in0 = CELLS[ci] == ZOO_CELL_LSTM ? 8 : 8 + 16; /* the GRU reads the context */
-        const struct {
-            const char *name;
-            int rows, cols;
-        } want[] = {
+        const zt_param want[] = {
             {"encoder.embedding.weight", 10, 8},
             {"encoder.rnn.weight_ih_l0", G * 16, 8},
             {"encoder.rnn.weight_hh_l0", G * 16, 16},
@@ -111,15 +108,7 @@ static void test_parameter_names(void) {
             {"decoder.dense.weight", 11, 16},
             {"decoder.dense.bias", 11, 0},
         };
-        const size_t n = sizeof want / sizeof *want;
-        CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
-        for (size_t i = 0; i < n; i++) {
-            const ag_tensor *p = nn_params_at(ps, i);
-            CU_ASSERT_STRING_EQUAL(p->name, want[i].name);
-            CU_ASSERT_EQUAL(p->ndim, want[i].cols ? 2 : 1);
-            CU_ASSERT_EQUAL(p->shape[0], want[i].rows);
-            if (want[i].cols) CU_ASSERT_EQUAL(p->shape[1], want[i].cols);
-        }
+        zt_check_params(ps, want, sizeof want / sizeof *want);
         nn_params_free(ps);
     }
 }

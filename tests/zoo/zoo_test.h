@@ -10,6 +10,8 @@
  *     zt_check_targets(out, out_len);                    // each row its target
  *     zt_beam_agrees(m, t, b, 1, out, out_len);          // pair b alone, beam 1: greedy's row
  *
+ * Parameters against a table: zt_check_params(ps, want, n) (zt_param: name, rows, cols).
+ *
  * The trainer's small corpus and Transformer (test_trainer.c; test_dist.c may join):
  *
  *     ds_fra *d = zt_corpus(4);                          // 8 pairs, batches of 4
@@ -26,6 +28,26 @@
 #include "zoo/app/decode.h"
 #include "zoo/app/trainer.h"
 #include "zoo/models/transformer.h"
+
+/* ---- parameters ---- */
+
+/* A parameter as a store should hold it: its name, rows and columns (cols 0: a vector). */
+typedef struct zt_param {
+    const char *name;
+    int rows, cols;
+} zt_param;
+
+/* ps holds exactly the n parameters of want, in that order, with those names and shapes. */
+static inline void zt_check_params(const nn_params *ps, const zt_param *want, size_t n) {
+    CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
+    for (size_t i = 0; i < n; i++) {
+        const ag_tensor *p = nn_params_at(ps, i);
+        CU_ASSERT_STRING_EQUAL(p->name, want[i].name);
+        CU_ASSERT_EQUAL(p->ndim, want[i].cols ? 2 : 1);
+        CU_ASSERT_EQUAL(p->shape[0], want[i].rows);
+        if (want[i].cols) CU_ASSERT_EQUAL(p->shape[1], want[i].cols);
+    }
+}
 
 /* ---- four toy pairs ---- */
 
