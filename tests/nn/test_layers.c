@@ -243,11 +243,18 @@ static ag_tensor *f_gru(ag_tape *t, ag_tensor *const *in, void *u) {
     return ag_concat(t, 2, (ag_tensor *[]){out, state}, 0);
 }
 
-static void test_gru_gradcheck(void) {
+/* A finalized store (seed) holding one GRU "rnn" (nn_gru_init's arguments). */
+static nn_params *gru_model(nn_gru *g, int in, int hidden, int layers, double dropout,
+                            uint64_t seed) {
     nn_params *ps = nn_params_new();
+    nn_gru_init(g, ps, "rnn", in, hidden, layers, dropout);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, seed), 0);
+    return ps;
+}
+
+static void test_gru_gradcheck(void) {
     gru_case k = {0};
-    nn_gru_init(&k.g, ps, "rnn", 3, 4, 2, 0.3);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 21), 0);
+    nn_params *ps = gru_model(&k.g, 3, 4, 2, 0.3, 21);
     ag_tensor *x = rand_leaf(AG_SHAPE(3, 2, 3), 31);  /* T = 3, B = 2, in = 3 */
     ag_tensor *h0 = rand_leaf(AG_SHAPE(2, 2, 4), 32); /* L = 2, B = 2, H = 4 */
     ag_tensor *in[2 + 8] = {x, h0};
@@ -276,10 +283,8 @@ static void test_gru_gradcheck(void) {
  *   h' = (1 - z) n + z h                 = [0.563139111318965, -0.08660328252101465]
  * (b_hn sits inside r * (...): with b_hn added outside, h' would differ.) */
 static void test_gru_hand_value(void) {
-    nn_params *ps = nn_params_new();
     nn_gru g;
-    nn_gru_init(&g, ps, "rnn", 1, 2, 1, 0);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
+    nn_params *ps = gru_model(&g, 1, 2, 1, 0, 1);
     const double wih[6] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
     const double bih[6] = {0, 0, 0, 0, 0.1, 0.1}, bhh[6] = {0, 0, 0, 0, 0.2, -0.2};
     const double diag[3] = {0.1, 0.2, 0.3};
@@ -313,10 +318,8 @@ static void test_gru_hand_value(void) {
 
 /* The step function over T steps equals the sequence forward (eval), zero initial state. */
 static void test_gru_step_matches_forward(void) {
-    nn_params *ps = nn_params_new();
     nn_gru g;
-    nn_gru_init(&g, ps, "rnn", 5, 6, 3, 0.5);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 8), 0);
+    nn_params *ps = gru_model(&g, 5, 6, 3, 0.5, 8);
     ag_tensor *x = rand_leaf(AG_SHAPE(4, 3, 5), 2);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};

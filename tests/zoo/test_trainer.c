@@ -190,12 +190,18 @@ static void test_resume_is_exact(void) {
 
 /* ---- checkpoints ---- */
 
+/* A new checkpoint of tr's model with d's vocabularies (zoo_ckpt_add_model); the caller frees. */
+static nn_ckpt *model_ckpt(const zoo_trainer *tr, const ds_fra *d) {
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL_FATAL(
+        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    return ck;
+}
+
 static void test_checkpoint_of_another_model(void) {
     ds_fra *d = load();
     zoo_trainer *tr = new_trainer(d, 0, 2);
-    nn_ckpt *ck = nn_ckpt_new();
-    CU_ASSERT_EQUAL(
-        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    nn_ckpt *ck = model_ckpt(tr, d);
     zoo_model_kind other = zoo_transformer_kind;
     other.name = "bahdanau";
     zoo_model *m = NULL;
@@ -270,9 +276,7 @@ static void test_hparam_errors(void) {
 static void test_metadata_values(void) {
     ds_fra *d = load();
     zoo_trainer *tr = new_trainer(d, 0, 2);
-    nn_ckpt *ck = nn_ckpt_new();
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    nn_ckpt *ck = model_ckpt(tr, d);
     zoo_model *m = NULL;
     ds_vocab *sv = NULL, *tv = NULL;
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.dropout", "ten"), 0);
