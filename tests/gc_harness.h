@@ -13,6 +13,7 @@
  *     ag_gradcheck_result r = gc_expect(name, fn, 3, in, user, NULL);  // asserts r.ok
  *     gc_expect_some(name, fn, 3, in, user, NULL);  // also: checked > 0, <= 1/4 kinks skipped
  *     gc_free(in, 3);
+ *     gc_variant(buf, sizeof buf, "lstm_cell", composite);   // "lstm_cell (composite)"
  *
  * and the harness of a module checked w.r.t. its inputs and every parameter:
  *
@@ -58,6 +59,13 @@ static inline void gc_fill(ag_tensor *const *in, int n, ag_rng *r) {
 static inline void gc_leaves(ag_tensor **in, int n, const gc_shape *shapes, ag_rng *r) {
     for (int k = 0; k < n; k++) in[k] = ag_leaf_new(shapes[k].nd, shapes[k].d, true);
     gc_fill(in, n, r);
+}
+
+/* buf = "name (fused)", or "name (composite)" when composite: the rows of a fused kernel and of
+ * its composite of primitives. Returns buf. */
+static inline const char *gc_variant(char *buf, size_t size, const char *name, int composite) {
+    snprintf(buf, size, "%s (%s)", name, composite ? "composite" : "fused");
+    return buf;
 }
 
 /* Frees the leaves in[0..n). */

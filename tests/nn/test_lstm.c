@@ -440,9 +440,8 @@ static void test_gradcheck_cell(void) {
             ag_tensor *in[3] = {NULL, NULL, NULL};
             gc_leaves(in, cell_cases[k].n_in, cell_cases[k].in, &rng);
             char name[128];
-            snprintf(name, sizeof name, "%s (%s)", cell_cases[k].name, v ? "composite" : "fused");
-            report(gc_expect(name, cell_cases[k].fn, cell_cases[k].n_in, in, (void *)&variants[v],
-                             NULL));
+            report(gc_expect(gc_variant(name, sizeof name, cell_cases[k].name, v), cell_cases[k].fn,
+                             cell_cases[k].n_in, in, (void *)&variants[v], NULL));
             gc_free(in, 3);
         }
 }

@@ -143,8 +143,8 @@ static void test_fused_and_composite(void) {
             ag_tensor *in[3] = {NULL, NULL, NULL};
             gc_leaves(in, k->n_in, k->in, &rng);
             char name[160];
-            snprintf(name, sizeof name, "%s (%s)", k->name, v ? "composite" : "fused");
-            gc_expect_some(name, k->fn, k->n_in, in, (void *)&variants[v], NULL);
+            gc_expect_some(gc_variant(name, sizeof name, k->name, v), k->fn, k->n_in, in,
+                           (void *)&variants[v], NULL);
             gc_free(in, k->n_in);
         }
     }

@@ -13,20 +13,14 @@
 
 /* ---- a small model ---- */
 
-typedef struct tiny {
-    nn_params *ps;
-    zoo_bahdanau bm;
-} tiny;
-
-static void tiny_init(tiny *m, int layers, double dropout) {
-    m->ps = nn_params_new();
-    zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(13, 11);
+/* The tiny model: 6 embeddings, 8 hiddens (zt_tiny_model). */
+static zoo_bahdanau *tiny_new(int layers, double dropout) {
+    zoo_bahdanau_cfg cfg = zoo_bahdanau_default_cfg;
     cfg.embed = 6;
     cfg.hiddens = 8;
     cfg.layers = layers;
     cfg.dropout = dropout;
-    CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&m->bm, m->ps, &cfg), 0);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(m->ps, 99), 0);
+    return (zoo_bahdanau *)zt_tiny_model(&zoo_bahdanau_kind, &cfg);
 }
 
 /* two sources of 5 steps with valid lengths 4 and 2 (padding 1), two targets of 4 steps */
@@ -184,12 +178,11 @@ static void test_d2l_shapes(void) {
 /* The step attention with precomputed keys over the Tk = 4 attended positions is
  * AdditiveAttention's forward over all Ts = 5 encoder outputs; the 5th weight is 0. */
 static void test_attend_equals_additive_attention(void) {
-    tiny m;
-    tiny_init(&m, 2, 0);
+    zoo_bahdanau *m = tiny_new(2, 0);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
-    ag_tensor *enc = zoo_seq2seq_encoder_forward(&m.bm.encoder, &c, SRC, 2, 5, NULL);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5);
+    ag_tensor *enc = zoo_seq2seq_encoder_forward(&m->encoder, &c, SRC, 2, 5, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(enc);
     CU_ASSERT_EQUAL(s->Ts, 5);
@@ -201,14 +194,14 @@ static void test_attend_equals_additive_attention(void) {
     ag_tensor *q = ag_tensor_new(t, AG_SHAPE(2, 8));
     for (int i = 0; i < 16; i++) q->data[i] = (ag_real)ag_rng_normal(&r);
     ag_tensor *w;
-    ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(&m.bm.decoder, &c, s, q, &w);
+    ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(&m->decoder, &c, s, q, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
     CU_ASSERT_EQUAL(ctx->ndim, 2);
     CU_ASSERT_EQUAL(w->shape[2], 4);
     ag_real w_fast[2 * 4], c_fast[2 * 8];
     memcpy(w_fast, w->data, sizeof w_fast);
     memcpy(c_fast, ctx->data, sizeof c_fast);
-    zoo_additive_attention *a = &m.bm.decoder.attention;
+    zoo_additive_attention *a = &m->decoder.attention;
     ag_tensor *ref_w;
     ag_tensor *ref = zoo_additive_attention_forward(a, &c, ag_reshape(t, q, AG_SHAPE(2, 1, 8)), all,
                                                     all, SRC_LEN, 1, &ref_w);
@@ -223,25 +216,24 @@ static void test_attend_equals_additive_attention(void) {
     CU_ASSERT_TRUE(err < 1e-6);
 
     /* a row of valid length 0 is uniform over all Ts positions (d2l's -1e6): nothing dropped */
-    zoo_bahdanau_state *s0 = zoo_bahdanau_encode(&m.bm, &c, SRC, (const int32_t[]){2, 0}, 2, 5);
+    zoo_bahdanau_state *s0 = zoo_bahdanau_encode(m, &c, SRC, (const int32_t[]){2, 0}, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s0);
     CU_ASSERT_EQUAL(s0->Tk, 5);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_attend(&m.bm.decoder, &c, s0, q, &w));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_attend(&m->decoder, &c, s0, q, &w));
     for (int k = 0; k < 5; k++) CU_ASSERT_DOUBLE_EQUAL(w->data[5 + k], 0.2, 1e-6);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* Every step's weights: zero on the padded source positions, summing to one over the rest. */
 static void test_attention_masks(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.1);
+    zoo_bahdanau *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5);
     ag_tensor *weights[4] = {0};
     CU_ASSERT_PTR_NOT_NULL_FATAL(
-        zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, weights));
+        zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, DEC_IN, 2, 4, weights));
     for (int i = 0; i < 4; i++) {
         const ag_tensor *w = weights[i];
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
@@ -266,22 +258,21 @@ static void test_attention_masks(void) {
     for (int k = 0; k < 8; k++) differs |= weights[0]->data[k] != weights[3]->data[k];
     CU_ASSERT_TRUE(differs);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* ---- decoding ---- */
 
 /* A sequence of steps gives decode()'s logits and weights; decode leaves the state alone. */
 static void test_steps_equal_decode(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.1);
+    zoo_bahdanau *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     zoo_bahdanau_state before = *s;
     ag_tensor *full_w[4] = {0};
-    ag_tensor *full = zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, full_w);
+    ag_tensor *full = zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, DEC_IN, 2, 4, full_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0); /* decode changed nothing */
     const int V = 11;
@@ -290,7 +281,7 @@ static void test_steps_equal_decode(void) {
         int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
         ag_tensor *w = NULL;
         zoo_attn_trace tr = {.dec_cross = &w};
-        ag_tensor *y = m.bm.base.ops->step(&m.bm.base, &c, s, tok, 2, &tr);
+        ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, &tr);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->ndim, 3);
         CU_ASSERT_EQUAL(y->shape[0], 2);
@@ -310,12 +301,12 @@ static void test_steps_equal_decode(void) {
     CU_ASSERT_PTR_EQUAL(s->h0[0], before.h0[0]);
     CU_ASSERT_PTR_NOT_EQUAL(s->h[0], before.h[0]); /* steps advanced the state */
     /* decode after the steps still starts from the encoder's state */
-    ag_tensor *again = zoo_bahdanau_decode(&m.bm, &c, s, DEC_IN, 2, 4);
+    ag_tensor *again = zoo_bahdanau_decode(m, &c, s, DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(again);
     CU_ASSERT_EQUAL(memcmp(again->data, full->data, sizeof(ag_real) * 2 * 4 * V), 0);
     /* a prefix decodes like the start of the whole (what beam search relies on) */
     int32_t prefix[2 * 2] = {DEC_IN[0], DEC_IN[1], DEC_IN[4], DEC_IN[5]};
-    ag_tensor *p = zoo_bahdanau_decode(&m.bm, &c, s, prefix, 2, 2);
+    ag_tensor *p = zoo_bahdanau_decode(m, &c, s, prefix, 2, 2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     err = 0;
     for (int b = 0; b < 2; b++)
@@ -323,14 +314,13 @@ static void test_steps_equal_decode(void) {
             err = fmax(err, fabs(p->data[b * 2 * V + i] - full->data[b * 4 * V + i]));
     CU_ASSERT_TRUE(err < 1e-6);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* Training mode: dropout draws from the context's RNG; same seed same bits, and dropout is
  * really on (another seed, other logits; eval mode, the same logits every time). */
 static void test_training_forward_is_deterministic(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.3);
+    zoo_bahdanau *m = tiny_new(2, 0.3);
     ag_tape *t = ag_tape_new();
     enum { N = 2 * 4 * 11 };
     ag_real runs[3][N];
@@ -339,8 +329,8 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng r;
         ag_rng_seed(&r, seeds[run]);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
-        ag_tensor *y = zoo_bahdanau_decode(
-            &m.bm, &c, zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5), DEC_IN, 2, 4);
+        ag_tensor *y = zoo_bahdanau_decode(m, &c, zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5),
+                                           DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         memcpy(runs[run], y->data, sizeof runs[run]);
         ag_tape_reset(t);
@@ -348,7 +338,7 @@ static void test_training_forward_is_deterministic(void) {
     CU_ASSERT_EQUAL(memcmp(runs[0], runs[1], sizeof runs[0]), 0);
     CU_ASSERT_NOT_EQUAL(memcmp(runs[0], runs[2], sizeof runs[0]), 0);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* ---- training a handful of pairs ---- */

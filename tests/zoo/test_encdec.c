@@ -163,21 +163,15 @@ static void test_model_kind(void) {
 
 /* ---- decoding ---- */
 
-typedef struct tiny {
-    nn_params *ps;
-    zoo_encdec ed;
-} tiny;
-
-static void tiny_init(tiny *m, zoo_cell cell, double dropout) {
-    m->ps = nn_params_new();
-    zoo_encdec_cfg cfg = zoo_encdec_defaults(13, 11);
+/* The tiny model: 2 layers of 8 hiddens over 6 embeddings (zt_tiny_model). */
+static zoo_encdec *tiny_new(zoo_cell cell, double dropout) {
+    zoo_encdec_cfg cfg = zoo_encdec_default_cfg;
     cfg.cell = cell;
     cfg.embed = 6;
     cfg.hiddens = 8;
     cfg.layers = 2;
     cfg.dropout = dropout;
-    CU_ASSERT_EQUAL_FATAL(zoo_encdec_init(&m->ed, m->ps, &cfg), 0);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(m->ps, 99), 0);
+    return (zoo_encdec *)zt_tiny_model(&zoo_encdec_kind, &cfg);
 }
 
 static const int32_t SRC[3 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1, 9, 8, 3, 1, 1};
@@ -187,20 +181,19 @@ enum { V = 11 };
 /* A sequence of steps gives decode()'s logits; decode leaves the state alone. */
 static void test_steps_equal_decode(void) {
     for (int ci = 0; ci < 2; ci++) {
-        tiny m;
-        tiny_init(&m, CELLS[ci], 0.1);
+        zoo_encdec *m = tiny_new(CELLS[ci], 0.1);
         ag_tape *t = ag_tape_new();
         nn_ctx c = {.tape = t, .training = false};
-        zoo_encdec_state *s = zoo_encdec_encode(&m.ed, &c, SRC, 2, 5);
+        zoo_encdec_state *s = zoo_encdec_encode(m, &c, SRC, 2, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
         zoo_encdec_state before = *s;
-        ag_tensor *full = zoo_encdec_decode(&m.ed, &c, s, DEC_IN, 2, 4);
+        ag_tensor *full = zoo_encdec_decode(m, &c, s, DEC_IN, 2, 4);
         CU_ASSERT_TRUE_FATAL(has_shape(full, 2, 4, V));
         CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0);
         double err = 0;
         for (int step = 0; step < 4; step++) {
             int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
-            ag_tensor *y = m.ed.base.ops->step(&m.ed.base, &c, s, tok, 2, NULL);
+            ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, NULL);
             CU_ASSERT_TRUE_FATAL(has_shape(y, 2, 1, V));
             for (int b = 0; b < 2; b++)
                 for (int v = 0; v < V; v++)
@@ -209,11 +202,11 @@ static void test_steps_equal_decode(void) {
         CU_ASSERT_TRUE(err < 1e-5);
         CU_ASSERT_EQUAL(s->steps, 4);
         CU_ASSERT_PTR_NOT_EQUAL(s->h[0], before.h[0]);
-        ag_tensor *again = zoo_encdec_decode(&m.ed, &c, s, DEC_IN, 2, 4);
+        ag_tensor *again = zoo_encdec_decode(m, &c, s, DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(again);
         CU_ASSERT_EQUAL(memcmp(again->data, full->data, sizeof(ag_real) * 2 * 4 * V), 0);
         ag_tape_free(t);
-        nn_params_free(m.ps);
+        zoo_model_free(&m->base);
     }
 }
 
@@ -221,50 +214,49 @@ static void test_steps_equal_decode(void) {
  * the next steps and a decode give the same logits. reserve first, then select. */
 static void test_select(void) {
     for (int ci = 0; ci < 2; ci++) {
-        tiny m;
-        tiny_init(&m, CELLS[ci], 0.1);
+        zoo_encdec *m = tiny_new(CELLS[ci], 0.1);
         ag_tape *t = ag_tape_new();
         ag_tape_set_recording(t, false);
         nn_ctx c = {.tape = t, .training = false};
-        zoo_encdec_state *s = zoo_encdec_encode(&m.ed, &c, SRC, 3, 5);
+        zoo_encdec_state *s = zoo_encdec_encode(m, &c, SRC, 3, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_reserve(&m.ed.decoder, &c, s, 4), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_reserve(&m->decoder, &c, s, 4), 0);
         const int32_t first[3] = {2, 2, 2}, second[3] = {5, 6, 7};
-        CU_ASSERT_PTR_NOT_NULL_FATAL(m.ed.base.ops->step(&m.ed.base, &c, s, first, 3, NULL));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m->base.ops->step(&m->base, &c, s, first, 3, NULL));
         const int32_t rows[4] = {2, 0, 2, 1};
-        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_select(&m.ed.decoder, &c, s, rows, 4), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_select(&m->decoder, &c, s, rows, 4), 0);
         int32_t tok2[4];
         for (int i = 0; i < 4; i++) tok2[i] = second[rows[i]];
-        ag_tensor *y = m.ed.base.ops->step(&m.ed.base, &c, s, tok2, 4, NULL);
+        ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok2, 4, NULL);
         CU_ASSERT_TRUE_FATAL(has_shape(y, 4, 1, V));
         ag_real got[4 * V];
         memcpy(got, y->data, sizeof got);
-        ag_tensor *dec = zoo_encdec_decode(&m.ed, &c, s, (const int32_t[]){2, 2, 2, 2}, 4, 1);
+        ag_tensor *dec = zoo_encdec_decode(m, &c, s, (const int32_t[]){2, 2, 2, 2}, 4, 1);
         CU_ASSERT_TRUE_FATAL(has_shape(dec, 4, 1, V));
         ag_real got_dec[4 * V];
         memcpy(got_dec, dec->data, sizeof got_dec);
         /* the same rows built directly */
         int32_t src4[4 * 5];
         for (int i = 0; i < 4; i++) memcpy(src4 + i * 5, SRC + rows[i] * 5, sizeof(int32_t) * 5);
-        zoo_encdec_state *d = zoo_encdec_encode(&m.ed, &c, src4, 4, 5);
+        zoo_encdec_state *d = zoo_encdec_encode(m, &c, src4, 4, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-        ag_tensor *y0 = zoo_encdec_decode(&m.ed, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, 1);
+        ag_tensor *y0 = zoo_encdec_decode(m, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, 1);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y0);
         double err = 0;
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y0->data[i] - got_dec[i]));
         CU_ASSERT_PTR_NOT_NULL_FATAL(
-            m.ed.base.ops->step(&m.ed.base, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, NULL));
-        ag_tensor *y1 = m.ed.base.ops->step(&m.ed.base, &c, d, tok2, 4, NULL);
+            m->base.ops->step(&m->base, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, NULL));
+        ag_tensor *y1 = m->base.ops->step(&m->base, &c, d, tok2, 4, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y1->data[i] - got[i]));
         CU_ASSERT_TRUE(err < 1e-5);
         /* bad rows are refused */
         ag_set_error_handler(tg_capture, NULL);
-        TG_EXPECT_ERROR(zoo_seq2seq_decoder_select(&m.ed.decoder, &c, s, (const int32_t[]){4}, 1),
+        TG_EXPECT_ERROR(zoo_seq2seq_decoder_select(&m->decoder, &c, s, (const int32_t[]){4}, 1),
                         "the state has 4 rows");
         ag_set_error_handler(NULL, NULL);
         ag_tape_free(t);
-        nn_params_free(m.ps);
+        zoo_model_free(&m->base);
     }
 }
 

@@ -10,6 +10,7 @@
  *     zt_check_targets(out, out_len);                    // each row its target
  *     zt_beam_agrees(m, t, b, 1, out, out_len);          // pair b alone, beam 1: greedy's row
  *
+ * A tiny model of a kind: (zoo_bahdanau *)zt_tiny_model(&zoo_bahdanau_kind, &cfg).
  * Parameters against a table: zt_check_params(ps, want, n) (zt_param: name, rows, cols).
  *
  * The trainer's small corpus and Transformer (test_trainer.c; test_dist.c may join):
@@ -47,6 +48,17 @@ static inline void zt_check_params(const nn_params *ps, const zt_param *want, si
         CU_ASSERT_EQUAL(p->shape[0], want[i].rows);
         if (want[i].cols) CU_ASSERT_EQUAL(p->shape[1], want[i].cols);
     }
+}
+
+/* ---- tiny models ---- */
+
+/* The tests' tiny models: zoo_model_new(k, cfg) over 13 source and 11 target words, seed 99
+ * (asserted built). A zoo_model * of a kind is that kind's model struct (its base first: the
+ * models' headers), so a test casts it; zoo_model_free frees it. */
+static inline zoo_model *zt_tiny_model(const zoo_model_kind *k, const void *cfg) {
+    zoo_model *m = zoo_model_new(k, cfg, 13, 11, 99);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    return m;
 }
 
 /* ---- four toy pairs ---- */
