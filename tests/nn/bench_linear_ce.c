@@ -17,6 +17,13 @@
 #include "nn/nn.h"
 #include "tests/bench_util.h"
 
+/* A leaf requiring a gradient, N(0, scale^2) draws from r. */
+static ag_tensor *randn_leaf(int ndim, const int *shape, double scale, ag_rng *r) {
+    ag_tensor *x = ag_leaf_new(ndim, shape, true);
+    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = (ag_real)(scale * ag_rng_normal(r));
+    return x;
+}
+
 int main(int argc, char **argv) {
     int R = argc > 1 ? atoi(argv[1]) : 1280, H = argc > 2 ? atoi(argv[2]) : 256;
     int V = argc > 3 ? atoi(argv[3]) : 17851;
@@ -29,10 +36,8 @@ int main(int argc, char **argv) {
     }
     ag_rng rng;
     ag_rng_seed(&rng, 1);
-    ag_tensor *W = ag_leaf_new(AG_SHAPE(V, H), true), *b = ag_leaf_new(AG_SHAPE(V), true);
-    ag_tensor *x = ag_leaf_new(AG_SHAPE(R, H), true);
-    for (ptrdiff_t i = 0; i < W->numel; i++) W->data[i] = (ag_real)(0.1 * ag_rng_normal(&rng));
-    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = (ag_real)ag_rng_normal(&rng);
+    ag_tensor *W = randn_leaf(AG_SHAPE(V, H), 0.1, &rng), *b = ag_leaf_new(AG_SHAPE(V), true);
+    ag_tensor *x = randn_leaf(AG_SHAPE(R, H), 1, &rng);
     int32_t *labels = malloc(sizeof *labels * (size_t)R);
     ag_real *w = malloc(sizeof *w * (size_t)R);
     int n_kept = 0;

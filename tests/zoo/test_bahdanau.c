@@ -23,10 +23,6 @@ static zoo_bahdanau *tiny_new(int layers, double dropout) {
     return (zoo_bahdanau *)zt_tiny_model(&zoo_bahdanau_kind, &cfg);
 }
 
-/* two sources of 5 steps with valid lengths 4 and 2 (padding 1), two targets of 4 steps */
-static const int32_t SRC[2 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1};
-static const int32_t SRC_LEN[2] = {4, 2};
-static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
 
 /* ---- names, shapes ---- */
 
@@ -181,8 +177,8 @@ static void test_attend_equals_additive_attention(void) {
     zoo_bahdanau *m = tiny_new(2, 0);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5);
-    ag_tensor *enc = zoo_seq2seq_encoder_forward(&m->encoder, &c, SRC, 2, 5, NULL);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
+    ag_tensor *enc = zoo_seq2seq_encoder_forward(&m->encoder, &c, ZT_BATCH_SRC, 2, 5, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(enc);
     CU_ASSERT_EQUAL(s->Ts, 5);
@@ -204,7 +200,7 @@ static void test_attend_equals_additive_attention(void) {
     zoo_additive_attention *a = &m->decoder.attention;
     ag_tensor *ref_w;
     ag_tensor *ref = zoo_additive_attention_forward(a, &c, ag_reshape(t, q, AG_SHAPE(2, 1, 8)), all,
-                                                    all, SRC_LEN, 1, &ref_w);
+                                                    all, ZT_BATCH_SRC_LEN, 1, &ref_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     double err = 0;
     for (int i = 0; i < 16; i++) err = fmax(err, fabs(ref->data[i] - c_fast[i]));
@@ -216,7 +212,8 @@ static void test_attend_equals_additive_attention(void) {
     CU_ASSERT_TRUE(err < 1e-6);
 
     /* a row of valid length 0 is uniform over all Ts positions (d2l's -1e6): nothing dropped */
-    zoo_bahdanau_state *s0 = zoo_bahdanau_encode(m, &c, SRC, (const int32_t[]){2, 0}, 2, 5);
+    zoo_bahdanau_state *s0 =
+        zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, (const int32_t[]){2, 0}, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s0);
     CU_ASSERT_EQUAL(s0->Tk, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_attend(&m->decoder, &c, s0, q, &w));
@@ -230,10 +227,10 @@ static void test_attention_masks(void) {
     zoo_bahdanau *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     ag_tensor *weights[4] = {0};
     CU_ASSERT_PTR_NOT_NULL_FATAL(
-        zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, DEC_IN, 2, 4, weights));
+        zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, ZT_BATCH_DEC_IN, 2, 4, weights));
     for (int i = 0; i < 4; i++) {
         const ag_tensor *w = weights[i];
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
@@ -243,7 +240,7 @@ static void test_attention_masks(void) {
             double sum = 0;
             for (int k = 0; k < Tk; k++) {
                 ag_real v = w->data[b * Tk + k];
-                if (k >= SRC_LEN[b]) {
+                if (k >= ZT_BATCH_SRC_LEN[b]) {
                     CU_ASSERT_EQUAL(v, 0);
                 } else {
                     CU_ASSERT_TRUE(v > 0);
@@ -268,17 +265,18 @@ static void test_steps_equal_decode(void) {
     zoo_bahdanau *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     zoo_bahdanau_state before = *s;
     ag_tensor *full_w[4] = {0};
-    ag_tensor *full = zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, DEC_IN, 2, 4, full_w);
+    ag_tensor *full =
+        zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, ZT_BATCH_DEC_IN, 2, 4, full_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0); /* decode changed nothing */
     const int V = 11;
     double err = 0, werr = 0;
     for (int step = 0; step < 4; step++) {
-        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
         ag_tensor *w = NULL;
         zoo_attn_trace tr = {.dec_cross = &w};
         ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, &tr);
@@ -301,11 +299,12 @@ static void test_steps_equal_decode(void) {
     CU_ASSERT_PTR_EQUAL(s->h0[0], before.h0[0]);
     CU_ASSERT_PTR_NOT_EQUAL(s->h[0], before.h[0]); /* steps advanced the state */
     /* decode after the steps still starts from the encoder's state */
-    ag_tensor *again = zoo_bahdanau_decode(m, &c, s, DEC_IN, 2, 4);
+    ag_tensor *again = zoo_bahdanau_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(again);
     CU_ASSERT_EQUAL(memcmp(again->data, full->data, sizeof(ag_real) * 2 * 4 * V), 0);
     /* a prefix decodes like the start of the whole (what beam search relies on) */
-    int32_t prefix[2 * 2] = {DEC_IN[0], DEC_IN[1], DEC_IN[4], DEC_IN[5]};
+    int32_t prefix[2 * 2] = {ZT_BATCH_DEC_IN[0], ZT_BATCH_DEC_IN[1], ZT_BATCH_DEC_IN[4],
+                             ZT_BATCH_DEC_IN[5]};
     ag_tensor *p = zoo_bahdanau_decode(m, &c, s, prefix, 2, 2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     err = 0;
@@ -329,8 +328,9 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng r;
         ag_rng_seed(&r, seeds[run]);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
-        ag_tensor *y = zoo_bahdanau_decode(m, &c, zoo_bahdanau_encode(m, &c, SRC, SRC_LEN, 2, 5),
-                                           DEC_IN, 2, 4);
+        ag_tensor *y = zoo_bahdanau_decode(
+            m, &c, zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5),
+            ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         memcpy(runs[run], y->data, sizeof runs[run]);
         ag_tape_reset(t);
@@ -442,19 +442,19 @@ static void test_lstm_cell(void) {
     CU_ASSERT_EQUAL(nn_params_find(ps, "encoder.rnn.bias_hh_l1")->shape[0], 32);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&bm, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(&bm, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_PTR_NOT_NULL(s->c0[1]);
     CU_ASSERT_EQUAL(s->h0[1]->shape[0], 2);
     CU_ASSERT_EQUAL(s->h0[1]->shape[1], 8);
-    ag_tensor *full = zoo_bahdanau_decode(&bm, &c, s, DEC_IN, 2, 4);
+    ag_tensor *full = zoo_bahdanau_decode(&bm, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     CU_ASSERT_EQUAL(full->shape[0], 2);
     CU_ASSERT_EQUAL(full->shape[1], 4);
     CU_ASSERT_EQUAL(full->shape[2], 11);
     double err = 0;
     for (int step = 0; step < 4; step++) {
-        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
         ag_tensor *y = bm.base.ops->step(&bm.base, &c, s, tok, 2, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         for (int b = 0; b < 2; b++)
@@ -465,7 +465,7 @@ static void test_lstm_cell(void) {
     /* select (rows 1, 0, 1) after one step, then a step: as the state of those rows directly */
     ag_tape_reset(t);
     ag_tape_set_recording(t, false);
-    s = zoo_bahdanau_encode(&bm, &c, SRC, SRC_LEN, 2, 5);
+    s = zoo_bahdanau_encode(&bm, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(
         bm.base.ops->step(&bm.base, &c, s, (const int32_t[]){2, 2}, 2, NULL));
     const int32_t rows[3] = {1, 0, 1};
@@ -476,8 +476,8 @@ static void test_lstm_cell(void) {
     memcpy(got, y->data, sizeof got);
     int32_t src3[3 * 5], len3[3];
     for (int i = 0; i < 3; i++) {
-        memcpy(src3 + i * 5, SRC + rows[i] * 5, sizeof(int32_t) * 5);
-        len3[i] = SRC_LEN[rows[i]];
+        memcpy(src3 + i * 5, ZT_BATCH_SRC + rows[i] * 5, sizeof(int32_t) * 5);
+        len3[i] = ZT_BATCH_SRC_LEN[rows[i]];
     }
     zoo_bahdanau_state *d = zoo_bahdanau_encode(&bm, &c, src3, len3, 3, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(
@@ -490,8 +490,8 @@ static void test_lstm_cell(void) {
     /* a GRU's state (h alone) is refused by the LSTM decoder, the op and shapes named */
     ag_set_error_handler(tg_capture, NULL);
     ag_tensor *h, *cs;
-    ag_tensor *out = zoo_seq2seq_encoder_run(&bm.encoder, &c, SRC, 2, 5, &h, &cs);
-    TG_EXPECT_NULL(zoo_seq2seq_attn_decoder_init_state(&bm.decoder, &c, out, h, SRC_LEN),
+    ag_tensor *out = zoo_seq2seq_encoder_run(&bm.encoder, &c, ZT_BATCH_SRC, 2, 5, &h, &cs);
+    TG_EXPECT_NULL(zoo_seq2seq_attn_decoder_init_state(&bm.decoder, &c, out, h, ZT_BATCH_SRC_LEN),
                    "attention decoder init_state: state h [2, 2, 8] and c (none) given to an LSTM");
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);

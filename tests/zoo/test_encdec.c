@@ -174,8 +174,6 @@ static zoo_encdec *tiny_new(zoo_cell cell, double dropout) {
     return (zoo_encdec *)zt_tiny_model(&zoo_encdec_kind, &cfg);
 }
 
-static const int32_t SRC[3 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1, 9, 8, 3, 1, 1};
-static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
 enum { V = 11 };
 
 /* A sequence of steps gives decode()'s logits; decode leaves the state alone. */
@@ -184,15 +182,15 @@ static void test_steps_equal_decode(void) {
         zoo_encdec *m = tiny_new(CELLS[ci], 0.1);
         ag_tape *t = ag_tape_new();
         nn_ctx c = {.tape = t, .training = false};
-        zoo_encdec_state *s = zoo_encdec_encode(m, &c, SRC, 2, 5);
+        zoo_encdec_state *s = zoo_encdec_encode(m, &c, ZT_BATCH_SRC, 2, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
         zoo_encdec_state before = *s;
-        ag_tensor *full = zoo_encdec_decode(m, &c, s, DEC_IN, 2, 4);
+        ag_tensor *full = zoo_encdec_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_TRUE_FATAL(has_shape(full, 2, 4, V));
         CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0);
         double err = 0;
         for (int step = 0; step < 4; step++) {
-            int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+            int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
             ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, NULL);
             CU_ASSERT_TRUE_FATAL(has_shape(y, 2, 1, V));
             for (int b = 0; b < 2; b++)
@@ -202,7 +200,7 @@ static void test_steps_equal_decode(void) {
         CU_ASSERT_TRUE(err < 1e-5);
         CU_ASSERT_EQUAL(s->steps, 4);
         CU_ASSERT_PTR_NOT_EQUAL(s->h[0], before.h[0]);
-        ag_tensor *again = zoo_encdec_decode(m, &c, s, DEC_IN, 2, 4);
+        ag_tensor *again = zoo_encdec_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(again);
         CU_ASSERT_EQUAL(memcmp(again->data, full->data, sizeof(ag_real) * 2 * 4 * V), 0);
         ag_tape_free(t);
@@ -218,7 +216,7 @@ static void test_select(void) {
         ag_tape *t = ag_tape_new();
         ag_tape_set_recording(t, false);
         nn_ctx c = {.tape = t, .training = false};
-        zoo_encdec_state *s = zoo_encdec_encode(m, &c, SRC, 3, 5);
+        zoo_encdec_state *s = zoo_encdec_encode(m, &c, ZT_BATCH_SRC, 3, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
         CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_reserve(&m->decoder, &c, s, 4), 0);
         const int32_t first[3] = {2, 2, 2}, second[3] = {5, 6, 7};
@@ -237,7 +235,8 @@ static void test_select(void) {
         memcpy(got_dec, dec->data, sizeof got_dec);
         /* the same rows built directly */
         int32_t src4[4 * 5];
-        for (int i = 0; i < 4; i++) memcpy(src4 + i * 5, SRC + rows[i] * 5, sizeof(int32_t) * 5);
+        for (int i = 0; i < 4; i++)
+            memcpy(src4 + i * 5, ZT_BATCH_SRC + rows[i] * 5, sizeof(int32_t) * 5);
         zoo_encdec_state *d = zoo_encdec_encode(m, &c, src4, 4, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(d);
         ag_tensor *y0 = zoo_encdec_decode(m, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, 1);

@@ -151,9 +151,6 @@ static zoo_transformer *tiny_new(int layers, double dropout) {
     return (zoo_transformer *)zt_tiny_model(&zoo_transformer_kind, &cfg);
 }
 
-static const int32_t SRC[2 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1};
-static const int32_t SRC_LEN[2] = {4, 2};
-static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
 
 static void test_parameter_names(void) {
     zoo_transformer *m = tiny_new(2, 0.1);
@@ -201,10 +198,10 @@ static void test_decoder_is_causal(void) {
     zoo_transformer *m = tiny_new(2, 0);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_tf_state *s = zoo_transformer_encode(m, &c, SRC, SRC_LEN, 2, 5, NULL);
-    ag_tensor *a = zoo_transformer_decode(m, &c, s, DEC_IN, 2, 4);
+    zoo_tf_state *s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
+    ag_tensor *a = zoo_transformer_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     int32_t changed[8];
-    memcpy(changed, DEC_IN, sizeof changed);
+    memcpy(changed, ZT_BATCH_DEC_IN, sizeof changed);
     changed[2] = 1;
     changed[4 + 3] = 9;
     ag_tensor *b = zoo_transformer_decode(m, &c, s, changed, 2, 4);
@@ -235,24 +232,24 @@ static void test_incremental_equals_full(void) {
     zoo_transformer *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_tf_state *s = zoo_transformer_encode(m, &c, SRC, SRC_LEN, 2, 5, NULL);
-    ag_tensor *full = zoo_transformer_decode(m, &c, s, DEC_IN, 2, 4);
+    zoo_tf_state *s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
+    ag_tensor *full = zoo_transformer_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     /* recording gradients: refused (the caches would cut them) */
     ag_set_error_handler(tg_capture, NULL);
-    TG_EXPECT_NULL(m->base.ops->step(&m->base, &c, s, DEC_IN, 2, NULL), "inference only");
+    TG_EXPECT_NULL(m->base.ops->step(&m->base, &c, s, ZT_BATCH_DEC_IN, 2, NULL), "inference only");
     CU_ASSERT_EQUAL(s->steps, 0);
     ag_tape_reset(t);
     ag_tape_set_recording(t, false);
-    s = zoo_transformer_encode(m, &c, SRC, SRC_LEN, 2, 5, NULL);
-    full = zoo_transformer_decode(m, &c, s, DEC_IN, 2, 4);
+    s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
+    full = zoo_transformer_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     CU_ASSERT_EQUAL_FATAL(m->base.ops->reserve(&m->base, &c, s, 2, 2), 0); /* full after 2 steps */
     int V = 11;
     double err = 0;
     ag_tensor *w = NULL; /* the last step's cross-attention weights of block 1 */
     for (int step = 0; step < 4; step++) {
-        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
         ag_tensor *cross[2] = {0}, *self[2] = {0};
         zoo_attn_trace tr = {.dec_self = self, .dec_cross = cross};
         ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, &tr);
@@ -275,10 +272,11 @@ static void test_incremental_equals_full(void) {
 
     /* select (rows 1, 0, 1) after two steps, two more steps: the logits of the full pass of
      * the rows' prefixes, with the selected sources */
-    s = zoo_transformer_encode(m, &c, SRC, SRC_LEN, 2, 5, NULL);
+    s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
     for (int step = 0; step < 2; step++)
         CU_ASSERT_PTR_NOT_NULL(m->base.ops->step(
-            &m->base, &c, s, (const int32_t[]){DEC_IN[step], DEC_IN[4 + step]}, 2, NULL));
+            &m->base, &c, s, (const int32_t[]){ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]}, 2,
+            NULL));
     const int32_t rows[3] = {1, 0, 1};
     CU_ASSERT_EQUAL_FATAL(m->base.ops->select(&m->base, &c, s, rows, 3), 0);
     CU_ASSERT_EQUAL(s->B, 3);
@@ -286,8 +284,8 @@ static void test_incremental_equals_full(void) {
     const int32_t dec3[3 * 4] = {2, 5, 4, 3, 2, 8, 9, 10, 2, 5, 7, 6};
     int32_t src3[3 * 5], len3[3];
     for (int i = 0; i < 3; i++) {
-        memcpy(src3 + i * 5, SRC + rows[i] * 5, sizeof *src3 * 5);
-        len3[i] = SRC_LEN[rows[i]];
+        memcpy(src3 + i * 5, ZT_BATCH_SRC + rows[i] * 5, sizeof *src3 * 5);
+        len3[i] = ZT_BATCH_SRC_LEN[rows[i]];
     }
     ag_tensor *full3 = zoo_transformer_decode(
         m, &c, zoo_transformer_encode(m, &c, src3, len3, 3, 5, NULL), dec3, 3, 4);
@@ -379,7 +377,8 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng_seed(&r, 5);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
         ag_tensor *y = zoo_transformer_decode(
-            m, &c, zoo_transformer_encode(m, &c, SRC, SRC_LEN, 2, 5, NULL), DEC_IN, 2, 4);
+            m, &c, zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL),
+            ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         if (run == 0) memcpy(first, y->data, sizeof first);
         else CU_ASSERT_EQUAL(memcmp(first, y->data, sizeof first), 0);

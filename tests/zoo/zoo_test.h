@@ -10,7 +10,8 @@
  *     zt_check_targets(out, out_len);                    // each row its target
  *     zt_beam_agrees(m, t, b, 1, out, out_len);          // pair b alone, beam 1: greedy's row
  *
- * A tiny model of a kind: (zoo_bahdanau *)zt_tiny_model(&zoo_bahdanau_kind, &cfg).
+ * A tiny model of a kind: (zoo_bahdanau *)zt_tiny_model(&zoo_bahdanau_kind, &cfg), and its
+ * batch: ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, ZT_BATCH_DEC_IN.
  * Parameters against a table: zt_check_params(ps, want, n) (zt_param: name, rows, cols).
  *
  * The trainer's small corpus and Transformer (test_trainer.c; test_dist.c may join):
@@ -60,6 +61,13 @@ static inline zoo_model *zt_tiny_model(const zoo_model_kind *k, const void *cfg)
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     return m;
 }
+
+/* The tiny models' batch: sources of 5 steps (padding 1), the first two of valid lengths 4 and
+ * 2 (ZT_BATCH_SRC_LEN; a third for the tests that select rows), and the decoder inputs of two
+ * targets of 4 steps. */
+static const int32_t ZT_BATCH_SRC[3 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1, 9, 8, 3, 1, 1};
+static const int32_t ZT_BATCH_SRC_LEN[2] = {4, 2};
+static const int32_t ZT_BATCH_DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
 
 /* ---- four toy pairs ---- */
 
