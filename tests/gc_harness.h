@@ -20,8 +20,8 @@
  *     gc_harness h = {.ps = nn_params_new()};
  *     zoo_mha m; zoo_mha_init(&m, h.ps, "mha", ...);     // register the module's parameters
  *     gc_add_data(&h, AG_SHAPE(2, 3, 4), &rng);            // data inputs first
- *     gc_finish(&h);                                       // finalize; parameters become inputs
- *     gc_check(&h, "multi-head attention", run, &m, false); // frees the inputs and the store
+ *     gc_check(&h, "multi-head attention", run, &m, false); // finalizes the store (its parameters
+ *                                                          // follow the data), checks, frees
  */
 #ifndef TG_GC_HARNESS_H
 #define TG_GC_HARNESS_H
@@ -113,7 +113,7 @@ static inline void gc_add_data(gc_harness *h, int nd, const int *shape, ag_rng *
     h->in[h->n_data++] = x;
 }
 
-/* Finalizes the store (seed 21); its parameters follow the data inputs. */
+/* Finalizes the store (seed 21); its parameters follow the data inputs (gc_check calls it). */
 static inline void gc_finish(gc_harness *h) {
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(h->ps, 21), 0);
     h->n = h->n_data;
@@ -122,10 +122,12 @@ static inline void gc_finish(gc_harness *h) {
     CU_ASSERT_EQUAL_FATAL((size_t)(h->n - h->n_data), nn_params_count(h->ps));
 }
 
-/* gc_expect_some over every input, at most 24 elements of each; kinks: skip points where
- * one-sided differences disagree (ReLU at 0). Then frees the data inputs and the store. */
+/* gc_finish, then gc_expect_some over every input, at most 24 elements of each; kinks: skip
+ * points where one-sided differences disagree (ReLU at 0). Then frees the data inputs and the
+ * store. */
 static inline void gc_check(gc_harness *h, const char *name, ag_gradcheck_fn fn, void *user,
                             bool kinks) {
+    gc_finish(h);
     ag_gradcheck_opts o = {.skip_kinks = kinks, .max_elems = 24};
     gc_expect_some(name, fn, h->n, h->in, user, &o);
     gc_free(h->in, h->n_data);

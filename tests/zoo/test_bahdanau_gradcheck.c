@@ -31,7 +31,6 @@ static void test_encoder(void) {
     gc_harness h = {.ps = nn_params_new()};
     zoo_seq2seq_encoder enc;
     CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_encoder_init(&enc, h.ps, "encoder", V, E, H, L, 0.2), 0);
-    gc_finish(&h);
     gc_check(&h, "seq2seq encoder (outputs and state)", run_encoder, &enc, false);
 }
 
@@ -66,7 +65,6 @@ static void decoder_harness(gc_harness *h, zoo_seq2seq_attn_decoder *d, bool que
     gc_add_data(h, AG_SHAPE(TS, B, H), &r);
     gc_add_data(h, AG_SHAPE(L, B, H), &r);
     if (query) gc_add_data(h, AG_SHAPE(B, H), &r);
-    gc_finish(h);
 }
 
 static void test_attend(void) {
@@ -116,7 +114,6 @@ static void test_model_loss(void) {
         cfg.layers = L;
         cfg.dropout = 0.2;
         CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&w.bm, h.ps, &cfg), 0);
-        gc_finish(&h);
         gc_check(&h,
                  training ? "whole model with the masked loss, training (dropout)"
                           : "whole model with the masked loss, eval",

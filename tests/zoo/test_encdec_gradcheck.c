@@ -40,7 +40,6 @@ static void test_decoder_steps(void) {
             zoo_seq2seq_decoder_init(&d, h.ps, "decoder", (zoo_cell)cell, V, E, H, L, 0.2), 0);
         gc_add_data(&h, AG_SHAPE(L, B, H), &r);
         if (cell == ZOO_CELL_LSTM) gc_add_data(&h, AG_SHAPE(L, B, H), &r);
-        gc_finish(&h);
         gc_check(&h,
                  cell == ZOO_CELL_LSTM ? "plain decoder steps, LSTM"
                                        : "plain decoder steps, GRU (context)",
@@ -95,7 +94,6 @@ static void test_model_loss(void) {
                                       .dropout = 0.2};
                 CU_ASSERT_EQUAL_FATAL(zoo_encdec_init(&w.ed, h.ps, &cfg), 0);
             }
-            gc_finish(&h);
             char name[96];
             snprintf(name, sizeof name, "%s with the masked loss, %s",
                      model == 0   ? "plain LSTM seq2seq"

@@ -23,7 +23,6 @@ static void test_additive(void) {
     gc_add_data(&h, AG_SHAPE(2, 2, 3), &r);
     gc_add_data(&h, AG_SHAPE(2, 4, 5), &r);
     gc_add_data(&h, AG_SHAPE(2, 4, 3), &r);
-    gc_finish(&h);
     gc_check(&h, "additive attention, per-query masks", run_additive, &a, false);
 }
 
@@ -40,7 +39,6 @@ static void test_mha(void) {
     zoo_mha_init(&m, h.ps, "mha", 4, 4, 4, 4, 2, 0.1, true);
     gc_add_data(&h, AG_SHAPE(2, 3, 4), &r);
     gc_add_data(&h, AG_SHAPE(2, 3, 4), &r);
-    gc_finish(&h);
     gc_check(&h, "multi-head attention, masked, with biases", run_mha, &m, false);
 }
 
@@ -58,7 +56,6 @@ static void test_encoder_block(void) {
     zoo_encoder_block b;
     zoo_encoder_block_init(&b, h.ps, "blk", 4, 1, (const int[]){4}, 6, 2, 0.1);
     gc_add_data(&h, AG_SHAPE(2, 3, 4), &r);
-    gc_finish(&h);
     gc_check(&h, "encoder block", run_encoder_block, &b, true);
 }
 
@@ -83,7 +80,6 @@ static void test_decoder_block(void) {
         gc_add_data(&h, AG_SHAPE(2, cached ? 1 : 3, 4), &r); /* x */
         gc_add_data(&h, AG_SHAPE(2, 2, 4), &r);              /* encoder outputs */
         if (cached) gc_add_data(&h, AG_SHAPE(2, 2, 4), &r);  /* the cache */
-        gc_finish(&h);
         gc_check(&h, cached ? "decoder block, cached step" : "decoder block, causal pass",
                  cached ? run_decoder_block_cached : run_decoder_block, &b, true);
     }
@@ -113,7 +109,6 @@ static void test_transformer_loss(void) {
     cfg.heads = 2;
     cfg.layers = 2;
     CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&tf, h.ps, &cfg), 0);
-    gc_finish(&h);
     gc_check(&h, "transformer with the masked cross-entropy", run_transformer, &tf, true);
     zoo_transformer_free(&tf);
 }
