@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # tests/fuzz_lib.sh -- what the libFuzzer drivers share (sourced by tests/datasets/run_fuzz.sh
 # and tests/nn/run_fuzz.sh, two folders below the repository's root):
 #

@@ -10,7 +10,7 @@
 # Environment: CC_FUZZ (compiler, default clang), FUZZ_JOBS (parallel workers, default 1).
 # The build and the run: tests/fuzz_lib.sh.
 set -eu
-# shellcheck source=../fuzz_lib.sh
+# shellcheck source=SCRIPTDIR/../fuzz_lib.sh
 . "$(dirname "$0")/../fuzz_lib.sh"
 fuzz_init ds "$@"
 fuzz_build fuzz_fra "$HERE/fuzz_fra.c" "$ROOT"/datasets/*.c "$ROOT"/autograd/base.c \

@@ -22,7 +22,7 @@
 #   bad_*.safetensors            truncated data, a header length past the end, invalid JSON,
 #                                overlapping ranges, a marked file without its checksum
 set -eu
-# shellcheck source=../fuzz_lib.sh
+# shellcheck source=SCRIPTDIR/../fuzz_lib.sh
 . "$(dirname "$0")/../fuzz_lib.sh"
 fuzz_init ckpt "$@"
 fuzz_build fuzz_ckpt "$HERE/fuzz_ckpt.c" \

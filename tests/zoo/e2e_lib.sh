@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/zoo/e2e_lib.sh -- what the end-to-end scripts share (bash; sourced by e2e_nmt.sh and
 # e2e_reliability.sh):
 #

@@ -5,7 +5,7 @@
 # stats, export to a plain state_dict and import it back, and the bad-input paths (bad flags,
 # a missing data file, a corrupt checkpoint, which must be left as it was).
 set -u
-# shellcheck source=e2e_lib.sh
+# shellcheck source=SCRIPTDIR/e2e_lib.sh
 source "$(dirname "$0")/e2e_lib.sh"
 e2e_init "$@"
 

@@ -5,7 +5,7 @@
 # Each case checks the exit status (2 usage, 1 runtime), that the message names its cause, and
 # that nothing already written was lost.
 set -u
-# shellcheck source=e2e_lib.sh
+# shellcheck source=SCRIPTDIR/e2e_lib.sh
 source "$(dirname "$0")/e2e_lib.sh"
 e2e_init "$@"
 
