@@ -13,28 +13,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "autograd/ag.h"
 #include "autograd/ag_op.h"
+#include "tests/bench_util.h"
 
 #include <blis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 enum { REPEATS_DEFAULT = 9 };
 
@@ -49,14 +33,14 @@ static void fill(float *p, size_t n, ag_rng *r) {
 /* Seconds per (forward + both backward products), engine. linear: w stored (n, k). */
 static double time_engine(shape s, int iters, bool linear, ag_tape *t, ag_tensor *x, ag_tensor *w,
                           float *seed) {
-    double t0 = now();
+    double t0 = bench_now();
     for (int i = 0; i < iters; i++) {
         ag_tensor *y = linear ? ag_linear(t, x, w, NULL) : ag_matmul(t, x, w);
         ag_backward_seed(t, y, seed);
         ag_tape_reset(t);
     }
     (void)s;
-    return (now() - t0) / iters;
+    return (bench_now() - t0) / iters;
 }
 
 /* The same three products straight through BLIS. */
@@ -64,7 +48,7 @@ static double time_blis(shape s, int iters, bool linear, float *x, float *dx, fl
                         float *y, float *dy) {
     float one = 1, zero = 0;
     inc_t rsw = linear ? 1 : s.n, csw = linear ? s.k : 1; /* w as (k, n) */
-    double t0 = now();
+    double t0 = bench_now();
     for (int i = 0; i < iters; i++) {
         bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, s.m, s.n, s.k, &one, x, s.k, 1, w, rsw, csw,
                   &zero, y, s.n, 1);
@@ -73,7 +57,7 @@ static double time_blis(shape s, int iters, bool linear, float *x, float *dx, fl
         bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, s.k, s.n, s.m, &one, x, 1, s.k, dy, s.n, 1,
                   &one, dw, rsw, csw);
     }
-    return (now() - t0) / iters;
+    return (bench_now() - t0) / iters;
 }
 
 static void bench_shape(shape s, bool linear, int repeats) {
@@ -97,7 +81,8 @@ static void bench_shape(shape s, bool linear, int repeats) {
         tb[i] = time_blis(s, iters, linear, x->data, x->grad, w->data, w->grad, y, seed);
         ratio[i] = te[i] / tb[i];
     }
-    double me = median(te, repeats), mb = median(tb, repeats), mr = median(ratio, repeats);
+    double me = bench_median(te, repeats), mb = bench_median(tb, repeats),
+           mr = bench_median(ratio, repeats);
     printf("%-7s %4dx%-3d by %3dx%-3d  engine %6.1f GFLOP/s  BLIS %6.1f GFLOP/s  overhead %+5.1f%% "
            " (%.1f us/step)\n",
            linear ? "linear" : "matmul", s.m, s.k, s.k, s.n, flop / me * 1e-9, flop / mb * 1e-9,
@@ -127,16 +112,16 @@ static void bench_attention(int repeats) {
     const int iters = 200;
     double v_us[64];
     for (int rep = 0; rep <= repeats; rep++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int i = 0; i < iters; i++) {
             ag_tensor *s = ag_matmul(t, q, ag_transpose(t, k, 1, 2));
             ag_tensor *o = ag_matmul(t, s, v);
             ag_backward_seed(t, o, seed);
             ag_tape_reset(t);
         }
-        if (rep) v_us[rep - 1] = (now() - t0) / iters * 1e6;
+        if (rep) v_us[rep - 1] = (bench_now() - t0) / iters * 1e6;
     }
-    double us = median(v_us, repeats), flop = 6.0 * 2 * 256 * 10 * 10 * 8;
+    double us = bench_median(v_us, repeats), flop = 6.0 * 2 * 256 * 10 * 10 * 8;
     printf("attention 256 x (10x8 by 8x10, 10x10 by 10x8), forward + backward: %.1f us (%.1f "
            "GFLOP/s)\n",
            us, flop / us * 1e-3);
@@ -154,16 +139,16 @@ static void bench_node_cost(int repeats) {
     double v[64];
     const int chain = 1000, rounds = 200;
     for (int rep = 0; rep <= repeats; rep++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int r = 0; r < rounds; r++) {
             ag_tensor *h = a;
             for (int i = 0; i < chain; i++) h = ag_add(t, h, b);
             ag_tape_reset(t);
         }
-        if (rep) v[rep - 1] = (now() - t0) / ((double)chain * rounds) * 1e9;
+        if (rep) v[rep - 1] = (bench_now() - t0) / ((double)chain * rounds) * 1e9;
     }
     printf("node    one recorded add of 1-element tensors: %.1f ns (forward + node + arena)\n",
-           median(v, repeats));
+           bench_median(v, repeats));
     ag_leaf_free(a);
     ag_leaf_free(b);
     ag_tape_free(t);

@@ -7,22 +7,12 @@
  * shuffled epoch of batches (every batch copied out). Prints the median, min and max wall
  * time over the runs (after one warm-up run, so the file is in the page cache). Not a ctest
  * test. The path is resolved by ds_resolve_data_path (flag, TG_FRA_ENG, cache, ../shared). */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "datasets/fra_eng.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "tests/bench_util.h"
 
 /* One run: returns 0 and the load / epoch times, or nonzero on error (message printed). */
 static int run_once(const char *path, int64_t num_examples, double *t_load, double *t_epoch,
@@ -30,12 +20,12 @@ static int run_once(const char *path, int64_t num_examples, double *t_load, doub
     ds_fra_options o = ds_fra_defaults();
     o.num_examples = num_examples;
     ds_fra *d;
-    double t0 = now();
+    double t0 = bench_now();
     if (ds_fra_load(path, &o, &d)) {
         fprintf(stderr, "bench_datasets: %s\n", ag_last_error());
         return 1;
     }
-    double t1 = now();
+    double t1 = bench_now();
     ds_batches *it;
     if (ds_batches_new(d, DS_TRAIN, true, &it)) {
         fprintf(stderr, "bench_datasets: %s\n", ag_last_error());
@@ -46,7 +36,7 @@ static int run_once(const char *path, int64_t num_examples, double *t_load, doub
     volatile int64_t sink = 0;
     while (ds_batches_next(it, &b)) sink += b.src[0] + b.tgt_valid_len[b.size - 1];
     (void)sink;
-    double t2 = now();
+    double t2 = bench_now();
     ds_batches_free(it);
     *t_load = t1 - t0;
     *t_epoch = t2 - t1;
@@ -66,9 +56,9 @@ static int bench(const char *path, const char *name, int64_t num_examples, int r
         tot[r] = ld[r] + ep[r];
     }
     if (!rc) {
-        qsort(tot, (size_t)runs, sizeof *tot, cmp_double);
-        qsort(ld, (size_t)runs, sizeof *ld, cmp_double);
-        qsort(ep, (size_t)runs, sizeof *ep, cmp_double);
+        bench_sort(tot, runs);
+        bench_sort(ld, runs);
+        bench_sort(ep, runs);
         printf("%-12s %6lld pairs, vocab %5d / %5d: file to batches median %8.3f ms (min %.3f, max "
                "%.3f; "
                "load %.3f + epoch %.3f ms) over %d runs\n",

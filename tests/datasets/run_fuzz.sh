@@ -8,22 +8,15 @@
 #
 # Needs clang with libFuzzer (Debian: clang-14, libclang-rt-14-dev) and libxxhash-dev.
 # Environment: CC_FUZZ (compiler, default clang), FUZZ_JOBS (parallel workers, default 1).
+# The build and the run: tests/fuzz_lib.sh.
 set -eu
-SECS=${1:-60}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-CC=${CC_FUZZ:-clang}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tg-fuzz-ds.XXXXXX")
-cleanup() { rm -rf "$WORK"; }
-trap cleanup EXIT INT TERM
-
-"$CC" -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-  -I"$ROOT" "$HERE/fuzz_fra.c" "$ROOT"/datasets/*.c "$ROOT"/autograd/base.c "$ROOT"/autograd/file.c -lxxhash -lm -o "$WORK/fuzz_fra"
+# shellcheck source=SCRIPTDIR/../fuzz_lib.sh
+. "$(dirname "$0")/../fuzz_lib.sh"
+fuzz_init ds "$@"
+fuzz_build fuzz_fra "$HERE/fuzz_fra.c" "$ROOT"/datasets/*.c "$ROOT"/autograd/base.c \
+  "$ROOT"/autograd/file.c
 
 # Seed corpus: first byte = options, then file content.
-C="$WORK/corpus"
-mkdir -p "$C" "$WORK/artifacts"
 printf '\000Go.\tVa !\nHi.\tSalut !\nRun!\tCours\342\200\257!\n' > "$C/basic"
 printf '\041\303\207A VA\tJ\303\242I \302\240? \316\243\316\243\nno tab\na\tb\tc\r\nx  y\t ,z\r' > "$C/quirks"
 printf '\000\304\260STANBUL \310\272\tO\316\243 \342\204\252\n' > "$C/casing"
@@ -69,23 +62,4 @@ if [ -r "$DATA" ]; then
   { printf '\203'; sed -n '5000,5030p' "$DATA"; } > "$C/fra_mid"
 fi
 
-# Parallel mode (-jobs) writes fuzz-N.log files into the current directory: run in $WORK.
-JOBS=${FUZZ_JOBS:-1}
-PAR=""
-if [ "$JOBS" -gt 1 ]; then PAR="-jobs=$JOBS -workers=$JOBS"; fi
-cd "$WORK"
-set +e
-# shellcheck disable=SC2086
-./fuzz_fra -max_total_time="$SECS" -max_len=8192 -timeout=20 -rss_limit_mb=2048 \
-  -print_final_stats=1 -dict="$WORK/ds.dict" $PAR -artifact_prefix="$WORK/artifacts/" "$C"
-rc=$?
-if [ "$JOBS" -gt 1 ]; then tail -n 20 fuzz-*.log; fi
-set -e
-if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$WORK/artifacts")" ]; then
-  KEEP=$(mktemp -d "${TMPDIR:-/tmp}/tg-fuzz-ds-crash.XXXXXX")
-  cp -r "$WORK/artifacts/." "$KEEP/"
-  echo "run_fuzz.sh: FAILED (libFuzzer exit $rc); crashing inputs kept in $KEEP" >&2
-  [ "$rc" -ne 0 ] || rc=1
-  exit "$rc"
-fi
-echo "run_fuzz.sh: no crash in ${SECS}s"
+fuzz_run fuzz_fra 8192 "$WORK/ds.dict"

@@ -13,23 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "nn/nn.h"
+#include "tests/bench_util.h"
 
-static double now(clockid_t clk) {
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+/* A leaf requiring a gradient, N(0, scale^2) draws from r. */
+static ag_tensor *randn_leaf(int ndim, const int *shape, double scale, ag_rng *r) {
+    ag_tensor *x = ag_leaf_new(ndim, shape, true);
+    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = (ag_real)(scale * ag_rng_normal(r));
+    return x;
 }
 
 int main(int argc, char **argv) {
@@ -44,10 +36,8 @@ int main(int argc, char **argv) {
     }
     ag_rng rng;
     ag_rng_seed(&rng, 1);
-    ag_tensor *W = ag_leaf_new(AG_SHAPE(V, H), true), *b = ag_leaf_new(AG_SHAPE(V), true);
-    ag_tensor *x = ag_leaf_new(AG_SHAPE(R, H), true);
-    for (ptrdiff_t i = 0; i < W->numel; i++) W->data[i] = (ag_real)(0.1 * ag_rng_normal(&rng));
-    for (ptrdiff_t i = 0; i < x->numel; i++) x->data[i] = (ag_real)ag_rng_normal(&rng);
+    ag_tensor *W = randn_leaf(AG_SHAPE(V, H), 0.1, &rng), *b = ag_leaf_new(AG_SHAPE(V), true);
+    ag_tensor *x = randn_leaf(AG_SHAPE(R, H), 1, &rng);
     int32_t *labels = malloc(sizeof *labels * (size_t)R);
     ag_real *w = malloc(sizeof *w * (size_t)R);
     int n_kept = 0;
@@ -69,19 +59,20 @@ int main(int argc, char **argv) {
             for (int v = 0; v < 2; v++) {
                 ag_tape_reset(t);
                 ag_tape_stats s0 = ag_tape_stats_get(t);
-                double t0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
+                double t0 = bench_clock(CLOCK_MONOTONIC),
+                       c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
                 ag_tensor *y = (v ? nn_linear_ce_composite : nn_linear_ce_forward)(
                     &l, &c, x, labels, w, 0, AG_IGNORE_INDEX, chunk);
                 if (!y || ag_backward(t, y)) return fprintf(stderr, "%s\n", ag_last_error()), 1;
                 if (rep < 0) continue;
-                wall[v][rep] = now(CLOCK_MONOTONIC) - t0;
-                cpu[v][rep] = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
+                wall[v][rep] = bench_clock(CLOCK_MONOTONIC) - t0;
+                cpu[v][rep] = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
                 size_t hw = ag_tape_stats_get(t).bytes_used - s0.bytes_used;
                 if (hw > high[v]) high[v] = hw;
             }
         }
         for (int v = 0; v < 2; v++) {
-            double mw = median(wall[v], reps), mc = median(cpu[v], reps);
+            double mw = bench_median(wall[v], reps), mc = bench_median(cpu[v], reps);
             double flops = 6.0 * (v ? R : n_kept) * (double)H * V;
             printf("%-28s wall %8.2f ms  cpu %8.2f ms  %6.1f GFLOP/s  tape %7.1f MiB\n",
                    v ? "composite" : "fused", 1e3 * mw, 1e3 * mc, flops / mw * 1e-9,

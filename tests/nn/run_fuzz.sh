@@ -9,6 +9,7 @@
 #
 # Needs clang with libFuzzer (Debian: clang-14, libclang-rt-14-dev) and libxxhash-dev.
 # Environment: CC_FUZZ (compiler, default clang), FUZZ_JOBS (parallel workers, default 1).
+# The build and the run: tests/fuzz_lib.sh.
 #
 # The seed corpus (each file under 4 KB; new interesting inputs are not written back to it):
 #   plain_torch.safetensors      as safetensors.torch.save_file writes: F16, BF16, F32, I64,
@@ -21,24 +22,14 @@
 #   bad_*.safetensors            truncated data, a header length past the end, invalid JSON,
 #                                overlapping ranges, a marked file without its checksum
 set -eu
-SECS=${1:-60}
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-CC=${CC_FUZZ:-clang}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tg-fuzz-ckpt.XXXXXX")
-cleanup() { rm -rf "$WORK"; }
-trap cleanup EXIT INT TERM
-
-"$CC" -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-  -I"$ROOT" "$HERE/fuzz_ckpt.c" \
+# shellcheck source=SCRIPTDIR/../fuzz_lib.sh
+. "$(dirname "$0")/../fuzz_lib.sh"
+fuzz_init ckpt "$@"
+fuzz_build fuzz_ckpt "$HERE/fuzz_ckpt.c" \
   "$ROOT"/nn/io/json.c "$ROOT"/nn/io/checkpoint.c "$ROOT"/nn/io/safetensors.c \
-  "$ROOT"/nn/io/safetensors_check.c "$ROOT"/autograd/base.c "$ROOT"/autograd/file.c \
-  -lxxhash -lm -o "$WORK/fuzz_ckpt"
+  "$ROOT"/nn/io/safetensors_check.c "$ROOT"/autograd/base.c "$ROOT"/autograd/file.c
 
 # libFuzzer adds what it finds to the first corpus directory: copy the seeds.
-C="$WORK/corpus"
-mkdir -p "$C" "$WORK/artifacts"
 cp "$HERE"/fuzz_ckpt_corpus/* "$C/"
 # The tokens of the format (libFuzzer splices them into inputs).
 cat > "$WORK/ckpt.dict" <<'DICT'
@@ -67,23 +58,4 @@ nan_f32="\x00\x00\xc0\x7f"
 inf_f32="\x00\x00\x80\x7f"
 DICT
 
-# Parallel mode (-jobs) writes fuzz-N.log files into the current directory: run in $WORK.
-JOBS=${FUZZ_JOBS:-1}
-PAR=""
-if [ "$JOBS" -gt 1 ]; then PAR="-jobs=$JOBS -workers=$JOBS"; fi
-cd "$WORK"
-set +e
-# shellcheck disable=SC2086
-./fuzz_ckpt -max_total_time="$SECS" -max_len=4096 -timeout=20 -rss_limit_mb=2048 \
-  -print_final_stats=1 -dict="$WORK/ckpt.dict" $PAR -artifact_prefix="$WORK/artifacts/" "$C"
-rc=$?
-if [ "$JOBS" -gt 1 ]; then tail -n 20 fuzz-*.log; fi
-set -e
-if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$WORK/artifacts")" ]; then
-  KEEP=$(mktemp -d "${TMPDIR:-/tmp}/tg-fuzz-ckpt-crash.XXXXXX")
-  cp -r "$WORK/artifacts/." "$KEEP/"
-  echo "run_fuzz.sh: FAILED (libFuzzer exit $rc); crashing inputs kept in $KEEP" >&2
-  [ "$rc" -ne 0 ] || rc=1
-  exit "$rc"
-fi
-echo "run_fuzz.sh: no crash in ${SECS}s"
+fuzz_run fuzz_ckpt 4096 "$WORK/ckpt.dict"

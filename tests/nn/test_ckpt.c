@@ -20,13 +20,6 @@
 
 static char *dir; /* the suite's temporary directory */
 
-static int suite_init(void) {
-    dir = tg_temp_dir();
-    return 0;
-}
-
-static int suite_clean(void) { return tg_remove(dir); }
-
 static const char *path_in(const char *name) { return tg_path(dir, name); }
 
 /* A small model: a linear layer and a layer norm. */
@@ -1199,7 +1192,10 @@ static CU_TestInfo tests[] = {
     {"a write failing mid-stream is reported", test_streamed_write_error},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_checkpoint", suite_init, suite_clean, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
-
-int main(void) { return tg_test_run(suites); }
+/* The suite's files go to one temporary directory, removed at the end. */
+int main(void) {
+    dir = tg_temp_dir();
+    int rc = tg_test_main("nn_checkpoint", tests);
+    if (tg_remove(dir)) perror("test_ckpt: removing its temporary directory");
+    return rc;
+}

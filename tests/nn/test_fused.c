@@ -12,20 +12,6 @@
 #include "nn/nn.h"
 #include "tests/tg_test.h"
 
-/* ---- capturing the error handler ---- */
-
-static char captured[512];
-static void capture(const char *msg, void *user) {
-    (void)user;
-    snprintf(captured, sizeof captured, "%s", msg);
-}
-static void expect_error(const char *a, const char *b, const char *c) {
-    CU_ASSERT_PTR_NOT_NULL(strstr(captured, a));
-    if (b) CU_ASSERT_PTR_NOT_NULL(strstr(captured, b));
-    if (c) CU_ASSERT_PTR_NOT_NULL(strstr(captured, c));
-    if (!strstr(captured, a) || (b && !strstr(captured, b)) || (c && !strstr(captured, c)))
-        fprintf(stderr, "\n  unexpected message: %s\n", captured);
-}
 
 static double arr_diff(const ag_real *a, const ag_real *b, size_t n) {
     double m = 0;
@@ -127,7 +113,7 @@ static void test_attention_vs_composite(void) {
         }
     }
     /* eval mode and the errors */
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tape *t = ag_tape_new();
     ag_rng r;
     ag_rng_seed(&r, 1);
@@ -140,19 +126,19 @@ static void test_attention_vs_composite(void) {
         nn_attention_forward(&a2, &eval, q, k, v, NULL, 0, &w)); /* no rng needed */
     CU_ASSERT_PTR_NULL(
         nn_attention_forward(&a2, &eval, q, k, ag_tensor_new(t, AG_SHAPE(2, 4, 6)), NULL, 0, NULL));
-    expect_error("attention", "[2, 3, 4]", "[2, 4, 6]");
+    TG_CAPTURED_HAS("attention", "[2, 3, 4]", "[2, 4, 6]");
     CU_ASSERT_PTR_NULL(nn_attention_forward(&a3, &eval, q, k, v, NULL, 0, NULL));
-    expect_error("attention", "3 heads", "[2, 5, 6]");
+    TG_CAPTURED_HAS("attention", "3 heads", "[2, 5, 6]");
     CU_ASSERT_PTR_NULL(nn_attention_forward(&a2, &eval, q, k, v, NULL, 3, NULL));
-    expect_error("attention", "3 dimensions", NULL);
+    TG_CAPTURED_HAS("attention", "3 dimensions");
     CU_ASSERT_PTR_NULL(nn_attention_forward(&bad_p, &train, q, k, v, NULL, 0, &w));
-    expect_error("attention", "1.5", NULL);
+    TG_CAPTURED_HAS("attention", "1.5");
     CU_ASSERT_PTR_NULL(w);
     train.rng = NULL;
     CU_ASSERT_PTR_NULL(nn_attention_forward(&a2, &train, q, k, v, NULL, 0, NULL));
-    expect_error("attention", "RNG", NULL);
+    TG_CAPTURED_HAS("attention", "RNG");
     CU_ASSERT_PTR_NULL(nn_attention_composite(&a3, &eval, q, k, v, NULL, 0, &w));
-    expect_error("attention_composite", "3 heads", "[2, 5, 6]");
+    TG_CAPTURED_HAS("attention_composite", "3 heads", "[2, 5, 6]");
     CU_ASSERT_PTR_NULL(w);
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
@@ -186,14 +172,14 @@ static void test_gru_cell_vs_composite(void) {
     gru_once(false, yc, gc);
     CU_ASSERT_TRUE(arr_diff(yf, yc, NY) < 1e-6);
     CU_ASSERT_TRUE(arr_diff(gf, gc, NG) < 1e-5);
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
     ag_tensor *gi = ag_tensor_new(t, AG_SHAPE(2, 12)), *h = ag_tensor_new(t, AG_SHAPE(2, 3));
     CU_ASSERT_PTR_NULL(nn_gru_cell_forward(&c, gi, gi, h));
-    expect_error("gru_cell", "[2, 12]", "[2, 3]");
+    TG_CAPTURED_HAS("gru_cell", "[2, 12]", "[2, 3]");
     CU_ASSERT_PTR_NULL(nn_gru_cell_composite(&c, gi, gi, h));
-    expect_error("gru_cell_composite", "[2, 12]", "[2, 3]");
+    TG_CAPTURED_HAS("gru_cell_composite", "[2, 12]", "[2, 3]");
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
 }
@@ -226,22 +212,22 @@ static void test_additive_scores_vs_composite(void) {
     }
     CU_ASSERT_TRUE(arr_diff(ys[0], ys[1], B * Tq * Tk) < 1e-5);
     CU_ASSERT_TRUE(arr_diff(gs[0], gs[1], sizeof gs[0] / sizeof gs[0][0]) < 1e-5);
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
     ag_tensor *q = ag_tensor_new(t, AG_SHAPE(2, 1, 4)), *k = ag_tensor_new(t, AG_SHAPE(2, 3, 4));
     nn_linear w5 = {.weight = ag_tensor_new(t, AG_SHAPE(1, 5)), .in = 5, .out = 1};
     CU_ASSERT_PTR_NULL(nn_additive_scores_forward(&w5, &c, q, k));
-    expect_error("additive_scores", "[2, 1, 4]", "[5]");
+    TG_CAPTURED_HAS("additive_scores", "[2, 1, 4]", "[5]");
     /* w_v must be a Linear(H -> 1) without bias */
     nn_linear biased = {.weight = ag_tensor_new(t, AG_SHAPE(1, 4)),
                         .bias = ag_tensor_new(t, AG_SHAPE(1)),
                         .in = 4,
                         .out = 1};
     CU_ASSERT_PTR_NULL(nn_additive_scores_forward(&biased, &c, q, k));
-    expect_error("additive_scores", "with bias", NULL);
+    TG_CAPTURED_HAS("additive_scores", "with bias");
     CU_ASSERT_PTR_NULL(nn_additive_scores_composite(&biased, &c, q, k));
-    expect_error("additive_scores", "with bias", NULL);
+    TG_CAPTURED_HAS("additive_scores", "with bias");
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
 }
@@ -305,21 +291,21 @@ static void test_layer_norm_vs_composite(void) {
         if (!affine) /* no weight, no bias: their leaves got no gradient */
             CU_ASSERT_TRUE(arr_diff(gs[0] + N, gs[1] + N, ng - N) == 0);
     }
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     t = ag_tape_new();
     nn_ctx c = {.tape = t};
     ag_tensor *a = ag_tensor_new(t, AG_SHAPE(2, 3));
     nn_layer_norm bad = {
         .weight = ag_tensor_new(t, AG_SHAPE(2)), .ndim = 1, .shape = {2}, .eps = 1e-5};
     CU_ASSERT_PTR_NULL(nn_layer_norm_forward(&bad, &c, a));
-    expect_error("layer_norm", "[2]", "[2, 3]");
+    TG_CAPTURED_HAS("layer_norm", "[2]", "[2, 3]");
     CU_ASSERT_PTR_NULL(nn_layer_norm_composite(&bad, &c, a));
-    expect_error("layer_norm_composite", "[2]", "[2, 3]");
+    TG_CAPTURED_HAS("layer_norm_composite", "[2]", "[2, 3]");
     nn_layer_norm deep = {.ndim = 3, .shape = {1, 2, 3}, .eps = 1e-5};
     CU_ASSERT_PTR_NULL(nn_layer_norm_forward(&deep, &c, a));
-    expect_error("layer_norm", "last 3 axes", "[2, 3]");
+    TG_CAPTURED_HAS("layer_norm", "last 3 axes", "[2, 3]");
     CU_ASSERT_PTR_NULL(nn_layer_norm_composite(&deep, &c, a));
-    expect_error("layer_norm_composite", "last 3 axes", "[2, 3]");
+    TG_CAPTURED_HAS("layer_norm_composite", "last 3 axes", "[2, 3]");
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
 }
@@ -366,18 +352,18 @@ static void test_add_layer_norm_vs_composite(void) {
             CU_ASSERT_TRUE(arr_diff(ys[1], nodrop_out, N) > 1e-3);
     }
     CU_ASSERT_TRUE(arr_diff(eval_out, nodrop_out, N) == 0); /* eval: no dropout */
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tape *t = ag_tape_new();
     nn_ctx eval = {.tape = t}, train = {.tape = t, .training = true};
     ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 3)), *y = ag_tensor_new(t, AG_SHAPE(3, 2));
     nn_layer_norm ln = {.ndim = 1, .shape = {3}, .eps = 1e-5};
     nn_dropout none = {0}, half = {0.5};
     CU_ASSERT_PTR_NULL(nn_layer_norm_add_forward(&ln, &none, &eval, x, y));
-    expect_error("add_layer_norm", "[2, 3]", "[3, 2]");
+    TG_CAPTURED_HAS("add_layer_norm", "[2, 3]", "[3, 2]");
     CU_ASSERT_PTR_NULL(nn_layer_norm_add_composite(&ln, &none, &eval, x, y));
-    expect_error("add_layer_norm_composite", "[2, 3]", "[3, 2]");
+    TG_CAPTURED_HAS("add_layer_norm_composite", "[2, 3]", "[3, 2]");
     CU_ASSERT_PTR_NULL(nn_layer_norm_add_forward(&ln, &half, &train, x, x));
-    expect_error("add_layer_norm", "RNG", NULL);
+    TG_CAPTURED_HAS("add_layer_norm", "RNG");
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
 }

@@ -8,16 +8,12 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifndef TG_DOUBLE
 #error "the gradient checks run in float64: link nn64"
 #endif
-
-#define HAS(msg, sub) CU_ASSERT_PTR_NOT_NULL(strstr((msg), (sub)))
-
-static void quiet(const char *msg, void *user) { (void)msg, (void)user; }
 
 /* A leaf with N(0, 1) values that requires a gradient (freed by the caller). */
 static ag_tensor *rand_leaf(int ndim, const int *shape, uint64_t seed) {
@@ -33,9 +29,7 @@ static ag_tensor *rand_leaf(int ndim, const int *shape, uint64_t seed) {
 static void check(const char *name, ag_gradcheck_fn fn, int n, ag_tensor *const *in, void *u,
                   bool kinks) {
     ag_gradcheck_opts o = {.skip_kinks = kinks};
-    ag_gradcheck_result r = tg_gradcheck(name, fn, n, in, u, &o);
-    if (!r.ok) fprintf(stderr, "\n%s: %s\n", name, r.msg);
-    CU_ASSERT_TRUE(r.ok);
+    ag_gradcheck_result r = gc_expect(name, fn, n, in, u, &o);
     ptrdiff_t total = 0;
     for (int i = 0; i < n; i++) {
         total += in[i]->numel;
@@ -116,7 +110,7 @@ static void test_embedding(void) {
     CU_ASSERT_EQUAL(out->shape[2], 4);
     for (int d = 0; d < 4; d++)
         CU_ASSERT_EQUAL(ag_get(out, 3 * 4 + d), k.e.weight->data[2 * 4 + d]);
-    ag_set_error_handler(quiet, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     int32_t bad[1] = {5};
     CU_ASSERT_PTR_NULL(nn_embedding_forward(&k.e, &c, bad, AG_SHAPE(1)));
     ag_set_error_handler(NULL, NULL);
@@ -211,8 +205,7 @@ static void test_dropout_relu(void) {
     CU_ASSERT_PTR_EQUAL(nn_dropout_forward(&d0, &c, in), in);
     /* Training without an rng is an error, not a crash. */
     c.rng = NULL;
-    CU_ASSERT_PTR_NULL(nn_dropout_forward(&d, &c, in));
-    HAS(ag_last_error(), "needs nn_ctx.rng");
+    TG_EXPECT_NULL(nn_dropout_forward(&d, &c, in), "needs nn_ctx.rng");
     CU_ASSERT_PTR_NULL(nn_relu(&c, NULL));
     ag_tape_free(t);
     ag_leaf_free(x);
@@ -250,11 +243,18 @@ static ag_tensor *f_gru(ag_tape *t, ag_tensor *const *in, void *u) {
     return ag_concat(t, 2, (ag_tensor *[]){out, state}, 0);
 }
 
-static void test_gru_gradcheck(void) {
+/* A finalized store (seed) holding one GRU "rnn" (nn_gru_init's arguments). */
+static nn_params *gru_model(nn_gru *g, int in, int hidden, int layers, double dropout,
+                            uint64_t seed) {
     nn_params *ps = nn_params_new();
+    nn_gru_init(g, ps, "rnn", in, hidden, layers, dropout);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, seed), 0);
+    return ps;
+}
+
+static void test_gru_gradcheck(void) {
     gru_case k = {0};
-    nn_gru_init(&k.g, ps, "rnn", 3, 4, 2, 0.3);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 21), 0);
+    nn_params *ps = gru_model(&k.g, 3, 4, 2, 0.3, 21);
     ag_tensor *x = rand_leaf(AG_SHAPE(3, 2, 3), 31);  /* T = 3, B = 2, in = 3 */
     ag_tensor *h0 = rand_leaf(AG_SHAPE(2, 2, 4), 32); /* L = 2, B = 2, H = 4 */
     ag_tensor *in[2 + 8] = {x, h0};
@@ -283,10 +283,8 @@ static void test_gru_gradcheck(void) {
  *   h' = (1 - z) n + z h                 = [0.563139111318965, -0.08660328252101465]
  * (b_hn sits inside r * (...): with b_hn added outside, h' would differ.) */
 static void test_gru_hand_value(void) {
-    nn_params *ps = nn_params_new();
     nn_gru g;
-    nn_gru_init(&g, ps, "rnn", 1, 2, 1, 0);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
+    nn_params *ps = gru_model(&g, 1, 2, 1, 0, 1);
     const double wih[6] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
     const double bih[6] = {0, 0, 0, 0, 0.1, 0.1}, bhh[6] = {0, 0, 0, 0, 0.2, -0.2};
     const double diag[3] = {0.1, 0.2, 0.3};
@@ -320,10 +318,8 @@ static void test_gru_hand_value(void) {
 
 /* The step function over T steps equals the sequence forward (eval), zero initial state. */
 static void test_gru_step_matches_forward(void) {
-    nn_params *ps = nn_params_new();
     nn_gru g;
-    nn_gru_init(&g, ps, "rnn", 5, 6, 3, 0.5);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 8), 0);
+    nn_params *ps = gru_model(&g, 5, 6, 3, 0.5, 8);
     ag_tensor *x = rand_leaf(AG_SHAPE(4, 3, 5), 2);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
@@ -358,23 +354,22 @@ static void test_gru_step_matches_forward(void) {
 
     /* Shape errors: NULL and a message, no crash. */
     c.training = false;
-    CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, ag_tensor_new(t, AG_SHAPE(4, 5)), NULL, &state));
-    HAS(ag_last_error(), "expected (T, B, input_size = 5)");
+    TG_EXPECT_NULL(nn_gru_forward(&g, &c, ag_tensor_new(t, AG_SHAPE(4, 5)), NULL, &state),
+                   "expected (T, B, input_size = 5)");
     CU_ASSERT_PTR_NULL(state);
-    CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, x, ag_tensor_new(t, AG_SHAPE(2, 3, 6)), NULL));
-    HAS(ag_last_error(), "h0 has shape [2, 3, 6], expected (num_layers = 3, B = 3, hidden = 6)");
-    CU_ASSERT_PTR_NULL(nn_gru_step(&g, &c, ag_tensor_new(t, AG_SHAPE(3, 4)), h));
-    HAS(ag_last_error(), "nn_gru_step: x has shape [3, 4]");
+    TG_EXPECT_NULL(nn_gru_forward(&g, &c, x, ag_tensor_new(t, AG_SHAPE(2, 3, 6)), NULL),
+                   "h0 has shape [2, 3, 6], expected (num_layers = 3, B = 3, hidden = 6)");
+    TG_EXPECT_NULL(nn_gru_step(&g, &c, ag_tensor_new(t, AG_SHAPE(3, 4)), h),
+                   "nn_gru_step: x has shape [3, 4]");
     ag_tensor *saved = h[0];
     h[1] = ag_tensor_new(t, AG_SHAPE(2, 6));
-    CU_ASSERT_PTR_NULL(nn_gru_step(&g, &c, ag_tensor_new(t, AG_SHAPE(3, 5)), h));
-    HAS(ag_last_error(), "h[1] has shape [2, 6]");
+    TG_EXPECT_NULL(nn_gru_step(&g, &c, ag_tensor_new(t, AG_SHAPE(3, 5)), h),
+                   "h[1] has shape [2, 6]");
     CU_ASSERT_PTR_EQUAL(h[0], saved); /* unchanged on error */
     CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, NULL, NULL, NULL));
     c.training = true;
     c.rng = NULL;
-    CU_ASSERT_PTR_NULL(nn_gru_forward(&g, &c, x, NULL, NULL));
-    HAS(ag_last_error(), "needs nn_ctx.rng");
+    TG_EXPECT_NULL(nn_gru_forward(&g, &c, x, NULL, NULL), "needs nn_ctx.rng");
     ag_tape_free(t);
     ag_leaf_free(x);
     nn_params_free(ps);
@@ -424,10 +419,8 @@ static CU_TestInfo tests[] = {
     {"composite model gradcheck", test_composite},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_layers", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: layers with their parameters (float64, tests/nn/test_layers.c)");
-    return rc;
+    return gc_main("nn_layers", tests,
+                   "nn: layers with their parameters (float64, tests/nn/test_layers.c)");
 }

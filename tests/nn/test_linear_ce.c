@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -19,22 +19,6 @@
 #define TOL 2e-5
 #endif
 
-/* ---- capturing the error handler ---- */
-
-static char captured[512];
-static int n_captured;
-static void capture(const char *msg, void *user) {
-    (void)user;
-    n_captured++;
-    snprintf(captured, sizeof captured, "%s", msg);
-}
-static void expect_error(const char *a, const char *b, const char *c) {
-    CU_ASSERT_PTR_NOT_NULL(strstr(captured, a));
-    if (b) CU_ASSERT_PTR_NOT_NULL(strstr(captured, b));
-    if (c) CU_ASSERT_PTR_NOT_NULL(strstr(captured, c));
-    if (!strstr(captured, a) || (b && !strstr(captured, b)) || (c && !strstr(captured, c)))
-        fprintf(stderr, "\n  unexpected message: %s\n", captured);
-}
 
 /* max |a - b| / max(1, |b|) */
 static double rel_diff(const ag_real *a, const ag_real *b, ptrdiff_t n) {
@@ -284,35 +268,35 @@ static void test_bad_input(void) {
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
     const int32_t ok[2] = {0, 4}, bad[2] = {1, 5}, neg[2] = {-1, 0};
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x4, ok, NULL, 0, AG_IGNORE_INDEX, 0));
-    expect_error("linear_ce", "[2, 4]", "[5, 3]");
+    TG_CAPTURED_HAS("linear_ce", "[2, 4]", "[5, 3]");
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&lb, &c, x, ok, NULL, 0, AG_IGNORE_INDEX, 0));
-    expect_error("linear_ce: bias", "[4]", "[5, 3]");
+    TG_CAPTURED_HAS("linear_ce: bias", "[4]", "[5, 3]");
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x, bad, NULL, 0, AG_IGNORE_INDEX, 0));
-    expect_error("label 5 at position 1", "[0, 5)", "[2, 3]");
+    TG_CAPTURED_HAS("label 5 at position 1", "[0, 5)", "[2, 3]");
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x, neg, NULL, 0, AG_IGNORE_INDEX, 0));
-    expect_error("label -1 at position 0", "[0, 5)", NULL);
+    TG_CAPTURED_HAS("label -1 at position 0", "[0, 5)");
     /* -1 as ignore_index: accepted */
     CU_ASSERT_PTR_NOT_NULL(nn_linear_ce_forward(&l, &c, x, neg, NULL, 0, -1, 0));
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x, NULL, NULL, 0, AG_IGNORE_INDEX, 0));
-    expect_error("linear_ce: no labels", "[2, 3]", NULL);
+    TG_CAPTURED_HAS("linear_ce: no labels", "[2, 3]");
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x, ok, NULL, -0.1, AG_IGNORE_INDEX, 0));
-    expect_error("label_smoothing = -0.1", "[2, 3]", NULL);
+    TG_CAPTURED_HAS("label_smoothing = -0.1", "[2, 3]");
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x, ok, NULL, 1.5, AG_IGNORE_INDEX, 0));
-    expect_error("label_smoothing = 1.5", NULL, NULL);
+    TG_CAPTURED_HAS("label_smoothing = 1.5");
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x, ok, NULL, NAN, AG_IGNORE_INDEX, 0));
-    expect_error("label_smoothing = nan", NULL, NULL);
+    TG_CAPTURED_HAS("label_smoothing = nan");
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, x, ok, NULL, 0, AG_IGNORE_INDEX, -2));
-    expect_error("chunk_rows = -2", NULL, NULL);
+    TG_CAPTURED_HAS("chunk_rows = -2");
     nn_linear l1 = {.weight = b, .in = 3, .out = 4}; /* a 1-D weight */
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l1, &c, x, ok, NULL, 0, AG_IGNORE_INDEX, 0));
-    expect_error("linear_ce", "[2, 3]", "weight [4]");
+    TG_CAPTURED_HAS("linear_ce", "[2, 3]", "weight [4]");
     /* a NULL input: NULL, no second message */
-    n_captured = 0;
+    tg_n_captured = 0;
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(&l, &c, NULL, ok, NULL, 0, AG_IGNORE_INDEX, 0));
     CU_ASSERT_PTR_NULL(nn_linear_ce_forward(NULL, &c, x, ok, NULL, 0, AG_IGNORE_INDEX, 0));
-    CU_ASSERT_EQUAL(n_captured, 0);
+    CU_ASSERT_EQUAL(tg_n_captured, 0);
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     ag_leaf_free(W);
@@ -382,15 +366,12 @@ static void test_gradcheck(void) {
             ag_tensor *in[3] = {u.strided ? ag_leaf_new(AG_SHAPE(H, R), true)
                                           : ag_leaf_new(AG_SHAPE(R, H), true),
                                 ag_leaf_new(AG_SHAPE(V, H), true), ag_leaf_new(AG_SHAPE(V), true)};
-            for (int k = 0; k < 3; k++)
-                for (ptrdiff_t e = 0; e < in[k]->numel; e++) in[k]->data[e] = ag_rng_normal(&rng);
+            gc_fill(in, 3, &rng);
             char name[160];
-            snprintf(name, sizeof name, "%s (%s)", rows[i].name, v ? "composite" : "fused");
-            ag_gradcheck_result r = tg_gradcheck(name, f_lce, 3, in, &u, NULL);
-            if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-            CU_ASSERT_TRUE(r.ok);
-            CU_ASSERT_TRUE(r.checked > 0);
-            for (int k = 0; k < 3; k++) ag_leaf_free(in[k]);
+            CU_ASSERT_TRUE(
+                gc_expect(gc_variant(name, sizeof name, rows[i].name, v), f_lce, 3, in, &u, NULL)
+                    .checked > 0);
+            gc_free(in, 3);
         }
     }
 }
@@ -408,11 +389,9 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"linear_ce", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: the output layer with its cross-entropy, fused and composite (float64, "
-                "tests/nn/test_linear_ce.c)");
-    return rc;
+    return gc_main("linear_ce", tests,
+                   "nn: the output layer with its cross-entropy, fused and composite (float64, "
+                   "tests/nn/test_linear_ce.c)");
 }

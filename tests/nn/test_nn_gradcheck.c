@@ -10,22 +10,18 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifndef TG_DOUBLE
 #error "the gradient checks run in float64: link nn64"
 #endif
 
-typedef struct shape {
-    int nd, d[4];
-} shape;
-
 typedef struct nn_gc_case {
     const char *name;
     ag_gradcheck_fn fn;
     int n_in;
-    shape in[3];
+    gc_shape in[3];
 } nn_gc_case;
 
 #define X0 x[0]
@@ -111,40 +107,30 @@ static ag_tensor *f_gru_cell_shared(ag_tape *t, ag_tensor *const *x, void *u) {
     return PICK(nn_gru_cell_forward, nn_gru_cell_composite)(&c, X0, X0, ag_transpose(t, X1, 0, 1));
 }
 
-#define S1(a)                                                                                      \
-    {                                                                                              \
-        1, { a }                                                                                   \
-    }
-#define S2(a, b)                                                                                   \
-    {                                                                                              \
-        2, { a, b }                                                                                \
-    }
-#define S3(a, b, c)                                                                                \
-    {                                                                                              \
-        3, { a, b, c }                                                                             \
-    }
-
 static const nn_gc_case cases[] = {
     {"attention, 2 heads, lens (B,) incl. 0",
      f_attention,
      3,
-     {S3(2, 3, 4), S3(2, 4, 4), S3(2, 4, 6)}},
+     {{3, {2, 3, 4}}, {3, {2, 4, 4}}, {3, {2, 4, 6}}}},
     {"attention, lens (B,Tq), dropout, strided q",
      f_attention_2d,
      3,
-     {S3(2, 3, 4), S3(3, 4, 4), S3(3, 4, 2)}},
-    {"layer_norm last axis", f_layer_norm, 3, {S3(2, 3, 5), S1(5), S1(5)}},
-    {"layer_norm two axes", f_layer_norm2, 3, {S3(2, 3, 4), S2(3, 4), S2(3, 4)}},
-    {"layer_norm no affine, strided input", f_layer_norm_plain, 1, {S2(6, 3)}},
-    {"add_layer_norm (gamma, no beta)", f_add_layer_norm, 3, {S3(2, 3, 5), S3(2, 3, 5), S1(5)}},
+     {{3, {2, 3, 4}}, {3, {3, 4, 4}}, {3, {3, 4, 2}}}},
+    {"layer_norm last axis", f_layer_norm, 3, {{3, {2, 3, 5}}, {1, {5}}, {1, {5}}}},
+    {"layer_norm two axes", f_layer_norm2, 3, {{3, {2, 3, 4}}, {2, {3, 4}}, {2, {3, 4}}}},
+    {"layer_norm no affine, strided input", f_layer_norm_plain, 1, {{2, {6, 3}}}},
+    {"add_layer_norm (gamma, no beta)",
+     f_add_layer_norm,
+     3,
+     {{3, {2, 3, 5}}, {3, {2, 3, 5}}, {1, {5}}}},
     {"add_layer_norm, dropout, two axes, no affine",
      f_add_layer_norm_drop,
      2,
-     {S3(2, 3, 4), S3(2, 3, 4)}},
-    {"additive_scores", f_additive_scores, 3, {S3(2, 3, 5), S3(2, 4, 5), S2(1, 5)}},
-    {"additive_scores, q = k", f_additive_self, 2, {S3(2, 3, 4), S2(1, 4)}},
-    {"gru_cell", f_gru_cell, 3, {S2(3, 12), S2(3, 12), S2(3, 4)}},
-    {"gru_cell, gi = gh, strided h", f_gru_cell_shared, 2, {S2(2, 9), S2(3, 2)}},
+     {{3, {2, 3, 4}}, {3, {2, 3, 4}}}},
+    {"additive_scores", f_additive_scores, 3, {{3, {2, 3, 5}}, {3, {2, 4, 5}}, {2, {1, 5}}}},
+    {"additive_scores, q = k", f_additive_self, 2, {{3, {2, 3, 4}}, {2, {1, 4}}}},
+    {"gru_cell", f_gru_cell, 3, {{2, {3, 12}}, {2, {3, 12}}, {2, {3, 4}}}},
+    {"gru_cell, gi = gh, strided h", f_gru_cell_shared, 2, {{2, {2, 9}}, {2, {3, 2}}}},
 };
 
 static void test_fused_and_composite(void) {
@@ -155,19 +141,11 @@ static void test_fused_and_composite(void) {
             ag_rng rng;
             ag_rng_seed(&rng, 1234 + c); /* the same inputs for both variants */
             ag_tensor *in[3] = {NULL, NULL, NULL};
-            for (int i = 0; i < k->n_in; i++) {
-                in[i] = ag_leaf_new(k->in[i].nd, k->in[i].d, true);
-                for (ptrdiff_t e = 0; e < in[i]->numel; e++) in[i]->data[e] = ag_rng_normal(&rng);
-            }
+            gc_leaves(in, k->n_in, k->in, &rng);
             char name[160];
-            snprintf(name, sizeof name, "%s (%s)", k->name, v ? "composite" : "fused");
-            ag_gradcheck_result r =
-                tg_gradcheck(name, k->fn, k->n_in, in, (void *)&variants[v], NULL);
-            if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-            CU_ASSERT_TRUE(r.ok);
-            CU_ASSERT_TRUE(r.checked > 0);
-            CU_ASSERT_TRUE(r.skipped <= r.checked / 4);
-            for (int i = 0; i < k->n_in; i++) ag_leaf_free(in[i]);
+            gc_expect_some(gc_variant(name, sizeof name, k->name, v), k->fn, k->n_in, in,
+                           (void *)&variants[v], NULL);
+            gc_free(in, k->n_in);
         }
     }
 }
@@ -176,11 +154,9 @@ static CU_TestInfo tests[] = {
     {"fused nn kernels and their composites against central differences", test_fused_and_composite},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_gradcheck", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: fused kernels and their composites (float64, tests/nn/test_nn_gradcheck.c)");
-    return rc;
+    return gc_main(
+        "nn_gradcheck", tests,
+        "nn: fused kernels and their composites (float64, tests/nn/test_nn_gradcheck.c)");
 }

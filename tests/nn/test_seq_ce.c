@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -20,20 +20,6 @@
 #define TOL 2e-5
 #endif
 
-static char captured[512];
-static int n_captured;
-static void capture(const char *msg, void *user) {
-    (void)user;
-    n_captured++;
-    snprintf(captured, sizeof captured, "%s", msg);
-}
-static void expect_error(const char *a, const char *b, const char *c) {
-    CU_ASSERT_PTR_NOT_NULL(strstr(captured, a));
-    if (b) CU_ASSERT_PTR_NOT_NULL(strstr(captured, b));
-    if (c) CU_ASSERT_PTR_NOT_NULL(strstr(captured, c));
-    if (!strstr(captured, a) || (b && !strstr(captured, b)) || (c && !strstr(captured, c)))
-        fprintf(stderr, "\n  unexpected message: %s\n", captured);
-}
 
 /* max |a - b| / max(1, max |b|) */
 static double rel_diff(const ag_real *a, const ag_real *b, ptrdiff_t n) {
@@ -239,40 +225,40 @@ static void test_bad_input(void) {
     ag_tensor *(*const kernels[3])(const nn_linear *, const nn_ctx *, ag_tensor *, const int32_t *,
                                    const int32_t *, int, double) = {
         nn_seq_ce_loss, nn_seq_ce_loss_fused, nn_seq_ce_loss_composite};
-    ag_set_error_handler(capture, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     for (int k = 0; k < 3; k++) {
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h2, tgt, len, 2, 0));
-        expect_error("seq_ce_loss: features [4, 3] are not 3-D", NULL, NULL);
+        TG_CAPTURED_HAS("seq_ce_loss: features [4, 3] are not 3-D");
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h4, tgt, len, 2, 0));
-        expect_error("seq_ce_loss: features [2, 2, 4] do not fit", "(B, T, 3)", NULL);
+        TG_CAPTURED_HAS("seq_ce_loss: features [2, 2, 4] do not fit", "(B, T, 3)");
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h, NULL, len, 2, 0));
-        expect_error("no targets given", "[2, 2, 3]", NULL);
+        TG_CAPTURED_HAS("no targets given", "[2, 2, 3]");
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h, tgt, NULL, 2, 0));
-        expect_error("no target lengths given", "[2, 2, 3]", NULL);
+        TG_CAPTURED_HAS("no target lengths given", "[2, 2, 3]");
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h, tgt, len, 0, 0));
-        expect_error("T_div = 0", "[2, 2, 3]", NULL);
+        TG_CAPTURED_HAS("T_div = 0", "[2, 2, 3]");
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h, tgt, len, 2, 1.5));
-        expect_error("label_smoothing = 1.5", NULL, NULL);
+        TG_CAPTURED_HAS("label_smoothing = 1.5");
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h, tgt, len, 2, NAN));
-        expect_error("label_smoothing = nan", NULL, NULL);
+        TG_CAPTURED_HAS("label_smoothing = nan");
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, h, bad, len, 2, 0.1));
-        expect_error("label 9 at position 1", "[0, 5)", NULL);
+        TG_CAPTURED_HAS("label 9 at position 1", "[0, 5)");
         /* a NULL input: NULL, no message */
-        n_captured = 0;
+        tg_n_captured = 0;
         CU_ASSERT_PTR_NULL(kernels[k](&out, &c, NULL, tgt, len, 2, 0));
         CU_ASSERT_PTR_NULL(kernels[k](NULL, &c, h, tgt, len, 2, 0));
-        CU_ASSERT_EQUAL(n_captured, 0);
+        CU_ASSERT_EQUAL(tg_n_captured, 0);
     }
     CU_ASSERT_PTR_NULL(nn_seq_ce_loss_logits(&c, h2, tgt, len, 2, 0));
-    expect_error("seq_ce_loss: logits [4, 3] are not 3-D (B, T, V)", NULL, NULL);
+    TG_CAPTURED_HAS("seq_ce_loss: logits [4, 3] are not 3-D (B, T, V)");
     CU_ASSERT_PTR_NULL(nn_seq_ce_loss_logits(&c, z, tgt, len, -1, 0));
-    expect_error("T_div = -1", "logits [2, 2, 5]", NULL);
+    TG_CAPTURED_HAS("T_div = -1", "logits [2, 2, 5]");
     CU_ASSERT_PTR_NULL(nn_masked_ce(&c, h2, tgt, len, 0));
-    expect_error("masked_ce: logits [4, 3] are not 3-D", NULL, NULL);
+    TG_CAPTURED_HAS("masked_ce: logits [4, 3] are not 3-D");
     CU_ASSERT_PTR_NULL(nn_masked_ce(&c, z, tgt, NULL, 0));
-    expect_error("masked_ce: no target lengths given for logits [2, 2, 5]", NULL, NULL);
+    TG_CAPTURED_HAS("masked_ce: no target lengths given for logits [2, 2, 5]");
     CU_ASSERT_PTR_NULL(nn_masked_ce(&c, z, tgt, len, -0.5));
-    expect_error("cross_entropy: label_smoothing = -0.5 for logits [2, 2, 5]", NULL, NULL);
+    TG_CAPTURED_HAS("cross_entropy: label_smoothing = -0.5 for logits [2, 2, 5]");
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     ag_leaf_free(W);
@@ -313,15 +299,12 @@ static void test_gradcheck(void) {
             u.composite = v;
             ag_tensor *in[3] = {ag_leaf_new(AG_SHAPE(3, 4, 5), true),
                                 ag_leaf_new(AG_SHAPE(7, 5), true), ag_leaf_new(AG_SHAPE(7), true)};
-            for (int k = 0; k < 3; k++)
-                for (ptrdiff_t e = 0; e < in[k]->numel; e++) in[k]->data[e] = ag_rng_normal(&rng);
+            gc_fill(in, 3, &rng);
             char name[160];
-            snprintf(name, sizeof name, "%s (%s)", rows[i].name, v ? "composite" : "fused");
-            ag_gradcheck_result r = tg_gradcheck(name, f_seq, 3, in, &u, NULL);
-            if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-            CU_ASSERT_TRUE(r.ok);
-            CU_ASSERT_TRUE(r.checked > 0);
-            for (int k = 0; k < 3; k++) ag_leaf_free(in[k]);
+            CU_ASSERT_TRUE(
+                gc_expect(gc_variant(name, sizeof name, rows[i].name, v), f_seq, 3, in, &u, NULL)
+                    .checked > 0);
+            gc_free(in, 3);
         }
     }
 }
@@ -337,11 +320,9 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"seq_ce", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: d2l's masked sequence loss, fused and composite (float64, "
-                "tests/nn/test_seq_ce.c)");
-    return rc;
+    return gc_main("seq_ce", tests,
+                   "nn: d2l's masked sequence loss, fused and composite (float64, "
+                   "tests/nn/test_seq_ce.c)");
 }

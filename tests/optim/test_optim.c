@@ -99,6 +99,14 @@ static double adam_ref(double p, const double *gs, int n, double lr, double b1, 
     return p;
 }
 
+/* Steps i = from .. n-1 of o, the gradient (gs[i], 0) on p each time. */
+static void steps_from(optim *o, ag_tensor *p, const double *gs, int from, int n) {
+    for (int i = from; i < n; i++) {
+        set_grad(p, gs[i], 0);
+        optim_step(o);
+    }
+}
+
 static void test_adam(void) {
     ag_tensor *p;
     /* First step: m_hat = g, v_hat = g^2, so p -= lr g / (|g| + eps). */
@@ -110,10 +118,7 @@ static void test_adam(void) {
     /* eps after the square root: a tiny gradient moves by lr * g / (|g| + eps), not lr. */
     NEAR(p->data[1], -1.0 + 0.01 * 2e-9 / (2e-9 + 1e-8));
     const double gs[4] = {0.3, -0.1, 0.7, 0.05};
-    for (int i = 1; i < 4; i++) {
-        set_grad(p, gs[i], 0);
-        optim_step(o);
-    }
+    steps_from(o, p, gs, 1, 4);
     NEAR(p->data[0], adam_ref(1.0, gs, 4, 0.01, 0.9, 0.999, 1e-8, 0, false));
     optim_free(o);
     nn_params_free(ps);
@@ -126,10 +131,7 @@ static void test_adam(void) {
     c.eps = 1e-6;
     c.weight_decay = 0.2;
     o = optim_new(ps, c);
-    for (int i = 0; i < 4; i++) {
-        set_grad(p, gs[i], 0);
-        optim_step(o);
-    }
+    steps_from(o, p, gs, 0, 4);
     NEAR(p->data[0], adam_ref(0.5, gs, 4, 0.1, 0.8, 0.99, 1e-6, 0.2, false));
     optim_free(o);
     nn_params_free(ps);
@@ -143,10 +145,7 @@ static void test_adam(void) {
     optim_step(o);
     NEAR(p->data[0], 0.5 * (1 - 0.1 * 0.5) - 0.1 * 0.3 / (0.3 + 1e-8));
     NEAR(p->data[1], 0); /* zero stays zero: decay of 0, gradient 0 */
-    for (int i = 1; i < 4; i++) {
-        set_grad(p, gs[i], 0);
-        optim_step(o);
-    }
+    steps_from(o, p, gs, 1, 4);
     NEAR(p->data[0], adam_ref(0.5, gs, 4, 0.1, 0.9, 0.999, 1e-8, 0.5, true));
     CU_ASSERT_EQUAL(optim_steps(o), 4);
     optim_free(o);
@@ -520,7 +519,4 @@ static CU_TestInfo tests[] = {
     {"optimizer state checkpoint rules", test_state_rules},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"optim_update", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
-
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("optim_update", tests); }

@@ -7,21 +7,17 @@
  * peak RSS (getrusage ru_maxrss) and a hash of the translations (the same hash: the same
  * tokens). threads: the engine's threads (default 1). Run one mode per process: the peak RSS
  * is the process's. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "datasets/fra_eng.h"
 #include "zoo/app/decode.h"
+#include "tests/bench_util.h"
 #include "zoo/models/transformer.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 static double peak_mb(void) {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
@@ -71,7 +67,7 @@ int main(int argc, char **argv) {
            greedy ? "" : " sentences", peak_mb());
     int32_t bos = ds_vocab_id(tv, "<bos>"), eos = ds_vocab_id(tv, "<eos>");
     ag_tape *t = ag_tape_new();
-    double t0 = now();
+    double t0 = bench_now();
     int rc = 0;
     for (int at = 0; at < N && !rc; at += batch) {
         int B = N - at < batch ? N - at : batch;
@@ -83,7 +79,7 @@ int main(int argc, char **argv) {
                                  out + (size_t)at * T, out_len + at);
         }
     }
-    double secs = now() - t0;
+    double secs = bench_now() - t0;
     if (rc) return fprintf(stderr, "%s\n", ag_last_error()), 1;
     uint64_t h = 1469598103934665603ULL;
     long tokens = 0;

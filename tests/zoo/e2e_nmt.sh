@@ -5,31 +5,10 @@
 # stats, export to a plain state_dict and import it back, and the bad-input paths (bad flags,
 # a missing data file, a corrupt checkpoint, which must be left as it was).
 set -u
-prog=$1
-data=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-passed=0
-failed=0
-check() { # check NAME COMMAND...: passes when the command succeeds
-    local name=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
-}
-run() { # run EXPECTED_STATUS ARGS...: runs the program, keeps stdout/stderr in $dir/out, $dir/err
-    local want=$1
-    shift
-    "$prog" "$@" >"$dir/out" 2>"$dir/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "  $prog $* exited $got, expected $want; stderr:"
-        sed 's/^/    /' "$dir/err"
-        return 1
-    fi
-}
-has() { grep -Eq -- "$2" "$dir/$1" || { echo "  $1 lacks /$2/:"; sed 's/^/    /' "$dir/$1"; return 1; }; }
+# shellcheck source=SCRIPTDIR/e2e_lib.sh
+source "$(dirname "$0")/e2e_lib.sh"
+e2e_init "$@"
 
-[ -r "$data" ] || { echo "e2e: data file $data missing"; echo "0 passed, 1 failed"; exit 1; }
 ck="$dir/run.safetensors"
 
 # train: the book's lines, a checkpoint, the plots
@@ -116,5 +95,4 @@ for sub in train translate eval stats export; do
     check "$sub --help" run 0 "$sub" --help
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+e2e_summary

@@ -5,28 +5,10 @@
 # Each case checks the exit status (2 usage, 1 runtime), that the message names its cause, and
 # that nothing already written was lost.
 set -u
-prog=$1
-data=$2
-dir=$(mktemp -d)
-trap 'chmod -R u+w "$dir"; rm -rf "$dir"' EXIT
-passed=0
-failed=0
-check() { # check NAME COMMAND...: passes when the command succeeds
-    local name=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $name"; fi
-}
-run() { # run EXPECTED_STATUS ARGS...: stdout in $dir/out, stderr in $dir/err
-    local want=$1
-    shift
-    "$prog" "$@" >"$dir/out" 2>"$dir/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "  $prog $* exited $got, expected $want; stderr:"
-        sed 's/^/    /' "$dir/err"
-        return 1
-    fi
-}
+# shellcheck source=SCRIPTDIR/e2e_lib.sh
+source "$(dirname "$0")/e2e_lib.sh"
+e2e_init "$@"
+
 to_full() { # to_full EXPECTED_STATUS ARGS...: stdout to /dev/full
     local want=$1
     shift
@@ -34,11 +16,7 @@ to_full() { # to_full EXPECTED_STATUS ARGS...: stdout to /dev/full
     local got=$?
     [ "$got" = "$want" ] || { echo "  $prog $* > /dev/full exited $got, expected $want"; return 1; }
 }
-has() { grep -Eq -- "$2" "$dir/$1" || { echo "  $1 lacks /$2/:"; sed 's/^/    /' "$dir/$1"; return 1; }; }
-lacks() { ! grep -Eq -- "$2" "$dir/$1" || { echo "  $1 has /$2/"; return 1; }; }
-same() { cmp -s "$1" "$2" || { echo "  $1 changed"; return 1; }; }
 
-[ -r "$data" ] || { echo "e2e: data file $data missing"; echo "0 passed, 1 failed"; exit 1; }
 ck="$dir/run.safetensors"
 small=(--data "$data" --num-examples 80 --epochs 1 --log-every 0)
 run 0 train "${small[@]}" --checkpoint "$ck" || { echo "0 passed, 1 failed"; exit 1; }
@@ -265,5 +243,4 @@ check "export beyond a file size limit fails" bash -c "trap '' XFSZ; ulimit -f 8
 check "  nothing replaced" bash -c "for f in o.sd s.txt t.txt; do [ \"\$(cat '$a'/\$f)\" = old ] || exit 1; done"
 check "  no temporary left" test "$(ls -A "$a" | grep -c '\.tmp')" = 0
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+e2e_summary

@@ -3,9 +3,8 @@
  * AdditiveAttention, step decoding against the teacher-forced pass, determinism, overfitting a
  * few pairs, greedy against beam 1, and the attention record of the heatmaps. */
 #include "tests/tg_test.h"
+#include "tests/zoo/zoo_test.h"
 #include "zoo/models/bahdanau.h"
-#include "zoo/app/decode.h"
-#include "zoo/app/trainer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,26 +13,16 @@
 
 /* ---- a small model ---- */
 
-typedef struct tiny {
-    nn_params *ps;
-    zoo_bahdanau bm;
-} tiny;
-
-static void tiny_init(tiny *m, int layers, double dropout) {
-    m->ps = nn_params_new();
-    zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(13, 11);
+/* The tiny model: 6 embeddings, 8 hiddens (zt_tiny_model). */
+static zoo_bahdanau *tiny_new(int layers, double dropout) {
+    zoo_bahdanau_cfg cfg = zoo_bahdanau_default_cfg;
     cfg.embed = 6;
     cfg.hiddens = 8;
     cfg.layers = layers;
     cfg.dropout = dropout;
-    CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&m->bm, m->ps, &cfg), 0);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(m->ps, 99), 0);
+    return (zoo_bahdanau *)zt_tiny_model(&zoo_bahdanau_kind, &cfg);
 }
 
-/* two sources of 5 steps with valid lengths 4 and 2 (padding 1), two targets of 4 steps */
-static const int32_t SRC[2 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1};
-static const int32_t SRC_LEN[2] = {4, 2};
-static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
 
 /* ---- names, shapes ---- */
 
@@ -46,10 +35,7 @@ static void test_parameter_names(void) {
     CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&bm, ps, &cfg), 0);
     CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
     /* PyTorch's state_dict order of d2l's EncoderDecoder(Seq2SeqEncoder, Seq2SeqAttentionDecoder) */
-    static const struct {
-        const char *name;
-        int d0, d1; /* d1 0: a vector */
-    } want[] = {
+    static const zt_param want[] = {
         {"encoder.embedding.weight", 10, 8},
         {"encoder.rnn.weight_ih_l0", 48, 8},
         {"encoder.rnn.weight_hh_l0", 48, 16},
@@ -74,15 +60,7 @@ static void test_parameter_names(void) {
         {"decoder.dense.weight", 11, 16},
         {"decoder.dense.bias", 11, 0},
     };
-    size_t n = sizeof want / sizeof want[0];
-    CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
-    for (size_t i = 0; i < n; i++) {
-        ag_tensor *p = nn_params_at(ps, i);
-        CU_ASSERT_STRING_EQUAL(p->name, want[i].name);
-        CU_ASSERT_EQUAL(p->ndim, want[i].d1 ? 2 : 1);
-        CU_ASSERT_EQUAL(p->shape[0], want[i].d0);
-        if (want[i].d1) CU_ASSERT_EQUAL(p->shape[1], want[i].d1);
-    }
+    zt_check_params(ps, want, sizeof want / sizeof want[0]);
     nn_params_free(ps);
 }
 
@@ -113,7 +91,7 @@ static void test_model_kind(void) {
 
     zoo_bahdanau_cfg h = *def;
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "layers", "9"), -1); /* more than NN_GRU_MAX_LAYERS */
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "--layers"));
+    TG_ERROR_HAS("--layers");
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "embed-size", "7"), 0);
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "layers", "1"), 0);
     m = zoo_model_new(k, &h, 5, 6, 3);
@@ -126,14 +104,8 @@ static void test_model_kind(void) {
     zoo_bahdanau bm;
     zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(5, 0); /* empty target vocabulary */
     CU_ASSERT_EQUAL(zoo_bahdanau_init(&bm, ps, &cfg), -1);
-    CU_ASSERT_EQUAL(nn_params_finalize(ps, 1), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "bahdanau: bad config"));
+    TG_EXPECT_ERROR(nn_params_finalize(ps, 1), "bahdanau: bad config");
     nn_params_free(ps);
-}
-
-static void quiet(const char *msg, void *user) {
-    (void)msg;
-    (void)user;
 }
 
 /* d2l's examples: Seq2SeqEncoder(10, 8, 16, 2) on zeros (4, 7) -> (7, 4, 16) and (2, 4, 16);
@@ -185,13 +157,13 @@ static void test_d2l_shapes(void) {
     CU_ASSERT_EQUAL(weights[6]->shape[2], 7);
 
     /* usage errors: NULL and a message, no crash */
-    ag_set_error_handler(quiet, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     CU_ASSERT_PTR_NULL(
         zoo_seq2seq_attn_decoder_forward(&dec, &c, s, X, 3, 7, NULL)); /* batch 3 != 4 */
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected the state's batch 4"));
+    TG_ERROR_HAS("expected the state's batch 4");
     ag_tensor *bad = ag_tensor_new(t, AG_SHAPE(7, 4, 15));
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&dec, &c, bad, state, NULL));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected (Ts, B, 16)"));
+    TG_EXPECT_NULL(zoo_seq2seq_attn_decoder_init_state(&dec, &c, bad, state, NULL),
+                   "expected (Ts, B, 16)");
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     nn_params_free(ps);
@@ -202,12 +174,11 @@ static void test_d2l_shapes(void) {
 /* The step attention with precomputed keys over the Tk = 4 attended positions is
  * AdditiveAttention's forward over all Ts = 5 encoder outputs; the 5th weight is 0. */
 static void test_attend_equals_additive_attention(void) {
-    tiny m;
-    tiny_init(&m, 2, 0);
+    zoo_bahdanau *m = tiny_new(2, 0);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
-    ag_tensor *enc = zoo_seq2seq_encoder_forward(&m.bm.encoder, &c, SRC, 2, 5, NULL);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
+    ag_tensor *enc = zoo_seq2seq_encoder_forward(&m->encoder, &c, ZT_BATCH_SRC, 2, 5, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_PTR_NOT_NULL_FATAL(enc);
     CU_ASSERT_EQUAL(s->Ts, 5);
@@ -219,17 +190,17 @@ static void test_attend_equals_additive_attention(void) {
     ag_tensor *q = ag_tensor_new(t, AG_SHAPE(2, 8));
     for (int i = 0; i < 16; i++) q->data[i] = (ag_real)ag_rng_normal(&r);
     ag_tensor *w;
-    ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(&m.bm.decoder, &c, s, q, &w);
+    ag_tensor *ctx = zoo_seq2seq_attn_decoder_attend(&m->decoder, &c, s, q, &w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
     CU_ASSERT_EQUAL(ctx->ndim, 2);
     CU_ASSERT_EQUAL(w->shape[2], 4);
     ag_real w_fast[2 * 4], c_fast[2 * 8];
     memcpy(w_fast, w->data, sizeof w_fast);
     memcpy(c_fast, ctx->data, sizeof c_fast);
-    zoo_additive_attention *a = &m.bm.decoder.attention;
+    zoo_additive_attention *a = &m->decoder.attention;
     ag_tensor *ref_w;
     ag_tensor *ref = zoo_additive_attention_forward(a, &c, ag_reshape(t, q, AG_SHAPE(2, 1, 8)), all,
-                                                    all, SRC_LEN, 1, &ref_w);
+                                                    all, ZT_BATCH_SRC_LEN, 1, &ref_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     double err = 0;
     for (int i = 0; i < 16; i++) err = fmax(err, fabs(ref->data[i] - c_fast[i]));
@@ -241,25 +212,25 @@ static void test_attend_equals_additive_attention(void) {
     CU_ASSERT_TRUE(err < 1e-6);
 
     /* a row of valid length 0 is uniform over all Ts positions (d2l's -1e6): nothing dropped */
-    zoo_bahdanau_state *s0 = zoo_bahdanau_encode(&m.bm, &c, SRC, (const int32_t[]){2, 0}, 2, 5);
+    zoo_bahdanau_state *s0 =
+        zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, (const int32_t[]){2, 0}, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s0);
     CU_ASSERT_EQUAL(s0->Tk, 5);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_attend(&m.bm.decoder, &c, s0, q, &w));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zoo_seq2seq_attn_decoder_attend(&m->decoder, &c, s0, q, &w));
     for (int k = 0; k < 5; k++) CU_ASSERT_DOUBLE_EQUAL(w->data[5 + k], 0.2, 1e-6);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* Every step's weights: zero on the padded source positions, summing to one over the rest. */
 static void test_attention_masks(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.1);
+    zoo_bahdanau *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     ag_tensor *weights[4] = {0};
     CU_ASSERT_PTR_NOT_NULL_FATAL(
-        zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, weights));
+        zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, ZT_BATCH_DEC_IN, 2, 4, weights));
     for (int i = 0; i < 4; i++) {
         const ag_tensor *w = weights[i];
         CU_ASSERT_PTR_NOT_NULL_FATAL(w);
@@ -269,7 +240,7 @@ static void test_attention_masks(void) {
             double sum = 0;
             for (int k = 0; k < Tk; k++) {
                 ag_real v = w->data[b * Tk + k];
-                if (k >= SRC_LEN[b]) {
+                if (k >= ZT_BATCH_SRC_LEN[b]) {
                     CU_ASSERT_EQUAL(v, 0);
                 } else {
                     CU_ASSERT_TRUE(v > 0);
@@ -284,31 +255,31 @@ static void test_attention_masks(void) {
     for (int k = 0; k < 8; k++) differs |= weights[0]->data[k] != weights[3]->data[k];
     CU_ASSERT_TRUE(differs);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* ---- decoding ---- */
 
 /* A sequence of steps gives decode()'s logits and weights; decode leaves the state alone. */
 static void test_steps_equal_decode(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.1);
+    zoo_bahdanau *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     zoo_bahdanau_state before = *s;
     ag_tensor *full_w[4] = {0};
-    ag_tensor *full = zoo_seq2seq_attn_decoder_forward(&m.bm.decoder, &c, s, DEC_IN, 2, 4, full_w);
+    ag_tensor *full =
+        zoo_seq2seq_attn_decoder_forward(&m->decoder, &c, s, ZT_BATCH_DEC_IN, 2, 4, full_w);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0); /* decode changed nothing */
     const int V = 11;
     double err = 0, werr = 0;
     for (int step = 0; step < 4; step++) {
-        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
         ag_tensor *w = NULL;
         zoo_attn_trace tr = {.dec_cross = &w};
-        ag_tensor *y = m.bm.base.ops->step(&m.bm.base, &c, s, tok, 2, &tr);
+        ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, &tr);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->ndim, 3);
         CU_ASSERT_EQUAL(y->shape[0], 2);
@@ -328,12 +299,13 @@ static void test_steps_equal_decode(void) {
     CU_ASSERT_PTR_EQUAL(s->h0[0], before.h0[0]);
     CU_ASSERT_PTR_NOT_EQUAL(s->h[0], before.h[0]); /* steps advanced the state */
     /* decode after the steps still starts from the encoder's state */
-    ag_tensor *again = zoo_bahdanau_decode(&m.bm, &c, s, DEC_IN, 2, 4);
+    ag_tensor *again = zoo_bahdanau_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(again);
     CU_ASSERT_EQUAL(memcmp(again->data, full->data, sizeof(ag_real) * 2 * 4 * V), 0);
     /* a prefix decodes like the start of the whole (what beam search relies on) */
-    int32_t prefix[2 * 2] = {DEC_IN[0], DEC_IN[1], DEC_IN[4], DEC_IN[5]};
-    ag_tensor *p = zoo_bahdanau_decode(&m.bm, &c, s, prefix, 2, 2);
+    int32_t prefix[2 * 2] = {ZT_BATCH_DEC_IN[0], ZT_BATCH_DEC_IN[1], ZT_BATCH_DEC_IN[4],
+                             ZT_BATCH_DEC_IN[5]};
+    ag_tensor *p = zoo_bahdanau_decode(m, &c, s, prefix, 2, 2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     err = 0;
     for (int b = 0; b < 2; b++)
@@ -341,14 +313,13 @@ static void test_steps_equal_decode(void) {
             err = fmax(err, fabs(p->data[b * 2 * V + i] - full->data[b * 4 * V + i]));
     CU_ASSERT_TRUE(err < 1e-6);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* Training mode: dropout draws from the context's RNG; same seed same bits, and dropout is
  * really on (another seed, other logits; eval mode, the same logits every time). */
 static void test_training_forward_is_deterministic(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.3);
+    zoo_bahdanau *m = tiny_new(2, 0.3);
     ag_tape *t = ag_tape_new();
     enum { N = 2 * 4 * 11 };
     ag_real runs[3][N];
@@ -358,7 +329,8 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng_seed(&r, seeds[run]);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
         ag_tensor *y = zoo_bahdanau_decode(
-            &m.bm, &c, zoo_bahdanau_encode(&m.bm, &c, SRC, SRC_LEN, 2, 5), DEC_IN, 2, 4);
+            m, &c, zoo_bahdanau_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5),
+            ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         memcpy(runs[run], y->data, sizeof runs[run]);
         ag_tape_reset(t);
@@ -366,104 +338,59 @@ static void test_training_forward_is_deterministic(void) {
     CU_ASSERT_EQUAL(memcmp(runs[0], runs[1], sizeof runs[0]), 0);
     CU_ASSERT_NOT_EQUAL(memcmp(runs[0], runs[2], sizeof runs[0]), 0);
     ag_tape_free(t);
-    nn_params_free(m.ps);
+    zoo_model_free(&m->base);
 }
 
 /* ---- training a handful of pairs ---- */
 
-enum { NP = 4, TS = 6, TT = 6, SV = 12, TV = 12 };
-/* sources and targets over words w4..w11 ("a".."h"); the last pair reverses the first */
-static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1,
-                                       7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
-static const int32_t P_SRC_LEN[NP] = {3, 2, 4, 3};
-static const int32_t P_TGT[NP * TT] = {6,  7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1,
-                                       11, 3, 1, 1, 1, 1, 7, 6, 3,  1, 1, 1};
-static const int32_t P_TGT_LEN[NP] = {3, 4, 2, 3};
-static const char WORDS[] = "<unk>\n<pad>\n<bos>\n<eos>\na\nb\nc\nd\ne\nf\ng\nh\n";
-
-static zoo_model *toy_model(void) {
+static zoo_model *toy_model(zoo_cell cell) {
     zoo_bahdanau_cfg h = zoo_bahdanau_default_cfg;
+    h.cell = cell;
     h.embed = 16;
     h.hiddens = 32;
     h.dropout = 0.1;
-    return zoo_model_new(&zoo_bahdanau_kind, &h, SV, TV, 11);
-}
-
-/* d2l's training step on the four pairs: returns the loss per valid target token. */
-static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
-    int32_t dec_in[NP * TT];
-    zoo_teacher_inputs(P_TGT, NP, TT, DS_BOS, dec_in);
-    nn_ctx c = {.tape = t, .training = true, .rng = r};
-    void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS, NULL);
-    ag_tensor *l =
-        ag_sum(t, nn_masked_ce(&c, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN, 0),
-               AG_ALL, false);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
-    double loss = l->data[0] * TT / (3 + 4 + 2 + 3);
-    CU_ASSERT_EQUAL_FATAL(ag_backward(t, l), 0);
-    CU_ASSERT_EQUAL(optim_step(opt), 0);
-    ag_tape_reset(t);
-    return loss;
+    return zoo_model_new(&zoo_bahdanau_kind, &h, ZT_SV, ZT_TV, 11);
 }
 
 /* Overfits four pairs with Adam; then greedy decoding reproduces every target, beam search of
  * width 1 (one source at a time) agrees with greedy (four at once), and the attention record
  * has the one cross-attention map, its rows distributions over the valid source positions. */
 static void test_overfit_greedy_beam_attention(void) {
-    zoo_model *m = toy_model();
+    zoo_model *m = toy_model(ZOO_CELL_GRU);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    optim_cfg oc = optim_adam(0.01);
-    oc.clip_norm = 1;
-    optim *opt = optim_new(m->ps, oc);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(opt);
     ag_tape *t = ag_tape_new();
-    ag_rng r;
-    ag_rng_seed(&r, 8);
-    double first = train_step(m, opt, t, &r), last = first;
-    for (int i = 1; i < 200; i++) last = train_step(m, opt, t, &r);
+    double first, last;
+    zt_overfit(m, t, 200, &first, &last);
     printf("\n    loss per token: %.4f at step 1, %.5f at step 200 ", first, last);
     CU_ASSERT_TRUE(first > 2.0); /* about ln(12) at the start */
     CU_ASSERT_TRUE(last < 0.05);
 
-    int32_t out[NP * TT];
-    int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
-    for (int b = 0; b < NP; b++) {
-        CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1); /* the target without its <eos> */
-        for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++)
-            CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
-    }
-    for (int b = 0; b < NP; b++) {
-        int32_t beam_out[TT];
-        int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
-                                              DS_EOS, TT, 1, 0, beam_out, &n),
-                              0);
-        CU_ASSERT_EQUAL(n, out_len[b]);
-        for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
-                                              DS_EOS, TT, 3, 0, beam_out, &n),
-                              0);
-        CU_ASSERT_EQUAL(n, out_len[b]); /* a memorised pair: the wider beam finds it too */
+    int32_t out[ZT_NP * ZT_TT];
+    int out_len[ZT_NP];
+    zt_greedy(m, t, out, out_len);
+    zt_check_targets(out, out_len);
+    for (int b = 0; b < ZT_NP; b++) {
+        zt_beam_agrees(m, t, b, 1, out, out_len);
+        int32_t beam_out[ZT_TT];
+        CU_ASSERT_EQUAL(zt_beam(m, t, b, 3, beam_out), out_len[b]); /* memorised: found too */
     }
 
     ds_vocab *v = NULL;
-    CU_ASSERT_EQUAL_FATAL(ds_vocab_parse(WORDS, sizeof WORDS - 1, "words", &v), 0);
+    CU_ASSERT_EQUAL_FATAL(ds_vocab_parse(ZT_WORDS, sizeof ZT_WORDS - 1, "words", &v), 0);
     char *text = NULL;
     zoo_attn_record rec;
-    CU_ASSERT_EQUAL_FATAL(zoo_translate_attention(m, t, v, v, "b a", TS, &text, &rec), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_translate_attention(m, t, v, v, "b a", ZT_TS, &text, &rec), 0);
     CU_ASSERT_STRING_EQUAL(text, "d c"); /* the fourth pair: a b -> c d reversed */
     CU_ASSERT_EQUAL(rec.enc_self.layers, 0);
     CU_ASSERT_EQUAL(rec.dec_self.layers, 0);
     CU_ASSERT_EQUAL(rec.dec_cross.layers, 1);
     CU_ASSERT_EQUAL(rec.dec_cross.heads, 1);
-    CU_ASSERT_EQUAL(rec.dec_cross.cols, TS);
+    CU_ASSERT_EQUAL(rec.dec_cross.cols, ZT_TS);
     CU_ASSERT_EQUAL(rec.steps, 3); /* d, c, <eos> */
     for (int row = 0; row < rec.steps; row++) {
         double sum = 0;
-        for (int k = 0; k < TS; k++) {
-            float w = rec.dec_cross.w[row * TS + k];
+        for (int k = 0; k < ZT_TS; k++) {
+            float w = rec.dec_cross.w[row * ZT_TS + k];
             if (k >= 3) CU_ASSERT_EQUAL(w, 0); /* "b a <eos>" then padding */
             sum += w;
         }
@@ -473,31 +400,20 @@ static void test_overfit_greedy_beam_attention(void) {
     zoo_attn_record_free(&rec);
     ds_vocab_free(v);
     ag_tape_free(t);
-    optim_free(opt);
     zoo_model_free(m);
 }
 
 /* An untrained model: greedy (four sources at once) and beam 1 (one at a time) follow the same
  * argmax path. */
 static void test_greedy_equals_beam1_untrained(void) {
-    zoo_model *m = toy_model();
+    zoo_model *m = toy_model(ZOO_CELL_GRU);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     ag_tape *t = ag_tape_new();
-    int32_t out[NP * TT];
-    int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
+    int32_t out[ZT_NP * ZT_TT];
+    int out_len[ZT_NP];
+    zt_greedy(m, t, out, out_len);
     int total = 0;
-    for (int b = 0; b < NP; b++) {
-        int32_t beam_out[TT];
-        int n = -1;
-        CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS, DS_BOS,
-                                              DS_EOS, TT, 1, 0, beam_out, &n),
-                              0);
-        CU_ASSERT_EQUAL(n, out_len[b]);
-        for (int i = 0; i < n && i < out_len[b]; i++) CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
-        total += n;
-    }
+    for (int b = 0; b < ZT_NP; b++) total += zt_beam_agrees(m, t, b, 1, out, out_len);
     CU_ASSERT_TRUE(total > 0); /* some tokens were compared */
     ag_tape_free(t);
     zoo_model_free(m);
@@ -526,19 +442,19 @@ static void test_lstm_cell(void) {
     CU_ASSERT_EQUAL(nn_params_find(ps, "encoder.rnn.bias_hh_l1")->shape[0], 32);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_bahdanau_state *s = zoo_bahdanau_encode(&bm, &c, SRC, SRC_LEN, 2, 5);
+    zoo_bahdanau_state *s = zoo_bahdanau_encode(&bm, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_PTR_NOT_NULL(s->c0[1]);
     CU_ASSERT_EQUAL(s->h0[1]->shape[0], 2);
     CU_ASSERT_EQUAL(s->h0[1]->shape[1], 8);
-    ag_tensor *full = zoo_bahdanau_decode(&bm, &c, s, DEC_IN, 2, 4);
+    ag_tensor *full = zoo_bahdanau_decode(&bm, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     CU_ASSERT_EQUAL(full->shape[0], 2);
     CU_ASSERT_EQUAL(full->shape[1], 4);
     CU_ASSERT_EQUAL(full->shape[2], 11);
     double err = 0;
     for (int step = 0; step < 4; step++) {
-        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
         ag_tensor *y = bm.base.ops->step(&bm.base, &c, s, tok, 2, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         for (int b = 0; b < 2; b++)
@@ -549,7 +465,7 @@ static void test_lstm_cell(void) {
     /* select (rows 1, 0, 1) after one step, then a step: as the state of those rows directly */
     ag_tape_reset(t);
     ag_tape_set_recording(t, false);
-    s = zoo_bahdanau_encode(&bm, &c, SRC, SRC_LEN, 2, 5);
+    s = zoo_bahdanau_encode(&bm, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(
         bm.base.ops->step(&bm.base, &c, s, (const int32_t[]){2, 2}, 2, NULL));
     const int32_t rows[3] = {1, 0, 1};
@@ -560,8 +476,8 @@ static void test_lstm_cell(void) {
     memcpy(got, y->data, sizeof got);
     int32_t src3[3 * 5], len3[3];
     for (int i = 0; i < 3; i++) {
-        memcpy(src3 + i * 5, SRC + rows[i] * 5, sizeof(int32_t) * 5);
-        len3[i] = SRC_LEN[rows[i]];
+        memcpy(src3 + i * 5, ZT_BATCH_SRC + rows[i] * 5, sizeof(int32_t) * 5);
+        len3[i] = ZT_BATCH_SRC_LEN[rows[i]];
     }
     zoo_bahdanau_state *d = zoo_bahdanau_encode(&bm, &c, src3, len3, 3, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(
@@ -572,42 +488,29 @@ static void test_lstm_cell(void) {
     for (int i = 0; i < 3 * 11; i++) err = fmax(err, fabs(y1->data[i] - got[i]));
     CU_ASSERT_TRUE(err < 1e-5);
     /* a GRU's state (h alone) is refused by the LSTM decoder, the op and shapes named */
-    ag_set_error_handler(quiet, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     ag_tensor *h, *cs;
-    ag_tensor *out = zoo_seq2seq_encoder_run(&bm.encoder, &c, SRC, 2, 5, &h, &cs);
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_attn_decoder_init_state(&bm.decoder, &c, out, h, SRC_LEN));
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(),
-               "attention decoder init_state: state h [2, 2, 8] and c (none) given to an LSTM"));
+    ag_tensor *out = zoo_seq2seq_encoder_run(&bm.encoder, &c, ZT_BATCH_SRC, 2, 5, &h, &cs);
+    TG_EXPECT_NULL(zoo_seq2seq_attn_decoder_init_state(&bm.decoder, &c, out, h, ZT_BATCH_SRC_LEN),
+                   "attention decoder init_state: state h [2, 2, 8] and c (none) given to an LSTM");
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
     nn_params_free(ps);
 
     /* training reduces the loss: the four pairs of the GRU's test */
-    zoo_bahdanau_cfg hc = zoo_bahdanau_default_cfg;
-    hc.embed = 16;
-    hc.hiddens = 32;
-    hc.cell = ZOO_CELL_LSTM;
-    zoo_model *m = zoo_model_new(&zoo_bahdanau_kind, &hc, SV, TV, 11);
+    zoo_model *m = toy_model(ZOO_CELL_LSTM);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    optim_cfg oc = optim_adam(0.01);
-    oc.clip_norm = 1;
-    optim *opt = optim_new(m->ps, oc);
     t = ag_tape_new();
-    ag_rng r;
-    ag_rng_seed(&r, 8);
-    double first = train_step(m, opt, t, &r), last = first;
-    for (int i = 1; i < 200; i++) last = train_step(m, opt, t, &r);
+    double first, last;
+    zt_overfit(m, t, 200, &first, &last);
     printf("\n    lstm: loss per token %.4f at step 1, %.5f at step 200 ", first, last);
     CU_ASSERT_TRUE(first > 2.0);
     CU_ASSERT_TRUE(last < 0.05);
-    int32_t out_ids[NP * TT];
-    int out_len[NP];
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out_ids, out_len), 0);
-    for (int b = 0; b < NP; b++) CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1);
+    int32_t out_ids[ZT_NP * ZT_TT];
+    int out_len[ZT_NP];
+    zt_greedy(m, t, out_ids, out_len);
+    for (int b = 0; b < ZT_NP; b++) CU_ASSERT_EQUAL(out_len[b], ZT_TGT_LEN[b] - 1);
     ag_tape_free(t);
-    optim_free(opt);
     zoo_model_free(m);
 }
 

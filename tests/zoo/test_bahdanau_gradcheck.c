@@ -3,7 +3,7 @@
  * the step attention with precomputed keys, one decoder step, and the whole teacher-forced
  * model with d2l's masked loss (eval, and training with a reseeded dropout), w.r.t. the data
  * inputs and every parameter. */
-#include "tests/zoo/gc_harness.h"
+#include "tests/gc_harness.h"
 #include "zoo/models/bahdanau.h"
 #include "zoo/app/trainer.h"
 
@@ -21,18 +21,17 @@ static const int32_t SRC_LEN[B] = {3, 2};
 
 static ag_tensor *run_encoder(ag_tape *t, ag_tensor *const *x, void *u) {
     (void)x;
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     ag_tensor *state;
     ag_tensor *out = zoo_seq2seq_encoder_forward(u, &c, SRC, B, TS, &state);
     return ag_concat(t, 2, (ag_tensor *[]){out, state}, 0); /* (TS + L, B, H) */
 }
 
 static void test_encoder(void) {
-    harness h = {.ps = nn_params_new()};
+    gc_harness h = {.ps = nn_params_new()};
     zoo_seq2seq_encoder enc;
     CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_encoder_init(&enc, h.ps, "encoder", V, E, H, L, 0.2), 0);
-    finish(&h);
-    check(&h, "seq2seq encoder (outputs and state)", run_encoder, &enc, false);
+    gc_check(&h, "seq2seq encoder (outputs and state)", run_encoder, &enc, false);
 }
 
 /* ---- the decoder fed with encoder outputs and state given as data ---- */
@@ -45,42 +44,41 @@ static zoo_bahdanau_state *state_from(zoo_seq2seq_attn_decoder *d, const nn_ctx 
 
 /* The step attention with the precomputed keys: x[2] = the query (B, H). */
 static ag_tensor *run_attend(ag_tape *t, ag_tensor *const *x, void *u) {
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     return zoo_seq2seq_attn_decoder_attend(u, &c, state_from(u, &c, x), x[2], NULL);
 }
 
 /* Two decoder steps (the second from the state the first left), logits of both. */
 static ag_tensor *run_steps(ag_tape *t, ag_tensor *const *x, void *u) {
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     zoo_bahdanau_state *s = state_from(u, &c, x);
     ag_tensor *y0 = zoo_seq2seq_attn_decoder_step(u, &c, s, (const int32_t[]){2, 2}, B, NULL);
     ag_tensor *y1 = zoo_seq2seq_attn_decoder_step(u, &c, s, (const int32_t[]){5, 6}, B, NULL);
     return ag_concat(t, 2, (ag_tensor *[]){y0, y1}, 1); /* (B, 2, V) */
 }
 
-static void decoder_harness(harness *h, zoo_seq2seq_attn_decoder *d, bool query) {
+static void decoder_harness(gc_harness *h, zoo_seq2seq_attn_decoder *d, bool query) {
     ag_rng r;
     ag_rng_seed(&r, 4);
     h->ps = nn_params_new();
     CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_attn_decoder_init(d, h->ps, "decoder", V, E, H, L, 0.2), 0);
-    add_data(h, AG_SHAPE(TS, B, H), &r);
-    add_data(h, AG_SHAPE(L, B, H), &r);
-    if (query) add_data(h, AG_SHAPE(B, H), &r);
-    finish(h);
+    gc_add_data(h, AG_SHAPE(TS, B, H), &r);
+    gc_add_data(h, AG_SHAPE(L, B, H), &r);
+    if (query) gc_add_data(h, AG_SHAPE(B, H), &r);
 }
 
 static void test_attend(void) {
-    harness h = {0};
+    gc_harness h = {0};
     zoo_seq2seq_attn_decoder d;
     decoder_harness(&h, &d, true);
-    check(&h, "step attention with precomputed keys, masked", run_attend, &d, false);
+    gc_check(&h, "step attention with precomputed keys, masked", run_attend, &d, false);
 }
 
 static void test_decoder_steps(void) {
-    harness h = {0};
+    gc_harness h = {0};
     zoo_seq2seq_attn_decoder d;
     decoder_harness(&h, &d, false);
-    check(&h, "two decoder steps from the encoder's outputs and state", run_steps, &d, false);
+    gc_check(&h, "two decoder steps from the encoder's outputs and state", run_steps, &d, false);
 }
 
 /* ---- the whole model with d2l's loss ---- */
@@ -108,7 +106,7 @@ static ag_tensor *run_model(ag_tape *t, ag_tensor *const *x, void *u) {
 
 static void test_model_loss(void) {
     for (int training = 0; training < 2; training++) {
-        harness h = {.ps = nn_params_new()};
+        gc_harness h = {.ps = nn_params_new()};
         whole w = {.training = training};
         zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(V, V + 1);
         cfg.embed = E;
@@ -116,11 +114,10 @@ static void test_model_loss(void) {
         cfg.layers = L;
         cfg.dropout = 0.2;
         CU_ASSERT_EQUAL_FATAL(zoo_bahdanau_init(&w.bm, h.ps, &cfg), 0);
-        finish(&h);
-        check(&h,
-              training ? "whole model with the masked loss, training (dropout)"
-                       : "whole model with the masked loss, eval",
-              run_model, &w, false);
+        gc_check(&h,
+                 training ? "whole model with the masked loss, training (dropout)"
+                          : "whole model with the masked loss, eval",
+                 run_model, &w, false);
     }
 }
 
@@ -131,12 +128,9 @@ static CU_TestInfo tests[] = {
     {"whole model with its loss (eval and training)", test_model_loss},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"bahdanau gradcheck", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print(
+    return gc_main(
+        "bahdanau gradcheck", tests,
         "zoo: the Bahdanau seq2seq, GRU and LSTM (float64, tests/zoo/test_bahdanau_gradcheck.c)");
-    return rc;
 }

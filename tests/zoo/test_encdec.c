@@ -4,9 +4,8 @@
  * wrong cell refused, the cell's config field, overfitting a few pairs with greedy and beam
  * search, and a checkpoint round trip under the PyTorch names. */
 #include "tests/tg_test.h"
-#include "zoo/app/decode.h"
+#include "tests/zoo/zoo_test.h"
 #include "zoo/app/model_io.h"
-#include "zoo/app/trainer.h"
 #include "zoo/models/encdec.h"
 #include "zoo/models/seq2seq.h"
 
@@ -16,11 +15,6 @@
 #include <string.h>
 
 static const zoo_cell CELLS[2] = {ZOO_CELL_LSTM, ZOO_CELL_GRU};
-
-static void quiet(const char *msg, void *user) {
-    (void)msg;
-    (void)user;
-}
 
 static bool has_shape(const ag_tensor *x, int a, int b, int c) {
     return x && x->ndim == 3 && x->shape[0] == a && x->shape[1] == b && x->shape[2] == c;
@@ -64,11 +58,11 @@ static void test_d2l_shapes(void) {
             CU_ASSERT_TRUE(has_shape(nn_lstm_state_join(&dec.rnn.lstm, &c, s->c), 2, 4, 16));
         }
         /* the encoder's plain forward keeps its GRU-only contract */
-        ag_set_error_handler(quiet, NULL);
+        ag_set_error_handler(tg_capture, NULL);
         ag_tensor *st;
         if (CELLS[ci] == ZOO_CELL_LSTM) {
-            CU_ASSERT_PTR_NULL(zoo_seq2seq_encoder_forward(&enc, &c, X, 4, 7, &st));
-            CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "zoo_seq2seq_encoder_run"));
+            TG_EXPECT_NULL(zoo_seq2seq_encoder_forward(&enc, &c, X, 4, 7, &st),
+                           "zoo_seq2seq_encoder_run");
         } else {
             CU_ASSERT_PTR_NOT_NULL(zoo_seq2seq_encoder_forward(&enc, &c, X, 4, 7, &st));
         }
@@ -92,10 +86,7 @@ static void test_parameter_names(void) {
         CU_ASSERT_EQUAL_FATAL(zoo_encdec_init(&ed, ps, &cfg), 0);
         CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 1), 0);
         const int dec_in0 = CELLS[ci] == ZOO_CELL_LSTM ? 8 : 8 + 16; /* the GRU reads the context */
-        const struct {
-            const char *name;
-            int rows, cols;
-        } want[] = {
+        const zt_param want[] = {
             {"encoder.embedding.weight", 10, 8},
             {"encoder.rnn.weight_ih_l0", G * 16, 8},
             {"encoder.rnn.weight_hh_l0", G * 16, 16},
@@ -117,15 +108,7 @@ static void test_parameter_names(void) {
             {"decoder.dense.weight", 11, 16},
             {"decoder.dense.bias", 11, 0},
         };
-        const size_t n = sizeof want / sizeof *want;
-        CU_ASSERT_EQUAL_FATAL(nn_params_count(ps), n);
-        for (size_t i = 0; i < n; i++) {
-            const ag_tensor *p = nn_params_at(ps, i);
-            CU_ASSERT_STRING_EQUAL(p->name, want[i].name);
-            CU_ASSERT_EQUAL(p->ndim, want[i].cols ? 2 : 1);
-            CU_ASSERT_EQUAL(p->shape[0], want[i].rows);
-            if (want[i].cols) CU_ASSERT_EQUAL(p->shape[1], want[i].cols);
-        }
+        zt_check_params(ps, want, sizeof want / sizeof *want);
         nn_params_free(ps);
     }
 }
@@ -152,14 +135,13 @@ static void test_model_kind(void) {
     CU_ASSERT_EQUAL(h.cell, ZOO_CELL_GRU);
     CU_ASSERT_STRING_EQUAL(zoo_field_format(f, &h, buf, sizeof buf), "gru");
     CU_ASSERT_DOUBLE_EQUAL(zoo_field_number(f, &h), 0, 0);
-    ag_set_error_handler(quiet, NULL);
+    ag_set_error_handler(tg_capture, NULL);
     const char *bad[] = {"GRU", "", "lst", "lstmx", "1", "gru|lstm"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CU_ASSERT_EQUAL(zoo_config_set(k, &h, "cell", bad[i]), -1);
         CU_ASSERT_EQUAL(h.cell, ZOO_CELL_GRU); /* unchanged */
     }
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(), "--cell: expected one of gru, lstm, got 'gru|lstm'"));
+    TG_ERROR_HAS("--cell: expected one of gru, lstm, got 'gru|lstm'");
     ag_set_error_handler(NULL, NULL);
     zoo_model *m = zoo_model_new(k, NULL, 20, 30, 3);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
@@ -173,53 +155,43 @@ static void test_model_kind(void) {
     zoo_encdec ed;
     zoo_encdec_cfg cfg = zoo_encdec_defaults(5, 6);
     cfg.cell = 7;
-    ag_set_error_handler(quiet, NULL);
-    CU_ASSERT_EQUAL(zoo_encdec_init(&ed, ps, &cfg), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "seq2seq: bad config"));
+    ag_set_error_handler(tg_capture, NULL);
+    TG_EXPECT_ERROR(zoo_encdec_init(&ed, ps, &cfg), "seq2seq: bad config");
     ag_set_error_handler(NULL, NULL);
     nn_params_free(ps);
 }
 
 /* ---- decoding ---- */
 
-typedef struct tiny {
-    nn_params *ps;
-    zoo_encdec ed;
-} tiny;
-
-static void tiny_init(tiny *m, zoo_cell cell, double dropout) {
-    m->ps = nn_params_new();
-    zoo_encdec_cfg cfg = zoo_encdec_defaults(13, 11);
+/* The tiny model: 2 layers of 8 hiddens over 6 embeddings (zt_tiny_model). */
+static zoo_encdec *tiny_new(zoo_cell cell, double dropout) {
+    zoo_encdec_cfg cfg = zoo_encdec_default_cfg;
     cfg.cell = cell;
     cfg.embed = 6;
     cfg.hiddens = 8;
     cfg.layers = 2;
     cfg.dropout = dropout;
-    CU_ASSERT_EQUAL_FATAL(zoo_encdec_init(&m->ed, m->ps, &cfg), 0);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(m->ps, 99), 0);
+    return (zoo_encdec *)zt_tiny_model(&zoo_encdec_kind, &cfg);
 }
 
-static const int32_t SRC[3 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1, 9, 8, 3, 1, 1};
-static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
 enum { V = 11 };
 
 /* A sequence of steps gives decode()'s logits; decode leaves the state alone. */
 static void test_steps_equal_decode(void) {
     for (int ci = 0; ci < 2; ci++) {
-        tiny m;
-        tiny_init(&m, CELLS[ci], 0.1);
+        zoo_encdec *m = tiny_new(CELLS[ci], 0.1);
         ag_tape *t = ag_tape_new();
         nn_ctx c = {.tape = t, .training = false};
-        zoo_encdec_state *s = zoo_encdec_encode(&m.ed, &c, SRC, 2, 5);
+        zoo_encdec_state *s = zoo_encdec_encode(m, &c, ZT_BATCH_SRC, 2, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
         zoo_encdec_state before = *s;
-        ag_tensor *full = zoo_encdec_decode(&m.ed, &c, s, DEC_IN, 2, 4);
+        ag_tensor *full = zoo_encdec_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_TRUE_FATAL(has_shape(full, 2, 4, V));
         CU_ASSERT_EQUAL(memcmp(&before, s, sizeof before), 0);
         double err = 0;
         for (int step = 0; step < 4; step++) {
-            int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
-            ag_tensor *y = m.ed.base.ops->step(&m.ed.base, &c, s, tok, 2, NULL);
+            int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
+            ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, NULL);
             CU_ASSERT_TRUE_FATAL(has_shape(y, 2, 1, V));
             for (int b = 0; b < 2; b++)
                 for (int v = 0; v < V; v++)
@@ -228,11 +200,11 @@ static void test_steps_equal_decode(void) {
         CU_ASSERT_TRUE(err < 1e-5);
         CU_ASSERT_EQUAL(s->steps, 4);
         CU_ASSERT_PTR_NOT_EQUAL(s->h[0], before.h[0]);
-        ag_tensor *again = zoo_encdec_decode(&m.ed, &c, s, DEC_IN, 2, 4);
+        ag_tensor *again = zoo_encdec_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(again);
         CU_ASSERT_EQUAL(memcmp(again->data, full->data, sizeof(ag_real) * 2 * 4 * V), 0);
         ag_tape_free(t);
-        nn_params_free(m.ps);
+        zoo_model_free(&m->base);
     }
 }
 
@@ -240,51 +212,50 @@ static void test_steps_equal_decode(void) {
  * the next steps and a decode give the same logits. reserve first, then select. */
 static void test_select(void) {
     for (int ci = 0; ci < 2; ci++) {
-        tiny m;
-        tiny_init(&m, CELLS[ci], 0.1);
+        zoo_encdec *m = tiny_new(CELLS[ci], 0.1);
         ag_tape *t = ag_tape_new();
         ag_tape_set_recording(t, false);
         nn_ctx c = {.tape = t, .training = false};
-        zoo_encdec_state *s = zoo_encdec_encode(&m.ed, &c, SRC, 3, 5);
+        zoo_encdec_state *s = zoo_encdec_encode(m, &c, ZT_BATCH_SRC, 3, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_reserve(&m.ed.decoder, &c, s, 4), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_reserve(&m->decoder, &c, s, 4), 0);
         const int32_t first[3] = {2, 2, 2}, second[3] = {5, 6, 7};
-        CU_ASSERT_PTR_NOT_NULL_FATAL(m.ed.base.ops->step(&m.ed.base, &c, s, first, 3, NULL));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m->base.ops->step(&m->base, &c, s, first, 3, NULL));
         const int32_t rows[4] = {2, 0, 2, 1};
-        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_select(&m.ed.decoder, &c, s, rows, 4), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_seq2seq_decoder_select(&m->decoder, &c, s, rows, 4), 0);
         int32_t tok2[4];
         for (int i = 0; i < 4; i++) tok2[i] = second[rows[i]];
-        ag_tensor *y = m.ed.base.ops->step(&m.ed.base, &c, s, tok2, 4, NULL);
+        ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok2, 4, NULL);
         CU_ASSERT_TRUE_FATAL(has_shape(y, 4, 1, V));
         ag_real got[4 * V];
         memcpy(got, y->data, sizeof got);
-        ag_tensor *dec = zoo_encdec_decode(&m.ed, &c, s, (const int32_t[]){2, 2, 2, 2}, 4, 1);
+        ag_tensor *dec = zoo_encdec_decode(m, &c, s, (const int32_t[]){2, 2, 2, 2}, 4, 1);
         CU_ASSERT_TRUE_FATAL(has_shape(dec, 4, 1, V));
         ag_real got_dec[4 * V];
         memcpy(got_dec, dec->data, sizeof got_dec);
         /* the same rows built directly */
         int32_t src4[4 * 5];
-        for (int i = 0; i < 4; i++) memcpy(src4 + i * 5, SRC + rows[i] * 5, sizeof(int32_t) * 5);
-        zoo_encdec_state *d = zoo_encdec_encode(&m.ed, &c, src4, 4, 5);
+        for (int i = 0; i < 4; i++)
+            memcpy(src4 + i * 5, ZT_BATCH_SRC + rows[i] * 5, sizeof(int32_t) * 5);
+        zoo_encdec_state *d = zoo_encdec_encode(m, &c, src4, 4, 5);
         CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-        ag_tensor *y0 = zoo_encdec_decode(&m.ed, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, 1);
+        ag_tensor *y0 = zoo_encdec_decode(m, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, 1);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y0);
         double err = 0;
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y0->data[i] - got_dec[i]));
         CU_ASSERT_PTR_NOT_NULL_FATAL(
-            m.ed.base.ops->step(&m.ed.base, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, NULL));
-        ag_tensor *y1 = m.ed.base.ops->step(&m.ed.base, &c, d, tok2, 4, NULL);
+            m->base.ops->step(&m->base, &c, d, (const int32_t[]){2, 2, 2, 2}, 4, NULL));
+        ag_tensor *y1 = m->base.ops->step(&m->base, &c, d, tok2, 4, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y1);
         for (int i = 0; i < 4 * V; i++) err = fmax(err, fabs(y1->data[i] - got[i]));
         CU_ASSERT_TRUE(err < 1e-5);
         /* bad rows are refused */
-        ag_set_error_handler(quiet, NULL);
-        CU_ASSERT_EQUAL(zoo_seq2seq_decoder_select(&m.ed.decoder, &c, s, (const int32_t[]){4}, 1),
-                        -1);
-        CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "the state has 4 rows"));
+        ag_set_error_handler(tg_capture, NULL);
+        TG_EXPECT_ERROR(zoo_seq2seq_decoder_select(&m->decoder, &c, s, (const int32_t[]){4}, 1),
+                        "the state has 4 rows");
         ag_set_error_handler(NULL, NULL);
         ag_tape_free(t);
-        nn_params_free(m.ps);
+        zoo_model_free(&m->base);
     }
 }
 
@@ -301,20 +272,16 @@ static void test_wrong_state(void) {
     ag_tensor *h = ag_tensor_new(t, AG_SHAPE(2, 4, 16)), *cs = ag_tensor_new(t, AG_SHAPE(2, 4, 16));
     memset(h->data, 0, sizeof(ag_real) * 128);
     memset(cs->data, 0, sizeof(ag_real) * 128);
-    ag_set_error_handler(quiet, NULL);
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, NULL));
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(),
-               "seq2seq decoder init_state: state h [2, 4, 16] and c (none) given to an LSTM"));
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_decoder_init_state(&gru, &c, h, cs));
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(),
-               "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 4, 16] given to a GRU"));
+    ag_set_error_handler(tg_capture, NULL);
+    TG_EXPECT_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, NULL),
+                   "seq2seq decoder init_state: state h [2, 4, 16] and c (none) given to an LSTM");
+    TG_EXPECT_NULL(
+        zoo_seq2seq_decoder_init_state(&gru, &c, h, cs),
+        "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 4, 16] given to a GRU");
     /* a c of another shape */
     ag_tensor *c3 = ag_tensor_new(t, AG_SHAPE(2, 3, 16));
-    CU_ASSERT_PTR_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, c3));
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(), "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 3, 16]"));
+    TG_EXPECT_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, c3),
+                   "seq2seq decoder init_state: state h [2, 4, 16] and c [2, 3, 16]");
     ag_set_error_handler(NULL, NULL);
     CU_ASSERT_PTR_NOT_NULL(zoo_seq2seq_decoder_init_state(&lstm, &c, h, cs));
     CU_ASSERT_PTR_NOT_NULL(zoo_seq2seq_decoder_init_state(&gru, &c, h, NULL));
@@ -324,36 +291,12 @@ static void test_wrong_state(void) {
 
 /* ---- training a handful of pairs ---- */
 
-enum { NP = 4, TS = 6, TT = 6, SV = 12, TV = 12 };
-static const int32_t P_SRC[NP * TS] = {4, 5, 3, 1, 1, 1, 6, 3, 1, 1, 1, 1,
-                                       7, 8, 9, 3, 1, 1, 5, 4, 3, 1, 1, 1};
-static const int32_t P_SRC_LEN[NP] = {3, 2, 4, 3};
-static const int32_t P_TGT[NP * TT] = {6,  7, 3, 1, 1, 1, 8, 9, 10, 3, 1, 1,
-                                       11, 3, 1, 1, 1, 1, 7, 6, 3,  1, 1, 1};
-static const int32_t P_TGT_LEN[NP] = {3, 4, 2, 3};
-
 static zoo_model *toy_model(zoo_cell cell) {
     zoo_encdec_cfg h = zoo_encdec_default_cfg;
     h.cell = cell;
     h.embed = 16;
     h.hiddens = 32;
-    return zoo_model_new(&zoo_encdec_kind, &h, SV, TV, 11);
-}
-
-static double train_step(zoo_model *m, optim *opt, ag_tape *t, ag_rng *r) {
-    int32_t dec_in[NP * TT];
-    zoo_teacher_inputs(P_TGT, NP, TT, DS_BOS, dec_in);
-    nn_ctx c = {.tape = t, .training = true, .rng = r};
-    void *s = m->ops->encode(m, &c, P_SRC, P_SRC_LEN, NP, TS, NULL);
-    ag_tensor *l =
-        ag_sum(t, nn_masked_ce(&c, m->ops->decode(m, &c, s, dec_in, NP, TT), P_TGT, P_TGT_LEN, 0),
-               AG_ALL, false);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
-    double loss = l->data[0] * TT / (3 + 4 + 2 + 3);
-    CU_ASSERT_EQUAL_FATAL(ag_backward(t, l), 0);
-    CU_ASSERT_EQUAL(optim_step(opt), 0);
-    ag_tape_reset(t);
-    return loss;
+    return zoo_model_new(&zoo_encdec_kind, &h, ZT_SV, ZT_TV, 11);
 }
 
 /* Overfits four pairs; greedy reproduces every target and beam search (widths 1 and 3) agrees;
@@ -362,40 +305,20 @@ static void test_overfit_greedy_beam(void) {
     for (int ci = 0; ci < 2; ci++) {
         zoo_model *m = toy_model(CELLS[ci]);
         CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-        optim_cfg oc = optim_adam(0.01);
-        oc.clip_norm = 1;
-        optim *opt = optim_new(m->ps, oc);
         ag_tape *t = ag_tape_new();
-        ag_rng r;
-        ag_rng_seed(&r, 8);
-        double first = train_step(m, opt, t, &r), last = first;
-        for (int i = 1; i < 200; i++) last = train_step(m, opt, t, &r);
+        double first, last;
+        zt_overfit(m, t, 200, &first, &last);
         printf("\n    %s: loss per token %.4f at step 1, %.5f at step 200 ",
                zoo_cell_name(CELLS[ci]), first, last);
         CU_ASSERT_TRUE(first > 2.0);
         CU_ASSERT_TRUE(last < 0.05);
-        int32_t out[NP * TT];
-        int out_len[NP];
-        CU_ASSERT_EQUAL_FATAL(
-            zoo_greedy(m, t, P_SRC, P_SRC_LEN, NP, TS, DS_BOS, DS_EOS, TT, out, out_len), 0);
-        for (int b = 0; b < NP; b++) {
-            CU_ASSERT_EQUAL(out_len[b], P_TGT_LEN[b] - 1);
-            for (int i = 0; i < out_len[b] && i < P_TGT_LEN[b]; i++)
-                CU_ASSERT_EQUAL(out[b * TT + i], P_TGT[b * TT + i]);
-        }
-        for (int b = 0; b < NP; b++)
-            for (int beam = 1; beam <= 3; beam += 2) {
-                int32_t beam_out[TT];
-                int n = -1;
-                CU_ASSERT_EQUAL_FATAL(zoo_beam_search(m, t, P_SRC + b * TS, &P_SRC_LEN[b], 1, TS,
-                                                      DS_BOS, DS_EOS, TT, beam, 0, beam_out, &n),
-                                      0);
-                CU_ASSERT_EQUAL(n, out_len[b]);
-                for (int i = 0; i < n && i < out_len[b]; i++)
-                    CU_ASSERT_EQUAL(beam_out[i], out[b * TT + i]);
-            }
+        int32_t out[ZT_NP * ZT_TT];
+        int out_len[ZT_NP];
+        zt_greedy(m, t, out, out_len);
+        zt_check_targets(out, out_len);
+        for (int b = 0; b < ZT_NP; b++)
+            for (int beam = 1; beam <= 3; beam += 2) zt_beam_agrees(m, t, b, beam, out, out_len);
         ag_tape_free(t);
-        optim_free(opt);
         zoo_model_free(m);
     }
 }
@@ -403,12 +326,11 @@ static void test_overfit_greedy_beam(void) {
 /* A model checkpoint (names of the PyTorch state_dict, config with the cell by name) loads back
  * into the same model: the same parameters, the same kind and cell. */
 static void test_checkpoint_round_trip(void) {
-    static const char WORDS[] = "<unk>\n<pad>\n<bos>\n<eos>\na\nb\nc\nd\ne\nf\ng\nh\n";
     for (int ci = 0; ci < 2; ci++) {
         zoo_model *m = toy_model(CELLS[ci]);
         CU_ASSERT_PTR_NOT_NULL_FATAL(m);
         ds_vocab *v = NULL;
-        CU_ASSERT_EQUAL_FATAL(ds_vocab_parse(WORDS, sizeof WORDS - 1, "words", &v), 0);
+        CU_ASSERT_EQUAL_FATAL(ds_vocab_parse(ZT_WORDS, sizeof ZT_WORDS - 1, "words", &v), 0);
         nn_ckpt *ck = nn_ckpt_new();
         CU_ASSERT_EQUAL_FATAL(zoo_ckpt_add_model(ck, m, v, v), 0);
         CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "config.cell"), zoo_cell_name(CELLS[ci]));

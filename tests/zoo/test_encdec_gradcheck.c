@@ -3,7 +3,7 @@
  * a given encoder state, and the whole teacher-forced model with d2l's masked loss (eval, and
  * training with a reseeded dropout), w.r.t. the data inputs and every parameter. The Bahdanau
  * model with an LSTM likewise (test_bahdanau_gradcheck.c checks its GRU). */
-#include "tests/zoo/gc_harness.h"
+#include "tests/gc_harness.h"
 #include "zoo/app/trainer.h"
 #include "zoo/models/bahdanau.h"
 #include "zoo/models/encdec.h"
@@ -22,7 +22,7 @@ static const int32_t LABEL_LEN[B] = {3, 2};
 
 static ag_tensor *run_steps(ag_tape *t, ag_tensor *const *x, void *u) {
     zoo_seq2seq_decoder *d = u;
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     zoo_encdec_state *s =
         zoo_seq2seq_decoder_init_state(d, &c, x[0], d->cell == ZOO_CELL_LSTM ? x[1] : NULL);
     ag_tensor *y0 = zoo_seq2seq_decoder_step(d, &c, s, (const int32_t[]){2, 2}, B);
@@ -32,19 +32,18 @@ static ag_tensor *run_steps(ag_tape *t, ag_tensor *const *x, void *u) {
 
 static void test_decoder_steps(void) {
     for (int cell = 0; cell < 2; cell++) {
-        harness h = {.ps = nn_params_new()};
+        gc_harness h = {.ps = nn_params_new()};
         zoo_seq2seq_decoder d;
         ag_rng r;
         ag_rng_seed(&r, 4);
         CU_ASSERT_EQUAL_FATAL(
             zoo_seq2seq_decoder_init(&d, h.ps, "decoder", (zoo_cell)cell, V, E, H, L, 0.2), 0);
-        add_data(&h, AG_SHAPE(L, B, H), &r);
-        if (cell == ZOO_CELL_LSTM) add_data(&h, AG_SHAPE(L, B, H), &r);
-        finish(&h);
-        check(&h,
-              cell == ZOO_CELL_LSTM ? "plain decoder steps, LSTM"
-                                    : "plain decoder steps, GRU (context)",
-              run_steps, &d, false);
+        gc_add_data(&h, AG_SHAPE(L, B, H), &r);
+        if (cell == ZOO_CELL_LSTM) gc_add_data(&h, AG_SHAPE(L, B, H), &r);
+        gc_check(&h,
+                 cell == ZOO_CELL_LSTM ? "plain decoder steps, LSTM"
+                                       : "plain decoder steps, GRU (context)",
+                 run_steps, &d, false);
     }
 }
 
@@ -73,7 +72,7 @@ static ag_tensor *run_model(ag_tape *t, ag_tensor *const *x, void *u) {
 static void test_model_loss(void) {
     for (int model = 0; model < 3; model++) /* encdec LSTM, encdec GRU, bahdanau LSTM */
         for (int training = 0; training < 2; training++) {
-            harness h = {.ps = nn_params_new()};
+            gc_harness h = {.ps = nn_params_new()};
             whole w = {.training = training, .bahdanau = model == 2};
             if (w.bahdanau) {
                 zoo_bahdanau_cfg cfg = zoo_bahdanau_defaults(V, V + 1);
@@ -95,14 +94,13 @@ static void test_model_loss(void) {
                                       .dropout = 0.2};
                 CU_ASSERT_EQUAL_FATAL(zoo_encdec_init(&w.ed, h.ps, &cfg), 0);
             }
-            finish(&h);
             char name[96];
             snprintf(name, sizeof name, "%s with the masked loss, %s",
                      model == 0   ? "plain LSTM seq2seq"
                      : model == 1 ? "plain GRU seq2seq"
                                   : "Bahdanau LSTM seq2seq",
                      training ? "training (dropout)" : "eval");
-            check(&h, name, run_model, &w, false);
+            gc_check(&h, name, run_model, &w, false);
         }
 }
 
@@ -111,12 +109,9 @@ static CU_TestInfo tests[] = {
     {"whole models with their loss (eval and training)", test_model_loss},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"encdec gradcheck", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("zoo: the plain encoder-decoder, LSTM and GRU (float64, "
-                "tests/zoo/test_encdec_gradcheck.c)");
-    return rc;
+    return gc_main("encdec gradcheck", tests,
+                   "zoo: the plain encoder-decoder, LSTM and GRU (float64, "
+                   "tests/zoo/test_encdec_gradcheck.c)");
 }

@@ -6,51 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "datasets/common.h"
 #include "tests/tg_test.h"
+#include "tests/zoo/zoo_test.h"
 #include "zoo/app/decode.h"
 #include "zoo/app/trainer.h"
 #include "zoo/models/bahdanau.h"
 #include "zoo/models/encdec.h"
 #include "zoo/models/transformer.h"
 
-static const char CORPUS[] = "go .\tva !\n"
-                             "hi .\tsalut .\n"
-                             "run !\tcours !\n"
-                             "i lost .\tj'ai perdu .\n"
-                             "he's calm .\til est calme .\n"
-                             "i'm home .\tje suis chez moi .\n"
-                             "we won .\tnous avons gagne .\n"
-                             "be nice .\tsois gentil .\n";
-
-static ds_fra *load(void) {
-    ds_fra_options o = ds_fra_defaults();
-    o.min_freq = 1;
-    o.batch_size = 4;
-    o.seed = 3;
-    ds_fra *d = NULL;
-    if (ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d))
-        fprintf(stderr, "%s\n", ag_last_error());
-    return d;
-}
-
-static zoo_transformer_cfg tiny(double dropout) {
-    zoo_transformer_cfg h = zoo_transformer_default_cfg;
-    h.hiddens = 16;
-    h.ffn_hiddens = 32;
-    h.heads = 2;
-    h.layers = 1;
-    h.dropout = dropout;
-    return h;
-}
+static ds_fra *load(void) { return zt_corpus(4); }
 
 static zoo_trainer *new_trainer(const ds_fra *d, double dropout, uint64_t seed) {
-    zoo_transformer_cfg h = tiny(dropout);
-    zoo_model *m = zoo_model_new(&zoo_transformer_kind, &h, ds_vocab_size(ds_fra_vocab(d, DS_SRC)),
-                                 ds_vocab_size(ds_fra_vocab(d, DS_TGT)), seed);
-    return m ? zoo_trainer_new(m, 0.01, 1.0, seed + 1) : NULL;
+    return zt_trainer_new(d, dropout, 0.01, seed);
 }
 
 static int run_epochs(zoo_trainer *tr, const ds_fra *d, int epochs) {
@@ -149,8 +118,7 @@ static void test_threads_change_no_bit(void) {
         zoo_trainer_free(one);
         zoo_trainer_free(two);
     }
-    CU_ASSERT_EQUAL(ag_set_threads(0), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "set_threads"));
+    TG_EXPECT_ERROR(ag_set_threads(0), "set_threads");
     ds_fra_free(d);
 }
 
@@ -160,7 +128,7 @@ static void test_threads_change_no_bit(void) {
  * otherwise). Bad shard counts are refused. */
 static void test_shards_same_objective(void) {
     ds_fra *d = load();
-    zoo_transformer_cfg h = tiny(0);
+    zoo_transformer_cfg h = zt_tiny_transformer(0);
     zoo_trainer *tr[2];
     for (int i = 0; i < 2; i++) {
         zoo_model *m =
@@ -179,8 +147,7 @@ static void test_shards_same_objective(void) {
     double g0 = optim_last_grad_norm(tr[0]->opt), g1 = optim_last_grad_norm(tr[1]->opt);
     CU_ASSERT(g0 > 0);
     CU_ASSERT_DOUBLE_EQUAL(g1, g0, 1e-5 * g0);
-    CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 0), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "shards: 0"));
+    TG_EXPECT_ERROR(zoo_trainer_set_shards(tr[1], 0), "shards: 0");
     CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 65), -1);
     CU_ASSERT_EQUAL(tr[1]->shards, 3);
     CU_ASSERT_EQUAL(zoo_trainer_set_shards(tr[1], 1), 0); /* shrinks */
@@ -192,10 +159,7 @@ static void test_shards_same_objective(void) {
 
 static void test_resume_is_exact(void) {
     ds_fra *d = load();
-    char path[] = "/tmp/tg_resume_XXXXXX";
-    int fd = mkstemp(path);
-    CU_ASSERT_FATAL(fd >= 0);
-    close(fd);
+    char *path = tg_temp_file("", 0);
     zoo_trainer *straight = new_trainer(d, 0.2, 5), *first = new_trainer(d, 0.2, 5);
     CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(straight, 2), 0);
     CU_ASSERT_EQUAL_FATAL(zoo_trainer_set_shards(first, 2), 0);
@@ -220,24 +184,30 @@ static void test_resume_is_exact(void) {
     for (int e = 0; e < 6; e++) CU_ASSERT_EQUAL(straight->hist[e].loss, resumed->hist[e].loss);
     zoo_trainer_free(straight);
     zoo_trainer_free(resumed);
-    remove(path);
+    tg_remove(path);
     ds_fra_free(d);
 }
 
 /* ---- checkpoints ---- */
 
+/* A new checkpoint of tr's model with d's vocabularies (zoo_ckpt_add_model); the caller frees. */
+static nn_ckpt *model_ckpt(const zoo_trainer *tr, const ds_fra *d) {
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL_FATAL(
+        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    return ck;
+}
+
 static void test_checkpoint_of_another_model(void) {
     ds_fra *d = load();
     zoo_trainer *tr = new_trainer(d, 0, 2);
-    nn_ckpt *ck = nn_ckpt_new();
-    CU_ASSERT_EQUAL(
-        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    nn_ckpt *ck = model_ckpt(tr, d);
     zoo_model_kind other = zoo_transformer_kind;
     other.name = "bahdanau";
     zoo_model *m = NULL;
     ds_vocab *sv = NULL, *tv = NULL;
-    CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &other, &m, &sv, &tv), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "holds a transformer model, not a bahdanau"));
+    TG_EXPECT_ERROR(zoo_ckpt_load_model(ck, &other, &m, &sv, &tv),
+                    "holds a transformer model, not a bahdanau");
     CU_ASSERT_PTR_NULL(m);
     /* the right kind: same parameters, same vocabularies */
     CU_ASSERT_EQUAL_FATAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), 0);
@@ -251,8 +221,8 @@ static void test_checkpoint_of_another_model(void) {
     nn_ckpt_set_meta(bad, "tapegrad.model", "transformer");
     zoo_model *m2 = NULL;
     ds_vocab *sv2 = NULL, *tv2 = NULL;
-    CU_ASSERT_EQUAL(zoo_ckpt_load_model(bad, &zoo_transformer_kind, &m2, &sv2, &tv2), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "config.hiddens"));
+    TG_EXPECT_ERROR(zoo_ckpt_load_model(bad, &zoo_transformer_kind, &m2, &sv2, &tv2),
+                    "config.hiddens");
     CU_ASSERT_PTR_NULL(m2);
     CU_ASSERT_PTR_NULL(sv2);
     CU_ASSERT_PTR_NULL(tv2);
@@ -268,9 +238,8 @@ static void test_checkpoint_of_another_model(void) {
 static void test_hparam_errors(void) {
     const zoo_model_kind *k = &zoo_transformer_kind;
     zoo_transformer_cfg h = zoo_transformer_default_cfg;
-    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "heads", "3.5"), -1);
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(), "--heads: expected an integer in [1, 256], got '3.5'"));
+    TG_EXPECT_ERROR(zoo_config_set(k, &h, "heads", "3.5"),
+                    "--heads: expected an integer in [1, 256], got '3.5'");
     CU_ASSERT_EQUAL(h.heads, 4); /* unchanged */
     /* strict numbers: the whole text, decimal integers, finite reals in range */
     static const char *const bad_int[] = {
@@ -281,9 +250,8 @@ static void test_hparam_errors(void) {
     for (size_t i = 0; i < sizeof bad_real / sizeof *bad_real; i++)
         CU_ASSERT_EQUAL(zoo_config_set(k, &h, "dropout", bad_real[i]), -1);
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "d2l-step-positions", "2"), -1);
-    CU_ASSERT_EQUAL(zoo_config_set(k, &h, "nope", "1"), -1);
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(), "--nope: not a config field of the transformer model"));
+    TG_EXPECT_ERROR(zoo_config_set(k, &h, "nope", "1"),
+                    "--nope: not a config field of the transformer model");
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "dropout", "0.25"), 0);
     CU_ASSERT_EQUAL(h.dropout, 0.25);
     CU_ASSERT_EQUAL(zoo_config_set(k, &h, "d2l-step-positions", "true"), 0);
@@ -300,8 +268,7 @@ static void test_hparam_errors(void) {
     }
     /* hiddens not a multiple of heads: a clear error, no model */
     h.heads = 3;
-    CU_ASSERT_PTR_NULL(zoo_model_new(&zoo_transformer_kind, &h, 10, 10, 0));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "multiple of heads"));
+    TG_EXPECT_NULL(zoo_model_new(&zoo_transformer_kind, &h, 10, 10, 0), "multiple of heads");
 }
 
 /* Metadata values are read as strictly as flags: a bad value is named once (the file, the key,
@@ -309,9 +276,7 @@ static void test_hparam_errors(void) {
 static void test_metadata_values(void) {
     ds_fra *d = load();
     zoo_trainer *tr = new_trainer(d, 0, 2);
-    nn_ckpt *ck = nn_ckpt_new();
-    CU_ASSERT_EQUAL_FATAL(
-        zoo_ckpt_add_model(ck, tr->model, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT)), 0);
+    nn_ckpt *ck = model_ckpt(tr, d);
     zoo_model *m = NULL;
     ds_vocab *sv = NULL, *tv = NULL;
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.dropout", "ten"), 0);
@@ -324,9 +289,8 @@ static void test_metadata_values(void) {
     CU_ASSERT_PTR_NULL(m);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.dropout", "0.1"), 0);
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "config.heads", "4294967300"), 0); /* not wrapped to 4 */
-    CU_ASSERT_EQUAL(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv), -1);
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(ag_last_error(), "config.heads: expected an integer in [1, 256], got '4294967300'"));
+    TG_EXPECT_ERROR(zoo_ckpt_load_model(ck, &zoo_transformer_kind, &m, &sv, &tv),
+                    "config.heads: expected an integer in [1, 256], got '4294967300'");
     /* data.*: the range of the flag of the same name */
     ds_fra_options o = ds_fra_defaults();
     static const char *const bad[][2] = {
@@ -414,7 +378,7 @@ static void test_fused_loss_same_objective(void) {
               TV = ds_vocab_size(ds_fra_vocab(d, DS_TGT));
     int32_t *dec_in = malloc(sizeof *dec_in * (size_t)B * T);
     zoo_teacher_inputs(b.tgt, B, T, 1, dec_in);
-    zoo_transformer_cfg th = tiny(0.2);
+    zoo_transformer_cfg th = zt_tiny_transformer(0.2);
     zoo_bahdanau_cfg bh = zoo_bahdanau_default_cfg;
     bh.embed = 8;
     bh.hiddens = 16;
@@ -487,8 +451,8 @@ static void test_validation(void) {
     o.min_freq = 1;
     o.batch_size = 2;
     o.valid_frac = 0.25; /* 2 of the 8 pairs */
-    ds_fra *d = NULL;
-    CU_ASSERT_EQUAL_FATAL(ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d), 0);
+    ds_fra *d = zt_corpus_with(&o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     zoo_trainer *tr = new_trainer(d, 0.1, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
     double loss = -1, bleu = -1;
@@ -517,10 +481,7 @@ static void test_validation(void) {
                     0);
     CU_ASSERT_EQUAL(bleu, r.bleu4);
     /* in a run: 3 batches an epoch, 2 epochs, every 2 steps: steps 2, 4, 6 (the end) */
-    char best[] = "/tmp/tg_test_valid_best.XXXXXX";
-    int fd = mkstemp(best);
-    CU_ASSERT_FATAL(fd >= 0);
-    close(fd);
+    char *best = tg_temp_file("", 0);
     CU_ASSERT_EQUAL_FATAL(ds_batches_new(d, DS_TRAIN, true, &it), 0);
     zoo_train_opts to = {.epochs = 2, .valid_steps = 2, .best_checkpoint = best};
     CU_ASSERT_EQUAL(zoo_train(tr, d, it, &to), 0);
@@ -535,10 +496,9 @@ static void test_validation(void) {
     zoo_trainer *t2 = new_trainer(d, 0.1, 4);
     ds_fra *d0 = load(); /* no split */
     zoo_train_opts bad = {.epochs = 1, .valid_steps = 1};
-    CU_ASSERT_EQUAL(zoo_train(t2, d0, it, &bad), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "the data has no validation part"));
+    TG_EXPECT_ERROR(zoo_train(t2, d0, it, &bad), "the data has no validation part");
     CU_ASSERT_EQUAL(t2->steps, 0);
-    remove(best);
+    tg_remove(best);
     zoo_trainer_free(t2);
     ds_fra_free(d0);
     ds_batches_free(it);

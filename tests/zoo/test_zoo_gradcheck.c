@@ -1,6 +1,6 @@
 /* test_zoo_gradcheck.c -- float64 gradient checks through every zoo block at tiny sizes
  * (d = 4, 2 heads, T = 3), masks included, w.r.t. the inputs and every parameter. */
-#include "tests/zoo/gc_harness.h"
+#include "tests/gc_harness.h"
 #include "zoo/models/transformer.h"
 
 #include <stdio.h>
@@ -9,7 +9,7 @@
 /* ---- attention ---- */
 
 static ag_tensor *run_additive(ag_tape *t, ag_tensor *const *x, void *u) {
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     return zoo_additive_attention_forward(u, &c, x[0], x[1], x[2], (const int32_t[]){2, 4, 1, 3}, 2,
                                           NULL);
 }
@@ -17,58 +17,55 @@ static ag_tensor *run_additive(ag_tape *t, ag_tensor *const *x, void *u) {
 static void test_additive(void) {
     ag_rng r;
     ag_rng_seed(&r, 1);
-    harness h = {.ps = nn_params_new()};
+    gc_harness h = {.ps = nn_params_new()};
     zoo_additive_attention a;
     zoo_additive_attention_init(&a, h.ps, "att", 5, 3, 4, 0.1);
-    add_data(&h, AG_SHAPE(2, 2, 3), &r);
-    add_data(&h, AG_SHAPE(2, 4, 5), &r);
-    add_data(&h, AG_SHAPE(2, 4, 3), &r);
-    finish(&h);
-    check(&h, "additive attention, per-query masks", run_additive, &a, false);
+    gc_add_data(&h, AG_SHAPE(2, 2, 3), &r);
+    gc_add_data(&h, AG_SHAPE(2, 4, 5), &r);
+    gc_add_data(&h, AG_SHAPE(2, 4, 3), &r);
+    gc_check(&h, "additive attention, per-query masks", run_additive, &a, false);
 }
 
 static ag_tensor *run_mha(ag_tape *t, ag_tensor *const *x, void *u) {
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     return zoo_mha_forward(u, &c, x[0], x[1], x[1], (const int32_t[]){3, 1}, 1, NULL);
 }
 
 static void test_mha(void) {
     ag_rng r;
     ag_rng_seed(&r, 2);
-    harness h = {.ps = nn_params_new()};
+    gc_harness h = {.ps = nn_params_new()};
     zoo_mha m;
     zoo_mha_init(&m, h.ps, "mha", 4, 4, 4, 4, 2, 0.1, true);
-    add_data(&h, AG_SHAPE(2, 3, 4), &r);
-    add_data(&h, AG_SHAPE(2, 3, 4), &r);
-    finish(&h);
-    check(&h, "multi-head attention, masked, with biases", run_mha, &m, false);
+    gc_add_data(&h, AG_SHAPE(2, 3, 4), &r);
+    gc_add_data(&h, AG_SHAPE(2, 3, 4), &r);
+    gc_check(&h, "multi-head attention, masked, with biases", run_mha, &m, false);
 }
 
 /* ---- blocks ---- */
 
 static ag_tensor *run_encoder_block(ag_tape *t, ag_tensor *const *x, void *u) {
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     return zoo_encoder_block_forward(u, &c, x[0], (const int32_t[]){2, 3}, NULL);
 }
 
 static void test_encoder_block(void) {
     ag_rng r;
     ag_rng_seed(&r, 3);
-    harness h = {.ps = nn_params_new()};
+    gc_harness h = {.ps = nn_params_new()};
     zoo_encoder_block b;
     zoo_encoder_block_init(&b, h.ps, "blk", 4, 1, (const int[]){4}, 6, 2, 0.1);
-    add_data(&h, AG_SHAPE(2, 3, 4), &r);
-    finish(&h);
-    check(&h, "encoder block", run_encoder_block, &b, true);
+    gc_add_data(&h, AG_SHAPE(2, 3, 4), &r);
+    gc_check(&h, "encoder block", run_encoder_block, &b, true);
 }
 
 static ag_tensor *run_decoder_block(ag_tape *t, ag_tensor *const *x, void *u) {
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     return zoo_decoder_block_forward(u, &c, x[0], NULL, x[1], (const int32_t[]){1, 2}, NULL, NULL);
 }
 
 static ag_tensor *run_decoder_block_cached(ag_tape *t, ag_tensor *const *x, void *u) {
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     return zoo_decoder_block_forward(u, &c, x[0], ag_concat(t, 2, (ag_tensor *[]){x[2], x[0]}, 1),
                                      x[1], (const int32_t[]){1, 2}, NULL, NULL);
 }
@@ -77,15 +74,14 @@ static void test_decoder_block(void) {
     for (int cached = 0; cached < 2; cached++) {
         ag_rng r;
         ag_rng_seed(&r, 4);
-        harness h = {.ps = nn_params_new()};
+        gc_harness h = {.ps = nn_params_new()};
         zoo_decoder_block b;
         zoo_decoder_block_init(&b, h.ps, "blk", 4, 1, (const int[]){4}, 6, 2, 0.1);
-        add_data(&h, AG_SHAPE(2, cached ? 1 : 3, 4), &r); /* x */
-        add_data(&h, AG_SHAPE(2, 2, 4), &r);              /* encoder outputs */
-        if (cached) add_data(&h, AG_SHAPE(2, 2, 4), &r);  /* the cache */
-        finish(&h);
-        check(&h, cached ? "decoder block, cached step" : "decoder block, causal pass",
-              cached ? run_decoder_block_cached : run_decoder_block, &b, true);
+        gc_add_data(&h, AG_SHAPE(2, cached ? 1 : 3, 4), &r); /* x */
+        gc_add_data(&h, AG_SHAPE(2, 2, 4), &r);              /* encoder outputs */
+        if (cached) gc_add_data(&h, AG_SHAPE(2, 2, 4), &r);  /* the cache */
+        gc_check(&h, cached ? "decoder block, cached step" : "decoder block, causal pass",
+                 cached ? run_decoder_block_cached : run_decoder_block, &b, true);
     }
 }
 
@@ -93,7 +89,7 @@ static void test_decoder_block(void) {
 
 static ag_tensor *run_transformer(ag_tape *t, ag_tensor *const *x, void *u) {
     (void)x;
-    nn_ctx c = eval_ctx(t);
+    nn_ctx c = gc_eval_ctx(t);
     static const int32_t src[2 * 3] = {4, 5, 3, 6, 3, 1}, src_len[2] = {3, 2};
     static const int32_t dec_in[2 * 3] = {2, 7, 8, 2, 5, 3}, labels[2 * 3] = {7, 8, 3, 5, 3, 1};
     static const ag_real mask[2 * 3] = {1, 1, 1, 1, 1, 0};
@@ -105,7 +101,7 @@ static ag_tensor *run_transformer(ag_tape *t, ag_tensor *const *x, void *u) {
 }
 
 static void test_transformer_loss(void) {
-    harness h = {.ps = nn_params_new()};
+    gc_harness h = {.ps = nn_params_new()};
     zoo_transformer tf;
     zoo_transformer_cfg cfg = zoo_transformer_defaults(9, 10);
     cfg.hiddens = 4;
@@ -113,8 +109,7 @@ static void test_transformer_loss(void) {
     cfg.heads = 2;
     cfg.layers = 2;
     CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&tf, h.ps, &cfg), 0);
-    finish(&h);
-    check(&h, "transformer with the masked cross-entropy", run_transformer, &tf, true);
+    gc_check(&h, "transformer with the masked cross-entropy", run_transformer, &tf, true);
     zoo_transformer_free(&tf);
 }
 
@@ -126,12 +121,9 @@ static CU_TestInfo tests[] = {
     {"whole transformer with its loss", test_transformer_loss},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"zoo gradcheck", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("zoo: attention modules, Transformer blocks and model (float64, "
-                "tests/zoo/test_zoo_gradcheck.c)");
-    return rc;
+    return gc_main("zoo gradcheck", tests,
+                   "zoo: attention modules, Transformer blocks and model (float64, "
+                   "tests/zoo/test_zoo_gradcheck.c)");
 }

@@ -1,6 +1,7 @@
 /* test_zoo_modules.c -- docs/spec.md's examples for the attention modules and the Transformer,
  * masks, causality, and incremental decoding against the full causal pass (float32). */
 #include "tests/tg_test.h"
+#include "tests/zoo/zoo_test.h"
 #include "zoo/models/transformer.h"
 
 #include <math.h>
@@ -139,47 +140,36 @@ static void test_positional_encoding_values(void) {
 
 /* ---- the whole model ---- */
 
-typedef struct tiny {
-    nn_params *ps;
-    zoo_transformer tf;
-} tiny;
-
-static void tiny_init(tiny *m, int layers, double dropout) {
-    m->ps = nn_params_new();
-    zoo_transformer_cfg cfg = zoo_transformer_defaults(13, 11);
+/* The tiny model: 8 hiddens, 12 in the FFN, 2 heads (zt_tiny_model). */
+static zoo_transformer *tiny_new(int layers, double dropout) {
+    zoo_transformer_cfg cfg = zoo_transformer_default_cfg;
     cfg.hiddens = 8;
     cfg.ffn_hiddens = 12;
     cfg.heads = 2;
     cfg.layers = layers;
     cfg.dropout = dropout;
-    CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&m->tf, m->ps, &cfg), 0);
-    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(m->ps, 99), 0);
-}
-static void tiny_free(tiny *m) {
-    zoo_transformer_free(&m->tf);
-    nn_params_free(m->ps);
+    return (zoo_transformer *)zt_tiny_model(&zoo_transformer_kind, &cfg);
 }
 
-static const int32_t SRC[2 * 5] = {4, 5, 6, 3, 1, 7, 3, 1, 1, 1};
-static const int32_t SRC_LEN[2] = {4, 2};
-static const int32_t DEC_IN[2 * 4] = {2, 8, 9, 10, 2, 5, 4, 3};
 
 static void test_parameter_names(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.1);
-    size_t n = nn_params_count(m.ps);
+    zoo_transformer *m = tiny_new(2, 0.1);
+    size_t n = nn_params_count(m->base.ps);
     CU_ASSERT_EQUAL(n, 1 + 2 * (4 + 2 + 4 + 2) + 1 + 2 * (4 + 2 + 4 + 2 + 4 + 2) + 2);
-    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 0)->name, "encoder.embedding.weight");
-    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 1)->name, "encoder.blks.block0.attention.W_q.weight");
-    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 5)->name, "encoder.blks.block0.addnorm1.ln.weight");
-    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, 7)->name, "encoder.blks.block0.ffn.dense1.weight");
-    CU_ASSERT_STRING_EQUAL(nn_params_at(m.ps, n - 1)->name, "decoder.dense.bias");
-    CU_ASSERT_PTR_NOT_NULL(nn_params_find(m.ps, "decoder.blks.block1.attention2.W_o.weight"));
-    CU_ASSERT_PTR_NOT_NULL(nn_params_find(m.ps, "decoder.blks.block1.addnorm3.ln.bias"));
-    ag_tensor *w = nn_params_find(m.ps, "decoder.dense.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m->base.ps, 0)->name, "encoder.embedding.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m->base.ps, 1)->name,
+                           "encoder.blks.block0.attention.W_q.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m->base.ps, 5)->name,
+                           "encoder.blks.block0.addnorm1.ln.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m->base.ps, 7)->name,
+                           "encoder.blks.block0.ffn.dense1.weight");
+    CU_ASSERT_STRING_EQUAL(nn_params_at(m->base.ps, n - 1)->name, "decoder.dense.bias");
+    CU_ASSERT_PTR_NOT_NULL(nn_params_find(m->base.ps, "decoder.blks.block1.attention2.W_o.weight"));
+    CU_ASSERT_PTR_NOT_NULL(nn_params_find(m->base.ps, "decoder.blks.block1.addnorm3.ln.bias"));
+    ag_tensor *w = nn_params_find(m->base.ps, "decoder.dense.weight");
     CU_ASSERT_EQUAL(w->shape[0], 11); /* (out, in) as PyTorch */
     CU_ASSERT_EQUAL(w->shape[1], 8);
-    tiny_free(&m);
+    zoo_model_free(&m->base);
 }
 
 /* embed_std: the embeddings drawn from N(0, std^2); 0 keeps PyTorch's N(0, 1). */
@@ -205,17 +195,16 @@ static void test_embedding_std(void) {
 
 /* Changing a later target token leaves the earlier positions' logits unchanged. */
 static void test_decoder_is_causal(void) {
-    tiny m;
-    tiny_init(&m, 2, 0);
+    zoo_transformer *m = tiny_new(2, 0);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
-    ag_tensor *a = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
+    zoo_tf_state *s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
+    ag_tensor *a = zoo_transformer_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     int32_t changed[8];
-    memcpy(changed, DEC_IN, sizeof changed);
+    memcpy(changed, ZT_BATCH_DEC_IN, sizeof changed);
     changed[2] = 1;
     changed[4 + 3] = 9;
-    ag_tensor *b = zoo_transformer_decode(&m.tf, &c, s, changed, 2, 4);
+    ag_tensor *b = zoo_transformer_decode(m, &c, s, changed, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     int V = 11;
@@ -226,12 +215,7 @@ static void test_decoder_is_causal(void) {
     for (int k = 2 * V; k < 3 * V; k++) differs |= a->data[k] != b->data[k];
     CU_ASSERT_TRUE(differs);
     ag_tape_free(t);
-    tiny_free(&m);
-}
-
-static void quiet(const char *msg, void *user) {
-    (void)msg;
-    (void)user;
+    zoo_model_free(&m->base);
 }
 
 /* Max |a - b| over n values. */
@@ -245,33 +229,30 @@ static double max_err(const ag_real *a, const ag_real *b, int n) {
  * past a reallocation of the caches and after a select of the rows; the step is inference
  * only. */
 static void test_incremental_equals_full(void) {
-    tiny m;
-    tiny_init(&m, 2, 0.1);
+    zoo_transformer *m = tiny_new(2, 0.1);
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t, .training = false};
-    zoo_tf_state *s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
-    ag_tensor *full = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
+    zoo_tf_state *s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
+    ag_tensor *full = zoo_transformer_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
     /* recording gradients: refused (the caches would cut them) */
-    ag_set_error_handler(quiet, NULL);
-    CU_ASSERT_PTR_NULL(m.tf.base.ops->step(&m.tf.base, &c, s, DEC_IN, 2, NULL));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "inference only"));
+    ag_set_error_handler(tg_capture, NULL);
+    TG_EXPECT_NULL(m->base.ops->step(&m->base, &c, s, ZT_BATCH_DEC_IN, 2, NULL), "inference only");
     CU_ASSERT_EQUAL(s->steps, 0);
     ag_tape_reset(t);
     ag_tape_set_recording(t, false);
-    s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
-    full = zoo_transformer_decode(&m.tf, &c, s, DEC_IN, 2, 4);
+    s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
+    full = zoo_transformer_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full);
-    CU_ASSERT_EQUAL_FATAL(m.tf.base.ops->reserve(&m.tf.base, &c, s, 2, 2),
-                          0); /* full after 2 steps */
+    CU_ASSERT_EQUAL_FATAL(m->base.ops->reserve(&m->base, &c, s, 2, 2), 0); /* full after 2 steps */
     int V = 11;
     double err = 0;
     ag_tensor *w = NULL; /* the last step's cross-attention weights of block 1 */
     for (int step = 0; step < 4; step++) {
-        int32_t tok[2] = {DEC_IN[step], DEC_IN[4 + step]};
+        int32_t tok[2] = {ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]};
         ag_tensor *cross[2] = {0}, *self[2] = {0};
         zoo_attn_trace tr = {.dec_self = self, .dec_cross = cross};
-        ag_tensor *y = m.tf.base.ops->step(&m.tf.base, &c, s, tok, 2, &tr);
+        ag_tensor *y = m->base.ops->step(&m->base, &c, s, tok, 2, &tr);
         w = cross[1]; /* (2*2, 1, 5) */
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         CU_ASSERT_EQUAL(y->shape[1], 1);
@@ -291,27 +272,28 @@ static void test_incremental_equals_full(void) {
 
     /* select (rows 1, 0, 1) after two steps, two more steps: the logits of the full pass of
      * the rows' prefixes, with the selected sources */
-    s = zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL);
+    s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
     for (int step = 0; step < 2; step++)
-        CU_ASSERT_PTR_NOT_NULL(m.tf.base.ops->step(
-            &m.tf.base, &c, s, (const int32_t[]){DEC_IN[step], DEC_IN[4 + step]}, 2, NULL));
+        CU_ASSERT_PTR_NOT_NULL(m->base.ops->step(
+            &m->base, &c, s, (const int32_t[]){ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]}, 2,
+            NULL));
     const int32_t rows[3] = {1, 0, 1};
-    CU_ASSERT_EQUAL_FATAL(m.tf.base.ops->select(&m.tf.base, &c, s, rows, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(m->base.ops->select(&m->base, &c, s, rows, 3), 0);
     CU_ASSERT_EQUAL(s->B, 3);
     /* row 2 continues differently from row 0 */
     const int32_t dec3[3 * 4] = {2, 5, 4, 3, 2, 8, 9, 10, 2, 5, 7, 6};
     int32_t src3[3 * 5], len3[3];
     for (int i = 0; i < 3; i++) {
-        memcpy(src3 + i * 5, SRC + rows[i] * 5, sizeof *src3 * 5);
-        len3[i] = SRC_LEN[rows[i]];
+        memcpy(src3 + i * 5, ZT_BATCH_SRC + rows[i] * 5, sizeof *src3 * 5);
+        len3[i] = ZT_BATCH_SRC_LEN[rows[i]];
     }
     ag_tensor *full3 = zoo_transformer_decode(
-        &m.tf, &c, zoo_transformer_encode(&m.tf, &c, src3, len3, 3, 5, NULL), dec3, 3, 4);
+        m, &c, zoo_transformer_encode(m, &c, src3, len3, 3, 5, NULL), dec3, 3, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(full3);
     err = 0;
     for (int step = 2; step < 4; step++) {
-        ag_tensor *y = m.tf.base.ops->step(
-            &m.tf.base, &c, s, (const int32_t[]){dec3[step], dec3[4 + step], dec3[8 + step]}, 3,
+        ag_tensor *y = m->base.ops->step(
+            &m->base, &c, s, (const int32_t[]){dec3[step], dec3[4 + step], dec3[8 + step]}, 3,
             NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         for (int b = 0; b < 3; b++)
@@ -319,15 +301,14 @@ static void test_incremental_equals_full(void) {
     }
     CU_ASSERT_TRUE(err < 1e-5);
     /* the teacher-forced pass on the selected state sees the selected sources */
-    ag_tensor *again = zoo_transformer_decode(&m.tf, &c, s, dec3, 3, 4);
+    ag_tensor *again = zoo_transformer_decode(m, &c, s, dec3, 3, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(again);
     CU_ASSERT_TRUE(max_err(again->data, full3->data, 3 * 4 * V) < 1e-6);
     /* bad rows are named */
-    CU_ASSERT_EQUAL(m.tf.base.ops->select(&m.tf.base, &c, s, (const int32_t[]){0, 3}, 2), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "row 1 is 3"));
+    TG_EXPECT_ERROR(m->base.ops->select(&m->base, &c, s, (const int32_t[]){0, 3}, 2), "row 1 is 3");
     ag_set_error_handler(NULL, NULL);
     ag_tape_free(t);
-    tiny_free(&m);
+    zoo_model_free(&m->base);
 }
 
 /* zoo_mha_step over a cache that the layer fills through its own W_k, W_v: position by position,
@@ -354,10 +335,9 @@ static void test_mha_step_over_cache(void) {
     nn_kv_cache self, cross;
     CU_ASSERT_EQUAL_FATAL(nn_kv_cache_init(&self, B, H), 0);
     CU_ASSERT_EQUAL_FATAL(nn_kv_cache_init(&cross, B, H), 0);
-    ag_set_error_handler(quiet, NULL);
-    CU_ASSERT_PTR_NULL(
-        zoo_mha_step(&m, &c, &self, ag_contiguous(t, ag_narrow(t, x, 1, 0, 1)), NULL));
-    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "inference only"));
+    ag_set_error_handler(tg_capture, NULL);
+    TG_EXPECT_NULL(zoo_mha_step(&m, &c, &self, ag_contiguous(t, ag_narrow(t, x, 1, 0, 1)), NULL),
+                   "inference only");
     CU_ASSERT_EQUAL(self.len, 0);
     ag_set_error_handler(NULL, NULL);
     bool prev = ag_tape_set_recording(t, false);
@@ -389,8 +369,7 @@ static void test_mha_step_over_cache(void) {
 
 /* Training mode: dropout draws from the context's RNG; same seed, same bits. */
 static void test_training_forward_is_deterministic(void) {
-    tiny m;
-    tiny_init(&m, 1, 0.3);
+    zoo_transformer *m = tiny_new(1, 0.3);
     ag_tape *t = ag_tape_new();
     ag_real first[2 * 4 * 11];
     for (int run = 0; run < 2; run++) {
@@ -398,14 +377,15 @@ static void test_training_forward_is_deterministic(void) {
         ag_rng_seed(&r, 5);
         nn_ctx c = {.tape = t, .training = true, .rng = &r};
         ag_tensor *y = zoo_transformer_decode(
-            &m.tf, &c, zoo_transformer_encode(&m.tf, &c, SRC, SRC_LEN, 2, 5, NULL), DEC_IN, 2, 4);
+            m, &c, zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL),
+            ZT_BATCH_DEC_IN, 2, 4);
         CU_ASSERT_PTR_NOT_NULL_FATAL(y);
         if (run == 0) memcpy(first, y->data, sizeof first);
         else CU_ASSERT_EQUAL(memcmp(first, y->data, sizeof first), 0);
         ag_tape_reset(t);
     }
     ag_tape_free(t);
-    tiny_free(&m);
+    zoo_model_free(&m->base);
 }
 
 static CU_TestInfo tests[] = {
