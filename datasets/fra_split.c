@@ -66,7 +66,10 @@ static int64_t components(const ds_fra *d, int64_t *comp) {
             int64_t r = uf_find(parent, p);
             if (r == p) first[p] = nc++;
         }
-        for (int64_t p = 0; p < n; p++) comp[p] = first[uf_find(parent, p)];
+        /* a root is its component's smallest pair, so first[root] is read before (or when)
+         * first[p] is overwritten; comp is the parent array until the copy */
+        for (int64_t p = 0; p < n; p++) first[p] = first[uf_find(parent, p)];
+        memcpy(comp, first, (size_t)n * sizeof *comp);
     }
     free(ids);
     free(first);

@@ -79,8 +79,8 @@ static int two_char_rule(const sbuf *in, int rule, sbuf *out) {
     for (size_t i = 0; i < in->n;) {
         bool m = false;
         if (i + 1 < in->n) {
-            if (rule == 1) m = !digit(s[i]) && pc(s[i + 1]); /* ([^0-9])([\.,]) */
-            if (rule == 2) m = pc(s[i]) && !digit(s[i + 1]); /* ([\.,])([^0-9]) */
+            if (rule == 1) m = !digit(s[i]) && pc(s[i + 1]);   /* ([^0-9])([\.,]) */
+            if (rule == 2) m = pc(s[i]) && !digit(s[i + 1]);   /* ([\.,])([^0-9]) */
             if (rule == 3) m = digit(s[i]) && s[i + 1] == '-'; /* ([0-9])(-)      */
         }
         if (!m) {
@@ -124,7 +124,7 @@ int ds_tokenize_13a(const char *text, char **out) {
     if (!text) return ag_error("ds_tokenize_13a: text is NULL");
     size_t n = strlen(text);
     if (check_text(text, n, "13a")) return -1;
-    static const char *const rep[][2] = {{"<skipped>", ""}, {"-\n", ""},   {"\n", " "},
+    static const char *const rep[][2] = {{"<skipped>", ""}, {"-\n", ""},    {"\n", " "},
                                          {"&quot;", "\""},  {"&amp;", "&"}, {"&lt;", "<"},
                                          {"&gt;", ">"}};
     sbuf a = {0}, b = {0};
