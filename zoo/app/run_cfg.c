@@ -200,7 +200,6 @@ typedef struct preset_value {
 static const preset_value FULL[] = {
     {"num-examples", "0"},    {"valid-frac", "0.01197"},
     {"test-frac", "0.01197"}, {"split-seed", "1"},
-    {"split-mode", "disjoint"},
     {"num-steps", "20"},      {"batch-tokens", "4096"},
     {"hiddens", "256"},       {"ffn-hiddens", "1024"},
     {"heads", "8"},           {"layers", "3"},
@@ -211,6 +210,7 @@ static const preset_value FULL[] = {
     {"epochs", "1000"},       {"time-budget", "3600"},
     {"valid-steps", "250"},   {"log-steps", "50"},
     {"log-every", "1"},       {"checkpoint-minutes", "10"},
+    {"split-mode", "disjoint"},
 };
 
 static const struct {
