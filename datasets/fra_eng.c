@@ -24,7 +24,8 @@ ds_fra_options ds_fra_defaults(void) {
                             .valid_frac = 0,
                             .test_frac = 0,
                             .split_seed = 0,
-                            .batch_tokens = 0};
+                            .batch_tokens = 0,
+                            .split_mode = DS_SPLIT_RANDOM};
 }
 
 void ds_fra_free(ds_fra *d) {
@@ -39,6 +40,8 @@ void ds_fra_free(ds_fra *d) {
         free(sd->valid_len);
     }
     free(d->line_of_pair);
+    free(d->raw);
+    free(d->raw_off);
     for (int p = 0; p < 4; p++)
         if (p == DS_ALL || d->part[p] != d->part[DS_ALL]) free(d->part[p]);
     free(d);
@@ -71,6 +74,25 @@ static int add_sentence(ds_fra_side *sd, const unsigned char *lb, size_t a, size
         if (!sp) return 0;
         a = e + 1;
     }
+}
+
+/* Keeps the raw line raw[0..n) (exactly one tab) as two NUL-terminated sides. */
+static int add_raw(ds_fra *d, const unsigned char *raw, size_t n) {
+    size_t np = (size_t)d->n_pairs;
+    char *r = ds_regrow(d->raw, &d->raw_cap, d->raw_n + n + 1, 1);
+    if (!r) return -1;
+    d->raw = r;
+    int64_t *o = ds_regrow(d->raw_off, &d->raw_off_cap, 2 * np + 2, sizeof *o);
+    if (!o) return -1;
+    d->raw_off = o;
+    const unsigned char *tab = memchr(raw, '\t', n);
+    memcpy(r + d->raw_n, raw, n);
+    r[d->raw_n + n] = 0;
+    o[2 * np] = (int64_t)d->raw_n;
+    o[2 * np + 1] = (int64_t)(d->raw_n + (size_t)(tab - raw) + 1);
+    r[d->raw_n + (size_t)(tab - raw)] = 0;
+    d->raw_n += n + 1;
+    return 0;
 }
 
 static int add_pair(ds_fra *d, const unsigned char *lb, size_t tab, size_t k, int64_t line) {
@@ -205,6 +227,7 @@ static int parse(ds_fra *d, const char *data, size_t n, const char *name) {
         int tabs = 0;
         if ((rc = preprocess_line(&p, pos, end, line, &k, &tabs, &tab))) break;
         if (tabs == 1) {
+            if ((rc = add_raw(d, p.s + pos, end - pos))) break;
             if ((rc = add_pair(d, p.lb, tab, k, line))) break;
         } else {
             if (tabs == 0) st->skipped_no_tab++;
@@ -232,48 +255,6 @@ static int parse(ds_fra *d, const char *data, size_t n, const char *name) {
 }
 
 /* ---- split, vocabularies, arrays ------------------------------------------------------ */
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int make_parts(ds_fra *d) {
-    int64_t n = d->n_pairs;
-    int64_t *all = malloc((size_t)n * sizeof *all);
-    if (!all) return ag_error("out of memory for %lld pair indices", (long long)n);
-    for (int64_t i = 0; i < n; i++) all[i] = i;
-    d->part[DS_ALL] = all;
-    d->part_n[DS_ALL] = n;
-    int64_t n_test = (int64_t)floor(d->opt.test_frac * (double)n);
-    int64_t n_valid = (int64_t)floor(d->opt.valid_frac * (double)n);
-    if (n_test + n_valid == 0) {
-        d->part[DS_TRAIN] = d->part[DS_VALID] = d->part[DS_TEST] = all;
-        d->part_n[DS_TRAIN] = n;
-        return 0;
-    }
-    if (n_test + n_valid >= n)
-        return ag_error("split leaves no training pair (%lld pairs, %lld valid, %lld test)",
-                        (long long)n, (long long)n_valid, (long long)n_test);
-    int64_t *perm = malloc((size_t)n * sizeof *perm);
-    if (!perm) return ag_error("out of memory for the split");
-    ag_rng_permutation(perm, n, d->opt.split_seed, DS_SPLIT_STREAM);
-    /* permutation[0 .. n_test) = test, next n_valid = validation, rest = train. */
-    int64_t cnt[3] = {n - n_test - n_valid, n_valid, n_test};
-    const int64_t *src[3] = {perm + n_test + n_valid, perm + n_test, perm};
-    for (int p = 0; p < 3; p++) {
-        d->part[p] = malloc((size_t)(cnt[p] ? cnt[p] : 1) * sizeof(int64_t));
-        if (!d->part[p]) {
-            free(perm);
-            return ag_error("out of memory for the split");
-        }
-        memcpy(d->part[p], src[p], (size_t)cnt[p] * sizeof(int64_t));
-        qsort(d->part[p], (size_t)cnt[p], sizeof(int64_t), cmp_i64);
-        d->part_n[p] = cnt[p];
-    }
-    free(perm);
-    return 0;
-}
 
 /* d2l's Vocab over the training pairs (ascending), then build_array_nmt over every pair. */
 static int build_side(ds_fra *d, ds_fra_side *sd, int64_t *truncated) {
@@ -339,6 +320,8 @@ static int check_options(const ds_fra_options *o) {
         return ag_error(
             "valid_frac = %g, test_frac = %g: expected each in [0, 1) and a sum below 1",
             o->valid_frac, o->test_frac);
+    if (o->split_mode != DS_SPLIT_RANDOM && o->split_mode != DS_SPLIT_DISJOINT)
+        return ag_error("split_mode = %d, expected 0 (random) or 1 (disjoint)", (int)o->split_mode);
     return 0;
 }
 
@@ -366,7 +349,7 @@ int ds_fra_load_mem(const char *data, size_t len, const char *name, const ds_fra
     if (!rc) rc = parse(d, data, len, name);
     if (!rc && (size_t)d->n_pairs > SIZE_MAX / sizeof(int32_t) / (size_t)o.num_steps)
         rc = ag_error("%lld pairs x %d steps too large", (long long)d->n_pairs, (int)o.num_steps);
-    if (!rc) rc = make_parts(d);
+    if (!rc) rc = ds__fra_make_parts(d);
     for (int s = 0; s < 2 && !rc; s++) rc = build_side(d, &d->side[s], &d->stats.truncated[s]);
     if (rc) {
         ds_fra_free(d);
@@ -426,6 +409,15 @@ const int32_t *ds_fra_ids(const ds_fra *d, ds_side side) { return d->side[side].
 const int32_t *ds_fra_valid_len(const ds_fra *d, ds_side side) { return d->side[side].valid_len; }
 const int64_t *ds_fra_part_pairs(const ds_fra *d, ds_part part) { return d->part[part]; }
 int64_t ds_fra_part_size(const ds_fra *d, ds_part part) { return d->part_n[part]; }
+
+const char *ds_fra_raw(const ds_fra *d, ds_side side, int64_t pair, size_t *len) {
+    if (pair < 0 || pair >= d->n_pairs) return NULL;
+    const char *r = d->raw + d->raw_off[2 * pair + (int)side];
+    if (len) *len = strlen(r);
+    return r;
+}
+
+int64_t ds_fra_shared_src_test(const ds_fra *d) { return d->shared_src_test; }
 
 int64_t ds_fra_line_of_pair(const ds_fra *d, int64_t pair) {
     return pair >= 0 && pair < d->n_pairs ? d->line_of_pair[pair] : -1;

@@ -78,7 +78,28 @@ typedef struct {
     double test_frac;     /*   and floor(test_frac * pairs) test pairs               (0)    */
     uint64_t split_seed;  /* split permutation(pairs, split_seed, DS_SPLIT_STREAM) (0)  */
     int32_t batch_tokens; /* > 0: ds_batches_new makes token batches (below)            (0)    */
+    int split_mode;       /* DS_SPLIT_RANDOM or DS_SPLIT_DISJOINT (below)                 (0)    */
 } ds_fra_options;
+
+/* How the held-out pairs are chosen (n pairs, n_test = floor(test_frac n), n_valid =
+ * floor(valid_frac n); nothing is held out when both are 0):
+ *  - DS_SPLIT_RANDOM: p = permutation(n, split_seed, DS_SPLIT_STREAM); test = p[0..n_test),
+ *    valid = the next n_valid, train = the rest. fra.txt repeats English sentences with other
+ *    French translations, so many test pairs share their English side with a training pair
+ *    (ds_fra_shared_src_test).
+ *  - DS_SPLIT_DISJOINT: no English and no French sentence on two sides. Sentences are compared
+ *    after preprocessing (equal token sequences are the same sentence). Pairs are grouped into
+ *    connected components (two pairs are connected when they share their English or their
+ *    French sentence), numbered in the order of their smallest pair index; with
+ *    c = permutation(components, split_seed, DS_SPLIT_STREAM), the components are taken in
+ *    the order c[0], c[1], ... and each goes, whole, to test if test's size plus its size is
+ *    still <= n_test, else to valid if valid's size plus its size is <= n_valid, else to
+ *    train (first fit). So test and valid never exceed their targets, and reach them
+ *    exactly when the small components suffice (fra.txt: they do); one very large component
+ *    ends in train. */
+enum { DS_SPLIT_RANDOM = 0, DS_SPLIT_DISJOINT = 1 };
+/* Their names, by value, NULL-terminated: "random", "disjoint" (the --split-mode choices). */
+extern const char *const ds_split_mode_names[];
 
 /* d2l's defaults (values in parentheses above). */
 ds_fra_options ds_fra_defaults(void);
@@ -117,6 +138,15 @@ const ds_vocab *ds_fra_vocab(const ds_fra *d, ds_side side);
  * src_valid_len, tgt_array, tgt_valid_len). */
 const int32_t *ds_fra_ids(const ds_fra *d, ds_side side);
 const int32_t *ds_fra_valid_len(const ds_fra *d, ds_side side);
+/* The side of pair `pair` as written in the file (no preprocessing: case, no-break spaces and
+ * punctuation as they are; the line break excluded): NUL-terminated, owned by d, its byte
+ * length in *len if len is not NULL; NULL if pair is out of range. The references of the
+ * standard score (datasets/metrics.h, ds_sacrebleu_add). */
+const char *ds_fra_raw(const ds_fra *d, ds_side side, int64_t pair, size_t *len);
+/* How many test pairs have an English sentence (preprocessed) that is also the English
+ * sentence of a training pair: about half in random mode on fra.txt, 0 in disjoint mode;
+ * 0 without a split. */
+int64_t ds_fra_shared_src_test(const ds_fra *d);
 /* 0-based line index in the file (d2l's i) of pair `pair`, or -1 if out of range. */
 int64_t ds_fra_line_of_pair(const ds_fra *d, int64_t pair);
 /* The pairs of a part, ascending, and their count. DS_ALL is 0..num_pairs-1. */

@@ -23,6 +23,16 @@ struct ds_fra {
     ds_fra_side side[2];
     int64_t *part[4]; /* ascending pair indices of train, valid, test, all      */
     int64_t part_n[4];
+    /* The raw sides as written in the file (ds_fra_raw): pair p's English side starts at
+     * raw[raw_off[2p]], its French side at raw[raw_off[2p + 1]], each NUL-terminated. */
+    char *raw;
+    size_t raw_n, raw_cap;
+    int64_t *raw_off;
+    size_t raw_off_cap;
+    int64_t shared_src_test; /* test pairs whose English side is also a training pair's */
 };
+
+/* The train/valid/test parts and shared_src_test from the options (fra_split.c). */
+int ds__fra_make_parts(ds_fra *d);
 
 #endif

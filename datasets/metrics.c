@@ -267,7 +267,9 @@ int ds_bleu_add(ds_bleu_stats *s, const char *hyp, const char *const *refs, size
 
 static double my_log(double p) { return p == 0.0 ? -9999999999.0 : log(p); }
 
-ds_bleu_score ds_bleu_compute(const ds_bleu_stats *s) {
+ds_bleu_score ds_bleu_compute(const ds_bleu_stats *s) { return ds_bleu_compute_eff(s, false); }
+
+ds_bleu_score ds_bleu_compute_eff(const ds_bleu_stats *s, bool effective_order) {
     ds_bleu_score r = {0};
     r.sys_len = s->sys_len;
     r.ref_len = s->ref_len;
@@ -278,8 +280,10 @@ ds_bleu_score ds_bleu_compute(const ds_bleu_stats *s) {
     for (int n = 0; n < DS_BLEU_ORDER; n++) any = any || s->correct[n] > 0;
     if (!any) return r; /* sacreBLEU 2.x: no match at all -> 0 */
     double smooth = 1.0;
+    int eff = DS_BLEU_ORDER;
     for (int n = 0; n < DS_BLEU_ORDER; n++) {
         if (s->total[n] == 0) break;
+        if (effective_order) eff = n + 1;
         if (s->correct[n] == 0) {
             smooth *= 2;
             r.precisions[n] = 100.0 / (smooth * (double)s->total[n]);
@@ -288,8 +292,8 @@ ds_bleu_score ds_bleu_compute(const ds_bleu_stats *s) {
         }
     }
     double sum = 0.0;
-    for (int n = 0; n < DS_BLEU_ORDER; n++) sum += my_log(r.precisions[n]);
-    r.score = r.bp * exp(sum / DS_BLEU_ORDER);
+    for (int n = 0; n < eff; n++) sum += my_log(r.precisions[n]);
+    r.score = r.bp * exp(sum / eff);
     return r;
 }
 

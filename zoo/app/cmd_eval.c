@@ -1,10 +1,13 @@
 /* cmd_eval.c -- PROGRAM eval: corpus BLEU-4, chrF and mean d2l BLEU of a checkpoint on a split
- * of its run's data (cli.h). */
+ * of its run's data (cli.h); then the standard score (sacreBLEU and chrF with their
+ * signatures, on detokenized output against the raw references) and, on a test split, how many
+ * test pairs share their English side with training. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/cli_internal.h"
 
 #include <stdio.h>
 
+#include "datasets/metrics.h"
 #include "zoo/app/decode.h"
 
 int zoo__cmd_eval(zoo_cli *c) {
@@ -17,9 +20,9 @@ int zoo__cmd_eval(zoo_cli *c) {
     ds_fra *d = NULL;
     ds_fra_options o;
     /* the run's data and split, unless a flag says otherwise */
-    static const char *const run_data[] = {"num-examples", "split-seed", "min-freq",
-                                           "valid-frac",   "test-frac",  "num-steps"};
-    rc = zoo__run_options(c, ck, run_data, 6, &o);
+    static const char *const run_data[] = {"num-examples", "split-seed", "min-freq",  "valid-frac",
+                                           "test-frac",    "num-steps",  "split-mode"};
+    rc = zoo__run_options(c, ck, run_data, 7, &o);
     if (!rc) rc = zoo__check_steps(c, l.m->cfg, o.num_steps);
     if (!rc) rc = zoo__load_data(c, &o, &d);
     ds_part part = DS_TEST;
@@ -44,6 +47,18 @@ int zoo__cmd_eval(zoo_cli *c) {
     if (!rc)
         printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences\n", r.bleu4,
                r.chrf, r.d2l_bleu, (long long)r.sentences, name);
+    if (!rc) {
+        char sb[128], sc[128];
+        printf("sacreBLEU %.2f (%s), chrF %.2f (%s) on detokenized output against the raw "
+               "references (cased; the model is uncased, so this is low by construction)\n",
+               r.sacrebleu, ds_sacrebleu_signature(1, sb, sizeof sb), r.sacre_chrf,
+               ds_chrf_signature(1, sc, sizeof sc));
+        if (part == DS_TEST)
+            printf("%lld of the %lld test pairs share their English side with a training pair "
+                   "(--split-mode %s)\n",
+                   (long long)r.shared_src, (long long)r.sentences,
+                   ds_split_mode_names[o.split_mode]);
+    }
     ds_fra_free(d);
     zoo__unload(&l);
     return rc;

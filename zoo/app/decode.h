@@ -100,6 +100,12 @@ typedef struct zoo_eval_result {
     double bleu4;    /* corpus BLEU-4, 0..100 (sacreBLEU's, tokenized input) */
     double chrf;     /* chrF, 0..100 */
     double d2l_bleu; /* mean of d2l's per-sentence BLEU (k = 2), 0..1 */
+    /* The standard score (datasets/metrics.h): sacreBLEU's corpus BLEU (13a) and chrF of the
+     * detokenized translations (ds_detokenize_d2l) against the raw French sentences
+     * (ds_fra_raw), cased. The model is uncased: its lowercase output loses every capital
+     * letter, so the cased score is low by construction. */
+    double sacrebleu, sacre_chrf;
+    int64_t shared_src; /* scored pairs (test only) whose English side a training pair has */
 } zoo_eval_result;
 
 /* Greedy-translates the source of every pair of `part` (batches of up to 256), encoded with

@@ -1,11 +1,24 @@
 /* evaluate.c -- greedy translation of a split scored against its references: corpus BLEU-4,
- * chrF and d2l's per-sentence BLEU (zoo_evaluate). */
+ * chrF and d2l's per-sentence BLEU on the tokenized text, and the standard score (sacreBLEU,
+ * chrF) on detokenized output against the raw references (zoo_evaluate). */
 #include "zoo/app/decode_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "datasets/metrics.h"
+
+/* Adds one translation to the standard score: detokenized, against the raw reference. */
+static int standard_score(const ds_fra *data, int64_t pair, const char *hyp, ds_bleu_stats *sb,
+                          ds_chrf_stats *ss) {
+    const char *raw = ds_fra_raw(data, DS_TGT, pair, NULL);
+    char *detok = NULL;
+    int rc = ds_detokenize_d2l(hyp, &detok);
+    if (!rc && raw[0] && (ds_sacrebleu_add(sb, detok, &raw, 1) || ds_chrf_add(ss, detok, raw)))
+        rc = ag_error_context("evaluate: pair %lld", (long long)pair);
+    free(detok);
+    return rc;
+}
 
 int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                  const ds_fra *data, ds_part part, int num_steps, zoo_eval_result *r) {
@@ -20,7 +33,8 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
     int32_t *out = malloc(sizeof *out * (size_t)chunk * T);
     int *out_len = malloc(sizeof *out_len * (size_t)chunk);
     ds_bleu_stats bs = {0};
-    ds_chrf_stats cs = {0};
+    ds_chrf_stats cs = {0}, ss = {0};
+    ds_bleu_stats sb = {0};
     double d2l = 0;
     int rc = 0;
     if (!src || !len || !out || !out_len) rc = ag_error("evaluate: out of memory");
@@ -45,6 +59,7 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
                         ds_bleu_d2l(hyp, ref, 2, &s)))
                 rc = ag_error_context("evaluate");
             d2l += s;
+            if (!rc) rc = standard_score(data, pairs[at + b], hyp, &sb, &ss);
             free(hyp);
             free(ref);
         }
@@ -54,6 +69,9 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
         r->bleu4 = ds_bleu_compute(&bs).score;
         r->chrf = ds_chrf_compute(&cs);
         r->d2l_bleu = d2l / (double)n;
+        r->sacrebleu = ds_bleu_compute(&sb).score;
+        r->sacre_chrf = ds_chrf_compute(&ss);
+        r->shared_src = part == DS_TEST ? ds_fra_shared_src_test(data) : 0;
     }
     free(src);
     free(len);

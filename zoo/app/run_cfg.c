@@ -55,6 +55,12 @@ static const zoo_cfg_opt DATA[] = {
     {{"split-seed", ZOO_U64, D(split_seed), 0, 18446744073709551615.0, "seed of the held-out split",
       NULL},
      "tes"},
+    {{"split-mode", ZOO_CHOICE, D(split_mode), 0, 0,
+      "random: pairs drawn at random (test pairs may share their English side with training); "
+      "disjoint: whole groups of pairs sharing an English or French sentence, no sentence on "
+      "two sides (docs/datasets.md)",
+      ds_split_mode_names},
+     "tes"},
     {{"batch-tokens", ZOO_INT, D(batch_tokens), 0, 1e8,
       "batches of at most N tokens (rows x longest pair) over length-sorted pairs, instead of "
       "--batch-size rows (0: off)",
@@ -204,6 +210,7 @@ static const preset_value FULL[] = {
     {"epochs", "1000"},       {"time-budget", "3600"},
     {"valid-steps", "250"},   {"log-steps", "50"},
     {"log-every", "1"},       {"checkpoint-minutes", "10"},
+    {"split-mode", "disjoint"},
 };
 
 static const struct {

@@ -90,8 +90,8 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
 }
 
 /* The whole data options of a training checkpoint: every key must be there (but
- * data.batch_tokens, absent from checkpoints made before it: 0; the fractions may be in the
- * older data.split). */
+ * data.batch_tokens and data.split_mode, absent from checkpoints made before them: 0, random;
+ * the fractions may be in the older data.split). */
 static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
     const zoo_cfg_group *g = zoo_cfg_group_find("data");
     bool split = nn_ckpt_meta(ck, "data.split") != NULL;
@@ -102,7 +102,8 @@ static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
         for (char *p = key; *p; p++)
             if (*p == '-') *p = '_';
         bool frac = !strcmp(name, "valid-frac") || !strcmp(name, "test-frac");
-        if (strcmp(name, "batch-tokens") && !(frac && split) && !nn_ckpt_meta(ck, key))
+        bool newer = !strcmp(name, "batch-tokens") || !strcmp(name, "split-mode");
+        if (!newer && !(frac && split) && !nn_ckpt_meta(ck, key))
             return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
     }
     *o = ds_fra_defaults();
