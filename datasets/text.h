@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "common.h"
 #include "vocab.h"
 
 #ifdef __cplusplus
