@@ -1,5 +1,7 @@
 /* cmd_translate.c -- PROGRAM translate: sentences from the command line or stdin, with a
- * checkpoint (cli.h). */
+ * checkpoint (cli.h). Text in: each sentence is put in the form of the model's training data
+ * (the checkpoint's data.preprocess, d2l's when absent: datasets/text.h ds_text_source). Text
+ * out: French text (ds_detokenize_fr), or the model's tokens with --raw-output. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/cli_internal.h"
 
