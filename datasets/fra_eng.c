@@ -206,6 +206,24 @@ static int preprocess_line(parser *p, size_t start, size_t end, int64_t line, si
     return 0;
 }
 
+int ds_preprocess(const char *raw, char **out) {
+    *out = NULL;
+    size_t n = strlen(raw), len = 0, tab = 0;
+    int tabs = 0;
+    /* first = true: a leading , . ! ? gets no space (no empty first token), as the file's
+     * first character. */
+    parser p = {.s = (const unsigned char *)raw, .n = n, .name = "sentence", .first = true};
+    if (preprocess_line(&p, 0, n, 0, &len, &tabs, &tab)) {
+        free(p.lb);
+        return -1;
+    }
+    char *s = realloc(p.lb, len + 1); /* lb holds at least 2 n + 8 bytes */
+    if (!s) s = (char *)p.lb;
+    s[len] = '\0';
+    *out = s;
+    return 0;
+}
+
 static int parse(ds_fra *d, const char *data, size_t n, const char *name) {
     parser p = {.s = (const unsigned char *)data, .n = n, .name = name, .first = true};
     const int64_t limit = d->opt.num_examples;

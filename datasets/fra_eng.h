@@ -215,6 +215,15 @@ void ds_batches_free(ds_batches *it);
 
 /* ---- prediction helpers (d2l's predict_seq2seq) --------------------------------------- */
 
+/* d2l's preprocess_nmt on one standalone sentence, the function the loader applies to each
+ * side of fra.txt: U+202F and U+00A0 become a space, Python's str.lower(), a space inserted
+ * before each of , . ! ? whose previous character is not a space -- except at the text's
+ * first character, which gets none (as the file's first). Nothing else changes: other
+ * blanks, tabs and repeated spaces stay (datasets/text.h normalizes typed text first). On
+ * success *out is a malloc'd NUL-terminated string (caller frees). Returns 0, or -1 (invalid
+ * UTF-8: "sentence:1:COL: invalid UTF-8 byte 0xXX", out of memory; *out is then NULL). */
+int ds_preprocess(const char *raw, char **out);
+
 /* d2l: ids = vocab[sentence.lower().split(' ')] + [<eos>], truncated or padded with <pad>
  * to num_steps into ids[0..num_steps); *valid_len = number of tokens + 1, NOT clipped to
  * num_steps (d2l's enc_valid_len; min(*valid_len, num_steps) are real positions). Only

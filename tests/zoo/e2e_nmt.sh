@@ -29,6 +29,7 @@ check "train: csv rows" test "$(wc -l <"$dir/plots/loss.csv")" = 4
 
 # resume to 5 epochs: continues the history
 check "resume" run 0 train --data "$data" --epochs 5 --checkpoint "$ck" --plots "$dir/plots" --resume --log-every 1
+cp "$dir/out" "$dir/resumed"
 check "resume: says so" has err 'resuming .* at step [0-9]+ \(epoch 4, batch 0\)'
 check "resume: epochs 4 and 5 only" test "$(grep -c '^epoch [45]/5' "$dir/err")" = 2
 check "resume: history continued" test "$(wc -l <"$dir/plots/loss.csv")" = 6
@@ -42,6 +43,18 @@ echo "he's calm ." | "$prog" translate --checkpoint "$ck" >"$dir/stdin_out" 2>"$
 check "translate stdin" test "$(wc -l <"$dir/stdin_out")" = 1
 check "translate beam" run 0 translate --checkpoint "$ck" --beam 3 --alpha 0.7 "go ."
 check "translate beam: one line" test "$(wc -l <"$dir/out")" = 1
+# text in, text out: typed text is put in the corpus form (the d2l-form input gives the same
+# tokens), the translation is printed as French text (no <unk>, no space before a period);
+# --raw-output prints the model's tokens as they are
+check "translate typed" run 0 translate --checkpoint "$ck" "I'm home." "i'm home ." $'  I\xe2\x80\x99m\xc2\xa0 home. '
+check "  one line each" test "$(wc -l <"$dir/out")" = 3
+check "  typed = the corpus form" test "$(sort -u "$dir/out" | wc -l)" = 1
+check "  no <unk>" lacks out '<unk>'
+check "  no space before a period" lacks out ' \.'
+check "translate --raw-output" run 0 translate --checkpoint "$ck" --raw-output "I'm home." "i'm home ."
+check "  the same tokens" test "$(sort -u "$dir/out" | wc -l)" = 1
+sed -n "s/^i'm home \. => \(.*\), bleu [01]\.[0-9]*$/\1/p" "$dir/resumed" >"$dir/by_train"
+check "  the trainer's tokens for \"i'm home .\"" test "$(head -1 "$dir/out")" = "$(cat "$dir/by_train")"
 
 # eval and stats
 check "eval" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 300 --test-frac 0.2

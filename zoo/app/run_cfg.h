@@ -52,6 +52,7 @@ typedef struct zoo_exec {
     int allow_nonfinite; /* load a checkpoint with NaN or infinite weights anyway */
     int beam;            /* translate: beam size (1: greedy) */
     double alpha;        /* translate: beam search length penalty */
+    int raw_output;      /* translate: print the model's tokens, not detokenized text */
     int split;           /* eval: the part scored, zoo_split (auto: test, else valid, else train) */
 } zoo_exec;
 

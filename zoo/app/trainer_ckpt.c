@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/text.h"
 #include "zoo/app/dist.h"
 #include "zoo/app/run_cfg.h"
 
@@ -78,6 +79,7 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
                !nn_ckpt_set_meta_int(ck, "train.steps", tr->steps) &&
                !zoo_cfg_meta_write(ck, zoo_cfg_group_find("recipe"), &tr->recipe) &&
                !zoo_cfg_meta_write(ck, zoo_cfg_group_find("data"), ds_fra_opts(data)) &&
+               !nn_ckpt_set_meta(ck, DS_PREPROCESS_KEY, DS_PREPROCESS_D2L) && /* datasets/text.h */
                !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
                !nn_ckpt_set_meta(ck, "train.history", hist) &&
                (!tr->n_valid || !nn_ckpt_set_meta(ck, "train.valid_history", valid))) {

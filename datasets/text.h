@@ -1,0 +1,75 @@
+/* datasets/text.h -- text as people type and read it, around the word-level pipeline: typed
+ * sentences -> the corpus's preprocessed form (what a model's vocabulary knows), and a model's
+ * French tokens -> text to paste.
+ *
+ *     char *model, *typed, *unk, *fr;
+ *     ds_text_source("I'm home.", NULL, &model, &typed);  // "i'm home .", "I'm home ."
+ *     ... encode `model`, translate it to `tokens` ("je suis chez moi .") ...
+ *     ds_text_unk_word(src_vocab, model, typed, &unk);     // the one out-of-vocabulary word
+ *     ds_detokenize_fr(tokens, unk, &fr);                  // "Je suis chez moi."
+ *
+ * Every function takes and gives UTF-8; invalid UTF-8 is refused (-1, "invalid UTF-8 byte
+ * 0xXX at byte N", N 1-based), never passed on. Results are malloc'd (caller frees). Library
+ * code: errors go to ag_error, nothing is printed. */
+#ifndef TG_DS_TEXT_H
+#define TG_DS_TEXT_H
+
+#include <stddef.h>
+
+#include "common.h"
+#include "vocab.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The checkpoint metadata key naming a model's preprocessing, and the one value known:
+ * d2l's preprocess_nmt (ds_preprocess, datasets/fra_eng.h). A checkpoint without the key
+ * was made with it. */
+#define DS_PREPROCESS_KEY "data.preprocess"
+#define DS_PREPROCESS_D2L "d2l"
+
+/* Typed text -> the corpus's character forms (the English side of fra.txt):
+ *  - apostrophes U+2019 U+2018 U+201B U+02BC -> U+0027 ';
+ *  - quotation marks U+201C U+201D U+201E U+201F -> U+0022 "; guillemets U+00AB and U+00BB
+ *    -> " with the blanks inside them removed (« a » -> "a");
+ *  - U+2026 (ellipsis) -> "...";
+ *  - U+200B, U+2060, U+FEFF (zero width) and U+00AD (soft hyphen) removed;
+ *  - every blank (Python's str.isspace(): tab, line breaks, U+00A0, U+202F, U+2009, ...)
+ *    -> a space, runs of blanks -> one space, none at either end.
+ * Case, letters and other punctuation are kept. Returns 0, or -1 (invalid UTF-8, out of
+ * memory; *out is then NULL). */
+int ds_text_normalize(const char *raw, char **out);
+
+/* A typed sentence for a model whose preprocessing is `scheme` (NULL or "d2l", the only one
+ * known): *model = ds_preprocess(ds_text_normalize(raw)), the text to encode; *typed = the
+ * same tokens before lowercasing (ds_text_normalize, then a space before each , . ! ? not
+ * preceded by one, but the first character): token j of *typed is token j of *model as typed
+ * (lowercasing never makes or removes a space). typed may be NULL. Text already in the corpus
+ * form ("i'm home .") is unchanged. Returns 0, or -1 (an unknown scheme, named; invalid UTF-8;
+ * out of memory; the outputs are then NULL). */
+int ds_text_source(const char *raw, const char *scheme, char **model, char **typed);
+
+/* The source words a vocabulary does not know: the number of space-separated tokens of
+ * `model` that v lacks (they encode as <unk>), and when there is exactly one, *word = a copy
+ * of it as typed (the same token of `typed`; of `model` if typed is NULL or has another
+ * number of tokens), else *word = NULL. Returns the count (>= 0), or -1 (out of memory). */
+int ds_text_unk_word(const ds_vocab *v, const char *model, const char *typed, char **word);
+
+/* French tokens (a translation as ds_decode_ids gives it: tokens joined by spaces) -> text,
+ * by French typography kept simple:
+ *  - no space before . , ) ... and after ( ; a plain space (U+0020, not the narrow no-break
+ *    space U+202F typesetters use: terminals show it badly) before ! ? : ; ;
+ *  - " alternates: the first opens (no space after it), the next closes (none before it);
+ *  - the first letter of the text and of each sentence after . ! ? is capitalised (the
+ *    model's vocabulary is lowercase): the smallest code point Python lowercases to it;
+ *  - <unk>: the first becomes unk_word if it is not NULL, the others are dropped; <pad>,
+ *    <bos>, <eos> are dropped; empty tokens (repeated spaces) are skipped.
+ * Returns 0, or -1 (invalid UTF-8, out of memory; *out is then NULL). */
+int ds_detokenize_fr(const char *tokens, const char *unk_word, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

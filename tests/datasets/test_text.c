@@ -1,0 +1,219 @@
+/* tests/datasets/test_text.c -- typed text <-> the word-level pipeline (datasets/text.h) and
+ * the preprocessing the loader applies (ds_preprocess): exact strings. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+#include "datasets/fra_eng.h"
+#include "datasets/text.h"
+#include "test_util.h"
+
+/* Asserts f(in) == want, f one of the char ** producers below. */
+static void expect_norm(const char *in, const char *want) {
+    char *out = NULL;
+    TG_OK(ds_text_normalize(in, &out));
+    if (out) {
+        if (strcmp(out, want)) TG_FAIL("normalize('%s') = '%s', want '%s'", in, out, want);
+    }
+    free(out);
+}
+static void expect_source(const char *in, const char *model, const char *typed) {
+    char *m = NULL, *t = NULL;
+    TG_OK(ds_text_source(in, NULL, &m, &t));
+    if (m && strcmp(m, model)) TG_FAIL("source('%s') = '%s', want '%s'", in, m, model);
+    if (t && strcmp(t, typed)) TG_FAIL("typed('%s') = '%s', want '%s'", in, t, typed);
+    free(m);
+    free(t);
+}
+static void expect_fr(const char *tokens, const char *unk, const char *want) {
+    char *out = NULL;
+    TG_OK(ds_detokenize_fr(tokens, unk, &out));
+    if (out && strcmp(out, want)) TG_FAIL("detok('%s') = '%s', want '%s'", tokens, out, want);
+    free(out);
+}
+
+static void test_preprocess(void) {
+    char *out = NULL;
+    /* d2l's preprocess_nmt: lowercase, a space before , . ! ? not after one */
+    TG_OK(ds_preprocess("I'm home.", &out));
+    if (out) CU_ASSERT_STRING_EQUAL(out, "i'm home .");
+    free(out);
+    TG_OK(ds_preprocess("Hi, Tom!Really?", &out));
+    if (out) CU_ASSERT_STRING_EQUAL(out, "hi , tom !really ?");
+    free(out);
+    /* no-break spaces become spaces (then no second space before the mark); others stay */
+    TG_OK(ds_preprocess("Va\xC2\xA0! Oui\xE2\x80\xAF?  x\ty", &out));
+    if (out) CU_ASSERT_STRING_EQUAL(out, "va ! oui ?  x\ty");
+    free(out);
+    /* the first character gets no space; the corpus form is a fixed point */
+    TG_OK(ds_preprocess("...", &out));
+    if (out) CU_ASSERT_STRING_EQUAL(out, ". . .");
+    free(out);
+    TG_OK(ds_preprocess("i'm home .", &out));
+    if (out) CU_ASSERT_STRING_EQUAL(out, "i'm home .");
+    free(out);
+    TG_OK(ds_preprocess("", &out));
+    if (out) CU_ASSERT_STRING_EQUAL(out, "");
+    free(out);
+    TG_OK(ds_preprocess("ÉTÉ. ΣΑΣ", &out)); /* Python's lower(), final sigma */
+    if (out) CU_ASSERT_STRING_EQUAL(out, "été . σας");
+    free(out);
+    TG_EXPECT_ERROR(ds_preprocess("ok \xFF", &out), "sentence:1:4: invalid UTF-8 byte 0xFF");
+    CU_ASSERT_PTR_NULL(out);
+}
+
+/* ds_preprocess gives, on each side of the book's lines of fra.txt, the loader's tokens. */
+static void test_preprocess_is_the_loaders(void) {
+    const char *path = tu_data_path();
+    if (!path) return;
+    ds_fra *d = NULL;
+    TG_OK(ds_fra_load(path, NULL, &d));
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[4096];
+    int64_t pair = 0, same = 0;
+    for (int64_t i = 0; d && i < ds_fra_num_pairs(d) && fgets(line, sizeof line, f); i++) {
+        line[strcspn(line, "\r\n")] = '\0';
+        char *tab = strchr(line, '\t');
+        if (!tab || ds_fra_line_of_pair(d, pair) != i) continue;
+        *tab = '\0';
+        for (int s = 0; s < 2; s++) {
+            char *mine = NULL, *theirs = NULL;
+            TG_OK(ds_preprocess(s ? tab + 1 : line, &mine));
+            TG_OK(ds_fra_sentence(d, (ds_side)s, pair, &theirs));
+            if (mine && theirs && !strcmp(mine, theirs)) same++;
+            else TG_FAIL("line %lld side %d: '%s' vs '%s'", (long long)i, s, mine, theirs);
+            free(mine);
+            free(theirs);
+        }
+        pair++;
+    }
+    fclose(f);
+    CU_ASSERT_EQUAL(same, 2 * 601);
+    ds_fra_free(d);
+}
+
+static void test_normalize(void) {
+    expect_norm("I\xE2\x80\x99m home.", "I'm home.");                        /* U+2019 */
+    expect_norm("\xE2\x80\x98Go\xE2\x80\x99 now", "'Go' now");               /* U+2018 */
+    expect_norm("I\xCA\xBCm", "I'm");                                        /* U+02BC */
+    expect_norm("\xE2\x80\x9CHi\xE2\x80\x9D, he said.", "\"Hi\", he said."); /* U+201C/D */
+    expect_norm("He said \xC2\xAB hi \xC2\xBB.", "He said \"hi\".");         /* guillemets */
+    expect_norm("\xC2\xABhi\xC2\xBB", "\"hi\"");
+    expect_norm("Wait\xE2\x80\xA6", "Wait..."); /* U+2026 */
+    /* blanks: NBSP, narrow NBSP, thin space, tab, line breaks; runs, ends */
+    expect_norm("  Go\xC2\xA0\xC2\xA0on\xE2\x80\xAF!\t\n", "Go on !");
+    expect_norm("a\xE2\x80\x89 b\r\nc", "a b c");
+    expect_norm("   ", "");
+    expect_norm("", "");
+    /* zero width and soft hyphen removed */
+    expect_norm("\xEF\xBB\xBFho\xC2\xADme\xE2\x80\x8B.", "home.");
+    /* case, accents, other punctuation kept */
+    expect_norm("Où est-ce ? (oui) 3 \xE2\x80\x93 4", "Où est-ce ? (oui) 3 \xE2\x80\x93 4");
+    char *out = NULL;
+    TG_EXPECT_ERROR(ds_text_normalize("go \xE2\x80", &out), "invalid UTF-8 byte 0xE2 at byte 4");
+    CU_ASSERT_PTR_NULL(out);
+    TG_EXPECT_ERROR(ds_text_normalize("\xC0\xAF", &out), "invalid UTF-8 byte 0xC0 at byte 1");
+}
+
+static void test_source(void) {
+    /* the corpus form is unchanged: today's input gives today's ids */
+    expect_source("i'm home .", "i'm home .", "i'm home .");
+    expect_source("go .", "go .", "go .");
+    /* typed text */
+    expect_source("I'm home.", "i'm home .", "I'm home .");
+    expect_source("Go on.", "go on .", "Go on .");
+    expect_source("  I\xE2\x80\x99m  home\xC2\xA0!  ", "i'm home !", "I'm home !");
+    expect_source("Hi, Tom. Really?!", "hi , tom . really ? !", "Hi , Tom . Really ? !");
+    expect_source("\xE2\x80\x9CParis\xE2\x80\x9D.", "\"paris\" .", "\"Paris\" .");
+    expect_source("", "", "");
+    char *m = NULL, *t = NULL;
+    TG_OK(ds_text_source("Go.", DS_PREPROCESS_D2L, &m, NULL));
+    if (m) CU_ASSERT_STRING_EQUAL(m, "go .");
+    free(m);
+    TG_EXPECT_ERROR(ds_text_source("Go.", "bpe", &m, &t), "preprocessing 'bpe' is unknown",
+                    "'d2l'");
+    CU_ASSERT_PTR_NULL(m);
+    CU_ASSERT_PTR_NULL(t);
+    TG_EXPECT_ERROR(ds_text_source("Go\xFF", NULL, &m, &t), "invalid UTF-8 byte 0xFF at byte 3");
+    CU_ASSERT_PTR_NULL(m);
+}
+
+static void test_unk_word(void) {
+    ds_vocab *v = ds_vocab_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    const char *known[] = {"<unk>", "i", "saw", ".", "home"};
+    for (int i = 0; i < 5; i++) TG_OK(ds_vocab_add(v, known[i], strlen(known[i]), NULL));
+    char *w = (char *)1;
+    CU_ASSERT_EQUAL(ds_text_unk_word(v, "i saw zorglub .", "I saw Zorglub .", &w), 1);
+    if (w) CU_ASSERT_STRING_EQUAL(w, "Zorglub"); /* as typed */
+    free(w);
+    CU_ASSERT_EQUAL(ds_text_unk_word(v, "i saw zorglub .", NULL, &w), 1);
+    if (w) CU_ASSERT_STRING_EQUAL(w, "zorglub");
+    free(w);
+    /* typed with another token count: the model's form */
+    CU_ASSERT_EQUAL(ds_text_unk_word(v, "i saw zorglub .", "I saw", &w), 1);
+    if (w) CU_ASSERT_STRING_EQUAL(w, "zorglub");
+    free(w);
+    CU_ASSERT_EQUAL(ds_text_unk_word(v, "i saw home .", "I saw home .", &w), 0);
+    CU_ASSERT_PTR_NULL(w);
+    CU_ASSERT_EQUAL(ds_text_unk_word(v, "i saw bob and al .", "I saw Bob and Al .", &w), 3);
+    CU_ASSERT_PTR_NULL(w);
+    /* "zorglub" and "" (repeated spaces make empty tokens the vocabulary lacks) */
+    CU_ASSERT_EQUAL(ds_text_unk_word(v, "zorglub  .", NULL, &w), 2);
+    CU_ASSERT_PTR_NULL(w);
+    ds_vocab_free(v);
+}
+
+static void test_detokenize(void) {
+    /* the book's four translations */
+    expect_fr("va !", NULL, "Va !");
+    expect_fr("j'ai perdu .", NULL, "J'ai perdu.");
+    expect_fr("il est calme .", NULL, "Il est calme.");
+    expect_fr("je suis chez moi .", NULL, "Je suis chez moi.");
+    /* French spacing: U+0020 before ! ? : ; none before . , ) ... and after ( */
+    expect_fr("oui , c'est ça : non ; vraiment ?", NULL, "Oui, c'est ça : non ; vraiment ?");
+    expect_fr("attends , ( oui ) d'accord . . .", NULL, "Attends, (oui) d'accord...");
+    expect_fr("il dit \" bonjour \" , puis part .", NULL, "Il dit \"bonjour\", puis part.");
+    /* capitals: sentence starts after . ! ?, multi-byte letters, after opening marks */
+    expect_fr("non . été ! œuf ? ça", NULL, "Non. Été ! Œuf ? Ça");
+    expect_fr("\" à demain \" .", NULL, "\"À demain\".");
+    expect_fr("« salut » .", NULL, "« Salut ».");
+    expect_fr("3 chats .", NULL, "3 chats.");
+    expect_fr("j’ai faim .", NULL, "J’ai faim."); /* the corpus's U+2019 kept */
+    /* <unk>: the first takes the source's one unknown word, others dropped; specials dropped */
+    expect_fr("j'ai vu <unk> .", "Zorglub", "J'ai vu Zorglub.");
+    expect_fr("<unk> est là .", "zorglub", "Zorglub est là.");
+    expect_fr("va <unk> les <unk> <unk> .", "Zorglub", "Va Zorglub les.");
+    expect_fr("va <unk> les <unk> <unk> .", NULL, "Va les.");
+    expect_fr("<unk> <unk>", NULL, "");
+    expect_fr("<bos> oui <pad> <eos>", NULL, "Oui");
+    expect_fr(" oui  non ", NULL, "Oui non");
+    expect_fr("", NULL, "");
+    /* UTF-8: multi-byte tokens kept whole; invalid bytes refused */
+    expect_fr("où\xE2\x80\xAF"
+              "est-il ?",
+              NULL,
+              "Où\xE2\x80\xAF"
+              "est-il ?");
+    char *out = (char *)1;
+    TG_EXPECT_ERROR(ds_detokenize_fr("va \xE9 !", NULL, &out), "invalid UTF-8 byte 0xE9 at byte 4");
+    CU_ASSERT_PTR_NULL(out);
+    TG_EXPECT_ERROR(ds_detokenize_fr("<unk>", "\xFF", &out), "invalid UTF-8 byte 0xFF at byte 1");
+    CU_ASSERT_PTR_NULL(out);
+}
+
+int main(void) {
+    static const CU_TestInfo tests[] = {
+        {"ds_preprocess: d2l's preprocess_nmt on one sentence", test_preprocess},
+        {"ds_preprocess = the loader's tokens on the book's lines", test_preprocess_is_the_loaders},
+        {"normalize: quotes, apostrophes, blanks, invisible characters", test_normalize},
+        {"source: typed text -> the model's form and the typed tokens", test_source},
+        {"unknown source words", test_unk_word},
+        {"French detokenization: spacing, capitals, <unk>, UTF-8", test_detokenize},
+        CU_TEST_INFO_NULL,
+    };
+    return tg_test_main("datasets_text", tests);
+}
