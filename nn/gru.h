@@ -53,7 +53,7 @@ typedef struct nn_gru {
     int input_size, hidden, num_layers;
     double dropout; /* between layers, training only */
     nn_gru_layer layer[NN_GRU_MAX_LAYERS];
-    bool batch_first, bidirectional; /* nn_rnn_opts; false from nn_gru_init */
+    bool batch_first, bidirectional;         /* nn_rnn_opts; false from nn_gru_init */
     nn_gru_layer reverse[NN_GRU_MAX_LAYERS]; /* bidirectional: the ..._reverse weights */
 } nn_gru;
 

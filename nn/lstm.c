@@ -300,8 +300,8 @@ static ag_tensor *lstm_run(const nn_lstm *l, const nn_ctx *c, const char *fn, ag
             s.w[k * s.dirs + d] = (nn_rnn_w){L->weight_ih, L->weight_hh, L->bias_ih, L->bias_hh};
         }
     ag_tensor *st[2] = {NULL, NULL};
-    ag_tensor *out = nn_rnn_run(&s, c, x, lengths, (ag_tensor *[]){h0, c0},
-                                h_out || c_out ? st : NULL);
+    ag_tensor *out =
+        nn_rnn_run(&s, c, x, lengths, (ag_tensor *[]){h0, c0}, h_out || c_out ? st : NULL);
     if (!out) return NULL;
     if (h_out) *h_out = st[0];
     if (c_out) *c_out = st[1];

@@ -60,7 +60,7 @@ typedef struct nn_lstm {
     int input_size, hidden, num_layers;
     double dropout; /* between layers, training only */
     nn_lstm_layer layer[NN_LSTM_MAX_LAYERS];
-    bool batch_first, bidirectional; /* nn_rnn_opts; false from nn_lstm_init */
+    bool batch_first, bidirectional;           /* nn_rnn_opts; false from nn_lstm_init */
     nn_lstm_layer reverse[NN_LSTM_MAX_LAYERS]; /* bidirectional: the ..._reverse weights */
 } nn_lstm;
 

@@ -59,15 +59,14 @@ typedef struct nn_rnn_w {
 
 /* One step of a cell: gi (B, G H) = x W_ih^T + b_ih of this step; st[0 .. nstate-1] (B, H) the
  * state (h, or h and c), replaced by the new state. Returns 0, or -1 when an op failed. */
-typedef int (*nn_rnn_cell_fn)(const nn_ctx *c, const nn_rnn_w *w, ag_tensor *gi,
-                              ag_tensor **st);
+typedef int (*nn_rnn_cell_fn)(const nn_ctx *c, const nn_rnn_w *w, ag_tensor *gi, ag_tensor **st);
 
 typedef struct nn_rnn_spec {
     const char *fn; /* the caller's name, for messages */
     int hidden, num_layers, dirs, gates, nstate;
     bool batch_first;
-    double dropout;                     /* between layers, training only */
-    nn_rnn_w w[2 * NN_RNN_MAX_LAYERS];  /* layer k, direction d: w[k dirs + d] */
+    double dropout;                    /* between layers, training only */
+    nn_rnn_w w[2 * NN_RNN_MAX_LAYERS]; /* layer k, direction d: w[k dirs + d] */
     nn_rnn_cell_fn cell;
 } nn_rnn_spec;
 
