@@ -7,6 +7,9 @@
 
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
+#include "nn/rnn.h"
+
+_Static_assert(NN_GRU_MAX_LAYERS <= NN_RNN_MAX_LAYERS, "the driver holds every layer");
 
 /* ---- the GRU cell, fused ----
  *
@@ -136,12 +139,33 @@ ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, 
 
 /* ---- the layers ---- */
 
-int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
-                int num_layers, double dropout) {
+/* Registers the four tensors of one direction of layer n (suffix "" or "_reverse"). */
+static int register_direction(nn_gru_layer *L, nn_params *ps, const char *prefix, int n,
+                              const char *suffix, int in, int H) {
+    const double k = 1.0 / sqrt((double)H);
+    char name[48];
+    snprintf(name, sizeof name, "weight_ih_l%d%s", n, suffix);
+    L->weight_ih = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, in), nn_init_xavier_uniform());
+    snprintf(name, sizeof name, "weight_hh_l%d%s", n, suffix);
+    L->weight_hh = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, H), nn_init_xavier_uniform());
+    snprintf(name, sizeof name, "bias_ih_l%d%s", n, suffix);
+    L->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H), nn_init_uniform(-k, k));
+    snprintf(name, sizeof name, "bias_hh_l%d%s", n, suffix);
+    L->bias_hh = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H), nn_init_uniform(-k, k));
+    return L->weight_ih && L->weight_hh && L->bias_ih && L->bias_hh ? 0 : -1;
+}
+
+int nn_gru_init_opts(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
+                     int num_layers, double dropout, const nn_rnn_opts *opts) {
     const char *p = prefix ? prefix : "(null)";
     if (!g) return nn_params_fail(ps, "nn_gru_init: layer is NULL (prefix '%s')", p);
-    *g = (nn_gru){
-        .input_size = input_size, .hidden = hidden, .num_layers = num_layers, .dropout = dropout};
+    const nn_rnn_opts o = opts ? *opts : (nn_rnn_opts){false, false};
+    *g = (nn_gru){.input_size = input_size,
+                  .hidden = hidden,
+                  .num_layers = num_layers,
+                  .dropout = dropout,
+                  .batch_first = o.batch_first,
+                  .bidirectional = o.bidirectional};
     if (input_size <= 0 || hidden <= 0)
         return nn_params_fail(ps, "nn_gru_init '%s': input_size = %d, hidden = %d, expected > 0", p,
                               input_size, hidden);
@@ -151,25 +175,19 @@ int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, in
     if (!(dropout >= 0 && dropout < 1))
         return nn_params_fail(ps, "nn_gru_init '%s': dropout = %g, expected 0 <= p < 1", p,
                               dropout);
-    const int H = hidden;
-    const double k = 1.0 / sqrt((double)H);
-    char name[32];
-    for (int l = 0; l < num_layers; l++) {
-        nn_gru_layer *L = &g->layer[l];
-        int in = l == 0 ? input_size : H;
-        snprintf(name, sizeof name, "weight_ih_l%d", l);
-        L->weight_ih =
-            nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, in), nn_init_xavier_uniform());
-        snprintf(name, sizeof name, "weight_hh_l%d", l);
-        L->weight_hh =
-            nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, H), nn_init_xavier_uniform());
-        snprintf(name, sizeof name, "bias_ih_l%d", l);
-        L->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H), nn_init_uniform(-k, k));
-        snprintf(name, sizeof name, "bias_hh_l%d", l);
-        L->bias_hh = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H), nn_init_uniform(-k, k));
-        if (!L->weight_ih || !L->weight_hh || !L->bias_ih || !L->bias_hh) return -1;
+    const int H = hidden, D = o.bidirectional ? 2 : 1;
+    for (int n = 0; n < num_layers; n++) {
+        const int in = n == 0 ? input_size : D * H;
+        if (register_direction(&g->layer[n], ps, prefix, n, "", in, H)) return -1;
+        if (D == 2 && register_direction(&g->reverse[n], ps, prefix, n, "_reverse", in, H))
+            return -1;
     }
     return 0;
+}
+
+int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
+                int num_layers, double dropout) {
+    return nn_gru_init_opts(g, ps, prefix, input_size, hidden, num_layers, dropout, NULL);
 }
 
 /* One cell update of layer L: gi (B, 3H) = x W_ih^T + b_ih, already computed; h (B, H) the
@@ -199,51 +217,62 @@ static int check_shape3(const nn_ctx *c, const ag_tensor *x, int d0, int d1, int
     return -1;
 }
 
-ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
-                          ag_tensor **state_out) {
-    char ex[96];
+
+/* The same as the driver's cell (nn/rnn.h): st = {h}. */
+static int gru_rnn_cell(const nn_ctx *c, const nn_rnn_w *w, ag_tensor *gi, ag_tensor **st) {
+    st[0] = nn_gru_cell_forward(c, gi, ag_linear(c->tape, st[0], w->weight_hh, w->bias_hh), st[0]);
+    return st[0] ? 0 : -1;
+}
+
+/* nn_gru_forward_lengths, named fn in its messages. */
+static ag_tensor *gru_run(const nn_gru *g, const nn_ctx *c, const char *fn, ag_tensor *x,
+                          const int32_t *lengths, ag_tensor *h0, ag_tensor **state_out) {
+    char ex[96], what[64];
     if (state_out) *state_out = NULL;
     if (!g || !c || !x) return NULL;
-    snprintf(ex, sizeof ex, "(T, B, input_size = %d)", g->input_size);
-    if (check_shape3(c, x, -1, -1, g->input_size, "nn_gru_forward: x", ex)) return NULL;
-    ag_tape *t = c->tape;
-    const int T = x->shape[0], B = x->shape[1], H = g->hidden, NL = g->num_layers;
+    const int D = g->bidirectional ? 2 : 1;
+    snprintf(ex, sizeof ex, "(%s, input_size = %d)", g->batch_first ? "B, T" : "T, B",
+             g->input_size);
+    snprintf(what, sizeof what, "%s: x", fn);
+    if (check_shape3(c, x, -1, -1, g->input_size, what, ex)) return NULL;
     if (h0) {
-        snprintf(ex, sizeof ex, "(num_layers = %d, B = %d, hidden = %d)", NL, B, H);
-        if (check_shape3(c, h0, NL, B, H, "nn_gru_forward: h0", ex)) return NULL;
+        const int B = x->shape[g->batch_first ? 0 : 1];
+        snprintf(ex, sizeof ex, "(num_layers%s = %d, B = %d, hidden = %d)",
+                 D == 2 ? " * 2 directions" : "", g->num_layers * D, B, g->hidden);
+        snprintf(what, sizeof what, "%s: h0", fn);
+        if (check_shape3(c, h0, g->num_layers * D, B, g->hidden, what, ex)) return NULL;
     }
-    ag_tensor **outs = ag_tape_alloc(t, (size_t)T * sizeof *outs); /* lives with the step */
-    if (!outs) return NULL;
-    ag_tensor *final_h[NN_GRU_MAX_LAYERS];
-    ag_tensor *in = x, *out = NULL;
-    for (int k = 0; k < NL && in; k++) {
-        const nn_gru_layer *L = &g->layer[k];
-        if (k > 0) in = between_layers(g, c, in, "nn_gru_forward");
-        /* All T input projections at once: (T, B, in_k) -> gi_all (T, B, 3H). */
-        ag_tensor *gi_all = ag_linear(t, in, L->weight_ih, L->bias_ih);
-        ag_tensor *h = h0 ? ag_reshape(t, ag_narrow(t, h0, 0, k, 1), AG_SHAPE(B, H))
-                          : ag_tensor_new(t, AG_SHAPE(B, H));
-        for (int s = 0; s < T && h; s++) {
-            ag_tensor *gi = ag_reshape(t, ag_narrow(t, gi_all, 0, s, 1), AG_SHAPE(B, 3 * H));
-            h = gru_cell(c, L, gi, h);
-            outs[s] = ag_reshape(t, h, AG_SHAPE(1, B, H));
-            if (!outs[s]) h = NULL;
+    nn_rnn_spec s = {.fn = fn,
+                     .hidden = g->hidden,
+                     .num_layers = g->num_layers,
+                     .dirs = D,
+                     .gates = 3,
+                     .nstate = 1,
+                     .batch_first = g->batch_first,
+                     .dropout = g->dropout,
+                     .cell = gru_rnn_cell};
+    for (int k = 0; k < g->num_layers; k++)
+        for (int d = 0; d < D; d++) {
+            const nn_gru_layer *L = d ? &g->reverse[k] : &g->layer[k];
+            s.w[k * D + d] = (nn_rnn_w){L->weight_ih, L->weight_hh, L->bias_ih, L->bias_hh};
         }
-        final_h[k] = h;
-        out = h ? ag_concat(t, T, outs, 0) : NULL; /* (T, B, H) */
-        in = out;
-    }
-    if (!out) return NULL;
-    if (state_out) {
-        *state_out = nn_gru_state_join(g, c, final_h);
-        if (!*state_out) return NULL;
-    }
-    return out;
+    return nn_rnn_run(&s, c, x, lengths, (ag_tensor *[]){h0}, state_out);
+}
+
+ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
+                          ag_tensor **state_out) {
+    return gru_run(g, c, "nn_gru_forward", x, NULL, h0, state_out);
+}
+
+ag_tensor *nn_gru_forward_lengths(const nn_gru *g, const nn_ctx *c, ag_tensor *x,
+                                  const int32_t *lengths, ag_tensor *h0, ag_tensor **state_out) {
+    return gru_run(g, c, "nn_gru_forward_lengths", x, lengths, h0, state_out);
 }
 
 ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor **h) {
     char s[96];
     if (!g || !c || !x || !h) return NULL;
+    if (g->bidirectional) return ag_report(c->tape, "nn_gru_step: the GRU is bidirectional");
     if (x->ndim != 2 || x->shape[1] != g->input_size) {
         return ag_report(c->tape, "nn_gru_step: x has shape %s, expected (B, input_size = %d)",
                          nn_shape_fmt(s, sizeof s, x->ndim, x->shape), g->input_size);
@@ -274,6 +303,10 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
 int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_tensor **h) {
     char ex[96];
     if (!g || !c || !state || !h) return ag_error("nn_gru_state_split: NULL argument");
+    if (g->bidirectional) {
+        ag_report(c->tape, "nn_gru_state_split: the GRU is bidirectional (no step)");
+        return -1;
+    }
     snprintf(ex, sizeof ex, "(num_layers = %d, B, hidden = %d)", g->num_layers, g->hidden);
     if (check_shape3(c, state, g->num_layers, -1, g->hidden, "nn_gru_state_split: state", ex))
         return -1;
@@ -288,6 +321,8 @@ int nn_gru_state_split(const nn_gru *g, const nn_ctx *c, ag_tensor *state, ag_te
 ag_tensor *nn_gru_state_join(const nn_gru *g, const nn_ctx *c, ag_tensor *const *h) {
     ag_tensor *parts[NN_GRU_MAX_LAYERS];
     if (!g || !c || !h) return NULL;
+    if (g->bidirectional)
+        return ag_report(c->tape, "nn_gru_state_join: the GRU is bidirectional (no step)");
     for (int k = 0; k < g->num_layers; k++) {
         if (!h[k]) return NULL;
         if (h[k]->ndim != 2 || h[k]->shape[1] != g->hidden) {

@@ -11,6 +11,18 @@
  * layer); the states returned are the outputs before dropout, as PyTorch.
  * Init as d2l: weights Xavier-uniform, biases U(-1/sqrt(H), 1/sqrt(H)).
  *
+ * Options (nn_gru_init_opts, nn/rnn.h), PyTorch's flags, as the LSTM's (nn/lstm.h):
+ *   batch_first: x (B, T, input_size), output (B, T, D H); the state still (num_layers D, B, H).
+ *   bidirectional (D = 2): layer k also has weight_ih_l{k}_reverse (3H, in_k) ...
+ *     bias_hh_l{k}_reverse, registered after the layer's forward four (PyTorch's state_dict
+ *     order); in_k is D H for k > 0. Output [h_fwd, h_rev] on the last axis; h_n row k D + d.
+ *   valid lengths (nn_gru_forward_lengths): outputs at t >= lengths[b] are 0, h_n is the state
+ *     at step lengths[b] - 1, the reverse direction starts at step lengths[b] - 1;
+ *     1 <= lengths[b] <= T (a 0 refused, as pack_padded_sequence refuses it).
+ * Bits: no options and no lengths record exactly nn_gru_forward's ops of before (the zoo's
+ * bits); batch_first = time-major on the transposed input; lengths all T = no lengths; the
+ * reverse direction = a forward direction with its weights over each valid part reversed.
+ *
  * Usage:
  *     nn_gru rnn;
  *     nn_gru_init(&rnn, ps, "encoder.rnn", 32, 32, 2, 0.1);
@@ -22,6 +34,7 @@
 
 #include "base.h"
 #include "params.h"
+#include "rnn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +53,8 @@ typedef struct nn_gru {
     int input_size, hidden, num_layers;
     double dropout; /* between layers, training only */
     nn_gru_layer layer[NN_GRU_MAX_LAYERS];
+    bool batch_first, bidirectional;         /* nn_rnn_opts; false from nn_gru_init */
+    nn_gru_layer reverse[NN_GRU_MAX_LAYERS]; /* bidirectional: the ..._reverse weights */
 } nn_gru;
 
 /* ---- the cell ----
@@ -60,6 +75,12 @@ ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, 
  * 1 <= num_layers <= NN_GRU_MAX_LAYERS, 0 <= dropout < 1. Returns 0 or -1 (ag_last_error). */
 int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
                 int num_layers, double dropout);
+/* nn_gru_init with options (NULL: none, nn_gru_init itself): bidirectional registers, per layer
+ * k, the forward four, then prefix.weight_ih_l{k}_reverse, prefix.weight_hh_l{k}_reverse,
+ * prefix.bias_ih_l{k}_reverse, prefix.bias_hh_l{k}_reverse (PyTorch's names and order; layer
+ * k > 0's weight_ih are (3H, 2H)). Returns 0 or -1 (ag_last_error). */
+int nn_gru_init_opts(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
+                     int num_layers, double dropout, const nn_rnn_opts *opts);
 
 /* The whole sequence: x (T, B, input_size); h0 (num_layers, B, H) or NULL for zeros.
  * Returns the last layer's outputs (T, B, H), and in *state_out (when not NULL) the final
@@ -68,8 +89,17 @@ int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, in
  * The input projections of all T steps are one ag_linear per layer. */
 ag_tensor *nn_gru_forward(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
                           ag_tensor **state_out);
+/* The same with the layer's options and per-sequence valid lengths: x (T, B, input_size), or
+ * (B, T, input_size) when batch_first; lengths (B values in [1, T], copied) or NULL (all T);
+ * h0 (num_layers D, B, H) or NULL. Returns the output (T, B, D H) or (B, T, D H), zero at
+ * t >= lengths[b], and *state_out (num_layers D, B, H), each sequence's state at its last
+ * valid step. NULL on error (a length outside [1, T] reported). nn_gru_forward(g, ...) is
+ * nn_gru_forward_lengths(g, c, x, NULL, ...): it too follows the layer's options. */
+ag_tensor *nn_gru_forward_lengths(const nn_gru *g, const nn_ctx *c, ag_tensor *x,
+                                  const int32_t *lengths, ag_tensor *h0, ag_tensor **state_out);
 
-/* One time step through all layers, for decoders that feed each output back:
+/* One time step through all layers, for decoders that feed each output back (one direction
+ * only: a bidirectional GRU is refused by the step and the two state helpers):
  * x (B, input_size); h[k] (B, H) for k < num_layers is layer k's state, replaced in place by
  * the new state (the old tensors stay valid on the tape). Returns the last layer's new state
  * h[num_layers-1] (B, H), or NULL on error (then h is left unchanged). A sequence of steps

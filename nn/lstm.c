@@ -6,6 +6,9 @@
 
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
+#include "nn/rnn.h"
+
+_Static_assert(NN_LSTM_MAX_LAYERS <= NN_RNN_MAX_LAYERS, "the driver holds every layer");
 
 /* ---- the LSTM cell, fused ----
  *
@@ -162,12 +165,33 @@ int nn_lstm_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_ten
 
 /* ---- the layers ---- */
 
-int nn_lstm_init(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
-                 int num_layers, double dropout) {
+/* Registers the four tensors of one direction of layer n (suffix "" or "_reverse"). */
+static int register_direction(nn_lstm_layer *L, nn_params *ps, const char *prefix, int n,
+                              const char *suffix, int in, int H) {
+    const double k = 1.0 / sqrt((double)H);
+    char name[48];
+    snprintf(name, sizeof name, "weight_ih_l%d%s", n, suffix);
+    L->weight_ih = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H, in), nn_init_xavier_uniform());
+    snprintf(name, sizeof name, "weight_hh_l%d%s", n, suffix);
+    L->weight_hh = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H, H), nn_init_xavier_uniform());
+    snprintf(name, sizeof name, "bias_ih_l%d%s", n, suffix);
+    L->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H), nn_init_uniform(-k, k));
+    snprintf(name, sizeof name, "bias_hh_l%d%s", n, suffix);
+    L->bias_hh = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H), nn_init_uniform(-k, k));
+    return L->weight_ih && L->weight_hh && L->bias_ih && L->bias_hh ? 0 : -1;
+}
+
+int nn_lstm_init_opts(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
+                      int num_layers, double dropout, const nn_rnn_opts *opts) {
     const char *p = prefix ? prefix : "(null)";
     if (!l) return nn_params_fail(ps, "nn_lstm_init: layer is NULL (prefix '%s')", p);
-    *l = (nn_lstm){
-        .input_size = input_size, .hidden = hidden, .num_layers = num_layers, .dropout = dropout};
+    const nn_rnn_opts o = opts ? *opts : (nn_rnn_opts){false, false};
+    *l = (nn_lstm){.input_size = input_size,
+                   .hidden = hidden,
+                   .num_layers = num_layers,
+                   .dropout = dropout,
+                   .batch_first = o.batch_first,
+                   .bidirectional = o.bidirectional};
     if (input_size <= 0 || hidden <= 0)
         return nn_params_fail(ps, "nn_lstm_init '%s': input_size = %d, hidden = %d, expected > 0",
                               p, input_size, hidden);
@@ -177,25 +201,19 @@ int nn_lstm_init(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, 
     if (!(dropout >= 0 && dropout < 1))
         return nn_params_fail(ps, "nn_lstm_init '%s': dropout = %g, expected 0 <= p < 1", p,
                               dropout);
-    const int H = hidden;
-    const double k = 1.0 / sqrt((double)H);
-    char name[32];
+    const int H = hidden, D = o.bidirectional ? 2 : 1;
     for (int n = 0; n < num_layers; n++) {
-        nn_lstm_layer *L = &l->layer[n];
-        int in = n == 0 ? input_size : H;
-        snprintf(name, sizeof name, "weight_ih_l%d", n);
-        L->weight_ih =
-            nn_params_add(ps, prefix, name, AG_SHAPE(4 * H, in), nn_init_xavier_uniform());
-        snprintf(name, sizeof name, "weight_hh_l%d", n);
-        L->weight_hh =
-            nn_params_add(ps, prefix, name, AG_SHAPE(4 * H, H), nn_init_xavier_uniform());
-        snprintf(name, sizeof name, "bias_ih_l%d", n);
-        L->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H), nn_init_uniform(-k, k));
-        snprintf(name, sizeof name, "bias_hh_l%d", n);
-        L->bias_hh = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H), nn_init_uniform(-k, k));
-        if (!L->weight_ih || !L->weight_hh || !L->bias_ih || !L->bias_hh) return -1;
+        const int in = n == 0 ? input_size : D * H;
+        if (register_direction(&l->layer[n], ps, prefix, n, "", in, H)) return -1;
+        if (D == 2 && register_direction(&l->reverse[n], ps, prefix, n, "_reverse", in, H))
+            return -1;
     }
     return 0;
+}
+
+int nn_lstm_init(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
+                 int num_layers, double dropout) {
+    return nn_lstm_init_opts(l, ps, prefix, input_size, hidden, num_layers, dropout, NULL);
 }
 
 /* One cell update of layer L: gi (B, 4H) = x W_ih^T + b_ih, already computed; *h, *cs (B, H)
@@ -204,6 +222,12 @@ static void lstm_cell(const nn_ctx *c, const nn_lstm_layer *L, ag_tensor *gi, ag
                       ag_tensor **cs) {
     ag_tensor *gh = *h ? ag_linear(c->tape, *h, L->weight_hh, L->bias_hh) : NULL;
     nn_lstm_cell_forward(c, gi, gh, *cs, h, cs);
+}
+
+/* The same as the driver's cell (nn/rnn.h): st = {h, c}. */
+static int lstm_rnn_cell(const nn_ctx *c, const nn_rnn_w *w, ag_tensor *gi, ag_tensor **st) {
+    ag_tensor *gh = st[0] ? ag_linear(c->tape, st[0], w->weight_hh, w->bias_hh) : NULL;
+    return nn_lstm_cell_forward(c, gi, gh, st[1], &st[0], &st[1]);
 }
 
 /* Dropout between layers: training only; needs an rng when p > 0. */
@@ -226,17 +250,18 @@ static bool is_shape3(const ag_tensor *x, int d0, int d1, int d2) {
            (d0 < 0 || x->shape[0] == d0) && (d1 < 0 || x->shape[1] == d1);
 }
 
-/* The initial state: both NULL, or both (NL, B, H). Reports otherwise. */
+/* The initial state: both NULL, or both (NL D, B, H). Reports otherwise. */
 static bool state_ok(const nn_lstm *l, const nn_ctx *c, const char *fn, ag_tensor *h0,
                      ag_tensor *c0, int B) {
-    const int NL = l->num_layers, H = l->hidden;
+    const int D = l->bidirectional ? 2 : 1, ND = l->num_layers * D, H = l->hidden;
     if (!h0 && !c0) return true;
-    if (h0 && c0 && is_shape3(h0, NL, B, H) && is_shape3(c0, NL, B, H)) return true;
+    if (h0 && c0 && is_shape3(h0, ND, B, H) && is_shape3(c0, ND, B, H)) return true;
     char sh[96], sc[96];
     ag_report(c->tape,
               "%s: state h0 %s and c0 %s; expected two tensors (h0, c0) of shape "
-              "[%d, %d, %d] (num_layers, B, hidden), or neither",
-              fn, shape_or_none(h0, sh, sizeof sh), shape_or_none(c0, sc, sizeof sc), NL, B, H);
+              "[%d, %d, %d] (num_layers%s, B, hidden), or neither",
+              fn, shape_or_none(h0, sh, sizeof sh), shape_or_none(c0, sc, sizeof sc), ND, B, H,
+              D == 2 ? " * 2 directions" : "");
     return false;
 }
 
@@ -246,48 +271,52 @@ static ag_tensor *layer_state(ag_tape *t, ag_tensor *state, int k, int B, int H)
                  : ag_tensor_new(t, AG_SHAPE(B, H));
 }
 
-ag_tensor *nn_lstm_forward(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
-                           ag_tensor *c0, ag_tensor **h_out, ag_tensor **c_out) {
-    static const char fn[] = "nn_lstm_forward";
+/* nn_lstm_forward_lengths, named fn in its messages. */
+static ag_tensor *lstm_run(const nn_lstm *l, const nn_ctx *c, const char *fn, ag_tensor *x,
+                           const int32_t *lengths, ag_tensor *h0, ag_tensor *c0, ag_tensor **h_out,
+                           ag_tensor **c_out) {
     if (h_out) *h_out = NULL;
     if (c_out) *c_out = NULL;
     if (!l || !c || !x) return NULL;
     if (!is_shape3(x, -1, -1, l->input_size)) {
         char s[96];
-        return ag_report(c->tape, "%s: x has shape %s, expected (T, B, input_size = %d)", fn,
-                         nn_shape_fmt(s, sizeof s, x->ndim, x->shape), l->input_size);
+        return ag_report(c->tape, "%s: x has shape %s, expected (%s, input_size = %d)", fn,
+                         nn_shape_fmt(s, sizeof s, x->ndim, x->shape),
+                         l->batch_first ? "B, T" : "T, B", l->input_size);
     }
-    ag_tape *t = c->tape;
-    const int T = x->shape[0], B = x->shape[1], H = l->hidden, NL = l->num_layers;
-    if (!state_ok(l, c, fn, h0, c0, B)) return NULL;
-    ag_tensor **outs = ag_tape_alloc(t, (size_t)T * sizeof *outs); /* lives with the step */
-    if (!outs) return NULL;
-    ag_tensor *final_h[NN_LSTM_MAX_LAYERS], *final_c[NN_LSTM_MAX_LAYERS];
-    ag_tensor *in = x, *out = NULL;
-    for (int k = 0; k < NL && in; k++) {
-        const nn_lstm_layer *L = &l->layer[k];
-        if (k > 0) in = between_layers(l, c, in, fn);
-        /* All T input projections at once: (T, B, in_k) -> gi_all (T, B, 4H). */
-        ag_tensor *gi_all = ag_linear(t, in, L->weight_ih, L->bias_ih);
-        ag_tensor *h = layer_state(t, h0, k, B, H), *cs = layer_state(t, c0, k, B, H);
-        for (int s = 0; s < T && h; s++) {
-            ag_tensor *gi = ag_reshape(t, ag_narrow(t, gi_all, 0, s, 1), AG_SHAPE(B, 4 * H));
-            lstm_cell(c, L, gi, &h, &cs);
-            outs[s] = ag_reshape(t, h, AG_SHAPE(1, B, H));
-            if (!outs[s]) h = NULL;
+    if (!state_ok(l, c, fn, h0, c0, x->shape[l->batch_first ? 0 : 1])) return NULL;
+    nn_rnn_spec s = {.fn = fn,
+                     .hidden = l->hidden,
+                     .num_layers = l->num_layers,
+                     .dirs = l->bidirectional ? 2 : 1,
+                     .gates = 4,
+                     .nstate = 2,
+                     .batch_first = l->batch_first,
+                     .dropout = l->dropout,
+                     .cell = lstm_rnn_cell};
+    for (int k = 0; k < l->num_layers; k++)
+        for (int d = 0; d < s.dirs; d++) {
+            const nn_lstm_layer *L = d ? &l->reverse[k] : &l->layer[k];
+            s.w[k * s.dirs + d] = (nn_rnn_w){L->weight_ih, L->weight_hh, L->bias_ih, L->bias_hh};
         }
-        final_h[k] = h;
-        final_c[k] = cs;
-        out = h ? ag_concat(t, T, outs, 0) : NULL; /* (T, B, H) */
-        in = out;
-    }
+    ag_tensor *st[2] = {NULL, NULL};
+    ag_tensor *out =
+        nn_rnn_run(&s, c, x, lengths, (ag_tensor *[]){h0, c0}, h_out || c_out ? st : NULL);
     if (!out) return NULL;
-    ag_tensor *hs = h_out ? nn_lstm_state_join(l, c, final_h) : NULL;
-    ag_tensor *cs = c_out ? nn_lstm_state_join(l, c, final_c) : NULL;
-    if ((h_out && !hs) || (c_out && !cs)) return NULL;
-    if (h_out) *h_out = hs;
-    if (c_out) *c_out = cs;
+    if (h_out) *h_out = st[0];
+    if (c_out) *c_out = st[1];
     return out;
+}
+
+ag_tensor *nn_lstm_forward(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
+                           ag_tensor *c0, ag_tensor **h_out, ag_tensor **c_out) {
+    return lstm_run(l, c, "nn_lstm_forward", x, NULL, h0, c0, h_out, c_out);
+}
+
+ag_tensor *nn_lstm_forward_lengths(const nn_lstm *l, const nn_ctx *c, ag_tensor *x,
+                                   const int32_t *lengths, ag_tensor *h0, ag_tensor *c0,
+                                   ag_tensor **h_out, ag_tensor **c_out) {
+    return lstm_run(l, c, "nn_lstm_forward_lengths", x, lengths, h0, c0, h_out, c_out);
 }
 
 /* Are parts[0 .. NL-1] each (B, H) (B < 0: parts[0]'s batch size)? NULL parts: false
@@ -313,6 +342,7 @@ ag_tensor *nn_lstm_step(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, ag_tens
                         ag_tensor **cs) {
     static const char fn[] = "nn_lstm_step";
     if (!l || !c || !x) return NULL;
+    if (l->bidirectional) return ag_report(c->tape, "%s: the LSTM is bidirectional", fn);
     if (!h || !cs)
         return ag_report(c->tape, "%s: %s is NULL: an LSTM's state is two arrays (h, cs)", fn,
                          h ? "cs" : "h");
@@ -340,6 +370,10 @@ ag_tensor *nn_lstm_step(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, ag_tens
 
 int nn_lstm_state_split(const nn_lstm *l, const nn_ctx *c, ag_tensor *state, ag_tensor **parts) {
     if (!l || !c || !state || !parts) return ag_error("nn_lstm_state_split: NULL argument");
+    if (l->bidirectional) {
+        ag_report(c->tape, "nn_lstm_state_split: the LSTM is bidirectional (no step)");
+        return -1;
+    }
     if (!is_shape3(state, l->num_layers, -1, l->hidden)) {
         char s[96];
         ag_report(c->tape,
@@ -357,8 +391,10 @@ int nn_lstm_state_split(const nn_lstm *l, const nn_ctx *c, ag_tensor *state, ag_
 
 ag_tensor *nn_lstm_state_join(const nn_lstm *l, const nn_ctx *c, ag_tensor *const *parts) {
     ag_tensor *p3[NN_LSTM_MAX_LAYERS];
-    if (!l || !c || !parts || !parts_ok(l, c, "nn_lstm_state_join", "parts", parts, -1))
-        return NULL;
+    if (!l || !c || !parts) return NULL;
+    if (l->bidirectional)
+        return ag_report(c->tape, "nn_lstm_state_join: the LSTM is bidirectional (no step)");
+    if (!parts_ok(l, c, "nn_lstm_state_join", "parts", parts, -1)) return NULL;
     for (int k = 0; k < l->num_layers; k++)
         if (!(p3[k] = ag_reshape(c->tape, parts[k], AG_SHAPE(1, parts[k]->shape[0], l->hidden))))
             return NULL;

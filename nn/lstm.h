@@ -11,8 +11,24 @@
  *     h' = o * tanh(c')
  * Layer k > 0 reads layer k-1's output h, through dropout(p) in training (none after the last
  * layer); the states returned are taken before dropout, as PyTorch. The state is two tensors
- * (h, c), each (num_layers, B, H), zeros unless given.
+ * (h, c), each (num_layers D, B, H), zeros unless given.
  * Init as the GRU (d2l): weights Xavier-uniform, biases U(-1/sqrt(H), 1/sqrt(H)).
+ *
+ * Options (nn_lstm_init_opts, nn/rnn.h), PyTorch's flags:
+ *   batch_first: x (B, T, input_size), output (B, T, D H); states still (num_layers D, B, H).
+ *   bidirectional (D = 2): layer k also has weight_ih_l{k}_reverse (4H, in_k) ...
+ *     bias_hh_l{k}_reverse, registered after the layer's forward four (PyTorch's state_dict
+ *     order); in_k is D H for k > 0 (layer k reads [h_fwd, h_rev] of layer k-1). The reverse direction runs each
+ *     sequence from its last valid step back to 0. Output [h_fwd, h_rev] on the last axis;
+ *     states h_n, c_n (num_layers D, B, H), row k D + d (PyTorch's order).
+ *   valid lengths (nn_lstm_forward_lengths; PyTorch's pack_padded_sequence, then
+ *     pad_packed_sequence(total_length = T)): outputs at t >= lengths[b] are 0, h_n and c_n are
+ *     the state at step lengths[b] - 1, the reverse direction starts at step lengths[b] - 1.
+ *     1 <= lengths[b] <= T: a 0 is refused, as pack_padded_sequence refuses it.
+ * Bits: a zeroed nn_rnn_opts without lengths records exactly nn_lstm_forward's ops of before
+ * (the zoo's bits). batch_first gives the bits of time-major on the transposed input; lengths
+ * all T give the bits of no lengths; the reverse direction gives the bits of a forward
+ * direction with its weights run over each sequence's valid part reversed.
  *
  * Usage:
  *     nn_lstm rnn;
@@ -25,6 +41,7 @@
 
 #include "base.h"
 #include "params.h"
+#include "rnn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +60,8 @@ typedef struct nn_lstm {
     int input_size, hidden, num_layers;
     double dropout; /* between layers, training only */
     nn_lstm_layer layer[NN_LSTM_MAX_LAYERS];
+    bool batch_first, bidirectional;           /* nn_rnn_opts; false from nn_lstm_init */
+    nn_lstm_layer reverse[NN_LSTM_MAX_LAYERS]; /* bidirectional: the ..._reverse weights */
 } nn_lstm;
 
 /* ---- the cell ----
@@ -67,6 +86,12 @@ int nn_lstm_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_ten
  * 1 <= num_layers <= NN_LSTM_MAX_LAYERS, 0 <= dropout < 1. Returns 0 or -1 (ag_last_error). */
 int nn_lstm_init(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
                  int num_layers, double dropout);
+/* nn_lstm_init with options (NULL: none, nn_lstm_init itself): bidirectional registers, per
+ * layer k, the forward four, then prefix.weight_ih_l{k}_reverse, prefix.weight_hh_l{k}_reverse,
+ * prefix.bias_ih_l{k}_reverse, prefix.bias_hh_l{k}_reverse (PyTorch's names and order; layer
+ * k > 0's weight_ih are (4H, 2H)). Returns 0 or -1 (ag_last_error). */
+int nn_lstm_init_opts(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
+                      int num_layers, double dropout, const nn_rnn_opts *opts);
 
 /* The whole sequence: x (T, B, input_size); the initial state h0 and c0, each
  * (num_layers, B, H), both given or both NULL (zeros): one without the other (e.g. a GRU's
@@ -77,8 +102,20 @@ int nn_lstm_init(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, 
  * (reported). The input projections of all T steps are one ag_linear per layer. */
 ag_tensor *nn_lstm_forward(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, ag_tensor *h0,
                            ag_tensor *c0, ag_tensor **h_out, ag_tensor **c_out);
+/* The same with the layer's options and per-sequence valid lengths: x (T, B, input_size), or
+ * (B, T, input_size) when batch_first; lengths (B values in [1, T], copied) or NULL (all T);
+ * h0, c0 (num_layers D, B, H), both or neither. Returns the output (T, B, D H) or (B, T, D H),
+ * zero at t >= lengths[b]; *h_out, *c_out (num_layers D, B, H), each sequence's state at its
+ * last valid step. NULL on error, as nn_lstm_forward (a length outside [1, T] reported).
+ * nn_lstm_forward(l, ...) is nn_lstm_forward_lengths(l, c, x, NULL, ...): it too follows the
+ * options the layer was made with. */
+ag_tensor *nn_lstm_forward_lengths(const nn_lstm *l, const nn_ctx *c, ag_tensor *x,
+                                   const int32_t *lengths, ag_tensor *h0, ag_tensor *c0,
+                                   ag_tensor **h_out, ag_tensor **c_out);
 
-/* One time step through all layers, for decoders that feed each output back:
+/* One time step through all layers, for decoders that feed each output back (one direction
+ * only: a bidirectional LSTM is refused by the step and the two state helpers; batch_first
+ * does not matter here, there is no time axis):
  * x (B, input_size); h[k] and cs[k] (B, H) for k < num_layers are layer k's state, replaced in
  * place by the new state (the old tensors stay valid on the tape). Returns the last layer's
  * new h[num_layers-1] (B, H), or NULL on error (then h and cs are left unchanged). A sequence

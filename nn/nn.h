@@ -18,6 +18,8 @@
  *   nn/layers.h      Linear, Embedding, LayerNorm (and of a residual sum), Dropout, ReLU
  *   nn/gru.h         the GRU cell; multi-layer GRU (PyTorch layout) and its one-step function
  *   nn/lstm.h        the LSTM cell; multi-layer LSTM (PyTorch layout) and its one-step function
+ *   nn/rnn.h         the recurrent layers' options (batch-first, bidirectional), per-sequence
+ *                    valid lengths and their ops (mask, reverse, last step), the shared driver
  *   nn/batchnorm.h   BatchNorm1d (running statistics kept as buffers of the store)
  *   nn/conv.h        Conv1d, Conv2d (im2col + GEMM; PyTorch layout); nn/pool.h: max/avg pooling
  *   nn/attention.h   attention cores: multi-head scaled dot-product, additive scores
@@ -58,6 +60,7 @@
 #include "layers.h"
 #include "gru.h"
 #include "lstm.h"
+#include "rnn.h"
 #include "batchnorm.h"
 #include "conv.h"
 #include "pool.h"
