@@ -333,11 +333,11 @@ static int check_options(const ds_fra_options *o) {
     if (o->batch_size < 1) return ag_error("batch_size = %d, expected >= 1", (int)o->batch_size);
     if (o->batch_tokens < 0)
         return ag_error("batch_tokens = %d, expected >= 0", (int)o->batch_tokens);
-    if (!(o->valid_frac >= 0 && o->valid_frac < 1) || !(o->test_frac >= 0 && o->test_frac < 1) ||
-        !(o->valid_frac + o->test_frac < 1))
+    if (!(o->valid_frac >= 0 && o->valid_frac <= DS_MAX_FRAC) ||
+        !(o->test_frac >= 0 && o->test_frac <= DS_MAX_FRAC) || !(o->valid_frac + o->test_frac < 1))
         return ag_error(
-            "valid_frac = %g, test_frac = %g: expected each in [0, 1) and a sum below 1",
-            o->valid_frac, o->test_frac);
+            "valid_frac = %g, test_frac = %g: expected each in [0, %g] and a sum below 1",
+            o->valid_frac, o->test_frac, DS_MAX_FRAC);
     if (o->split_mode != DS_SPLIT_RANDOM && o->split_mode != DS_SPLIT_DISJOINT)
         return ag_error("split_mode = %d, expected 0 (random) or 1 (disjoint)", (int)o->split_mode);
     return 0;

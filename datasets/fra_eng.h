@@ -60,6 +60,10 @@ extern "C" {
 #endif
 
 typedef enum { DS_SRC = 0, DS_TGT = 1 } ds_side;
+/* The largest held-out fraction of each part (valid_frac, test_frac; their sum must stay below
+ * 1): the one range of the library's check and of the programs' --valid-frac, --test-frac. */
+#define DS_MAX_FRAC 0.9
+
 /* DS_TRAIN is every pair when there is no split (valid_frac = test_frac = 0). */
 typedef enum { DS_TRAIN = 0, DS_VALID = 1, DS_TEST = 2, DS_ALL = 3 } ds_part;
 

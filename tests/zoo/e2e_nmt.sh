@@ -26,6 +26,12 @@ else
 fi
 check "train: says where" has out '^plots: '
 check "train: csv rows" test "$(wc -l <"$dir/plots/loss.csv")" = 4
+check "train: the loss falls" awk -F, 'NR == 2 { first = $2 } NR == 4 { exit !($2 < first) }' "$dir/plots/loss.csv"
+
+# the book's run to its end: it learns the four sentences (at least two exactly, on any CPU)
+check "book's run" run 0 train --data "$data" --checkpoint "$dir/book.safetensors" --log-every 0
+check "book's run: loss below 0.1" awk '/^loss / { exit !($2 + 0 < 0.1) }' "$dir/out"
+check "book's run: two or more sentences exact" test "$(grep -c 'bleu 1\.000$' "$dir/out")" -ge 2
 
 # resume to 5 epochs: continues the history
 check "resume" run 0 train --data "$data" --epochs 5 --checkpoint "$ck" --plots "$dir/plots" --resume --log-every 1
