@@ -242,6 +242,7 @@ static int print_translations(const zoo_cli *c, const train_run *t) {
 
 int zoo__cmd_train(zoo_cli *c) {
     train_run t = {.rank0 = zoo_dist_rank(c->dist) == 0, .lock = {-1, -1}};
+    zoo_dist_set_timeout(c->dist, c->run.cfg.exec.dist_timeout); /* checked by the flag's range */
     int rc = output_paths(c, &t);
     if (!rc) rc = c->run.cfg.exec.resume ? resume_run(c, &t) : new_run(c, &t);
     if (!rc) rc = prepare(c, &t);

@@ -53,6 +53,7 @@ typedef struct zoo_exec {
     int beam;            /* translate: beam size (1: greedy) */
     double alpha;        /* translate: beam search length penalty */
     int split;           /* eval: the part scored, zoo_split (auto: test, else valid, else train) */
+    double dist_timeout; /* train under mpirun: a collective's deadline, seconds (0: none) */
 } zoo_exec;
 
 typedef enum zoo_split {
