@@ -24,8 +24,11 @@
  * deadline (zoo_dist_set_timeout; train's --dist-timeout): a collective that waits longer ends
  * the job on every rank, with one message naming the ranks that did not answer. Waiting does not
  * burn a core: over a transport with start and test (Open MPI's has them), a rank waiting for
- * the others sleeps between polls (from 50 us, an eighth of the time waited so far, up to 10 ms)
- * and only spins once every rank has arrived and the data moves.
+ * the others sleeps between polls (after 200 us: an eighth of the time waited so far, 50 us to
+ * 10 ms), and spins only once every rank has arrived and the data moves (which needs its polls),
+ * for up to 4 times the run's longest transfer so far plus 10 ms; beyond that (a rank stopped
+ * during the transfer) it sleeps again. The deadline counts the time this rank was awake: a
+ * rank resumed after a stop of its own (SIGCONT) blames no one for the time it slept.
  *
  * Like every library, this one never prints: what a hold kept back is written by
  * zoo_dist_write_held and the timing line by zoo_dist_report, each to the FILE* the program
@@ -121,10 +124,13 @@ void zoo_dist_close(zoo_dist *d);
  * the error handler (ag_set_error_handler; no caller sees a return) by the lowest rank that
  * waited: "rank 1 did not answer within 300 s (--dist-timeout): ending the job", naming every
  * rank that did not say it was waiting too (or, over a transport without note, "a rank did not
- * answer ..." and the ranks that did). The other ranks that waited stay silent, and end the job
- * themselves 5 s later if it still runs. 0 (the default): wait for ever. Over a transport
- * without start and test: no effect. Not a collective (each rank may have its own). Returns 0,
- * or -1 for a negative or not-a-number `seconds`. d NULL: 0. */
+ * answer ..." and the ranks that did; when every rank said it waited, a rank stopped or cut off
+ * during the transfer: "a collective did not complete ..."). The other ranks that waited stay
+ * silent, and end the job themselves 5 s later if it still runs. The deadline must exceed the
+ * longest time one rank works while the others wait for it (rank 0 saving a checkpoint). 0 (the
+ * default): wait for ever (still sleeping while waiting). Over a transport without start and
+ * test: no effect. Not a collective (each rank may have its own). Returns 0, or -1 for a
+ * negative or not-a-number `seconds`. d NULL: 0. */
 int zoo_dist_set_timeout(zoo_dist *d, double seconds);
 
 int zoo_dist_rank(const zoo_dist *d);         /* 0 .. size-1; 0 for NULL */
