@@ -164,9 +164,9 @@ static double expire(zoo_dist *d, double waited, bool grace_over) {
 /* How long to sleep before the next poll, from the time waited so far: while some rank has not
  * arrived, nothing for the first SPIN seconds, then an eighth of the time waited; while the
  * data moves (every rank has arrived), nothing for the first `spin` seconds (this run's longest
- * transfer so far, 4 times, plus 10 ms: the transfer needs this rank's polls to move), then an
- * eighth of the time beyond it (a rank stopped during the transfer). Naps are NAP_MIN to
- * NAP_MAX. */
+ * transfer so far, 4 times, plus 10 ms, at most 1 s: the transfer needs this rank's polls to
+ * move), then an eighth of the time beyond it (a rank stopped during the transfer). Naps are
+ * NAP_MIN to NAP_MAX. */
 static double nap_for(zoo_dist_state state, double waited, double moving, double spin) {
     double s = state == ZOO_DIST_MOVING ? (moving < spin ? 0 : (moving - spin) / 8)
                : waited < SPIN          ? 0
@@ -182,7 +182,7 @@ static int wait_for(zoo_dist *d, void *req) {
     double prev = now(), waited = 0, moving = -1, slept = 0;
     double give_up = d->timeout > 0 ? d->timeout : INFINITY;
     double note_at = d->timeout > 0 && d->t->note ? fmin(1, d->timeout / 4) : INFINITY;
-    double spin = d->moving_max > 0 ? 4 * d->moving_max + 0.01 : 1;
+    double spin = fmin(1, 4 * d->moving_max + 0.01); /* the first collective: up to 1 s */
     for (;;) {
         zoo_dist_state state = ZOO_DIST_WAITING;
         if (d->t->test(d->ctx, req, &state)) return -1;

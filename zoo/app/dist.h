@@ -26,15 +26,15 @@
  * burn a core: over a transport with start and test (Open MPI's has them), a rank waiting for
  * the others sleeps between polls (after 200 us: an eighth of the time waited so far, 50 us to
  * 10 ms), and spins only once every rank has arrived and the data moves (which needs its polls),
- * for up to 4 times the run's longest transfer so far plus 10 ms; beyond that (a rank stopped
- * during the transfer) it sleeps again. The deadline counts the time this rank was awake: a
- * rank resumed after a stop of its own (SIGCONT) blames no one for the time it slept.
+ * for up to 4 times the run's longest transfer so far plus 10 ms, at most 1 s; beyond that (a
+ * rank stopped during the transfer) it sleeps again. The deadline counts the time this rank was
+ * awake: a rank resumed after a stop of its own (SIGCONT) blames no one for the time it slept.
  *
  * Like every library, this one never prints: what a hold kept back is written by
  * zoo_dist_write_held and the timing line by zoo_dist_report, each to the FILE* the program
- * passes; failures are -1 / NULL with ag_last_error(). (The one exception is a rank that must
- * end the group itself, out of memory in the start check: no caller sees a return, so its
- * message also goes to the error handler, ag_set_error_handler.)
+ * passes; failures are -1 / NULL with ag_last_error(). (The exceptions are a rank that must end
+ * the group itself, out of memory in the start check or at a collective's deadline: no caller
+ * sees a return, so its message goes to the error handler, ag_set_error_handler.)
  */
 #ifndef TG_ZOO_DIST_H
 #define TG_ZOO_DIST_H
