@@ -175,8 +175,21 @@ static int mpi_test(void *ctx, void *req, zoo_dist_state *state) {
 
 /* ---- who waits: a note to every other rank, received when asked ---- */
 
+/* Receives the notes that came (they wait in MPI's queue until then), keeping each rank's
+ * largest. */
+static void receive_notes(mpi_ctx *c) {
+    for (int any = 1; any;) {
+        MPI_Status st;
+        int64_t seq = -1;
+        MPI_Iprobe(MPI_ANY_SOURCE, 0, c->notes, &any, &st);
+        if (any) MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, 0, c->notes, MPI_STATUS_IGNORE);
+        if (any && seq > c->heard[st.MPI_SOURCE]) c->heard[st.MPI_SOURCE] = seq;
+    }
+}
+
 static int mpi_note(void *ctx, int64_t seq) {
     mpi_ctx *c = ctx;
+    receive_notes(c); /* so that notes of long runs do not pile up */
     for (int r = 0; r < c->size; r++) {
         int idle = 1;
         if (r == c->rank) continue;
@@ -190,13 +203,7 @@ static int mpi_note(void *ctx, int64_t seq) {
 
 static int mpi_heard(void *ctx, int64_t *heard) {
     mpi_ctx *c = ctx;
-    for (int any = 1; any;) {
-        MPI_Status st;
-        MPI_Iprobe(MPI_ANY_SOURCE, 0, c->notes, &any, &st);
-        int64_t seq;
-        if (any) MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, 0, c->notes, MPI_STATUS_IGNORE);
-        if (any && seq > c->heard[st.MPI_SOURCE]) c->heard[st.MPI_SOURCE] = seq;
-    }
+    receive_notes(c);
     for (int r = 0; r < c->size; r++)
         if (r != c->rank) heard[r] = c->heard[r];
     return 0;
@@ -210,7 +217,7 @@ static void mpi_abort(void *ctx, int status) {
 
 static void mpi_finalize(void *ctx) {
     mpi_ctx *c = ctx;
-    mpi_heard(c, c->heard); /* receives the notes that came */
+    receive_notes(c);
     MPI_Waitall(c->size, c->out, MPI_STATUSES_IGNORE);
     MPI_Comm_free(&c->notes);
     free_ctx(c);
