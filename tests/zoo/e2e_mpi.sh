@@ -150,7 +150,7 @@ stopped_rank() { # stopped_rank RANK: stops RANK during training, checks the job
     "${mpi[@]}" -np 2 ./rank.sh "$prog" "${train[@]}" --epochs 200 --shards 1 --checkpoint-steps 5 \
         --dist-timeout 3 --checkpoint "$name.st" >"$name.out" 2>"$name.err" &
     local pid=$! t0 t1 ticks waited=0 status
-    for _ in $(seq 400); do [ -s "$name.st" ] && [ -s pid.0 ] && [ -s pid.1 ] && break; sleep 0.05; done
+    for _ in $(seq 1200); do [ -s "$name.st" ] && [ -s pid.0 ] && [ -s pid.1 ] && break; sleep 0.05; done
     local victim other
     victim=$(cat "pid.$stop" 2>/dev/null) other=$(cat "pid.$wait" 2>/dev/null)
     if [ -z "$victim" ] || [ -z "$other" ] || [ ! -s "$name.st" ]; then
