@@ -12,7 +12,9 @@
 # - a stop (SIGINT to mpirun) saves once, and the run resumes to the same bits;
 # - ranks that disagree (MPMD: --seed 0 on one, --seed 1 on the other) stop at the start with
 #   one message, exit 2, and write nothing; a rank that dies (SIGKILL) takes the job down and
-#   the last checkpoint stays intact; translate refuses to run as 2 processes.
+#   the last checkpoint stays intact; translate refuses to run as 2 processes;
+# - a rank that stops (SIGSTOP): the other ends the job after --dist-timeout, with one message
+#   naming it, without burning a core while it waits, and the checkpoint stays intact.
 set -u
 prog=$1
 data=$2
@@ -133,6 +135,55 @@ status=$?
 check "a dead rank: mpirun fails" test "$status" != 0
 check "a dead rank: the job ends" test -z "$(pgrep -f -- 'checkpoint-steps 5 --checkpoint k.st')"
 check "a dead rank: the checkpoint is intact" run kt 0 "$prog" translate --checkpoint k.st "go ."
+
+# ---- a stopped rank (SIGSTOP): the other gives up after --dist-timeout, with one message ----
+# Each rank starts through a wrapper that writes its pid to pid.RANK; once training has saved, one
+# rank is stopped. The job must end by itself (bound: 60 s for a 3 s deadline, on a loaded
+# machine), fail, name the stopped rank and the deadline once, leave the checkpoint loadable, and
+# the waiting rank must not burn a core meanwhile (under 1 s of processor time in 2 s).
+printf '#!/bin/sh\necho $$ >"pid.$OMPI_COMM_WORLD_RANK"\nexec "$@"\n' >rank.sh
+chmod +x rank.sh
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; } # user + system ticks
+stopped_rank() { # stopped_rank RANK: stops RANK during training, checks the job's end
+    local stop=$1 wait=$((1 - $1)) name="stop$1"
+    rm -f "$name.st" pid.0 pid.1
+    "${mpi[@]}" -np 2 ./rank.sh "$prog" "${train[@]}" --epochs 200 --shards 1 --checkpoint-steps 5 \
+        --dist-timeout 3 --checkpoint "$name.st" >"$name.out" 2>"$name.err" &
+    local pid=$! t0 t1 ticks waited=0 status
+    for _ in $(seq 1200); do [ -s "$name.st" ] && [ -s pid.0 ] && [ -s pid.1 ] && break; sleep 0.05; done
+    local victim other
+    victim=$(cat "pid.$stop" 2>/dev/null) other=$(cat "pid.$wait" 2>/dev/null)
+    if [ -z "$victim" ] || [ -z "$other" ] || [ ! -s "$name.st" ]; then
+        check "stopped rank $stop: training started" false
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid"
+        return
+    fi
+    kill -STOP "$victim"
+    t0=$(cpu "$other")
+    sleep 2
+    t1=$(cpu "$other")
+    ticks=$(getconf CLK_TCK)
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 600 ]; do sleep 0.1; waited=$((waited + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then # still running: end it, and say so
+        kill -CONT "$victim" 2>/dev/null
+        kill -9 "$pid" "$victim" "$other" 2>/dev/null
+    fi
+    wait "$pid"
+    status=$?
+    kill -CONT "$victim" 2>/dev/null # leftovers (mpirun normally took them down)
+    kill -9 "$victim" "$other" 2>/dev/null
+    check "stopped rank $stop: the job ends by itself within 60 s" test "$waited" -lt 600
+    check "stopped rank $stop: mpirun fails" test "$status" != 0
+    check "stopped rank $stop: one message naming it and the deadline" \
+        test "$(grep -c "rank $stop did not answer within 3 s (--dist-timeout): ending the job" "$name.err")" = 1
+    check "stopped rank $stop: no other rank blamed" test "$(grep -c 'did not answer' "$name.err")" = 1
+    check "stopped rank $stop: the waiting rank slept (CPU $((t1 - t0)) ticks in 2 s)" \
+        test $((t1 - t0)) -lt "$ticks"
+    check "stopped rank $stop: the checkpoint is intact" run "${name}t" 0 "$prog" translate --checkpoint "$name.st" "go ."
+}
+stopped_rank 1
+stopped_rank 0
 
 # validation and early stopping under mpirun: rank 0 prints, every rank stops at the same step
 check "--patience under mpirun" run pat 0 "${mpi[@]}" -np 2 "$prog" train --data "$data" --num-examples 200 --valid-frac 0.2 --valid-steps 1 --patience 1 --lr 0 --epochs 50 --log-every 0 --shards 1 --checkpoint pat.st

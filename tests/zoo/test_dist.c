@@ -1,17 +1,17 @@
 /* test_dist.c -- the process group of data-parallel training (zoo/app/dist.h) and the trainer
- * spread over it, without MPI: a transport over threads of this process, one thread per rank
- * (sums in rank order, through shared memory and a barrier), so that every build runs it. The
- * same code runs over Open MPI in the programs (ctest e2e_mpi).
+ * spread over it, without MPI: transports over threads of this process, one thread per rank
+ * (tests/zoo/dist_threads.h), so that every build runs it. The same code runs over Open MPI in
+ * the programs (ctest e2e_mpi); the deadline of the collectives: test_dist_deadline.c.
  *
  * What it checks: the collectives (sums, maximum, rank 0's broadcast decision), the start check
  * (equal runs agree; a differing line is named once, on rank 0; a failed rank's status reaches
  * every rank), TG_DIST_CHECK catching a transport that gives ranks different bits, a group of
  * one, and the trainer: 2 ranks of 1 shard train the bits of 1 process with 2 shards; with no
  * learning (lr 0) 2 ranks of 2 shards and 3 ranks of 1 give the losses of 4 and 3 shards to the
- * bit and their gradient norms to rounding. */
+ * bit and their gradient norms to rounding. Collectives started and polled (as over Open MPI)
+ * give the blocking transport's bits, alone and in training. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,143 +19,10 @@
 #include <unistd.h>
 
 #include "tests/tg_test.h"
+#include "tests/zoo/dist_threads.h"
 #include "zoo/app/dist.h"
 #include "zoo/app/trainer.h"
 #include "zoo/models/transformer.h"
-
-/* ---- a transport over threads ---- */
-
-enum { MAX_RANKS = 4 };
-
-static struct {
-    int size;
-    pthread_barrier_t bar;
-    const void *slot[MAX_RANKS]; /* each rank's buffer of the current collective */
-    int lie_rank;                /* >= 0: this rank's sums come out wrong by one bit */
-} grp = {.lie_rank = -1};
-
-static _Thread_local int my_rank; /* set by the rank's thread before zoo_dist_open */
-
-static int t_init(void **ctx, int *rank, int *size, int *local) {
-    *ctx = NULL;
-    *rank = my_rank;
-    *size = *local = grp.size;
-    return 1;
-}
-
-/* Every rank publishes buf, every rank computes the whole result from all, then writes it. */
-#define T_REDUCE(name, type, init, op)                                                             \
-    static int name(void *ctx, type *buf, size_t n) {                                              \
-        (void)ctx;                                                                                 \
-        type *out = malloc(sizeof *out * (n ? n : 1));                                             \
-        grp.slot[my_rank] = buf;                                                                   \
-        pthread_barrier_wait(&grp.bar);                                                            \
-        for (size_t i = 0; i < n; i++) {                                                           \
-            type acc = init;                                                                       \
-            for (int r = 0; r < grp.size; r++) {                                                   \
-                type v = ((const type *)grp.slot[r])[i];                                           \
-                acc = r == 0 ? v : op;                                                             \
-            }                                                                                      \
-            out[i] = acc;                                                                          \
-        }                                                                                          \
-        pthread_barrier_wait(&grp.bar);                                                            \
-        memcpy(buf, out, sizeof *out *n);                                                          \
-        free(out);                                                                                 \
-        return 0;                                                                                  \
-    }
-T_REDUCE(t_sum_f64, double, 0, acc + v)
-T_REDUCE(t_max_i32, int32_t, 0, acc > v ? acc : v)
-T_REDUCE(t_sum_f32_exact, float, 0, acc + v)
-
-static int t_sum_f32(void *ctx, float *buf, size_t n) {
-    int rc = t_sum_f32_exact(ctx, buf, n);
-    if (my_rank == grp.lie_rank && n) { /* a broken transport: one rank's first element off */
-        uint32_t u;
-        memcpy(&u, buf, sizeof u);
-        u ^= 1;
-        memcpy(buf, &u, sizeof u);
-    }
-    return rc;
-}
-
-static int t_bcast(void *ctx, void *buf, size_t bytes) {
-    (void)ctx;
-    grp.slot[my_rank] = buf;
-    pthread_barrier_wait(&grp.bar);
-    if (my_rank) memcpy(buf, grp.slot[0], bytes);
-    pthread_barrier_wait(&grp.bar);
-    return 0;
-}
-
-static int t_allgather(void *ctx, const void *mine, void *all, size_t bytes) {
-    (void)ctx;
-    grp.slot[my_rank] = mine;
-    pthread_barrier_wait(&grp.bar);
-    for (int r = 0; r < grp.size; r++) memcpy((char *)all + (size_t)r * bytes, grp.slot[r], bytes);
-    pthread_barrier_wait(&grp.bar);
-    return 0;
-}
-
-static void t_abort(void *ctx, int status) {
-    (void)ctx;
-    fprintf(stderr, "test_dist: abort(%d) called\n", status);
-    abort();
-}
-
-static void t_finalize(void *ctx) { (void)ctx; }
-
-static const zoo_dist_transport threads = {
-    .name = "threads",
-    .init = t_init,
-    .sum_f32 = t_sum_f32,
-    .sum_f64 = t_sum_f64,
-    .max_i32 = t_max_i32,
-    .bcast = t_bcast,
-    .allgather = t_allgather,
-    .abort = t_abort,
-    .finalize = t_finalize,
-};
-
-/* Runs fn(rank, arg) on `size` threads, one per rank: rank 0 on the calling thread, the others
- * on threads started once and kept for the whole program (a thread that computes keeps a scratch
- * buffer of the engine until it ends, and these never end). */
-typedef void (*rank_fn)(int rank, void *arg);
-
-static struct {
-    pthread_t th[MAX_RANKS];
-    pthread_barrier_t start, done;
-    int size;
-    rank_fn fn;
-    void *arg;
-} pool;
-
-static void *rank_main(void *p) {
-    my_rank = (int)(intptr_t)p;
-    for (;;) {
-        pthread_barrier_wait(&pool.start);
-        if (my_rank < pool.size) pool.fn(my_rank, pool.arg);
-        pthread_barrier_wait(&pool.done);
-    }
-    return NULL;
-}
-
-static void run_group(int size, rank_fn fn, void *arg) {
-    if (!pool.th[1]) {
-        pthread_barrier_init(&pool.start, NULL, MAX_RANKS);
-        pthread_barrier_init(&pool.done, NULL, MAX_RANKS);
-        for (int r = 1; r < MAX_RANKS; r++)
-            pthread_create(&pool.th[r], NULL, rank_main, (void *)(intptr_t)r);
-    }
-    grp.size = pool.size = size;
-    pool.fn = fn;
-    pool.arg = arg;
-    pthread_barrier_init(&grp.bar, NULL, (unsigned)size);
-    pthread_barrier_wait(&pool.start);
-    my_rank = 0;
-    fn(0, arg);
-    pthread_barrier_wait(&pool.done);
-    pthread_barrier_destroy(&grp.bar);
-}
 
 /* What a rank thread found, checked by the main thread afterwards (CUnit asserts are not
  * thread-safe). */
@@ -171,9 +38,12 @@ typedef struct seen {
 
 /* ---- collectives ---- */
 
+/* The transport of the tests that run over either (collectives, the trainer). */
+static const zoo_dist_transport *use = &threads;
+
 static void collectives(int r, void *arg) {
     seen *s = arg;
-    zoo_dist *d = zoo_dist_open(&threads);
+    zoo_dist *d = zoo_dist_open(use);
     if (!d) return;
     float f[3] = {0.1f * (float)(r + 1), 1e8f, -1.0f};
     double x = r + 0.25;
@@ -449,7 +319,7 @@ static int train(train_job *j, zoo_dist *d, int r) {
 
 static void train_rank(int r, void *arg) {
     train_job *j = arg;
-    zoo_dist *d = zoo_dist_open(&threads);
+    zoo_dist *d = zoo_dist_open(use);
     j->rc[r] = d ? train(j, d, r) : -1;
     zoo_dist_close(d);
 }
@@ -515,6 +385,16 @@ static void test_trainer_global_shards(void) {
     ds_fra_free(data);
 }
 
+/* Started and polled, the collectives and the trainer give the blocking transport's bits. */
+static void test_polled_collectives_and_trainer(void) {
+    use = &polled;
+    nb_reset();
+    test_collectives();
+    nb_reset();
+    test_trainer_parity();
+    use = &threads;
+}
+
 static CU_TestInfo tests[] = {
     {"sums, maximum: every rank the same bits", test_collectives},
     {"rank 0 decides, every rank gets it (and its failure)", test_on_root},
@@ -524,6 +404,7 @@ static CU_TestInfo tests[] = {
     {"reports go to the caller's FILE*, nothing to stderr", test_output_goes_to_the_caller},
     {"2 ranks x 1 shard: the bits of 1 process x 2 shards", test_trainer_parity},
     {"N ranks x S shards: the losses of N x S shards", test_trainer_global_shards},
+    {"polled: the collectives' and the trainer's bits", test_polled_collectives_and_trainer},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"dist", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -254,6 +254,7 @@ static int print_translations(const zoo_cli *c, const train_run *t) {
 
 int zoo__cmd_train(zoo_cli *c) {
     train_run t = {.rank0 = zoo_dist_rank(c->dist) == 0, .lock = {{.fd = -1}, {.fd = -1}}};
+    zoo_dist_set_timeout(c->dist, c->run.cfg.exec.dist_timeout); /* checked by the flag's range */
     int rc = output_paths(c, &t);
     if (!rc && !c->run.cfg.exec.resume) rc = check_config(c);
     if (!rc) rc = lock_outputs(c, &t);

@@ -1,11 +1,11 @@
 /* dist.c -- the process group of a data-parallel run, over a transport the program provides
- * (zoo/app/dist.h). No MPI here: zoo/app/dist_mpi.c is the Open MPI transport. */
+ * (zoo/app/dist.h): its collectives and their deadline, the start check, the held output. No MPI
+ * here: zoo/app/dist_mpi.c is the Open MPI transport; dist_text.c the text of a run. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/dist.h"
-#include "zoo/app/run_cfg.h"
 
 #include <fcntl.h>
-#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +27,9 @@ struct zoo_dist {
     double wait_seconds; /* TG_DIST_TIMING: time waiting for the last rank before each sum */
     int64_t sums;
     size_t sum_n;
+    double timeout;    /* zoo_dist_set_timeout (0: none) */
+    int64_t seq;       /* collectives started so far */
+    double moving_max; /* the longest a collective's data moved, seconds (wait_for) */
 };
 
 static bool env_on(const char *name) {
@@ -85,12 +88,143 @@ void zoo_dist_close(zoo_dist *d) {
     free(d);
 }
 
+int zoo_dist_set_timeout(zoo_dist *d, double seconds) {
+    if (!(seconds >= 0)) return ag_error("dist: a deadline of %g s (expected 0 or more)", seconds);
+    if (d) d->timeout = seconds;
+    return 0;
+}
+
 int zoo_dist_rank(const zoo_dist *d) { return d ? d->rank : 0; }
 int zoo_dist_size(const zoo_dist *d) { return d ? d->size : 1; }
 int zoo_dist_local_size(const zoo_dist *d) { return d ? d->local_size : 1; }
 const char *zoo_dist_name(const zoo_dist *d) { return d && d->t ? d->t->name : "none"; }
 
 static bool group(const zoo_dist *d) { return d && d->t; }
+
+/* ---- waiting for a collective, with the deadline ---- */
+
+/* Ranks named in the deadline's message, at most; the silence of a rank that waited but is
+ * not the lowest of those (seconds); polling: spinning first, then sleeping (seconds). */
+enum { NAMED = 8 };
+static const double GRACE = 5, SPIN = 200e-6, NAP_MIN = 50e-6, NAP_MAX = 10e-3;
+
+/* "r0, r1, ..." of the ranks r that answered (want) or did not: itself, and those that noted
+ * collective d->seq (heard[r], NULL: none), into s, at most NAMED; returns how many there are. */
+static int list_ranks(const zoo_dist *d, const int64_t *heard, bool want, char *s, size_t cap) {
+    int k = 0;
+    size_t n = 0;
+    s[0] = '\0';
+    for (int r = 0; r < d->size; r++) {
+        bool answered = r == d->rank || (heard && heard[r] >= d->seq);
+        if (answered != want) continue;
+        if (k < NAMED && n < cap) n += (size_t)snprintf(s + n, cap - n, "%s%d", k ? ", " : "", r);
+        k++;
+    }
+    if (k > NAMED && n < cap) snprintf(s + n, cap - n, " and %d more", k - NAMED);
+    return k;
+}
+
+/* The deadline has passed after `waited` seconds in collective d->seq. The lowest rank of those
+ * that waited (itself and those whose note came) says which ranks did not answer and ends the
+ * job. Another returns the time to wait on, in silence, for that rank to end it (GRACE), after
+ * which (`grace_over`) it ends the job itself. */
+static double expire(zoo_dist *d, double waited, bool grace_over) {
+    int64_t *heard = d->t->note && d->t->heard ? malloc(sizeof *heard * (size_t)d->size) : NULL;
+    for (int r = 0; heard && r < d->size; r++) heard[r] = -1;
+    if (heard && d->t->heard(d->ctx, heard)) { /* cannot tell who answered */
+        free(heard);
+        heard = NULL;
+    }
+    bool lowest = true;
+    for (int r = 0; heard && r < d->rank; r++) lowest &= heard[r] < d->seq;
+    char absent[160], present[160];
+    int n_absent = list_ranks(d, heard, false, absent, sizeof absent);
+    int n_present = list_ranks(d, heard, true, present, sizeof present);
+    bool known = heard != NULL;
+    free(heard);
+    if (!lowest && !grace_over) return waited + GRACE;
+    size_t len;
+    free(unhold(d, &len)); /* the message goes to the real stderr */
+    if (!known)
+        ag_error("a rank did not answer within %g s (--dist-timeout) (rank%s %s did): ending "
+                 "the job",
+                 d->timeout, n_present > 1 ? "s" : "", present);
+    else if (n_absent)
+        ag_error("rank%s %s did not answer within %g s (--dist-timeout): ending the job",
+                 n_absent > 1 ? "s" : "", absent, d->timeout);
+    else
+        ag_error("a collective did not complete within %g s (--dist-timeout) though every rank "
+                 "answered (one stopped or lost its link during the transfer): ending the job",
+                 d->timeout);
+    ag_error_raise();
+    zoo_dist_abort(d, 1);
+    return waited; /* not reached (a transport's abort does not return) */
+}
+
+/* How long to sleep before the next poll, from the time waited so far: while some rank has not
+ * arrived, nothing for the first SPIN seconds, then an eighth of the time waited; while the
+ * data moves (every rank has arrived), nothing for the first `spin` seconds (this run's longest
+ * transfer so far, 4 times, plus 10 ms, at most 1 s: the transfer needs this rank's polls to
+ * move), then an eighth of the time beyond it (a rank stopped during the transfer). Naps are
+ * NAP_MIN to NAP_MAX. */
+static double nap_for(zoo_dist_state state, double waited, double moving, double spin) {
+    double s = state == ZOO_DIST_MOVING ? (moving < spin ? 0 : (moving - spin) / 8)
+               : waited < SPIN          ? 0
+                                        : waited / 8;
+    return s <= 0 ? 0 : s < NAP_MIN ? NAP_MIN : s > NAP_MAX ? NAP_MAX : s;
+}
+
+/* Polls the started collective req until it is done (0), the transport fails (-1) or the
+ * deadline passes (the job ends). The clock is this rank's time awake: a gap between two polls
+ * longer than the nap by over a second (this rank was stopped, or starved of the processor)
+ * counts as nap + 1 s, so that a rank resumed after a stop blames no one. */
+static int wait_for(zoo_dist *d, void *req) {
+    double prev = now(), waited = 0, moving = -1, slept = 0;
+    double give_up = d->timeout > 0 ? d->timeout : INFINITY;
+    double note_at = d->timeout > 0 && d->t->note ? fmin(1, d->timeout / 4) : INFINITY;
+    double spin = fmin(1, 4 * d->moving_max + 0.01); /* the first collective: up to 1 s */
+    for (;;) {
+        zoo_dist_state state = ZOO_DIST_WAITING;
+        if (d->t->test(d->ctx, req, &state)) return -1;
+        double t = now(), step = fmin(t - prev, slept + 1);
+        prev = t;
+        waited += step;
+        if (moving >= 0 || state != ZOO_DIST_WAITING) moving = moving < 0 ? 0 : moving + step;
+        if (state == ZOO_DIST_DONE) {
+            d->moving_max = fmax(d->moving_max, moving);
+            return 0;
+        }
+        if (waited >= note_at) { /* the others may ask who waited: say so, once (a failure */
+            note_at = INFINITY;  /* makes the deadline's message vaguer, nothing else) */
+            (void)d->t->note(d->ctx, d->seq);
+        }
+        if (waited >= give_up) give_up = expire(d, waited, give_up > d->timeout);
+        slept = nap_for(state, waited, moving, spin);
+        if (slept > 0) nanosleep(&(struct timespec){0, (long)(1e9 * slept)}, NULL);
+    }
+}
+
+/* One collective (zoo_dist_op): started and waited for with the deadline when the transport
+ * can, else its blocking function. 0 or -1. */
+static int collective(zoo_dist *d, zoo_dist_op op, const void *mine, void *buf, size_t n) {
+    const zoo_dist_transport *t = d->t;
+    int rc = 0;
+    if (t->start && t->test) {
+        void *req = NULL;
+        rc = t->start(d->ctx, op, mine, buf, n, &req);
+        if (!rc) rc = wait_for(d, req);
+    } else {
+        switch (op) {
+        case ZOO_DIST_SUM_F32: rc = t->sum_f32(d->ctx, buf, n); break;
+        case ZOO_DIST_SUM_F64: rc = t->sum_f64(d->ctx, buf, n); break;
+        case ZOO_DIST_MAX_I32: rc = t->max_i32(d->ctx, buf, n); break;
+        case ZOO_DIST_BCAST: rc = t->bcast(d->ctx, buf, n); break;
+        case ZOO_DIST_ALLGATHER: rc = t->allgather(d->ctx, mine, buf, n); break;
+        }
+    }
+    d->seq++;
+    return rc;
+}
 
 /* ---- collectives ---- */
 
@@ -100,7 +234,7 @@ static int check_same(zoo_dist *d, const void *buf, size_t bytes, const char *wh
     uint64_t mine = XXH3_64bits(buf, bytes);
     uint64_t *all = malloc(sizeof *all * (size_t)d->size);
     if (!all) return ag_error("dist: out of memory");
-    int rc = d->t->allgather(d->ctx, &mine, all, sizeof mine);
+    int rc = collective(d, ZOO_DIST_ALLGATHER, &mine, all, sizeof mine);
     for (int r = 1; r < d->size && !rc; r++)
         if (all[r] != all[0])
             rc = ag_error("dist: TG_DIST_CHECK: the %s on rank %d differs from rank 0's (the "
@@ -115,15 +249,15 @@ int zoo_dist_sum(zoo_dist *d, ag_real *buf, size_t n) {
     double t0 = now();
     if (d->timing) { /* the ranks meet first, so that the sum's time is its own */
         int32_t one = 1;
-        if (d->t->max_i32(d->ctx, &one, 1)) return -1;
+        if (collective(d, ZOO_DIST_MAX_I32, NULL, &one, 1)) return -1;
         double t1 = now();
         d->wait_seconds += t1 - t0;
         t0 = t1;
     }
 #ifdef TG_DOUBLE
-    int rc = d->t->sum_f64(d->ctx, buf, n);
+    int rc = collective(d, ZOO_DIST_SUM_F64, NULL, buf, n);
 #else
-    int rc = d->t->sum_f32(d->ctx, buf, n);
+    int rc = collective(d, ZOO_DIST_SUM_F32, NULL, buf, n);
 #endif
     d->sum_seconds += now() - t0;
     d->sums++;
@@ -134,17 +268,17 @@ int zoo_dist_sum(zoo_dist *d, ag_real *buf, size_t n) {
 
 int zoo_dist_sum_f64(zoo_dist *d, double *buf, size_t n) {
     if (!group(d)) return 0;
-    int rc = d->t->sum_f64(d->ctx, buf, n);
+    int rc = collective(d, ZOO_DIST_SUM_F64, NULL, buf, n);
     if (!rc && d->check) rc = check_same(d, buf, sizeof *buf * n, "sum");
     return rc;
 }
 
 int zoo_dist_max(zoo_dist *d, int32_t *flags, size_t n) {
-    return group(d) ? d->t->max_i32(d->ctx, flags, n) : 0;
+    return group(d) ? collective(d, ZOO_DIST_MAX_I32, NULL, flags, n) : 0;
 }
 
 int zoo_dist_share(zoo_dist *d, void *buf, size_t bytes) {
-    return group(d) ? d->t->bcast(d->ctx, buf, bytes) : 0;
+    return group(d) ? collective(d, ZOO_DIST_BCAST, NULL, buf, bytes) : 0;
 }
 
 int zoo_dist_on_root(zoo_dist *d, int (*fn)(void *ctx, double *out), void *ctx, double *out) {
@@ -154,7 +288,7 @@ int zoo_dist_on_root(zoo_dist *d, int (*fn)(void *ctx, double *out), void *ctx, 
         msg[0] = fn(ctx, out) ? -1 : 0;
         if (!msg[0]) msg[1] = *out;
     }
-    if (d->t->bcast(d->ctx, msg, sizeof msg)) return -1;
+    if (collective(d, ZOO_DIST_BCAST, NULL, msg, sizeof msg)) return -1;
     if (msg[0]) return d->rank == 0 ? -1 : ag_error("rank 0 failed (its message is on its stderr)");
     *out = msg[1];
     return 0;
@@ -184,101 +318,6 @@ int zoo_dist_hold_output(zoo_dist *d) {
         return ag_error("dist: cannot hold stderr back in a temporary file");
     }
     return 0;
-}
-
-/* A text that grows (run_text). */
-typedef struct text {
-    char *s;
-    size_t n, cap;
-    bool failed;
-} text;
-
-static void add(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(text *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = t->failed ? 0 : vsnprintf(t->s + t->n, t->cap - t->n, fmt, ap);
-        va_end(ap);
-        if (t->failed || (size_t)k < t->cap - t->n) {
-            t->n += (size_t)k;
-            return;
-        }
-        size_t cap = 2 * t->cap + (size_t)k;
-        char *s = realloc(t->s, cap);
-        if (!s) {
-            t->failed = true;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-}
-
-/* The flag lines of a typed table over obj: "--name value". */
-static void add_fields(text *t, const zoo_field *f, int n, const void *obj) {
-    char v[64];
-    for (int i = 0; i < n; i++)
-        add(t, "--%s %s\n", f[i].name, zoo_field_format(&f[i], obj, v, sizeof v));
-}
-
-/* XXH3 of what batches are made of: the ids and lengths of both sides, the parts, the
- * vocabularies' tokens. */
-static uint64_t data_hash(const ds_fra *data) {
-    XXH3_state_t *h = XXH3_createState();
-    if (!h) return 0;
-    XXH3_64bits_reset(h);
-    int64_t pairs = ds_fra_num_pairs(data);
-    int32_t steps = ds_fra_num_steps(data);
-    XXH3_64bits_update(h, &pairs, sizeof pairs);
-    XXH3_64bits_update(h, &steps, sizeof steps);
-    for (int s = 0; s < 2; s++) {
-        XXH3_64bits_update(h, ds_fra_ids(data, (ds_side)s),
-                           sizeof(int32_t) * (size_t)pairs * (size_t)steps);
-        XXH3_64bits_update(h, ds_fra_valid_len(data, (ds_side)s), sizeof(int32_t) * (size_t)pairs);
-        const ds_vocab *v = ds_fra_vocab(data, (ds_side)s);
-        for (int32_t id = 0; id < ds_vocab_size(v); id++) {
-            size_t len = 0;
-            const char *tok = ds_vocab_token(v, id, &len);
-            XXH3_64bits_update(h, tok, len + 1);
-        }
-    }
-    for (int p = DS_TRAIN; p <= DS_TEST; p++) {
-        int64_t n = ds_fra_part_size(data, (ds_part)p);
-        XXH3_64bits_update(h, &n, sizeof n);
-        XXH3_64bits_update(h, ds_fra_part_pairs(data, (ds_part)p), sizeof(int64_t) * (size_t)n);
-    }
-    uint64_t r = XXH3_64bits_digest(h);
-    XXH3_freeState(h);
-    return r;
-}
-
-char *zoo_dist_run_text(const zoo_trainer *tr, const ds_fra *data, const char *extra) {
-    text t = {0};
-    const zoo_model *m = tr->model;
-    add(&t, "model %s\n", m->kind->name);
-    add_fields(&t, m->kind->config, m->kind->n_config, m->cfg);
-    const zoo_cfg_group *recipe = zoo_cfg_group_find("recipe"), *opts = zoo_cfg_group_find("data");
-    for (int i = 0; i < recipe->n; i++) add_fields(&t, &recipe->opts[i].f, 1, &tr->recipe);
-    for (int i = 0; i < opts->n; i++) add_fields(&t, &opts->opts[i].f, 1, ds_fra_opts(data));
-    add(&t, "shards (all ranks) %d\n", tr->shards * zoo_dist_size(tr->dist));
-    if (extra) add(&t, "%s", extra);
-    add(&t, "data (XXH3 of the pairs, split and vocabularies) %016llx\n",
-        (unsigned long long)data_hash(data));
-    add(&t, "steps done %lld, epochs %d, batches of the epoch %d\n", (long long)tr->steps,
-        tr->epochs_done, tr->epoch_batches);
-    add(&t, "rng %016llx %016llx %016llx %016llx\n", (unsigned long long)tr->rng.s[0],
-        (unsigned long long)tr->rng.s[1], (unsigned long long)tr->rng.s[2],
-        (unsigned long long)tr->rng.s[3]);
-    add(&t, "model values (XXH3) %016llx\n",
-        (unsigned long long)XXH3_64bits(nn_params_values(m->ps),
-                                        sizeof(ag_real) * nn_params_flat_size(m->ps)));
-    if (t.failed || !t.s) {
-        free(t.s);
-        ag_error("dist: out of memory");
-        return NULL;
-    }
-    return t.s;
 }
 
 /* Line k of s (0-based), its length in *len; NULL past the last. */
@@ -397,7 +436,7 @@ int zoo_dist_check_start(zoo_dist *d, int status, const char *txt, bool *report)
         free(held);
         return out_of_memory_abort(d);
     }
-    if (d->t->allgather(d->ctx, &mine, all, sizeof mine)) zoo_dist_abort(d, 1);
+    if (collective(d, ZOO_DIST_ALLGATHER, &mine, all, sizeof mine)) zoo_dist_abort(d, 1);
     /* what was held back, for zoo_dist_write_held: rank 0's, and another rank's where it says
      * something else */
     if (held_len &&
@@ -427,7 +466,7 @@ int zoo_dist_check_start(zoo_dist *d, int status, const char *txt, bool *report)
         return out_of_memory_abort(d);
     }
     if (txt) memcpy(mine_txt, txt, mine.text_len);
-    if (d->t->allgather(d->ctx, mine_txt, texts, w)) zoo_dist_abort(d, 1);
+    if (collective(d, ZOO_DIST_ALLGATHER, mine_txt, texts, w)) zoo_dist_abort(d, 1);
     int r = 1;
     while (r < d->size && all[r].text_hash == all[0].text_hash &&
            all[r].has_text == all[0].has_text)

@@ -13,18 +13,28 @@
  * of 1, and every collective returns at once with its buffer unchanged. Every function accepts
  * d == NULL as that group of one.
  *
- * Collectives (every function below but rank, size, local_size and abort) must be called by
- * every rank of the group, in the same order, with the same sizes: MPI's rule. A rank that
- * fails between two collectives must not leave the others waiting in the next one: it ends the
- * whole group with zoo_dist_abort. The transport reports its own failures (a lost rank, a
+ * Collectives (every function below but rank, size, local_size, set_timeout and abort) must be
+ * called by every rank of the group, in the same order, with the same sizes: MPI's rule. A rank
+ * that fails between two collectives must not leave the others waiting in the next one: it ends
+ * the whole group with zoo_dist_abort. The transport reports its own failures (a lost rank, a
  * broken link) by ending the job (MPI's default error handler), so collectives return -1 only
  * for errors found before any communication.
  *
+ * A rank that neither fails nor dies but stops (SIGSTOP, a hung machine) is caught by a
+ * deadline (zoo_dist_set_timeout; train's --dist-timeout): a collective that waits longer ends
+ * the job on every rank, with one message naming the ranks that did not answer. Waiting does not
+ * burn a core: over a transport with start and test (Open MPI's has them), a rank waiting for
+ * the others sleeps between polls (after 200 us: an eighth of the time waited so far, 50 us to
+ * 10 ms), and spins only once every rank has arrived and the data moves (which needs its polls),
+ * for up to 4 times the run's longest transfer so far plus 10 ms, at most 1 s; beyond that (a
+ * rank stopped during the transfer) it sleeps again. The deadline counts the time this rank was
+ * awake: a rank resumed after a stop of its own (SIGCONT) blames no one for the time it slept.
+ *
  * Like every library, this one never prints: what a hold kept back is written by
  * zoo_dist_write_held and the timing line by zoo_dist_report, each to the FILE* the program
- * passes; failures are -1 / NULL with ag_last_error(). (The one exception is a rank that must
- * end the group itself, out of memory in the start check: no caller sees a return, so its
- * message also goes to the error handler, ag_set_error_handler.)
+ * passes; failures are -1 / NULL with ag_last_error(). (The exceptions are a rank that must end
+ * the group itself, out of memory in the start check or at a collective's deadline: no caller
+ * sees a return, so its message goes to the error handler, ag_set_error_handler.)
  */
 #ifndef TG_ZOO_DIST_H
 #define TG_ZOO_DIST_H
@@ -43,6 +53,23 @@ extern "C" {
 
 /* ---- the transport: what a program provides ----
  * Every function returns 0 or -1 (after ag_error). ctx is what init set. */
+
+/* The collectives, for a transport's start (the arguments of the blocking functions). */
+typedef enum zoo_dist_op {
+    ZOO_DIST_SUM_F32,  /* buf: n floats, summed in place */
+    ZOO_DIST_SUM_F64,  /* buf: n doubles, summed in place */
+    ZOO_DIST_MAX_I32,  /* buf: n int32_t, their maximum in place */
+    ZOO_DIST_BCAST,    /* buf: n bytes, rank 0's to every rank */
+    ZOO_DIST_ALLGATHER /* mine: n bytes; buf: size x n bytes, every rank's in rank order */
+} zoo_dist_op;
+
+/* Where a started collective is (a transport's test). */
+typedef enum zoo_dist_state {
+    ZOO_DIST_WAITING, /* some rank has not started it yet (or the transport cannot tell) */
+    ZOO_DIST_MOVING,  /* every rank has started it: the data is under way */
+    ZOO_DIST_DONE     /* complete: the result is in buf, the handle is freed */
+} zoo_dist_state;
+
 typedef struct zoo_dist_transport {
     const char *name; /* "Open MPI 4.1.4" */
     /* Joins the group when this process was started as one of several (by a launcher): sets
@@ -62,6 +89,22 @@ typedef struct zoo_dist_transport {
     void (*abort)(void *ctx, int status);
     /* Leaves the group (a collective: every rank calls it last). */
     void (*finalize)(void *ctx);
+
+    /* ---- optional: collectives that can be waited for with a deadline ----
+     * Without start and test (NULL), the blocking functions above run and a collective waits
+     * for ever (zoo_dist_set_timeout has no effect). */
+    /* Starts collective op on the arguments of its blocking function (zoo_dist_op) and returns
+     * without waiting: *req is its handle, owned by the transport until test says DONE. Every
+     * rank starts the same collectives in the same order. 0 or -1. */
+    int (*start)(void *ctx, zoo_dist_op op, const void *mine, void *buf, size_t n, void **req);
+    /* Advances req and sets *state (zoo_dist_state); DONE frees req. 0 or -1. */
+    int (*test)(void *ctx, void *req, zoo_dist_state *state);
+    /* Optional (NULL: the ranks cannot tell who is late). note tells every other rank, without
+     * waiting, that this rank waits in collective number seq (counted from 0, in the order
+     * every rank calls them); heard sets heard[r] to the largest seq rank r has noted so far
+     * (-1: none) for every rank r, its own entry left as it is. 0 or -1. */
+    int (*note)(void *ctx, int64_t seq);
+    int (*heard)(void *ctx, int64_t *heard);
 } zoo_dist_transport;
 
 typedef struct zoo_dist zoo_dist;
@@ -75,6 +118,20 @@ zoo_dist *zoo_dist_open(const zoo_dist_transport *t);
 /* Leaves the group (a collective) and frees d. What a hold kept back and was not written with
  * zoo_dist_write_held is dropped. NULL: nothing. */
 void zoo_dist_close(zoo_dist *d);
+
+/* The deadline of every collective from now on: one that has waited `seconds` for the other
+ * ranks ends the job on every rank (zoo_dist_abort, exit status 1), after one message, passed to
+ * the error handler (ag_set_error_handler; no caller sees a return) by the lowest rank that
+ * waited: "rank 1 did not answer within 300 s (--dist-timeout): ending the job", naming every
+ * rank that did not say it was waiting too (or, over a transport without note, "a rank did not
+ * answer ..." and the ranks that did; when every rank said it waited, a rank stopped or cut off
+ * during the transfer: "a collective did not complete ..."). The other ranks that waited stay
+ * silent, and end the job themselves 5 s later if it still runs. The deadline must exceed the
+ * longest time one rank works while the others wait for it (rank 0 saving a checkpoint). 0 (the
+ * default): wait for ever (still sleeping while waiting). Over a transport without start and
+ * test: no effect. Not a collective (each rank may have its own). Returns 0, or -1 for a
+ * negative or not-a-number `seconds`. d NULL: 0. */
+int zoo_dist_set_timeout(zoo_dist *d, double seconds);
 
 int zoo_dist_rank(const zoo_dist *d);         /* 0 .. size-1; 0 for NULL */
 int zoo_dist_size(const zoo_dist *d);         /* ranks; 1 for NULL */

@@ -160,6 +160,11 @@ static const zoo_cfg_opt EXEC[] = {
     {{"split", ZOO_CHOICE, X(split), 0, 0,
       "the part of the run's data to score (auto: test, else valid, else train)", zoo_split_names},
      "e"},
+    {{"dist-timeout", ZOO_REAL, X(dist_timeout), 0, 1e6,
+      "under mpirun: seconds a rank waits for the others in a collective before it ends the job, "
+      "naming the ranks that did not answer (0: wait for ever)",
+      NULL},
+     "t"},
 };
 #undef X
 
@@ -244,7 +249,7 @@ int zoo_run_cfg_init(zoo_run_cfg *cfg, const zoo_model_kind *kind) {
     *cfg = (zoo_run_cfg){.data = ds_fra_defaults(),
                          .recipe = recipe,
                          .loop = {.epochs = kind->epochs, .log_every = 10},
-                         .exec = {.threads = 0, .shards = 2, .beam = 1, .alpha = 0}};
+                         .exec = {.threads = 0, .shards = 2, .beam = 1, .dist_timeout = 300}};
     cfg->model = malloc(kind->config_size);
     if (!cfg->model) return ag_error("out of memory");
     memcpy(cfg->model, kind->defaults, kind->config_size);

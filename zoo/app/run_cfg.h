@@ -54,6 +54,7 @@ typedef struct zoo_exec {
     double alpha;        /* translate: beam search length penalty */
     int raw_output;      /* translate: print the model's tokens, not detokenized text */
     int split;           /* eval: the part scored, zoo_split (auto: test, else valid, else train) */
+    double dist_timeout; /* train under mpirun: a collective's deadline, seconds (0: none) */
 } zoo_exec;
 
 typedef enum zoo_split {
