@@ -95,6 +95,33 @@ check "import: same translations" cmp -s "$dir/a" "$dir/b"
 check "import: needs vocabularies" run 1 translate --checkpoint "$dir/plain.safetensors" "go ."
 check "import: message" has err 'src-vocab'
 
+# kept copies and their average: train keeps the 3 most recent periodic saves of its run
+# (NAME.step<STEPS>.safetensors), average takes them (--last 3, or named), translate and eval
+# load the result, which is no training checkpoint
+kk="$dir/keep.safetensors"
+touch "$dir/keep.step1.safetensors" "$dir/keepx.step2.safetensors" "$dir/keep.step02.safetensors"
+check "keep" run 0 train --data "$data" --epochs 2 --max-steps 10 --checkpoint-steps 2 --keep-checkpoints 3 --checkpoint "$kk" --log-every 0
+check "keep: the 3 most recent" test "$(cd "$dir" && echo keep.step*.safetensors)" = "keep.step02.safetensors keep.step10.safetensors keep.step6.safetensors keep.step8.safetensors"
+check "keep: others untouched" test -e "$dir/keepx.step2.safetensors"
+check "keep: the last copy is the checkpoint" cmp -s "$kk" "$dir/keep.step10.safetensors"
+check "average --last" run 0 average --out "$dir/avg.safetensors" --last 3 --checkpoint "$kk"
+check "  says so" has out '^average of 3 checkpoints .*keep.step6.safetensors .*keep.step10.safetensors.*no optimizer state'
+check "average named" run 0 average --out "$dir/avg2.safetensors" "$dir/keep.step6.safetensors" "$dir/keep.step8.safetensors" "$dir/keep.step10.safetensors"
+check "  the same file" cmp -s "$dir/avg.safetensors" "$dir/avg2.safetensors"
+check "  translate loads it" run 0 translate --checkpoint "$dir/avg.safetensors" "go ." "i lost ."
+check "  two lines" test "$(wc -l <"$dir/out")" = 2
+check "  eval loads it" run 0 eval --checkpoint "$dir/avg.safetensors" --data "$data"
+check "  not for --resume" run 1 train --data "$data" --epochs 9 --checkpoint "$dir/avg.safetensors" --resume
+check "  --out naming an input" run 2 average --out "$dir/keep.step8.safetensors" --last 3 --checkpoint "$kk"
+check "  message" has err 'name the same file'
+check "  too few kept" run 1 average --out "$dir/avg3.safetensors" --last 4 --checkpoint "$kk"
+check "small run" run 0 train --data "$data" --epochs 1 --num-examples 300 --checkpoint "$dir/small.safetensors" --log-every 0
+check "  another run's vocabulary refused" run 1 average --out "$dir/avg3.safetensors" "$kk" "$dir/small.safetensors"
+check "  message" has err 'small.safetensors: its source vocabulary \(vocab.src\) differs from .*keep.safetensors.s at token [0-9]+'
+check "  a plain state_dict refused" run 1 average --out "$dir/avg3.safetensors" "$kk" "$dir/plain.safetensors"
+check "  message" has err "plain.safetensors: its tapegrad.model is absent, .*keep.safetensors's '[a-z0-9]+'"
+check "  nothing written" test ! -e "$dir/avg3.safetensors"
+
 # bad input: one line naming what and where, the right exit status, nothing overwritten
 check "unknown flag" run 2 train --data "$data" --epochz 3
 check "unknown flag: named" has err 'unknown flag --epochz'
@@ -110,7 +137,7 @@ check "corrupt checkpoint: named" has err 'cut.safetensors'
 check "corrupt resume" run 1 train --data "$data" --epochs 9 --checkpoint "$dir/cut.safetensors" --resume
 check "corrupt checkpoint: untouched" cmp -s "$dir/cut.safetensors" "$dir/cut.orig"
 check "no sub-command" run 2 frobnicate
-for sub in train translate eval stats export; do
+for sub in train translate eval stats export average; do
     check "$sub --help" run 0 "$sub" --help
 done
 

@@ -157,11 +157,9 @@ static const struct {
     const char *name;
     char letter;
     int (*run)(zoo_cli *);
-} CMDS[] = {{"train", 't', zoo__cmd_train},
-            {"translate", 'r', zoo__cmd_translate},
-            {"eval", 'e', zoo__cmd_eval},
-            {"stats", 's', zoo__cmd_stats},
-            {"export", 'x', zoo__cmd_export}};
+} CMDS[] = {{"train", 't', zoo__cmd_train},   {"translate", 'r', zoo__cmd_translate},
+            {"eval", 'e', zoo__cmd_eval},     {"stats", 's', zoo__cmd_stats},
+            {"export", 'x', zoo__cmd_export}, {"average", 'a', zoo__cmd_average}};
 
 int zoo_cli_main(const zoo_model_kind *kind, int argc, char **argv) {
     return zoo_cli_main_dist(kind, NULL, argc, argv);
@@ -201,8 +199,8 @@ static int open_dist(zoo_cli *c, const struct zoo_dist_transport *transport) {
 int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transport *transport,
                       int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: %s train|translate|eval|stats|export [flags]   (%s SUBCOMMAND --help for "
-               "its flags)\n",
+        printf("usage: %s train|translate|eval|stats|export|average [flags]   (%s SUBCOMMAND "
+               "--help for its flags)\n",
                kind->program, kind->program);
         return argc < 2 ? ZOO_EXIT_USAGE : 0;
     }
@@ -235,7 +233,9 @@ int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transpor
         zoo_dist_close(c.dist);
         return rc < 0 ? 0 : rc;
     }
-    fprintf(stderr, "%s: unknown sub-command '%s' (train, translate, eval, stats, export)\n",
+    fprintf(stderr,
+            "%s: unknown sub-command '%s' (train, translate, eval, stats, export, "
+            "average)\n",
             kind->program, argv[1]);
     return ZOO_EXIT_USAGE;
 }

@@ -1,5 +1,6 @@
 /* zoo/app/cli_internal.h -- what the sub-commands of the zoo's programs share (cli.c) and the
- * sub-commands themselves (cmd_train.c, cmd_translate.c, cmd_eval.c, cmd_stats.c, cmd_export.c).
+ * sub-commands themselves (cmd_train.c, cmd_translate.c, cmd_eval.c, cmd_stats.c, cmd_export.c,
+ * cmd_average.c).
  * Not installed. Exit statuses: 0 success, 1 a runtime failure, 2 a usage error; each failure
  * prints one line on stderr, "PROGRAM CMD: what". */
 #ifndef TG_ZOO_CLI_INTERNAL_H
@@ -81,5 +82,6 @@ int zoo__cmd_translate(zoo_cli *c);
 int zoo__cmd_eval(zoo_cli *c);
 int zoo__cmd_stats(zoo_cli *c);
 int zoo__cmd_export(zoo_cli *c);
+int zoo__cmd_average(zoo_cli *c);
 
 #endif

@@ -123,7 +123,7 @@ static int parse_one(zoo_run *r, int argc, char **argv, int *i) {
     const char *arg = argv[*i];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) return r->help = true, 0;
     if (strncmp(arg, "--", 2)) {
-        if (r->letter != 'r') return ag_error("unexpected argument '%s'", arg);
+        if (r->letter != 'r' && r->letter != 'a') return ag_error("unexpected argument '%s'", arg);
         r->pos[r->n_pos++] = argv[*i];
         return 0;
     }
@@ -191,11 +191,17 @@ void zoo_run_help(const zoo_run *r, FILE *f) {
         {"eval", "corpus BLEU-4, chrF and mean d2l BLEU of a checkpoint on a split"},
         {"stats", "pairs, vocabulary sizes, sentence lengths and the length histogram"},
         {"export", "write a checkpoint as a plain state_dict (--out) and its vocabularies "
-                   "(--src-vocab, --tgt-vocab), for PyTorch"}};
+                   "(--src-vocab, --tgt-vocab), for PyTorch"},
+        {"average", "write the element-wise mean of the parameters of CHECKPOINT... (or of the "
+                    "--last N kept copies of --checkpoint) as a checkpoint (--out) for translate "
+                    "and eval"}};
     for (size_t i = 0; i < sizeof what / sizeof *what; i++)
         if (!strcmp(what[i][0], r->cmd))
             fprintf(f, "usage: %s %s [flags]%s\n  %s\n\nflags:\n", r->program, r->cmd,
-                    r->letter == 'r' ? " [SENTENCE ...]" : "", what[i][1]);
+                    r->letter == 'r'   ? " [SENTENCE ...]"
+                    : r->letter == 'a' ? " [CHECKPOINT ...]"
+                                       : "",
+                    what[i][1]);
     const zoo_cfg_group *model = zoo_cfg_group_find(ZOO_CFG_MODEL);
     for (int i = 0; i < r->n_items; i++)
         if (zoo__takes(r, &r->items[i]) && r->items[i].group != model)
@@ -206,7 +212,7 @@ void zoo_run_help(const zoo_run *r, FILE *f) {
     fprintf(f, "  --%-20s %s\n  --%-20s %s\n", "config FILE",
             "read the configuration from FILE (as --dump-config writes it); flags override it",
             "dump-config", "print the whole configuration as such a file and exit");
-    if (r->letter == 's' || r->letter == 'x') return;
+    if (r->letter == 's' || r->letter == 'x' || r->letter == 'a') return;
     fprintf(f, "\n%s config%s:\n", r->kind->name,
             r->letter == 't' ? ""
                              : " (for a plain state_dict; a tapegrad checkpoint carries its own)");

@@ -16,8 +16,10 @@ static const zoo_cfg_opt FILES[] = {
     {{"data", ZOO_STR, F(data), 0, 0, "path of fra.txt (default: see docs/datasets.md)", NULL},
      "tes"},
     {{"checkpoint", ZOO_STR, F(checkpoint), 0, 0,
-      "checkpoint to write (train; default PROGRAM.safetensors) or read", NULL},
-     "Trex"},
+      "checkpoint to write (train; default PROGRAM.safetensors) or read (average: the run whose "
+      "kept copies --last takes)",
+      NULL},
+     "Trexa"},
     {{"best-checkpoint", ZOO_STR, F(best_checkpoint), 0, 0,
       "with --valid-steps: where the run is saved at each new best BLEU (default: the "
       "checkpoint's name with .best before .safetensors)",
@@ -30,9 +32,10 @@ static const zoo_cfg_opt FILES[] = {
     {{"tgt-vocab", ZOO_STR, F(tgt_vocab), 0, 0,
       "target vocabulary file (one token per line) of a plain state_dict", NULL},
      "reX"},
-    {{"out", ZOO_STR, F(out), 0, 0, "plain state_dict file to write (safetensors, no metadata)",
+    {{"out", ZOO_STR, F(out), 0, 0,
+      "file to write: export's plain state_dict (safetensors, no metadata), average's checkpoint",
       NULL},
-     "X"},
+     "XA"},
 };
 #undef F
 
@@ -118,6 +121,11 @@ static const zoo_cfg_opt LOOP[] = {
     {{"checkpoint-minutes", ZOO_REAL, L(checkpoint_minutes), 0, 1e6,
       "also checkpoint every M minutes of training (0: none)", NULL},
      "t"},
+    {{"keep-checkpoints", ZOO_INT, L(keep_checkpoints), 0, 1e6,
+      "every periodic save also keeps a copy NAME.step<STEPS>.safetensors beside the checkpoint, "
+      "the N most recent of the run (each a whole checkpoint; 0: none)",
+      NULL},
+     "t"},
     {{"log-every", ZOO_INT, L(log_every), 0, 1e6, "epochs between progress lines (0: none)", NULL},
      "t"},
     {{"log-steps", ZOO_I64, L(log_steps), 0, 1e12,
@@ -165,6 +173,11 @@ static const zoo_cfg_opt EXEC[] = {
       "naming the ranks that did not answer (0: wait for ever)",
       NULL},
      "t"},
+    {{"last", ZOO_INT, X(last), 0, 1e6,
+      "average the N most recent kept copies of --checkpoint (train --keep-checkpoints) instead "
+      "of the checkpoints given as arguments (0: the arguments)",
+      NULL},
+     "a"},
 };
 #undef X
 

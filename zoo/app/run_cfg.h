@@ -19,7 +19,7 @@
  * A new hyperparameter is one struct field and one row of its group's table (docs/zoo.md,
  * "Adding a flag"). Each row is a zoo_field (zoo/models/config.h: name, type, offset in the
  * group's struct, range, help; an enumeration has its names table) and the sub-commands that take
- * it: t(rain), r (translate), e(val), s(tats), (e)x(port).
+ * it: t(rain), r (translate), e(val), s(tats), (e)x(port), a(verage).
  */
 #ifndef TG_ZOO_RUN_CFG_H
 #define TG_ZOO_RUN_CFG_H
@@ -40,7 +40,7 @@ typedef struct zoo_files {
     const char *best_checkpoint; /* train with --valid-steps: the best validation's run */
     const char *plots;           /* directory of the plots and CSV files */
     const char *src_vocab, *tgt_vocab; /* vocabularies of a plain state_dict (export writes them) */
-    const char *out;                   /* export: the plain state_dict */
+    const char *out; /* export: the plain state_dict; average: the averaged checkpoint */
 } zoo_files;
 
 /* How the sub-command runs: threads, shards, resuming, decoding. */
@@ -55,6 +55,7 @@ typedef struct zoo_exec {
     int raw_output;      /* translate: print the model's tokens, not detokenized text */
     int split;           /* eval: the part scored, zoo_split (auto: test, else valid, else train) */
     double dist_timeout; /* train under mpirun: a collective's deadline, seconds (0: none) */
+    int last;            /* average: the N most recent kept copies of --checkpoint (0: none) */
 } zoo_exec;
 
 typedef enum zoo_split {
@@ -85,7 +86,7 @@ enum {
 
 typedef struct zoo_cfg_opt {
     zoo_field f;      /* offset: in the group's struct */
-    const char *cmds; /* sub-commands taking it: letters of "tresx"; a path the sub-command writes
+    const char *cmds; /* sub-commands taking it: letters of "tresxa"; a path the sub-command writes
                        * (a file, or the directory of --plots) has its letter in upper case */
 } zoo_cfg_opt;
 
@@ -133,7 +134,7 @@ typedef struct zoo_run {
     bool given[ZOO_RUN_MAX_ITEMS];         /* set by a preset, a config file or a flag */
     const char *preset, *config;           /* --preset, --config (NULL: none) */
     bool dump, help;                       /* --dump-config, --help */
-    int n_pos;                             /* translate: the sentences of the command line */
+    int n_pos; /* translate: the sentences of the command line; average: the checkpoints */
     char **pos;
     char *file_text; /* the --config file's text (the strings point into it), owned */
 } zoo_run;

@@ -23,6 +23,20 @@ double zoo__running_loss(const zoo_trainer *tr) {
     return tr->epoch_tokens ? tr->epoch_loss / tr->epoch_tokens : 0;
 }
 
+/* A periodic save: the checkpoint, and with keep_checkpoints its copy at this step (the same
+ * save to NAME.step<STEPS>.safetensors, through ag_file), the older copies of the run beyond
+ * keep_checkpoints removed. 0 or -1. */
+static int save_periodic(const zoo_trainer *tr, const ds_fra *data, const zoo_train_opts *o) {
+    if (zoo_trainer_save(tr, data, o->checkpoint)) return -1;
+    if (o->keep_checkpoints <= 0) return 0;
+    char copy[4200];
+    return zoo_kept_checkpoint_name(o->checkpoint, tr->steps, copy, sizeof copy) ||
+                   zoo_trainer_save(tr, data, copy) ||
+                   zoo_kept_checkpoints_prune(o->checkpoint, tr->steps, o->keep_checkpoints)
+               ? -1
+               : 0;
+}
+
 /* The checkpoints due after a step: every checkpoint_steps steps, every checkpoint_minutes. */
 static int periodic_save(zoo_run_state *r, const zoo_trainer *tr) {
     const zoo_train_opts *o = r->o;
@@ -32,7 +46,7 @@ static int periodic_save(zoo_run_state *r, const zoo_trainer *tr) {
         (o->checkpoint_minutes > 0 && zoo__now() - r->last_ckpt >= 60 * o->checkpoint_minutes);
     if (!due) return 0;
     r->last_ckpt = zoo__now();
-    return zoo_trainer_save(tr, r->data, o->checkpoint);
+    return save_periodic(tr, r->data, o);
 }
 
 /* Several ranks stop after the same step: a stop signal on any rank, or a limit as rank 0 sees
@@ -136,8 +150,9 @@ int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_tra
         bool early = false;
         if (tr->epochs_done == o->epochs && final_validation(&r, tr, it, &early)) return -1;
         bool periodic = o->checkpoint_every > 0 && tr->epochs_done % o->checkpoint_every == 0;
-        if (o->checkpoint && (periodic || tr->epochs_done == o->epochs) &&
-            zoo_trainer_save(tr, data, o->checkpoint))
+        if (o->checkpoint &&
+            (periodic ? save_periodic(tr, data, o)
+                      : tr->epochs_done == o->epochs && zoo_trainer_save(tr, data, o->checkpoint)))
             return -1;
     }
     if (o->plots_dir && tr->n_hist && zoo_trainer_write_plots(tr, o->plots_dir)) return -1;

@@ -143,6 +143,10 @@ typedef struct zoo_train_opts {
     int64_t valid_steps;
     const char *best_checkpoint;
     int patience;
+    /* Every periodic save (checkpoint_steps, checkpoint_minutes, checkpoint_every) also writes
+     * a copy NAME.step<STEPS>.safetensors beside the checkpoint (zoo_kept_checkpoint_name), and
+     * only the keep_checkpoints most recent copies of this run are kept (0: no copies). */
+    int keep_checkpoints;
 } zoo_train_opts;
 
 /* What zoo_train returns besides 0 (every epoch done) and -1 (an error). */
@@ -230,6 +234,19 @@ zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kin
 /* 0 if data's vocabularies fit the run: the model's sizes, and for a resumed run the same tokens
  * in the same order as its checkpoint's; else -1 naming the side and the first difference. */
 int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data);
+
+/* The copy of checkpoint `path` kept at step `steps` (zoo_train_opts.keep_checkpoints), beside
+ * it: NAME.step<STEPS>.safetensors, NAME being path without its .safetensors (if it has one).
+ * Written into out; 0, or -1 when it does not fit in len. */
+int zoo_kept_checkpoint_name(const char *path, int64_t steps, char *out, size_t len);
+/* The steps of the kept copies of `path` in its folder (the files named exactly so), those at
+ * most `upto` (-1: all), the most recent first: *steps is malloc'd (the caller frees it; NULL
+ * when there are none). Returns their count, or -1 (the folder cannot be read, out of memory). */
+int zoo_kept_checkpoints(const char *path, int64_t upto, int64_t **steps);
+/* Keeps the `keep` most recent copies of `path` of steps at most `upto` and removes the older
+ * ones (only files named as zoo_kept_checkpoint_name names them). 0, or -1 naming a file that
+ * could not be removed. */
+int zoo_kept_checkpoints_prune(const char *path, int64_t upto, int keep);
 
 /* Writes the history as CSV (epoch,loss,tokens,seconds,tokens_per_sec) and as an SVG line plot
  * of the loss; with validations, also valid.csv (step,epoch,seconds,train_loss,valid_loss,bleu)

@@ -4,10 +4,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/trainer_internal.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "datasets/text.h"
 #include "zoo/app/dist.h"
@@ -250,4 +253,80 @@ int zoo_trainer_check_data(const zoo_trainer *tr, const ds_fra *data) {
         }
     }
     return 0;
+}
+
+/* ---- kept copies: NAME.step<STEPS>.safetensors beside NAME.safetensors ---- */
+
+int zoo_kept_checkpoint_name(const char *path, int64_t steps, char *out, size_t len) {
+    size_t n = strlen(path), ext = strlen(".safetensors");
+    if (n > ext && !strcmp(path + n - ext, ".safetensors")) n -= ext;
+    if (snprintf(out, len, "%.*s.step%lld.safetensors", (int)n, path, (long long)steps) >= (int)len)
+        return ag_error("%s: path too long for its kept copies", path);
+    return 0;
+}
+
+static int by_step_down(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* The step of a directory entry named exactly as the copy of path at that step, or -1. */
+static int64_t kept_step(const char *path, const char *entry) {
+    char prefix[4200], name[4200];
+    if (zoo_kept_checkpoint_name(path, 0, prefix, sizeof prefix)) return -1;
+    const char *slash = strrchr(prefix, '/'), *base = slash ? slash + 1 : prefix;
+    size_t k = strlen(base) - strlen("0.safetensors"); /* "NAME.step" */
+    if (strncmp(entry, base, k) || entry[k] < '0' || entry[k] > '9') return -1;
+    char *end;
+    errno = 0;
+    long long step = strtoll(entry + k, &end, 10);
+    if (errno || step < 0 || zoo_kept_checkpoint_name(path, step, name, sizeof name)) return -1;
+    slash = strrchr(name, '/');
+    return strcmp(slash ? slash + 1 : name, entry) ? -1 : step; /* "007", "7x" are not copies */
+}
+
+int zoo_kept_checkpoints(const char *path, int64_t upto, int64_t **steps) {
+    char dir[4200];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    *steps = NULL;
+    DIR *d = opendir(dir);
+    if (!d)
+        return ag_error("%s: cannot list the kept copies of %s: %s", dir, path, strerror(errno));
+    int n = 0, cap = 0, rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        int64_t step = kept_step(path, e->d_name);
+        if (step < 0 || (upto >= 0 && step > upto)) continue;
+        if (n == cap) {
+            int64_t *t = realloc(*steps, sizeof *t * (size_t)(cap = cap ? 2 * cap : 16));
+            if (!t) {
+                rc = ag_error("%s: out of memory", dir);
+                break;
+            }
+            *steps = t;
+        }
+        (*steps)[n++] = step;
+    }
+    closedir(d);
+    if (rc) {
+        free(*steps);
+        *steps = NULL;
+        return -1;
+    }
+    if (n) qsort(*steps, (size_t)n, sizeof **steps, by_step_down);
+    return n;
+}
+
+int zoo_kept_checkpoints_prune(const char *path, int64_t upto, int keep) {
+    int64_t *steps;
+    int n = zoo_kept_checkpoints(path, upto, &steps), rc = n < 0 ? -1 : 0;
+    char name[4200];
+    for (int i = keep; !rc && i < n; i++)
+        if (!zoo_kept_checkpoint_name(path, steps[i], name, sizeof name) && unlink(name) &&
+            errno != ENOENT)
+            rc = ag_error("%s: cannot remove this older kept copy: %s", name, strerror(errno));
+    free(steps);
+    return rc;
 }
