@@ -6,6 +6,8 @@
  *     PROGRAM stats      [flags]              pairs, vocabularies, lengths, length histogram
  *     PROGRAM export     --checkpoint PATH --out FILE --src-vocab F --tgt-vocab F
  *                                             a plain state_dict + vocabularies, for PyTorch
+ *     PROGRAM average    --out FILE CHECKPOINT ... | --last N --checkpoint PATH
+ *                                             the mean of checkpoints' parameters, for decoding
  *
  * Every sub-command takes --help. The model's hyperparameters are flags too (from its kind's
  * table). Exit status: 0 success, 1 a runtime failure (data, checkpoint, training), 2 a usage
