@@ -200,7 +200,8 @@ static void binary_cases(void) {
     begin("where");
     {
         ag_tensor *cond = in("cond", S(3, 1), 0, 1, 1, false);
-        output("y", ag_where(T, cond, in("a", S(3, 4), -1, 1, 0, true), in("b", S(4), -1, 1, 0, true)));
+        output("y",
+               ag_where(T, cond, in("a", S(3, 4), -1, 1, 0, true), in("b", S(4), -1, 1, 0, true)));
     }
     finish();
     begin("masked_fill");
@@ -259,7 +260,8 @@ static void reduce_cases(void) {
                 if (axes[i] == 1) /* a constant row: std = 0 */
                     for (int j = 0; j < 5; j++) x->data[5 + j] = 0.75;
                 put("in", "x", x);
-                output("y", sd ? ag_std(T, x, axes[i], corr, true) : ag_var(T, x, axes[i], corr, false));
+                output("y",
+                       sd ? ag_std(T, x, axes[i], corr, true) : ag_var(T, x, axes[i], corr, false));
                 finish();
             }
 }
@@ -318,8 +320,8 @@ static void loss_cases(void) {
         snprintf(nm, sizeof nm, "l1_loss_%s", red_name[r]);
         begin(nm);
         arg("reduction", r);
-        output("y", ag_l1_loss(T, in("x", S(3, 4), -1, 1, 0.5, true), in("y", S(3, 4), -1, 1, 0.5, true),
-                               (ag_reduction)r));
+        output("y", ag_l1_loss(T, in("x", S(3, 4), -1, 1, 0.5, true),
+                               in("y", S(3, 4), -1, 1, 0.5, true), (ag_reduction)r));
         finish();
         const double betas[] = {1, 0.5, 0};
         for (int b = 0; b < 3; b++) {
@@ -328,7 +330,8 @@ static void loss_cases(void) {
             arg("reduction", r);
             arg("beta", betas[b]);
             output("y", ag_smooth_l1_loss(T, in("x", S(3, 4), -1.5, 1.5, 0.5, true),
-                                          in("y", S(3, 4), -1.5, 1.5, 0.5, true), betas[b], (ag_reduction)r));
+                                          in("y", S(3, 4), -1.5, 1.5, 0.5, true), betas[b],
+                                          (ag_reduction)r));
             finish();
         }
         const double deltas[] = {1, 0.5};
@@ -338,7 +341,8 @@ static void loss_cases(void) {
             arg("reduction", r);
             arg("delta", deltas[d]);
             output("y", ag_huber_loss(T, in("x", S(3, 4), -1.5, 1.5, 0.5, true),
-                                      in("y", S(3, 4), -1.5, 1.5, 0.5, true), deltas[d], (ag_reduction)r));
+                                      in("y", S(3, 4), -1.5, 1.5, 0.5, true), deltas[d],
+                                      (ag_reduction)r));
             finish();
         }
     }
@@ -350,7 +354,8 @@ static void loss_cases(void) {
             arg("reduction", r);
             arg("log_target", lt);
             ag_tensor *x = in("x", S(3, 4), -3, 0, 0, true);
-            ag_tensor *y = lt ? in("t", S(3, 4), -3, 0.5, 0, true) : in("t", S(3, 4), -0.3, 1, 0, true);
+            ag_tensor *y =
+                lt ? in("t", S(3, 4), -3, 0.5, 0, true) : in("t", S(3, 4), -0.3, 1, 0, true);
             if (!lt) { /* probabilities with exact zeros where the draw was negative */
                 for (int i = 0; i < 12; i++) y->data[i] = y->data[i] < 0 ? 0 : y->data[i];
                 put("in", "t", y);
@@ -382,7 +387,8 @@ static void conv_cases(void) {
         nn_conv1d l;
         nn_conv1d_opts o = {2, 1, 2, 2, false}, o0 = {0};
         nn_conv1d_init(&l, ps, "conv", 4, 6, 3, v ? &o : &o0);
-        arg("stride", v ? 2 : 1), arg("padding", v), arg("dilation", v ? 2 : 1), arg("groups", v ? 2 : 1);
+        arg("stride", v ? 2 : 1), arg("padding", v), arg("dilation", v ? 2 : 1),
+            arg("groups", v ? 2 : 1);
         params_ready(ps);
         output("y", nn_conv1d_forward(&l, &c, in("x", S(2, 4, 11), -1, 1, 0, true)));
         finish();
@@ -392,7 +398,8 @@ static void conv_cases(void) {
         begin(v ? "conv2d_s21_p10_d12_g2" : "conv2d_default");
         nn_params *ps = nn_params_new();
         nn_conv2d l;
-        nn_conv2d_opts o = {{2, 1}, {1, 0}, {1, 2}, 2, false}, o0 = {{0, 0}, {0, 0}, {0, 0}, 0, false};
+        nn_conv2d_opts o = {{2, 1}, {1, 0}, {1, 2}, 2, false},
+                       o0 = {{0, 0}, {0, 0}, {0, 0}, 0, false};
         nn_conv2d_init(&l, ps, "conv", 4, 6, 3, 2, v ? &o : &o0);
         arg("stride0", v ? 2 : 1), arg("stride1", 1), arg("padding0", v), arg("padding1", 0);
         arg("dilation0", 1), arg("dilation1", v ? 2 : 1), arg("groups", v ? 2 : 1);
@@ -408,8 +415,8 @@ static void conv_cases(void) {
             for (int i = 0; i < 4; i++)
                 for (int tie = 0; tie < 1 + !avg; tie++) {
                     char nm[64];
-                    snprintf(nm, sizeof nm, "%s_pool%dd_k%d_s%d_p%d%s", avg ? "avg" : "max", d, pk[i][0],
-                             pk[i][1], pk[i][2], tie ? "_ties" : "");
+                    snprintf(nm, sizeof nm, "%s_pool%dd_k%d_s%d_p%d%s", avg ? "avg" : "max", d,
+                             pk[i][0], pk[i][1], pk[i][2], tie ? "_ties" : "");
                     begin(nm);
                     arg("kernel", pk[i][0]), arg("stride", pk[i][1]), arg("padding", pk[i][2]);
                     ag_tensor *x = d == 1 ? in("x", S(2, 3, 9), -1, 1, tie ? 0.5 : 0, true)
@@ -435,29 +442,26 @@ static void rnn_cases(void) {
              * direction, no lengths */
             bool bf = v < 2, bi = v < 2, len = v < 2, h0 = v == 1;
             char nm[64];
-            snprintf(nm, sizeof nm, "%s_%s%s%s%s", gru ? "gru" : "lstm", bf ? "bf_" : "tm_", bi ? "bi_" : "",
-                     len ? "len" : "nolen", h0 ? "_h0" : "");
+            snprintf(nm, sizeof nm, "%s_%s%s%s%s", gru ? "gru" : "lstm", bf ? "bf_" : "tm_",
+                     bi ? "bi_" : "", len ? "len" : "nolen", h0 ? "_h0" : "");
             begin(nm);
             arg("batch_first", bf), arg("bidirectional", bi), arg("lengths", len), arg("h0", h0);
             nn_params *ps = nn_params_new();
             nn_rnn_opts o = {bf, bi};
             nn_lstm l;
             nn_gru g;
-            if (gru)
-                nn_gru_init_opts(&g, ps, "rnn", 3, 4, 2, 0.0, &o);
-            else
-                nn_lstm_init_opts(&l, ps, "rnn", 3, 4, 2, 0.0, &o);
+            if (gru) nn_gru_init_opts(&g, ps, "rnn", 3, 4, 2, 0.0, &o);
+            else nn_lstm_init_opts(&l, ps, "rnn", 3, 4, 2, 0.0, &o);
             params_ready(ps);
             int D = bi ? 2 : 1;
-            ag_tensor *x = bf ? in("x", S(3, 5, 3), -1, 1, 0, true) : in("x", S(5, 3, 3), -1, 1, 0, true);
+            ag_tensor *x =
+                bf ? in("x", S(3, 5, 3), -1, 1, 0, true) : in("x", S(5, 3, 3), -1, 1, 0, true);
             ag_tensor *s0 = h0 ? in("h0", S(2 * D, 3, 4), -1, 1, 0, true) : NULL;
             ag_tensor *c0 = h0 && !gru ? in("c0", S(2 * D, 3, 4), -1, 1, 0, true) : NULL;
             if (len) put_idx("lengths", S(3), lens, 3);
             ag_tensor *hn = NULL, *cn = NULL, *y;
-            if (gru)
-                y = nn_gru_forward_lengths(&g, &c, x, len ? lens : NULL, s0, &hn);
-            else
-                y = nn_lstm_forward_lengths(&l, &c, x, len ? lens : NULL, s0, c0, &hn, &cn);
+            if (gru) y = nn_gru_forward_lengths(&g, &c, x, len ? lens : NULL, s0, &hn);
+            else y = nn_lstm_forward_lengths(&l, &c, x, len ? lens : NULL, s0, c0, &hn, &cn);
             output("y", y);
             output("h_n", hn);
             if (!gru) output("c_n", cn);
@@ -545,7 +549,8 @@ static void optim_cases(void) {
                 char key[64];
                 snprintf(key, sizeof key, "step%d:%s", s, p->name);
                 put("R", key, r);
-                ag_tensor *li = ag_sum(T, ag_mul(T, r, ag_mul(T, p, ag_mul(T, p, p))), AG_ALL, false);
+                ag_tensor *li =
+                    ag_sum(T, ag_mul(T, r, ag_mul(T, p, ag_mul(T, p, p))), AG_ALL, false);
                 l = l ? ag_add(T, l, li) : li;
             }
             if (ag_backward(T, l) != 0 || optim_step(o) != 0) {
