@@ -11,21 +11,22 @@
  *     grad: the gradient of L w.r.t. in:NAME  idx: integer data (indices, lengths)
  *   end
  * torch_diff.py recomputes each case with torch.float64 from the same inputs and compares.
+ * The helpers below are shared with torch_diff_edge.c (non-finite inputs) through torch_diff.h.
  * Build: see README.md (links the float64 twins ag64, nn64, optim64). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim/optim.h"
+#include "torch_diff.h"
 
 #ifndef TG_DOUBLE
 #error "torch_diff must be built with -DTG_DOUBLE against the float64 libraries"
 #endif
 
-static FILE *out;
-static ag_rng rng;
-static ag_tape *T;
+FILE *out;
+ag_rng rng;
+ag_tape *T;
 static ag_tensor *L;
 #define MAXIN 24
 static ag_tensor *ins[MAXIN];
@@ -33,7 +34,7 @@ static char in_names[MAXIN][64];
 static int nin;
 static nn_params *case_ps;
 
-static double unif(double lo, double hi) { return lo + (hi - lo) * ag_rng_uniform(&rng); }
+double unif(double lo, double hi) { return lo + (hi - lo) * ag_rng_uniform(&rng); }
 
 static void put_vals(const char *key, int ndim, const int *shape, const double *v, ptrdiff_t n) {
     fprintf(out, "t %s %d", key, ndim);
@@ -43,7 +44,7 @@ static void put_vals(const char *key, int ndim, const int *shape, const double *
     fputc('\n', out);
 }
 
-static void put(const char *kind, const char *name, const ag_tensor *x) {
+void put(const char *kind, const char *name, const ag_tensor *x) {
     char key[128];
     snprintf(key, sizeof key, "%s:%s", kind, name);
     double *v = malloc(sizeof(double) * (size_t)(x->numel ? x->numel : 1));
@@ -58,7 +59,7 @@ static void put_grad(const char *name, const ag_tensor *x) {
     put_vals(key, x->ndim, x->shape, x->grad, x->numel); /* leaves are contiguous */
 }
 
-static void put_idx(const char *name, int ndim, const int *shape, const int32_t *v, int n) {
+void put_idx(const char *name, int ndim, const int *shape, const int32_t *v, int n) {
     char key[128];
     double d[256];
     snprintf(key, sizeof key, "idx:%s", name);
@@ -66,9 +67,9 @@ static void put_idx(const char *name, int ndim, const int *shape, const int32_t 
     put_vals(key, ndim, shape, d, n);
 }
 
-static void arg(const char *k, double v) { fprintf(out, "a %s %.17g\n", k, v); }
+void arg(const char *k, double v) { fprintf(out, "a %s %.17g\n", k, v); }
 
-static void begin(const char *name) {
+void begin(const char *name) {
     fprintf(out, "case %s\n", name);
     ag_tape_reset(T);
     nin = 0;
@@ -77,8 +78,8 @@ static void begin(const char *name) {
 }
 
 /* An input leaf with values U(lo, hi), rounded to multiples of q when q > 0. */
-static ag_tensor *in(const char *name, int ndim, const int *shape, double lo, double hi, double q,
-                     bool grad) {
+ag_tensor *in(const char *name, int ndim, const int *shape, double lo, double hi, double q,
+              bool grad) {
     ag_tensor *x = ag_leaf_new(ndim, shape, grad);
     for (ptrdiff_t i = 0; i < x->numel; i++) {
         double v = unif(lo, hi);
@@ -91,7 +92,7 @@ static ag_tensor *in(const char *name, int ndim, const int *shape, double lo, do
 }
 
 /* Records output y: written, projected by a fresh random R, added to L. */
-static void output(const char *name, ag_tensor *y) {
+void output(const char *name, ag_tensor *y) {
     if (!y) {
         fprintf(stderr, "torch_diff: %s: %s\n", name, ag_last_error());
         exit(1);
@@ -104,7 +105,7 @@ static void output(const char *name, ag_tensor *y) {
     L = L ? ag_add(T, L, l) : l;
 }
 
-static void finish(void) {
+void finish(void) {
     if (L && L->requires_grad && ag_backward(T, L) != 0) {
         fprintf(stderr, "torch_diff: backward: %s\n", ag_last_error());
         exit(1);
@@ -589,6 +590,7 @@ int main(int argc, char **argv) {
     rnn_cases();
     batchnorm_cases();
     optim_cases();
+    edge_cases();
     ag_tape_free(T);
     fclose(out);
     printf("torch_diff: wrote %s (seed %llu)\n", path, (unsigned long long)seed);

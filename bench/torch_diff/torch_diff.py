@@ -80,9 +80,9 @@ def op_case(name, a, X, I):
         lo = None if a["min"] == -math.inf else a["min"]
         hi = None if a["max"] == math.inf else a["max"]
         return {"y": torch.clamp(x, lo, hi)}
-    if name == "maximum_ties":
+    if name.startswith("maximum"):
         return {"y": torch.maximum(X["a"], X["b"])}
-    if name == "minimum_ties":
+    if name.startswith("minimum"):
         return {"y": torch.minimum(X["a"], X["b"])}
     if name == "where":
         return {"y": torch.where(X["cond"] != 0, X["a"], X["b"])}
