@@ -367,7 +367,8 @@ ag_tensor *ag_max_dim(ag_tape *t, ag_tensor *x, int axis, bool keepdim, int32_t 
 ag_tensor *ag_min_dim(ag_tape *t, ag_tensor *x, int axis, bool keepdim, int32_t *indices,
                       size_t n_indices);
 /* torch.amax / amin: the extremum over one axis or AG_ALL; the gradient is split evenly between
- * the elements equal to it (ties), NaNs being the ties of a NaN result. */
+ * the elements equal to it (ties). A NaN result (a NaN in the slice) gives every element of its
+ * slice a NaN gradient, as PyTorch (no element equals NaN: dy / 0 * 0). */
 ag_tensor *ag_amax(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
 ag_tensor *ag_amin(ag_tape *t, ag_tensor *x, int axis, bool keepdim);
 /* log sum exp over one axis or AG_ALL, max-shifted (infinite maxima as PyTorch; an empty axis

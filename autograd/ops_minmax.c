@@ -9,8 +9,10 @@
  *   amax:    y[o,i] = max_k x[o,k,i]                                   dx[o,k,i] += dy[o,i] / c
  *            for every k with x[o,k,i] = y[o,i], c of them (torch.amax: split evenly)
  * min_dim and amin the same with the minimum. A NaN counts as the extremum (both propagate it,
- * as PyTorch; the index is the first NaN's, as ag_argmax); amax's gradient then goes to the
- * NaNs, split evenly. An empty axis is refused. ag_max (ops_reduce.c) keeps its own rule: the
+ * as PyTorch; the index is the first NaN's, as ag_argmax); amax's gradient is then NaN on every
+ * element of the slice, as torch.amax's (its tie count x == y is 0 there: dy / 0 * 0; the
+ * even split between NaNs is torch.max(x)'s evenly_distribute_backward, another op). An empty
+ * axis is refused. ag_max (ops_reduce.c) keeps its own rule: the
  * first maximum, NaNs not looked for.
  */
 #include "autograd/ag_internal.h"
@@ -27,8 +29,8 @@ typedef struct minmax_saved {
 static inline bool beats(ag_real v, ag_real best, bool is_min) {
     return (is_min ? v < best : v > best) || (v != v && best == best);
 }
-/* v ties with the extremum m (NaN ties with NaN). */
-static inline bool ties(ag_real v, ag_real m) { return v == m || (v != v && m != m); }
+/* v ties with the extremum m (a finite or infinite m: a NaN m is handled apart). */
+static inline bool ties(ag_real v, ag_real m) { return v == m; }
 
 static void minmax_backward(ag_node *nd) {
     ag_tensor *x = nd->in[0], *y = nd->out;
@@ -40,6 +42,10 @@ static void minmax_backward(ag_node *nd) {
             ag_real *gx = x->grad + o * s->n * s->inner + i, g = y->grad[r], m = y->data[r];
             if (s->arg) {
                 gx[s->arg[r] * s->inner] += g;
+                continue;
+            }
+            if (m != m) { /* torch.amax: dy / count(x == y) * (x == y) = (dy / 0) * 0 */
+                for (ptrdiff_t k = 0; k < s->n; k++) gx[k * s->inner] += (ag_real)NAN;
                 continue;
             }
             ptrdiff_t c = 0;
