@@ -4,6 +4,7 @@
  * (tests/gradcheck_table.h; nothing in a float32 build, which runs none):
  *
  *     int main(void) { return gc_main("nn_lstm", tests, "nn: LSTM cell and layer (float64, ...)"); }
+ *     CU_ASSERT(gc_max_diff(out, ref) < TOL);              // a tensor against a naive loop's doubles
  *
  * In float64 (TG_DOUBLE: the programs linking nn64, zoo64): leaves of random values and checks
  * that must pass,
@@ -26,6 +27,7 @@
 #ifndef TG_GC_HARNESS_H
 #define TG_GC_HARNESS_H
 
+#include <math.h>
 #include <stdio.h>
 
 #include "nn/nn.h"
@@ -38,6 +40,14 @@ static inline int gc_main(const char *suite, const CU_TestInfo *tests, const cha
     int rc = tg_test_main(suite, tests);
     tg_gc_print(title);
     return rc;
+}
+
+/* The largest |a[i] - ref[i]| over a's elements (a reference computed in double: a naive loop).
+ * 0 for an empty a. */
+static inline double gc_max_diff(const ag_tensor *a, const double *ref) {
+    double m = 0;
+    for (ptrdiff_t i = 0; i < a->numel; i++) m = fmax(m, fabs(ag_get(a, i) - ref[i]));
+    return m;
 }
 
 #ifdef TG_DOUBLE
