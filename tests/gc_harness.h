@@ -15,6 +15,7 @@
  *     gc_expect_some(name, fn, 3, in, user, NULL);  // also: checked > 0, <= 1/4 kinks skipped
  *     gc_free(in, 3);
  *     gc_variant(buf, sizeof buf, "lstm_cell", composite);   // "lstm_cell (composite)"
+ *     gc_expect_variants(name, fn, 3, shapes, seed, &u, &u.composite);  // fused, then composite
  *
  * and the harness of a module checked w.r.t. its inputs and every parameter:
  *
@@ -102,6 +103,26 @@ static inline ag_gradcheck_result gc_expect_some(const char *name, ag_gradcheck_
     CU_ASSERT_TRUE(r.checked > 0);
     CU_ASSERT_TRUE(r.skipped <= r.checked / 4);
     return r;
+}
+
+/* Both rows of a fused kernel: for *composite = false, then true, new leaves of the given shapes
+ * drawn by gc_leaves from a generator seeded with seed (the same values both times), gc_expect
+ * of fn under gc_variant(name, composite), asserted to have checked some elements, then freed.
+ * user: fn's, holding the flag composite points to. */
+static inline void gc_expect_variants(const char *name, ag_gradcheck_fn fn, int n,
+                                      const gc_shape *shapes, uint64_t seed, void *user,
+                                      bool *composite) {
+    for (int v = 0; v < 2; v++) {
+        ag_rng rng;
+        ag_rng_seed(&rng, seed);
+        *composite = v;
+        ag_tensor *in[4] = {NULL, NULL, NULL, NULL};
+        gc_leaves(in, n, shapes, &rng);
+        char buf[160];
+        CU_ASSERT_TRUE(
+            gc_expect(gc_variant(buf, sizeof buf, name, v), fn, n, in, user, NULL).checked > 0);
+        gc_free(in, n);
+    }
 }
 
 /* ---- a module w.r.t. its inputs and every parameter ---- */
