@@ -336,6 +336,5 @@ static CU_TestInfo tests[] = {
     {"elementwise losses: bad input", test_bad_input_pointwise},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"losses", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("losses", tests); }

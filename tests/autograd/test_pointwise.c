@@ -314,6 +314,5 @@ static CU_TestInfo tests[] = {
     {"bad input names the op and the shapes", test_bad_input},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"pointwise", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("pointwise", tests); }

@@ -425,4 +425,5 @@ static CU_TestInfo tests[] = {
     {"groups with group 0's values: the bits of one group", test_groups_same_bits},
     CU_TEST_INFO_NULL,
 };
+
 int main(void) { return tg_test_main("optim_groups", tests); }
