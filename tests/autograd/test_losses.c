@@ -4,20 +4,12 @@
  * losses (L1, smooth L1, Huber, kl_div; gradients in test_gradcheck_toolkit.c) against values
  * worked by hand. */
 #include "autograd/ag_op.h"
+#include "tests/autograd/op_values.h"
 #include "tests/tg_test.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((double)(a), (b), 2e-6 * (1 + fabs((double)(b))))
-
-
-static ag_tensor *leaf(int nd, const int *shape, const ag_real *v, bool rg) {
-    ag_tensor *x = ag_leaf_new(nd, shape, rg);
-    memcpy(x->data, v, (size_t)x->numel * sizeof *v);
-    return x;
-}
 
 static void test_gelu(void) {
     ag_tape *t = ag_tape_new();
@@ -190,7 +182,6 @@ static void test_bad_input(void) {
     ag_tape_free(t);
     ag_set_error_handler(NULL, NULL);
 }
-
 
 /* ---- elementwise losses (ops_loss_pointwise.c), values worked by hand ---- */
 
