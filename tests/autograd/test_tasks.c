@@ -173,18 +173,6 @@ static int inner_fn(void *ctx, int i, int thread) {
     return 0;
 }
 
-/* A region inside a task: one serial call in the task's thread. */
-typedef struct nested_seen {
-    pthread_t thread;
-    int calls, bad;
-} nested_seen;
-
-static void nested_fn(void *ctx, ptrdiff_t b, ptrdiff_t e) {
-    nested_seen *ns = ctx;
-    ns->calls++;
-    if (!pthread_equal(pthread_self(), ns->thread) || b != 0 || e <= 0) ns->bad++;
-}
-
 static int outer_fn(void *ctx, int i, int thread) {
     outer_seen *os = ctx;
     (void)i, (void)thread;

@@ -43,17 +43,6 @@ static void reset(seen *s, pthread_t caller) {
     s->caller = caller;
 }
 
-typedef struct nested_seen {
-    pthread_t thread;
-    int calls, bad;
-} nested_seen;
-
-static void nested_fn(void *ctx, ptrdiff_t b, ptrdiff_t e) {
-    nested_seen *ns = ctx;
-    ns->calls++;
-    if (!pthread_equal(pthread_self(), ns->thread) || b != 0 || e <= 0) ns->bad++;
-}
-
 static void record(void *ctx, ptrdiff_t b, ptrdiff_t e) {
     seen *s = ctx;
     bool by_caller = pthread_equal(pthread_self(), s->caller);

@@ -15,7 +15,9 @@
 #include "autograd/ag.h"
 #include "tests/tg_test.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -47,5 +49,18 @@ static inline void hook_on(bool starved) {
 }
 /* Moves the hook's clock on by ms milliseconds. */
 static inline void advance_ms(int ms) { atomic_fetch_add(&fake_ns, (int64_t)ms * 1000000); }
+
+/* A region nested in a range or a task must be one serial call in its thread: nested_fn (an
+ * ag_parallel_for body, ctx a nested_seen) counts its calls and those that were not. */
+typedef struct nested_seen {
+    pthread_t thread;
+    int calls, bad;
+} nested_seen;
+
+static inline void nested_fn(void *ctx, ptrdiff_t b, ptrdiff_t e) {
+    nested_seen *ns = ctx;
+    ns->calls++;
+    if (!pthread_equal(pthread_self(), ns->thread) || b != 0 || e <= 0) ns->bad++;
+}
 
 #endif
