@@ -167,6 +167,13 @@ static inline void gc_check(gc_harness *h, const char *name, ag_gradcheck_fn fn,
 
 static inline nn_ctx gc_eval_ctx(ag_tape *t) { return (nn_ctx){.tape = t, .training = false}; }
 
+/* A context on t whose dropout draws the same masks at every evaluation of a checked function:
+ * rng (the caller's) seeded with 17. */
+static inline nn_ctx gc_masks_ctx(ag_tape *t, bool training, ag_rng *rng) {
+    ag_rng_seed(rng, 17);
+    return (nn_ctx){.tape = t, .training = training, .rng = rng};
+}
+
 #endif /* TG_DOUBLE */
 
 #endif

@@ -448,8 +448,7 @@ typedef struct layer_case {
 static ag_tensor *f_layer(ag_tape *t, ag_tensor *const *x, void *u) {
     const layer_case *k = u;
     ag_rng rng;
-    ag_rng_seed(&rng, 17); /* the same masks at every evaluation */
-    nn_ctx c = {.tape = t, .training = k->training, .rng = &rng};
+    nn_ctx c = gc_masks_ctx(t, k->training, &rng);
     ag_tensor *h, *cs, *out = nn_lstm_forward(k->l, &c, X0, X1, X2, &h, &cs);
     return out ? ag_concat(t, 3, (ag_tensor *[]){out, h, cs}, 0) : NULL;
 }

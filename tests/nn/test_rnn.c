@@ -474,8 +474,7 @@ typedef struct layer_case {
 static ag_tensor *f_layer(ag_tape *t, ag_tensor *const *x, void *u) {
     const layer_case *k = u;
     ag_rng rng;
-    ag_rng_seed(&rng, 17); /* the same masks at every evaluation */
-    nn_ctx c = {.tape = t, .training = k->training, .rng = &rng};
+    nn_ctx c = gc_masks_ctx(t, k->training, &rng);
     ag_tensor *hn, *cn,
         *out = fwd(k->m, &c, x[0], k->len, x[1], k->m->lstm ? x[2] : NULL, &hn, &cn);
     if (!out) return NULL;
