@@ -6,7 +6,7 @@
  *     hook_on(true);        // a fake clock; every worker (thread number >= 1) counted starved
  *     advance_ms(250);      // the fake clock moves on
  *     hook_on(false);       // workers counted fed
- *     ag_set_starve_hook(NULL);
+ *     hook_off();           // no hook, one thread
  *
  * and waits are bounded by a real clock: while (!done && now_s() - t0 < 10) {}. */
 #ifndef TG_THREAD_TEST_H
@@ -46,6 +46,11 @@ static inline void hook_on(bool starved) {
     atomic_store(&worker_starved, starved);
     ag_starve_hook h = {fake_now, fake_starved, NULL};
     CU_ASSERT_EQUAL_FATAL(ag_set_starve_hook(&h), 0);
+}
+/* Removes the hook and goes back to one thread (asserts both were taken). */
+static inline void hook_off(void) {
+    CU_ASSERT_EQUAL(ag_set_starve_hook(NULL), 0);
+    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
 }
 /* Moves the hook's clock on by ms milliseconds. */
 static inline void advance_ms(int ms) { atomic_fetch_add(&fake_ns, (int64_t)ms * 1000000); }
