@@ -12,7 +12,7 @@
 
 /* Three optim_step's of o over ps; before step s the gradient of element e of parameter i is
  * sin(e + s + di * i). Then out[k] = a malloc'd copy of the store's values (the caller frees it),
- * and for k == 1 asserts that out[0] and out[1] hold the same bits. */
+ * for k == 1 asserts that out[0] and out[1] hold the same bits, and frees o and ps. */
 static inline void three_steps_kept(optim *o, nn_params *ps, double di, ag_real **out, int k) {
     for (int s = 0; s < 3; s++) {
         ag_real *g = nn_params_grads(ps);
@@ -28,6 +28,8 @@ static inline void three_steps_kept(optim *o, nn_params *ps, double di, ag_real 
     out[k] = malloc(n * sizeof(ag_real));
     memcpy(out[k], nn_params_values(ps), n * sizeof(ag_real));
     if (k == 1) CU_ASSERT_EQUAL(memcmp(out[0], out[1], n * sizeof(ag_real)), 0);
+    optim_free(o);
+    nn_params_free(ps);
 }
 
 #endif

@@ -403,8 +403,6 @@ static void test_groups_same_bits(void) {
             CU_ASSERT_EQUAL(optim_add_group(o, group_of(o, "l10")), 2);
         }
         three_steps_kept(o, ps, 1, out, k);
-        optim_free(o);
-        nn_params_free(ps);
     }
     free(out[0]);
     free(out[1]);

@@ -392,8 +392,6 @@ static void test_decay_groups_threads(void) {
         c.decay_filter = optim_decay_matrices;
         optim *o = optim_new(ps, c);
         three_steps_kept(o, ps, 0, out, k);
-        optim_free(o);
-        nn_params_free(ps);
     }
     free(out[0]);
     free(out[1]);
