@@ -4,6 +4,7 @@
  * (tests/gradcheck_table.h; nothing in a float32 build, which runs none):
  *
  *     int main(void) { return gc_main("nn_lstm", tests, "nn: LSTM cell and layer (float64, ...)"); }
+ *     CU_ASSERT(gc_max_diff(out, ref) < TOL);              // a tensor against a naive loop's doubles
  *
  * In float64 (TG_DOUBLE: the programs linking nn64, zoo64): leaves of random values and checks
  * that must pass,
@@ -14,6 +15,7 @@
  *     gc_expect_some(name, fn, 3, in, user, NULL);  // also: checked > 0, <= 1/4 kinks skipped
  *     gc_free(in, 3);
  *     gc_variant(buf, sizeof buf, "lstm_cell", composite);   // "lstm_cell (composite)"
+ *     gc_expect_variants(name, fn, 3, shapes, seed, &u, &u.composite);  // fused, then composite
  *
  * and the harness of a module checked w.r.t. its inputs and every parameter:
  *
@@ -26,6 +28,7 @@
 #ifndef TG_GC_HARNESS_H
 #define TG_GC_HARNESS_H
 
+#include <math.h>
 #include <stdio.h>
 
 #include "nn/nn.h"
@@ -38,6 +41,14 @@ static inline int gc_main(const char *suite, const CU_TestInfo *tests, const cha
     int rc = tg_test_main(suite, tests);
     tg_gc_print(title);
     return rc;
+}
+
+/* The largest |a[i] - ref[i]| over a's elements (a reference computed in double: a naive loop).
+ * 0 for an empty a. */
+static inline double gc_max_diff(const ag_tensor *a, const double *ref) {
+    double m = 0;
+    for (ptrdiff_t i = 0; i < a->numel; i++) m = fmax(m, fabs(ag_get(a, i) - ref[i]));
+    return m;
 }
 
 #ifdef TG_DOUBLE
@@ -94,6 +105,26 @@ static inline ag_gradcheck_result gc_expect_some(const char *name, ag_gradcheck_
     return r;
 }
 
+/* Both rows of a fused kernel: for *composite = false, then true, new leaves of the given shapes
+ * drawn by gc_leaves from a generator seeded with seed (the same values both times), gc_expect
+ * of fn under gc_variant(name, composite), asserted to have checked some elements, then freed.
+ * user: fn's, holding the flag composite points to. */
+static inline void gc_expect_variants(const char *name, ag_gradcheck_fn fn, int n,
+                                      const gc_shape *shapes, uint64_t seed, void *user,
+                                      bool *composite) {
+    for (int v = 0; v < 2; v++) {
+        ag_rng rng;
+        ag_rng_seed(&rng, seed);
+        *composite = v;
+        ag_tensor *in[4] = {NULL, NULL, NULL, NULL};
+        gc_leaves(in, n, shapes, &rng);
+        char buf[160];
+        CU_ASSERT_TRUE(
+            gc_expect(gc_variant(buf, sizeof buf, name, v), fn, n, in, user, NULL).checked > 0);
+        gc_free(in, n);
+    }
+}
+
 /* ---- a module w.r.t. its inputs and every parameter ---- */
 
 #define GC_MAX_IN 128
@@ -135,6 +166,13 @@ static inline void gc_check(gc_harness *h, const char *name, ag_gradcheck_fn fn,
 }
 
 static inline nn_ctx gc_eval_ctx(ag_tape *t) { return (nn_ctx){.tape = t, .training = false}; }
+
+/* A context on t whose dropout draws the same masks at every evaluation of a checked function:
+ * rng (the caller's) seeded with 17. */
+static inline nn_ctx gc_masks_ctx(ag_tape *t, bool training, ag_rng *rng) {
+    ag_rng_seed(rng, 17);
+    return (nn_ctx){.tape = t, .training = training, .rng = rng};
+}
 
 #endif /* TG_DOUBLE */
 

@@ -111,7 +111,5 @@ int main(void) {
     static CU_TestInfo tests[] = {{"all or nothing on a write failure", test_all_or_nothing},
                                   {"a file not open", test_not_open},
                                   CU_TEST_INFO_NULL};
-    static CU_SuiteInfo suites[] = {{"ag_file_commit_all", NULL, NULL, NULL, NULL, tests},
-                                    CU_SUITE_INFO_NULL};
-    return tg_test_run(suites);
+    return tg_test_main("ag_file_commit_all", tests);
 }

@@ -373,6 +373,5 @@ static CU_TestInfo tests[] = {{"the same results as BLIS's own kernels", test_ag
                               {"B packed once: ag_gemm's bits", test_packed},
                               {"ag_linear_packed: ag_linear's bits; errors", test_linear_packed},
                               CU_TEST_INFO_NULL};
-static CU_SuiteInfo suites[] = {{"gemm_kernel", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("gemm_kernel", tests); }

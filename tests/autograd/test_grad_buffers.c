@@ -262,7 +262,5 @@ static CU_TestInfo tests[] = {
     {"a rewind after the backward unsets the gradients it frees", test_rewind_after_backward},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"gradient buffers", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("gradient buffers", tests); }

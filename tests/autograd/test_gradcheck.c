@@ -6,40 +6,9 @@
  * inputs used twice. A second suite checks the checker: a softmax with a wrong backward that a
  * plain sum would pass is caught through the random projection, and the message names it.
  */
-#include "autograd/ag_op.h"
-#include "tests/gradcheck_table.h"
-#include "tests/tg_test.h"
+#include "tests/autograd/gc_table.h"
 
-#include <stdio.h>
 #include <string.h>
-
-#ifndef TG_DOUBLE
-#error "the gradient checks run in float64: link ag64"
-#endif
-
-typedef struct shape {
-    int nd, d[4];
-} shape;
-enum { NORMAL, POSITIVE };
-
-typedef struct gc_case {
-    const char *name;
-    ag_gradcheck_fn fn;
-    int n_in;
-    shape in[3];
-    int init; /* NORMAL: N(0,1); POSITIVE: U(0.5, 2) */
-    ag_gradcheck_opts opts;
-} gc_case;
-
-#define X0 x[0]
-#define X1 x[1]
-#define X2 x[2]
-#define FN(name, expr)                                                                             \
-    static ag_tensor *name(ag_tape *t, ag_tensor *const *x, void *u) {                             \
-        (void)u;                                                                                   \
-        (void)x;                                                                                   \
-        return (expr);                                                                             \
-    }
 
 FN(f_add, ag_add(t, X0, X1))
 FN(f_sub, ag_sub(t, X0, X1))
@@ -143,27 +112,6 @@ static ag_tensor *f_attention(ag_tape *t, ag_tensor *const *x, void *u) {
     ag_tensor *w = ag_masked_softmax(t, s, (const int32_t[]){3, 1}, 1);
     return ag_matmul(t, w, X2);
 }
-
-#define S1(a)                                                                                      \
-    {                                                                                              \
-        1, { a }                                                                                   \
-    }
-#define S2(a, b)                                                                                   \
-    {                                                                                              \
-        2, { a, b }                                                                                \
-    }
-#define S3(a, b, c)                                                                                \
-    {                                                                                              \
-        3, { a, b, c }                                                                             \
-    }
-#define S4(a, b, c, d)                                                                             \
-    {                                                                                              \
-        4, { a, b, c, d }                                                                          \
-    }
-#define KINKS                                                                                      \
-    { .skip_kinks = true }
-#define DEFAULTS                                                                                   \
-    { .eps = 0 }
 
 static const gc_case cases[] = {
     {"add", f_add, 2, {S2(3, 4), S2(3, 4)}, NORMAL, DEFAULTS},
@@ -275,30 +223,7 @@ static const gc_case cases[] = {
     {"attention", f_attention, 3, {S3(2, 2, 3), S3(2, 4, 3), S3(2, 4, 5)}, NORMAL, DEFAULTS},
 };
 
-static void fill(ag_tensor *x, int init, ag_rng *rng) {
-    for (ptrdiff_t i = 0; i < x->numel; i++)
-        x->data[i] = init == POSITIVE ? 0.5 + 1.5 * ag_rng_uniform(rng) : ag_rng_normal(rng);
-}
-
-static void test_every_op(void) {
-    ag_rng rng;
-    ag_rng_seed(&rng, 1234);
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        const gc_case *k = &cases[c];
-        ag_tensor *in[3] = {NULL, NULL, NULL};
-        for (int i = 0; i < k->n_in; i++) {
-            in[i] = ag_leaf_new(k->in[i].nd, k->in[i].d, true);
-            fill(in[i], k->init, &rng);
-        }
-        ag_gradcheck_result r = tg_gradcheck(k->name, k->fn, k->n_in, in, NULL, &k->opts);
-        if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-        CU_ASSERT_TRUE(r.ok);
-        CU_ASSERT_TRUE(r.checked > 0);
-        /* Kinks are rare at random points: a check that skipped most points checked nothing. */
-        CU_ASSERT_TRUE(r.skipped <= r.checked / 4);
-        for (int i = 0; i < k->n_in; i++) ag_leaf_free(in[i]);
-    }
-}
+static void test_every_op(void) { gc_table_run(cases, sizeof cases / sizeof *cases, 1234); }
 
 /* ---- the checker itself ---- */
 
@@ -326,7 +251,7 @@ static void test_projection_catches_what_a_sum_misses(void) {
     x->name = "logits";
     ag_rng rng;
     ag_rng_seed(&rng, 3);
-    fill(x, NORMAL, &rng);
+    gc_table_fill(x, NORMAL, &rng);
     ag_tensor *in[1] = {x};
     /* Through a plain sum the wrong backward looks right: d sum(softmax)/dx = 0 = silence. */
     ag_gradcheck_result plain =
@@ -364,14 +289,7 @@ static CU_TestInfo gc_tests[] = {
     CU_TEST_INFO_NULL,
 };
 
-static CU_SuiteInfo suites[] = {
-    {"gradcheck", NULL, NULL, NULL, NULL, gc_tests},
-    CU_SUITE_INFO_NULL,
-};
-
 int main(void) {
-    ag_set_error_handler(NULL, NULL);
-    int rc = tg_test_run(suites);
-    tg_gc_print("autograd: every op (float64, tests/autograd/test_gradcheck.c)");
-    return rc;
+    return gc_table_main("gradcheck", gc_tests,
+                         "autograd: every op (float64, tests/autograd/test_gradcheck.c)");
 }

@@ -5,40 +5,9 @@
  * (ops_loss_pointwise.c). Odd shapes, broadcasting, views and inputs used twice throughout.
  * Conditions, masks and indices are constants built inside the function.
  */
-#include "autograd/ag_op.h"
-#include "tests/gradcheck_table.h"
-#include "tests/tg_test.h"
+#include "tests/autograd/gc_table.h"
 
 #include <math.h>
-#include <stdio.h>
-
-#ifndef TG_DOUBLE
-#error "the gradient checks run in float64: link ag64"
-#endif
-
-typedef struct shape {
-    int nd, d[4];
-} shape;
-enum { NORMAL, POSITIVE };
-
-typedef struct gc_case {
-    const char *name;
-    ag_gradcheck_fn fn;
-    int n_in;
-    shape in[3];
-    int init; /* NORMAL: N(0,1); POSITIVE: U(0.5, 2) */
-    ag_gradcheck_opts opts;
-} gc_case;
-
-#define X0 x[0]
-#define X1 x[1]
-#define X2 x[2]
-#define FN(name, expr)                                                                             \
-    static ag_tensor *name(ag_tape *t, ag_tensor *const *x, void *u) {                             \
-        (void)u;                                                                                   \
-        (void)x;                                                                                   \
-        return (expr);                                                                             \
-    }
 #define CONST(...) ag_tensor_from(t, __VA_ARGS__)
 #define TR(x) ag_transpose(t, x, 0, 1)
 
@@ -129,23 +98,6 @@ FN(f_kl_log_sum, KL(AG_REDUCE_SUM, true))
 FN(f_kl_log_none, KL(AG_REDUCE_NONE, true))
 FN(f_kl_log_batchmean, KL(AG_REDUCE_BATCHMEAN, true))
 FN(f_kl_raw, ag_kl_div(t, X0, X1, AG_REDUCE_BATCHMEAN, false)) /* target POSITIVE, unnormalised */
-
-#define S1(a)                                                                                      \
-    {                                                                                              \
-        1, { a }                                                                                   \
-    }
-#define S2(a, b)                                                                                   \
-    {                                                                                              \
-        2, { a, b }                                                                                \
-    }
-#define S3(a, b, c)                                                                                \
-    {                                                                                              \
-        3, { a, b, c }                                                                             \
-    }
-#define KINKS                                                                                      \
-    { .skip_kinks = true }
-#define DEFAULTS                                                                                   \
-    { .eps = 0 }
 
 static const gc_case cases[] = {
     {"abs", f_abs, 1, {S2(3, 5)}, NORMAL, KINKS},
@@ -242,38 +194,15 @@ static const gc_case cases[] = {
      DEFAULTS},
 };
 
-static void fill(ag_tensor *x, int init, ag_rng *rng) {
-    for (ptrdiff_t i = 0; i < x->numel; i++)
-        x->data[i] = init == POSITIVE ? 0.5 + 1.5 * ag_rng_uniform(rng) : ag_rng_normal(rng);
-}
-
-static void test_every_op(void) {
-    ag_rng rng;
-    ag_rng_seed(&rng, 4321);
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        const gc_case *k = &cases[c];
-        ag_tensor *in[3] = {NULL, NULL, NULL};
-        for (int i = 0; i < k->n_in; i++) {
-            in[i] = ag_leaf_new(k->in[i].nd, k->in[i].d, true);
-            fill(in[i], k->init, &rng);
-        }
-        ag_gradcheck_result r = tg_gradcheck(k->name, k->fn, k->n_in, in, NULL, &k->opts);
-        if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-        CU_ASSERT_TRUE(r.ok);
-        CU_ASSERT_TRUE(r.checked > 0);
-        /* Kinks are rare at random points: a check that skipped most points checked nothing. */
-        CU_ASSERT_TRUE(r.skipped <= r.checked / 4);
-        for (int i = 0; i < k->n_in; i++) ag_leaf_free(in[i]);
-    }
-}
+static void test_every_op(void) { gc_table_run(cases, sizeof cases / sizeof *cases, 4321); }
 
 /* A target that requires no gradient (a constant leaf) gets none, and the input's is right. */
 static void test_const_target(void) {
     ag_tensor *x = ag_leaf_new(AG_SHAPE(3, 4), true), *y = ag_leaf_new(AG_SHAPE(3, 4), false);
     ag_rng rng;
     ag_rng_seed(&rng, 9);
-    fill(x, NORMAL, &rng);
-    fill(y, POSITIVE, &rng);
+    gc_table_fill(x, NORMAL, &rng);
+    gc_table_fill(y, POSITIVE, &rng);
     ag_tensor *in[2] = {x, y};
     ag_gradcheck_result r =
         tg_gradcheck("kl_div batchmean, constant target", f_kl_raw, 2, in, NULL, NULL);
@@ -292,15 +221,8 @@ static CU_TestInfo gc_tests[] = {
     CU_TEST_INFO_NULL,
 };
 
-static CU_SuiteInfo suites[] = {
-    {"gradcheck toolkit", NULL, NULL, NULL, NULL, gc_tests},
-    CU_SUITE_INFO_NULL,
-};
-
 int main(void) {
-    ag_set_error_handler(NULL, NULL);
-    int rc = tg_test_run(suites);
-    tg_gc_print(
+    return gc_table_main(
+        "gradcheck toolkit", gc_tests,
         "autograd: the model writer's ops (float64, tests/autograd/test_gradcheck_toolkit.c)");
-    return rc;
 }

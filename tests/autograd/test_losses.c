@@ -4,20 +4,12 @@
  * losses (L1, smooth L1, Huber, kl_div; gradients in test_gradcheck_toolkit.c) against values
  * worked by hand. */
 #include "autograd/ag_op.h"
+#include "tests/autograd/op_values.h"
 #include "tests/tg_test.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((double)(a), (b), 2e-6 * (1 + fabs((double)(b))))
-
-
-static ag_tensor *leaf(int nd, const int *shape, const ag_real *v, bool rg) {
-    ag_tensor *x = ag_leaf_new(nd, shape, rg);
-    memcpy(x->data, v, (size_t)x->numel * sizeof *v);
-    return x;
-}
 
 static void test_gelu(void) {
     ag_tape *t = ag_tape_new();
@@ -191,7 +183,6 @@ static void test_bad_input(void) {
     ag_set_error_handler(NULL, NULL);
 }
 
-
 /* ---- elementwise losses (ops_loss_pointwise.c), values worked by hand ---- */
 
 /* x - target = -0.5 0 1 0 -2 2.5: a zero difference, one on beta = 1 and one on 2 * 1 */
@@ -336,6 +327,5 @@ static CU_TestInfo tests[] = {
     {"elementwise losses: bad input", test_bad_input_pointwise},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"losses", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("losses", tests); }

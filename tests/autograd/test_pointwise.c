@@ -5,24 +5,11 @@
  * points are checked in float64 by test_gradcheck_toolkit.c.
  */
 #include "autograd/ag_op.h"
+#include "tests/autograd/op_values.h"
 #include "tests/tg_test.h"
 
 #include <math.h>
 #include <string.h>
-
-#define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((double)(a), (b), 2e-6 * (1 + fabs((double)(b))))
-
-static ag_tensor *leaf(int nd, const int *shape, const ag_real *v, bool rg) {
-    ag_tensor *x = ag_leaf_new(nd, shape, rg);
-    memcpy(x->data, v, (size_t)x->numel * sizeof *v);
-    return x;
-}
-
-/* d sum(y) / d x for every input that requires a gradient, after zeroing them. */
-static void grad_of_sum(ag_tape *t, ag_tensor *y) {
-    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
-    CU_ASSERT_EQUAL(ag_backward(t, ag_sum(t, y, AG_ALL, false)), 0);
-}
 
 static void test_abs_log1p_pow_scalar(void) {
     ag_tape *t = ag_tape_new();
@@ -30,7 +17,7 @@ static void test_abs_log1p_pow_scalar(void) {
     ag_tensor *y = ag_abs(t, x);
     const double want_abs[5] = {2, 0.5, 0, 0.5, 3};
     for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(y->data[i], want_abs[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     /* sgn(x): PyTorch's abs'(0) = 0 */
     const double g_abs[5] = {-1, -1, 0, 1, 1};
     for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(x->grad[i], g_abs[i]);
@@ -42,7 +29,7 @@ static void test_abs_log1p_pow_scalar(void) {
                                 1.3862943611198906};
     CU_ASSERT_TRUE(isnan(y->data[0])); /* log1p(-2): NaN, as PyTorch */
     for (int i = 1; i < 5; i++) NEAR(y->data[i], want_l1p[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     NEAR(x->grad[1], 2);
     NEAR(x->grad[2], 1);
     NEAR(x->grad[4], 0.25);
@@ -52,14 +39,14 @@ static void test_abs_log1p_pow_scalar(void) {
     y = ag_pow_scalar(t, x, 3);
     const double want_p3[5] = {-8, -0.125, 0, 0.125, 27}, g_p3[5] = {12, 0.75, 0, 0.75, 27};
     for (int i = 0; i < 5; i++) NEAR(y->data[i], want_p3[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     for (int i = 0; i < 5; i++) NEAR(x->grad[i], g_p3[i]);
     ag_tape_reset(t);
     memset(x->grad, 0, 5 * sizeof *x->grad);
     /* x^0 = 1 everywhere, 0^0 included; the gradient is 0 (PyTorch masks exponent == 0) */
     y = ag_pow_scalar(t, x, 0);
     for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(y->data[i], 1);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(x->grad[i], 0);
     ag_tape_reset(t);
     /* x^0.5 of squares, by hand */
@@ -78,7 +65,7 @@ static void test_pow_tensor(void) {
     /* 2^3, sqrt 3, 0.5^-1, 0^0 = 1, 0^2 */
     const double want[5] = {8, 1.7320508075688772, 2, 1, 0};
     for (int i = 0; i < 5; i++) NEAR(y->data[i], want[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     /* da = b a^(b-1), 0 where b = 0;  db = a^b log a, 0 where a = 0 and b >= 0 (PyTorch's
      * pow_backward_self / pow_backward_exponent); values from Python's math */
     const double ga[5] = {12, 0.2886751345948129, -4, 0, 0};
@@ -107,7 +94,7 @@ static void test_clamp(void) {
     ag_tensor *y = ag_clamp(t, x, -0.5, 1);
     const double want[6] = {-0.5, -0.5, 0, 0.5, 1, 1};
     for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(y->data[i], want[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     /* PyTorch's clamp_backward: the gradient passes where min <= x <= max, x = -0.5 and x = 1
      * (on the bounds) included */
     const double g[6] = {0, 1, 1, 1, 1, 0};
@@ -117,7 +104,7 @@ static void test_clamp(void) {
     /* min > max: max everywhere, no gradient (torch.clamp(x, 2, 1)) */
     y = ag_clamp(t, x, 2, 1);
     for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(y->data[i], 1);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(x->grad[i], 0);
     ag_tape_reset(t);
     /* one-sided, and NaN passes through */
@@ -139,7 +126,7 @@ static void test_maximum_minimum(void) {
     CU_ASSERT_EQUAL(y->data[1], 2);
     CU_ASSERT_EQUAL(y->data[2], 3);
     CU_ASSERT_TRUE(isnan(y->data[3])); /* NaN propagates, as torch.maximum */
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     /* derivatives.yaml: where(a == b, g / 2, g) masked to 0 where a < b (b: where a > b); the
      * tie at index 1 gives each a half; NaN compares false both ways, so both get g there */
     const double ga[4] = {0, 0.5, 1, 1}, gb[4] = {1, 0.5, 0, 1};
@@ -154,7 +141,7 @@ static void test_maximum_minimum(void) {
     CU_ASSERT_EQUAL(y->data[0], 1);
     CU_ASSERT_EQUAL(y->data[2], 1);
     CU_ASSERT_TRUE(isnan(y->data[3]));
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     const double ma[4] = {1, 0.5, 0, 1}, mb[4] = {0, 0.5, 1, 1};
     for (int i = 0; i < 4; i++) {
         CU_ASSERT_EQUAL(a->grad[i], ma[i]);
@@ -167,7 +154,7 @@ static void test_maximum_minimum(void) {
     y = ag_maximum(t, c, d);
     const double w[6] = {1, 1, 5, 2, 2, 5};
     for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(y->data[i], w[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     /* row 0: c wins, ties with d[1], loses to d[2]: 1 + 0.5; row 1: c wins twice */
     CU_ASSERT_EQUAL(c->grad[0], 1.5);
     CU_ASSERT_EQUAL(c->grad[1], 2);
@@ -190,7 +177,7 @@ static void test_where_masked_fill(void) {
     const double w[6] = {1, 2, 3, 10, 20, 30};
     CU_ASSERT_EQUAL(y->ndim, 2);
     for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(y->data[i], w[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     const double ga[6] = {1, 1, 1, 0, 0, 0};
     for (int i = 0; i < 6; i++) CU_ASSERT_EQUAL(a->grad[i], ga[i]);
     for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(b->grad[i], 1); /* one row took b */
@@ -219,7 +206,7 @@ static void test_activations(void) {
                           1.3132616875182228};
     for (int i = 0; i < 4; i++) NEAR(y->data[i], sp[i]);
     CU_ASSERT_EQUAL(y->data[4], 25);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     const double gsp[5] = {0.11920292202211755, 0.3775406687981454, 0.5, 0.7310585786300049, 1};
     for (int i = 0; i < 5; i++) NEAR(x->grad[i], gsp[i]);
     ag_tape_reset(t);
@@ -234,7 +221,7 @@ static void test_activations(void) {
     const double si[4] = {-0.2384058440442351, -0.1887703343990727, 0, 0.7310585786300049};
     for (int i = 0; i < 4; i++) NEAR(y->data[i], si[i]);
     NEAR(y->data[4], 25);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     const double gsi[4] = {-0.09078424878489547, 0.2600388126973482, 0.5, 0.9276705118714869};
     for (int i = 0; i < 4; i++) NEAR(x->grad[i], gsi[i]);
     ag_tape_reset(t);
@@ -243,7 +230,7 @@ static void test_activations(void) {
     y = ag_leaky_relu(t, x, 0.2);
     const double lr[5] = {-0.4, -0.1, 0, 1, 25}, glr[5] = {0.2, 0.2, 0.2, 1, 1};
     for (int i = 0; i < 5; i++) NEAR(y->data[i], lr[i]);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     for (int i = 0; i < 5; i++) NEAR(x->grad[i], glr[i]);
     ag_tape_reset(t);
     memset(x->grad, 0, 5 * sizeof *x->grad);
@@ -254,7 +241,7 @@ static void test_activations(void) {
     NEAR(y->data[1], 1.5 * -0.3934693402873666);
     CU_ASSERT_EQUAL(y->data[2], 0);
     CU_ASSERT_EQUAL(y->data[3], 1);
-    grad_of_sum(t, y);
+    backward_sum(t, y);
     NEAR(x->grad[0], 0.20300292485491905);
     NEAR(x->grad[1], 1.5 * 0.6065306597126334);
     NEAR(x->grad[2], 1.5);
@@ -314,6 +301,5 @@ static CU_TestInfo tests[] = {
     {"bad input names the op and the shapes", test_bad_input},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"pointwise", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("pointwise", tests); }

@@ -181,6 +181,5 @@ static CU_TestInfo tests[] = {
     {"row argmax (vectorized) against the one-by-one rule", test_row_argmax},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"readout", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("readout", tests); }

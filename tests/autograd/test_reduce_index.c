@@ -6,25 +6,11 @@
  * test_gradcheck_toolkit.c.
  */
 #include "autograd/ag_op.h"
+#include "tests/autograd/op_values.h"
 #include "tests/tg_test.h"
 
 #include <math.h>
 #include <string.h>
-
-#define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((double)(a), (b), 2e-6 * (1 + fabs((double)(b))))
-
-static ag_tensor *leaf(int nd, const int *shape, const ag_real *v, bool rg) {
-    ag_tensor *x = ag_leaf_new(nd, shape, rg);
-    memcpy(x->data, v, (size_t)x->numel * sizeof *v);
-    return x;
-}
-
-static void backward_sum(ag_tape *t, ag_tensor *y) {
-    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
-    CU_ASSERT_EQUAL(ag_backward(t, ag_sum(t, y, AG_ALL, false)), 0);
-}
-
-static void zero_grad(ag_tensor *x) { memset(x->grad, 0, (size_t)x->numel * sizeof *x->grad); }
 
 static void test_logsumexp(void) {
     ag_tape *t = ag_tape_new();
@@ -318,7 +304,5 @@ static CU_TestInfo tests[] = {
     {"bad input names the op and the shapes", test_bad_input},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"reductions and indexing", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("reductions and indexing", tests); }

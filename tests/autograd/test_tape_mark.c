@@ -180,6 +180,5 @@ static CU_TestInfo tests[] = {
     {"step + rewind: no malloc in steady state", test_steady_state_no_malloc},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"tape mark", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("tape mark", tests); }

@@ -9,38 +9,13 @@
  *
  * CUnit is not thread-safe: tasks record what they saw, and only the main thread asserts. */
 #include "autograd/ag.h"
+#include "tests/autograd/thread_test.h"
 #include "tests/tg_test.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The hook: a fake clock, and every worker counted as starved or not. */
-static _Atomic int64_t fake_ns = 1;
-static _Atomic bool worker_starved;
-
-static int64_t fake_now(void *user) {
-    (void)user;
-    return atomic_load(&fake_ns);
-}
-static bool fake_starved(int worker, void *user) {
-    (void)user;
-    return worker >= 1 && atomic_load(&worker_starved);
-}
-static void hook_on(bool starved) {
-    atomic_store(&worker_starved, starved);
-    ag_starve_hook h = {fake_now, fake_starved, NULL};
-    CU_ASSERT_EQUAL_FATAL(ag_set_starve_hook(&h), 0);
-}
-static void advance_ms(int ms) { atomic_fetch_add(&fake_ns, (int64_t)ms * 1000000); }
 
 #define MAX_TASKS 600
 
@@ -198,18 +173,6 @@ static int inner_fn(void *ctx, int i, int thread) {
     return 0;
 }
 
-/* A region inside a task: one serial call in the task's thread. */
-typedef struct nested_seen {
-    pthread_t thread;
-    int calls, bad;
-} nested_seen;
-
-static void nested_fn(void *ctx, ptrdiff_t b, ptrdiff_t e) {
-    nested_seen *ns = ctx;
-    ns->calls++;
-    if (!pthread_equal(pthread_self(), ns->thread) || b != 0 || e <= 0) ns->bad++;
-}
-
 static int outer_fn(void *ctx, int i, int thread) {
     outer_seen *os = ctx;
     (void)i, (void)thread;
@@ -268,8 +231,7 @@ static void test_tasks_starved_worker(void) {
     CU_ASSERT_EQUAL(ag_run_tasks(10, task_fn, &TS, NULL), 0);
     CU_ASSERT(tasks_by_others() >= 5);
     for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(atomic_load(&TS.runs[i]), 1);
-    CU_ASSERT_EQUAL(ag_set_starve_hook(NULL), 0);
-    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    hook_off();
 }
 
 static CU_TestInfo tests[] = {
@@ -280,6 +242,5 @@ static CU_TestInfo tests[] = {
     {"a starved worker takes no more tasks (injected)", test_tasks_starved_worker},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"tasks", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("tasks", tests); }

@@ -12,6 +12,7 @@
  *
  * CUnit is not thread-safe: ranges record what they saw, and only the main thread asserts. */
 #include "autograd/ag.h"
+#include "tests/autograd/thread_test.h"
 #include "tests/tg_test.h"
 
 #include <pthread.h>
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_N 5000
 #define MAX_CALLS 600
@@ -41,23 +41,6 @@ typedef struct seen {
 static void reset(seen *s, pthread_t caller) {
     memset(s, 0, sizeof *s);
     s->caller = caller;
-}
-
-typedef struct nested_seen {
-    pthread_t thread;
-    int calls, bad;
-} nested_seen;
-
-static void nested_fn(void *ctx, ptrdiff_t b, ptrdiff_t e) {
-    nested_seen *ns = ctx;
-    ns->calls++;
-    if (!pthread_equal(pthread_self(), ns->thread) || b != 0 || e <= 0) ns->bad++;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static void record(void *ctx, ptrdiff_t b, ptrdiff_t e) {
@@ -318,25 +301,7 @@ static void test_matmul_bits_do_not_depend_on_threads(void) {
     ag_set_threads(1);
 }
 
-/* ---- starvation, injected: a fake clock, and worker 1 counted as starved or not ---- */
-
-static _Atomic int64_t fake_ns = 1; /* the hook's time */
-static _Atomic bool worker_starved;
-
-static int64_t fake_now(void *user) {
-    (void)user;
-    return atomic_load(&fake_ns);
-}
-static bool fake_starved(int worker, void *user) {
-    (void)user;
-    return worker >= 1 && atomic_load(&worker_starved);
-}
-static void hook_on(bool starved) {
-    atomic_store(&worker_starved, starved);
-    ag_starve_hook h = {fake_now, fake_starved, NULL};
-    CU_ASSERT_EQUAL_FATAL(ag_set_starve_hook(&h), 0);
-}
-static void advance_ms(int ms) { atomic_fetch_add(&fake_ns, (int64_t)ms * 1000000); }
+/* ---- starvation, injected (thread_test.h): a fake clock, worker 1 counted starved or not ---- */
 
 /* One region of 100 indices on 2 threads; returns the number of problems. worker: the worker
  * must run range 1 (range 0 waits until it has); else the caller must run both ranges (the
@@ -384,8 +349,7 @@ static void test_starved_worker_left_out(void) {
     CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0); /* afresh while left out: back at once */
     CU_ASSERT_EQUAL(region_2(true), 0);
     CU_ASSERT_EQUAL(ag_set_starve_hook(&(ag_starve_hook){NULL, fake_starved, NULL}), -1);
-    CU_ASSERT_EQUAL(ag_set_starve_hook(NULL), 0);
-    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    hook_off();
 }
 
 /* A worker given as much CPU time as wall time is never left out. */
@@ -395,8 +359,7 @@ static void test_fed_worker_stays(void) {
     int bad = 0;
     for (int r = 0; r < 40; r++) bad += region_2(true);
     CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(ag_set_starve_hook(NULL), 0);
-    CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    hook_off();
 }
 
 static CU_TestInfo tests[] = {
@@ -411,6 +374,5 @@ static CU_TestInfo tests[] = {
     {"a worker given its CPU time stays in (injected)", test_fed_worker_stays},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"threads", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("threads", tests); }

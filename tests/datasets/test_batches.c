@@ -137,9 +137,7 @@ static CU_TestInfo tests[] = {
     {"refusals name the argument", test_refusals},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"batches", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
-
 int main(void) {
     fill();
-    return tg_test_run(suites);
+    return tg_test_main("batches", tests);
 }

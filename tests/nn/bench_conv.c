@@ -6,19 +6,14 @@
  *     build/tests/nn/bench_conv [N C H W O reps loops]  (default 64 16 16 16 32 5 1; kernel 3x3,
  *                                                       pad 1; loops 0: no direct loops)
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "autograd/ag_op.h"
 #include "nn/nn.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "tests/bench_util.h"
 
 /* 3x3, stride 1, padding 1: y = conv(x, w) + b; then dx, dw, db from dy = y. */
 static void naive(int N, int C, int H, int W, int O, const ag_real *x, const ag_real *w,
@@ -81,10 +76,10 @@ int main(int argc, char **argv) {
     for (int composite = 0; composite < 2; composite++) {
         double best = 1e30;
         for (int k = 0; k < reps; k++) {
-            double t0 = now();
+            double t0 = bench_now();
             ag_tensor *y = (composite ? nn_conv2d_composite : nn_conv2d_forward)(&conv, &c, x);
             if (!y || ag_backward(t, ag_sum(t, ag_mul(t, y, y), AG_ALL, false))) return 1;
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             best = dt < best ? dt : best;
             ag_tape_reset(t);
         }
@@ -96,9 +91,9 @@ int main(int argc, char **argv) {
     ag_real *y = calloc((size_t)N * O * H * W, sizeof *y),
             *dx = calloc((size_t)x->numel, sizeof *y);
     ag_real *dw = calloc((size_t)conv.weight->numel, sizeof *y), *db = calloc((size_t)O, sizeof *y);
-    double t0 = now();
+    double t0 = bench_now();
     naive(N, C, H, W, O, x->data, conv.weight->data, conv.bias->data, y, dx, dw, db);
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     printf("  %-28s %8.2f ms  %6.2f GMAC/s\n", "direct loops", 1e3 * dt, macs / dt * 1e-9);
     free(y), free(dx), free(dw), free(db);
     ag_tape_free(t);

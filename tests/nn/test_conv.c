@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -460,10 +460,7 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_conv", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: Conv1d and Conv2d (float64, tests/nn/test_conv.c)");
-    return rc;
+    return gc_main("nn_conv", tests, "nn: Conv1d and Conv2d (float64, tests/nn/test_conv.c)");
 }

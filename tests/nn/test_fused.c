@@ -509,6 +509,5 @@ static CU_TestInfo tests[] = {
     {"Linear from weights packed once: the same bits", test_linear_packed_weights},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_fused", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("nn_fused", tests); }

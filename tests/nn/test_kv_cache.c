@@ -258,6 +258,5 @@ static CU_TestInfo tests[] = {
     {"errors: shapes, gradients, row ids, empty", test_errors},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_kv_cache", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("nn_kv_cache", tests); }

@@ -169,12 +169,6 @@ static void naive_lstm(const nn_lstm *l, const ag_tensor *x, const ag_tensor *h0
             for (int j = 0; j < H; j++) out[((ptrdiff_t)s * B + b) * H + j] = seq[s][b][j];
 }
 
-static double diff_to(const ag_tensor *a, const double *ref) {
-    double m = 0;
-    for (ptrdiff_t i = 0; i < a->numel; i++) m = fmax(m, fabs(ag_get(a, i) - ref[i]));
-    return m;
-}
-
 /* docs/spec.md 7's check (embed 8, H 16, 2 layers, X (4, 7) -> outputs (7, 4, 16), state two
  * (2, 4, 16)), the parameter names and shapes, and the values against the naive loop, from
  * zeros and from a given state. */
@@ -211,9 +205,9 @@ static void test_layer_shapes_and_values(void) {
     static double ro[T * B * H], rh[NL * B * H], rc[NL * B * H];
     ag_tensor *z = ag_tensor_new(t, AG_SHAPE(NL, B, H));
     naive_lstm(&l, x, z, z, ro, rh, rc);
-    CU_ASSERT_TRUE(diff_to(out, ro) < TOL);
-    CU_ASSERT_TRUE(diff_to(h, rh) < TOL);
-    CU_ASSERT_TRUE(diff_to(cs, rc) < TOL);
+    CU_ASSERT_TRUE(gc_max_diff(out, ro) < TOL);
+    CU_ASSERT_TRUE(gc_max_diff(h, rh) < TOL);
+    CU_ASSERT_TRUE(gc_max_diff(cs, rc) < TOL);
     /* the last output is the top layer's final h */
     for (int i = 0; i < B * H; i++)
         CU_ASSERT_EQUAL(ag_get(out, (T - 1) * B * H + i), ag_get(h, B * H + i));
@@ -222,8 +216,8 @@ static void test_layer_shapes_and_values(void) {
     naive_lstm(&l, x, h0, c0, ro, rh, rc);
     out = nn_lstm_forward(&l, &c, x, h0, c0, NULL, &cs);
     CU_ASSERT_TRUE_FATAL(out != NULL);
-    CU_ASSERT_TRUE(diff_to(out, ro) < TOL);
-    CU_ASSERT_TRUE(diff_to(cs, rc) < TOL);
+    CU_ASSERT_TRUE(gc_max_diff(out, ro) < TOL);
+    CU_ASSERT_TRUE(gc_max_diff(cs, rc) < TOL);
     ag_tape_free(t);
     nn_params_free(ps);
 }
@@ -454,8 +448,7 @@ typedef struct layer_case {
 static ag_tensor *f_layer(ag_tape *t, ag_tensor *const *x, void *u) {
     const layer_case *k = u;
     ag_rng rng;
-    ag_rng_seed(&rng, 17); /* the same masks at every evaluation */
-    nn_ctx c = {.tape = t, .training = k->training, .rng = &rng};
+    nn_ctx c = gc_masks_ctx(t, k->training, &rng);
     ag_tensor *h, *cs, *out = nn_lstm_forward(k->l, &c, X0, X1, X2, &h, &cs);
     return out ? ag_concat(t, 3, (ag_tensor *[]){out, h, cs}, 0) : NULL;
 }

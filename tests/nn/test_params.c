@@ -446,6 +446,5 @@ static CU_TestInfo tests[] = {
     {"buffers: beside the parameters, outside the flat buffers", test_buffers},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_params", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("nn_params", tests); }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -293,10 +293,7 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_pool", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: MaxPool and AvgPool (float64, tests/nn/test_pool.c)");
-    return rc;
+    return gc_main("nn_pool", tests, "nn: MaxPool and AvgPool (float64, tests/nn/test_pool.c)");
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tests/gradcheck_table.h"
+#include "tests/gc_harness.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -224,12 +224,6 @@ static void naive_model(const model *m, const ag_tensor *x, const int32_t *len, 
             for (int j = 0; j < in; j++) out[((ptrdiff_t)s * B + b) * in + j] = seq[s][b][j];
 }
 
-static double diff_to(const ag_tensor *a, const double *ref) {
-    double m = 0;
-    for (ptrdiff_t i = 0; i < a->numel; i++) m = fmax(m, fabs(ag_get(a, i) - ref[i]));
-    return m;
-}
-
 /* Bidirectional, 2 layers, lengths in any order (one full, one 1), from zeros and from a given
  * state, against the naive loop. */
 static void test_values_against_naive(void) {
@@ -250,9 +244,9 @@ static void test_values_against_naive(void) {
             CU_ASSERT_TRUE_FATAL(out != NULL);
             static double ro[T * B * D * H], rh[NL * D * B * H], rc[NL * D * B * H];
             naive_model(&m, x, len, h0, c0, ro, rh, rc);
-            CU_ASSERT_TRUE(diff_to(out, ro) < TOL);
-            CU_ASSERT_TRUE(diff_to(hn, rh) < TOL);
-            if (kind == 0) CU_ASSERT_TRUE(diff_to(cn, rc) < TOL);
+            CU_ASSERT_TRUE(gc_max_diff(out, ro) < TOL);
+            CU_ASSERT_TRUE(gc_max_diff(hn, rh) < TOL);
+            if (kind == 0) CU_ASSERT_TRUE(gc_max_diff(cn, rc) < TOL);
             ag_tape_free(t);
             nn_params_free(m.ps);
         }
@@ -480,8 +474,7 @@ typedef struct layer_case {
 static ag_tensor *f_layer(ag_tape *t, ag_tensor *const *x, void *u) {
     const layer_case *k = u;
     ag_rng rng;
-    ag_rng_seed(&rng, 17); /* the same masks at every evaluation */
-    nn_ctx c = {.tape = t, .training = k->training, .rng = &rng};
+    nn_ctx c = gc_masks_ctx(t, k->training, &rng);
     ag_tensor *hn, *cn,
         *out = fwd(k->m, &c, x[0], k->len, x[1], k->m->lstm ? x[2] : NULL, &hn, &cn);
     if (!out) return NULL;
@@ -571,10 +564,8 @@ static CU_TestInfo tests[] = {
 #endif
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"nn_rnn", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
 int main(void) {
-    int rc = tg_test_run(suites);
-    tg_gc_print("nn: LSTM and GRU options and valid lengths (float64, tests/nn/test_rnn.c)");
-    return rc;
+    return gc_main("nn_rnn", tests,
+                   "nn: LSTM and GRU options and valid lengths (float64, tests/nn/test_rnn.c)");
 }

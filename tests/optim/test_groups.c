@@ -9,6 +9,7 @@
  * clone(grad) on a parameter's first step, then mu buf + (1 - dampening) g). They agree to
  * 1e-12 (lerp and the library's b1 m + (1 - b1) g differ only by rounding). */
 #include "tests/optim/groups_fixture.h"
+#include "tests/optim/optim_steps.h"
 
 /* Three updates with G, checking the values after each against want[step]. */
 static void run3(optim *o, nn_params *ps, const double want[3][5]) {
@@ -401,21 +402,7 @@ static void test_groups_same_bits(void) {
             CU_ASSERT_EQUAL(optim_add_group(o, group_of(o, "l1 l5.w l7")), 1);
             CU_ASSERT_EQUAL(optim_add_group(o, group_of(o, "l10")), 2);
         }
-        for (int s = 0; s < 3; s++) {
-            ag_real *g = nn_params_grads(ps);
-            for (size_t i = 0; i < nn_params_count(ps); i++) {
-                ag_tensor *p = nn_params_at(ps, i);
-                for (ptrdiff_t e = 0; e < p->numel; e++)
-                    g[nn_params_offset(ps, i) + (size_t)e] = (ag_real)sin((double)e + s + i);
-            }
-            optim_step(o);
-        }
-        size_t n = nn_params_flat_size(ps);
-        out[k] = malloc(n * sizeof(ag_real));
-        memcpy(out[k], nn_params_values(ps), n * sizeof(ag_real));
-        if (k == 1) CU_ASSERT_EQUAL(memcmp(out[0], out[1], n * sizeof(ag_real)), 0);
-        optim_free(o);
-        nn_params_free(ps);
+        three_steps_kept(o, ps, 1, out, k);
     }
     free(out[0]);
     free(out[1]);
@@ -436,7 +423,5 @@ static CU_TestInfo tests[] = {
     {"groups with group 0's values: the bits of one group", test_groups_same_bits},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"optim_groups", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("optim_groups", tests); }

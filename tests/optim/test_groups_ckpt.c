@@ -139,7 +139,5 @@ static CU_TestInfo tests[] = {
     {"a checkpoint saved before groups loads as one group", test_checkpoint_before_groups},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"optim_groups_ckpt", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("optim_groups_ckpt", tests); }

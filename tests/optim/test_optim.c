@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "optim/optim.h"
+#include "tests/optim/optim_steps.h"
 #include "tests/tg_test.h"
 
 #define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((a), (b), 1e-12 * (1 + fabs((double)(b))))
@@ -390,21 +391,7 @@ static void test_decay_groups_threads(void) {
         optim_cfg c = optim_adamw(0.01);
         c.decay_filter = optim_decay_matrices;
         optim *o = optim_new(ps, c);
-        for (int s = 0; s < 3; s++) {
-            ag_real *g = nn_params_grads(ps);
-            for (size_t i = 0; i < nn_params_count(ps); i++) {
-                ag_tensor *p = nn_params_at(ps, i);
-                for (ptrdiff_t e = 0; e < p->numel; e++)
-                    g[nn_params_offset(ps, i) + (size_t)e] = (ag_real)sin((double)e + s);
-            }
-            optim_step(o);
-        }
-        size_t n = nn_params_flat_size(ps);
-        out[k] = malloc(n * sizeof(ag_real));
-        memcpy(out[k], nn_params_values(ps), n * sizeof(ag_real));
-        if (k == 1) CU_ASSERT_EQUAL(memcmp(out[0], out[1], n * sizeof(ag_real)), 0);
-        optim_free(o);
-        nn_params_free(ps);
+        three_steps_kept(o, ps, 0, out, k);
     }
     free(out[0]);
     free(out[1]);

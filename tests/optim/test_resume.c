@@ -181,14 +181,12 @@ static CU_TestInfo tests[] = {
     {"resume bit for bit: adamw, decay groups, warm-up cosine, set_lr", test_resume_adamw_recipe},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"optim_resume", NULL, NULL, NULL, NULL, tests},
-                                CU_SUITE_INFO_NULL};
 
 int main(void) {
     char *dir = tg_temp_dir(), *path = strdup(tg_path(dir, "resume.safetensors"));
     file = path;
     make_data();
-    int rc = tg_test_run(suites);
+    int rc = tg_test_main("optim_resume", tests);
     free(path);
     tg_remove(dir);
     return rc;

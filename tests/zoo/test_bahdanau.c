@@ -527,6 +527,5 @@ static CU_TestInfo tests[] = {
     {"the LSTM cell: names, steps, select, a GRU state refused, training", test_lstm_cell},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"bahdanau", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("bahdanau", tests); }

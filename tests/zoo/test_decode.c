@@ -513,6 +513,5 @@ static CU_TestInfo tests[] = {
     {"a failing chunk: the first one's error, any threads", test_chunk_error},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"decode", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("decode", tests); }

@@ -374,6 +374,5 @@ static CU_TestInfo tests[] = {
     {"checkpoint round trip", test_checkpoint_round_trip},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"encdec", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("encdec", tests); }

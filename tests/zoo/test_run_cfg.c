@@ -261,6 +261,5 @@ int main(void) {
                                   {"--resume and ranks", test_fixed_and_ranks},
                                   {"sentences", test_positional},
                                   CU_TEST_INFO_NULL};
-    static CU_SuiteInfo suites[] = {{"run_cfg", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
-    return tg_test_run(suites);
+    return tg_test_main("run_cfg", tests);
 }

@@ -520,6 +520,5 @@ static CU_TestInfo tests[] = {
     {"validation: loss per token, BLEU, when, the best checkpoint", test_validation},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"trainer", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("trainer", tests); }

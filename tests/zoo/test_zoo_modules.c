@@ -402,6 +402,5 @@ static CU_TestInfo tests[] = {
     {"training forward is deterministic", test_training_forward_is_deterministic},
     CU_TEST_INFO_NULL,
 };
-static CU_SuiteInfo suites[] = {{"zoo modules", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return tg_test_run(suites); }
+int main(void) { return tg_test_main("zoo modules", tests); }
