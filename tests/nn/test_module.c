@@ -494,10 +494,8 @@ static void test_init_save_load(void) {
     nn_module *net = small_net(), *net2 = small_net();
     nn_params *ps = nn_module_init(net, 42);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ps);
-    CU_ASSERT_PTR_EQUAL(nn_module_params(net), ps);
-    CU_ASSERT_TRUE(nn_params_finalized(ps));
-    /* the same bits as register + finalize by hand */
-    nn_params *ref = nn_params_new();
+    CU_ASSERT_TRUE(nn_module_params(net) == ps && nn_params_finalized(ps));
+    nn_params *ref = nn_params_new(); /* the bits of register + finalize by hand */
     nn_module *hand = small_net();
     TG_OK(nn_module_register(hand, ref, "") || nn_params_finalize(ref, 42));
     CU_ASSERT_EQUAL(nn_params_flat_size(ps), nn_params_flat_size(ref));
@@ -523,17 +521,9 @@ static void test_init_save_load(void) {
     TG_EXPECT_ERROR(nn_module_load(other, path),
                     "tensor '1.weight' has shape [4], expected [2, 4]");
     CU_ASSERT_EQUAL(nn_module_param_at(other, 0)->data[0], before);
-    /* a second init, a NULL root, a failed registration: NULL, the root left as it was */
     TG_EXPECT_ERROR(nn_module_init(net, 1) ? 0 : -1, "already registered");
     TG_EXPECT_ERROR(nn_module_init(NULL, 1) ? 0 : -1, "nn_module_init: no module");
-    nn_module *bad = nn_sequential(nn_linear_m(3, 4, true));
-    nn_params *outer = nn_params_new();
-    TG_OK(nn_module_register(bad, outer, "x"));
-    TG_EXPECT_ERROR(nn_module_init(bad, 1) ? 0 : -1, "already registered");
-    CU_ASSERT_PTR_EQUAL(nn_module_params(bad), outer);
-    TG_EXPECT_ERROR(nn_module_save(bad, path), "not finalized"); /* the store's own checks */
-    nn_module_free(bad);
-    nn_params_free(outer);
+    TG_EXPECT_ERROR(nn_module_init(nn_module_get(net, "1"), 1) ? 0 : -1, "has a parent");
     nn_module_free(other);
     nn_module_free(hand);
     nn_params_free(ref);
@@ -560,8 +550,7 @@ static void test_lstm_opts(void) {
     ag_tensor *yt = ag_transpose(t, nn_module_forward(tm, &c, ag_transpose(t, x, 0, 1)), 0, 1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(yb);
     CU_ASSERT_PTR_NOT_NULL_FATAL(yt);
-    CU_ASSERT_EQUAL(yb->shape[0], 2);
-    CU_ASSERT_EQUAL(yb->shape[1], 5);
+    CU_ASSERT_TRUE(yb->shape[0] == 2 && yb->shape[1] == 5 && yb->shape[2] == 4);
     for (ptrdiff_t i = 0; i < yb->numel; i++)
         if (ag_get(yb, i) != ag_get(yt, i)) CU_FAIL("batch-first != time-major transposed");
     ag_tensor *y2 = nn_module_forward(bim, &c, x);
