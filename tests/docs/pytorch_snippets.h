@@ -29,9 +29,9 @@ static int pt_module(const char *path) {
     const ag_real xs[4 * 2] = {0.5f, -1, 1, 0, -0.25f, 0.75f, 0, 1};
     const int32_t labels[4] = {0, 2, 1, 1};
     /* section "A module" */
-    nn_params *ps = nn_params_new(); /* the store: every tensor of the model */
     nn_module *net = nn_sequential(nn_linear_m(2, 16, true), nn_relu_m(), nn_linear_m(16, 3, true));
-    if (nn_module_register(net, ps, "") || nn_params_finalize(ps, 42)) return fail("register");
+    nn_params *ps = nn_module_init(net, 42); /* register + initialise; net owns the store */
+    if (!ps) return fail(ag_last_error());
     nn_ctx c = {t, true, &rng, NULL}; /* tape, training, rng (dropout), packs */
     ag_tensor *x = ag_tensor_from(t, AG_SHAPE(4, 2), xs);
     ag_tensor *logits = nn_module_forward(net, &c, x); /* (4, 2) -> (4, 3) */
@@ -50,13 +50,12 @@ static int pt_module(const char *path) {
     nn_module_zero_grad(net); /* net.zero_grad() (optim_step also zeroes them) */
     ag_tape_reset(t);         /* frees the step's graph: every step ends with it */
     /* section "Saving and loading" */
-    if (nn_save_params(ps, path)) return fail(ag_last_error()); /* save_file(net.state_dict()) */
-    nn_params *ps2 = nn_params_new();
+    if (nn_module_save(net, path)) return fail(ag_last_error()); /* save_file(net.state_dict()) */
     nn_module *net2 =
         nn_sequential(nn_linear_m(2, 16, true), nn_relu_m(), nn_linear_m(16, 3, true));
-    if (nn_module_register(net2, ps2, "") || nn_params_finalize(ps2, 0) ||
-        nn_load_params(ps2, path)) /* net2.load_state_dict(load_file(path)) */
+    if (!nn_module_init(net2, 0) || nn_module_load(net2, path)) /* net2.load_state_dict(...) */
         return fail(ag_last_error());
+    nn_params *ps2 = nn_module_params(net2);
     /* end */
     int rc = ag_get(nn_params_find(ps2, "2.weight"), 0) == ag_get(w, 0) ? 0 : fail("reload");
     /* section "no_grad" */
@@ -72,21 +71,21 @@ static int pt_module(const char *path) {
     /* end */
     if (!y || !y2 || y->requires_grad || ag_get(y, 5) != ag_get(y2, 5)) rc = fail("eval");
     ag_tape_reset(t);
-    nn_module_free(net);
+    nn_module_free(net); /* and its store */
     nn_module_free(net2);
-    nn_params_free(ps);
-    nn_params_free(ps2);
     ag_tape_free(t);
     return rc;
 }
 
 /* ---- the DataLoader, an optimizer, groups, freezing, schedules ---- */
-static double pt_halve_after_4(int64_t done, void *user) { /* section "Schedulers" */
+/* section "Schedulers" */
+static double halve_after_4(int64_t done, void *user) {
     (void)user;
-    return done < 4 ? 1.0 : 0.5; /* lr_lambda(epoch) */
+    return done < 4 ? 1.0 : 0.5; /* lambda epoch: 1.0 if epoch < 4 else 0.5 */
 }
+/* end */
 
-static int pt_training(void) {
+static int pt_training(const char *path) {
     enum { N = 10 };
     ag_real xs[N * 3];
     int32_t ys[N];
@@ -101,7 +100,7 @@ static int pt_training(void) {
     optim_cfg cfg = optim_adamw(1e-2);       /* AdamW(params, lr=1e-2), weight_decay 0.01 */
     cfg.decay_filter = optim_decay_matrices; /* no weight decay on 1-D tensors (biases, norms) */
     cfg.clip_norm = 1.0;                     /* clip_grad_norm_(params, 1.0) before each step */
-    cfg.schedule = optim_lr_lambda(pt_halve_after_4, NULL); /* LambdaLR(opt, lr_lambda) */
+    cfg.schedule = optim_lr_lambda(halve_after_4, NULL); /* LambdaLR(opt, lr_lambda) */
     optim *opt = optim_new(ps, cfg);
     optim_group g = optim_group_like(opt); /* {"params": net[2].parameters(), "lr": 1e-3} */
     g.params = "2";
@@ -131,6 +130,17 @@ static int pt_training(void) {
     }
     /* end */
     int rc = optim_steps(opt) == 9 && optim_lr(opt) == 0.5e-2 ? 0 : fail("steps or lr");
+    /* section "Saving and loading" */
+    nn_ckpt *ck = nn_ckpt_new(); /* torch.save({"model": ..., "optimizer": opt.state_dict()}) */
+    if (!ck || nn_ckpt_add_params(ck, ps) || optim_save_state(opt, ck) ||
+        nn_ckpt_set_meta_int(ck, "epoch", 3) || nn_ckpt_save(ck, path))
+        return fail(ag_last_error());
+    nn_ckpt_free(ck);
+    /* ... and back, into a model and an optimizer built (with its groups) as before: */
+    if (nn_ckpt_load(&ck, path) || nn_ckpt_load_params(ck, ps, 0) || optim_load_state(opt, ck))
+        return fail(ag_last_error());
+    nn_ckpt_free(ck);
+    /* end */
     ds_loader_free(loader);
     optim_free(opt);
     nn_module_free(net);
@@ -190,8 +200,8 @@ static int pt_layers(void) {
         const ag_real lg[2 * 3] = {1, 2, 3, 0, 0, 0};
         const int32_t lab[2] = {2, 0};
         /* section "Losses" */
-        ag_tensor *pred = ag_tensor_from(t, AG_SHAPE(4), ps4),
-                  *target = ag_tensor_from(t, AG_SHAPE(4), ts4);
+        ag_tensor *pred = ag_tensor_from(t, AG_SHAPE(4), ps4);
+        ag_tensor *target = ag_tensor_from(t, AG_SHAPE(4), ts4);
         ag_tensor *l1 = ag_l1_loss(t, pred, target, AG_REDUCE_MEAN);          /* F.l1_loss */
         ag_tensor *mse = ag_mse_loss(t, pred, target, AG_REDUCE_SUM);         /* reduction="sum" */
         ag_tensor *hub = ag_huber_loss(t, pred, target, 1.0, AG_REDUCE_NONE); /* delta=1.0 */
@@ -207,9 +217,9 @@ static int pt_layers(void) {
         ag_real img[2 * 1 * 6 * 6];
         for (int i = 0; i < 72; i++) img[i] = (ag_real)(i % 7) - 3;
         /* section "Convolutions and pooling" */
-        nn_conv2d conv; /* nn.Conv2d(1, 4, 3, padding=1) */
-        nn_conv2d_opts co = {
-            {1, 1}, {1, 1}, {1, 1}, 1, false}; /* stride, padding, dilation, groups, no_bias */
+        /* nn.Conv2d(1, 4, 3, padding=1): stride, padding, dilation (h, w), groups, no_bias */
+        nn_conv2d conv;
+        nn_conv2d_opts co = {{1, 1}, {1, 1}, {1, 1}, 1, false};
         if (nn_conv2d_init(&conv, ps, "conv", 1, 4, 3, 3, &co)) return fail(ag_last_error());
         /* ... nn_params_finalize(ps, seed) after the last registration ... */
         /* end */
@@ -243,7 +253,7 @@ static int pt_layers(void) {
 #undef fail
 
 static int pytorch_snippets_run(const char *path) {
-    int rc = pt_module(path) || pt_training() || pt_custom() || pt_layers();
+    int rc = pt_module(path) || pt_training(path) || pt_custom() || pt_layers();
     fflush(stdout);
     return rc;
 }
