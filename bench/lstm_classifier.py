@@ -13,13 +13,14 @@ from torch import nn
 T, SYMBOLS, N_TRAIN, N_TEST, BATCH, EPOCHS = 16, 5, 2048, 512, 64, 10
 
 
-class LastStep(nn.Module):  # nn.LSTM returns (output, (h, c)): keep output[-1]
+class LastStep(nn.Module):  # nn.LSTM returns (output, (h, c)): keep output[:, -1]
     def forward(self, x):
-        return x[0][-1]
+        return x[0][:, -1]
 
 
 def make_model():
-    return nn.Sequential(nn.Embedding(SYMBOLS, 16), nn.LSTM(16, 64, 2, dropout=0.1), LastStep(),
+    return nn.Sequential(nn.Embedding(SYMBOLS, 16),
+                         nn.LSTM(16, 64, 2, dropout=0.1, batch_first=True), LastStep(),
                          nn.BatchNorm1d(64), nn.GELU(), nn.Dropout(0.2), nn.Linear(64, SYMBOLS))
 
 
@@ -34,7 +35,7 @@ def make_data(n, gen):  # n sequences (n, T), their majority symbol; ties drawn 
 def accuracy(net, x, y):
     net.eval()
     with torch.no_grad():
-        return (net(x.t()).argmax(-1) == y).float().mean().item()
+        return (net(x).argmax(-1) == y).float().mean().item()
 
 
 def main():
@@ -61,7 +62,7 @@ def main():
         total, perm = 0.0, torch.randperm(N_TRAIN)
         for i in range(0, N_TRAIN, BATCH):
             rows = perm[i:i + BATCH]
-            loss = nn.functional.cross_entropy(net(x[rows].t()), y[rows])
+            loss = nn.functional.cross_entropy(net(x[rows]), y[rows])
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(net.parameters(), 1.0)

@@ -16,6 +16,7 @@ struct nn_module {
     nn_module **kids;  /* owned */
     size_t n_kids, cap_kids;
     bool training;
+    bool owns_ps;          /* the store came from nn_module_init: freed with the root */
     nn_params *ps;         /* the store it is registered in, or NULL */
     size_t t0, t1, p0, p1; /* its tensors [t0, t1) and parameters [p0, p1) in the store */
 };
@@ -55,6 +56,7 @@ static void free_tree(nn_module *m) {
     free(m->state);
     free(m->name);
     free(m->path);
+    if (m->owns_ps) nn_params_free(m->ps);
     free(m);
 }
 
@@ -196,6 +198,59 @@ int nn_module_register(nn_module *root, nn_params *ps, const char *prefix) {
 }
 
 nn_params *nn_module_params(const nn_module *m) { return m ? m->ps : NULL; }
+
+/* Undoes a registration that failed: the tree is unregistered again. */
+static void unregister_tree(nn_module *m) {
+    for (size_t i = 0; i < m->n_kids; i++) unregister_tree(m->kids[i]);
+    free(m->path);
+    m->path = NULL;
+    m->ps = NULL;
+    m->t0 = m->t1 = m->p0 = m->p1 = 0;
+}
+
+nn_params *nn_module_init(nn_module *root, uint64_t seed) {
+    if (!root) {
+        ag_error_context("nn_module_init: no module (a constructor failed)");
+        return NULL;
+    }
+    nn_params *ps = nn_params_new();
+    if (!ps) {
+        ag_error("nn_module_init (%s): out of memory", root->def->kind);
+        return NULL;
+    }
+    if (nn_module_register(root, ps, "") || nn_params_finalize(ps, seed)) {
+        if (root->ps == ps) unregister_tree(root); /* root as it was given */
+        nn_params_free(ps);
+        return NULL;
+    }
+    root->owns_ps = true;
+    return ps;
+}
+
+/* The store of m when m is a root holding every tensor of it (else -1 after ag_error). */
+static nn_params *whole_store(const nn_module *m, const char *fn) {
+    if (!m) {
+        ag_error("%s: no module", fn);
+        return NULL;
+    }
+    if (!m->ps || m->parent || m->t0 != 0 || m->t1 != nn_params_tensor_count(m->ps)) {
+        ag_error("%s (%s '%s'): expected a registered root that holds every tensor of its store "
+                 "(nn_module_init); for a shared store use nn_save_params / nn_load_params",
+                 fn, m->def->kind, m->path ? m->path : "");
+        return NULL;
+    }
+    return m->ps;
+}
+
+int nn_module_save(const nn_module *m, const char *path) {
+    nn_params *ps = whole_store(m, "nn_module_save");
+    return ps ? nn_save_params(ps, path) : -1;
+}
+
+int nn_module_load(nn_module *m, const char *path) {
+    nn_params *ps = whole_store(m, "nn_module_load");
+    return ps ? nn_load_params(ps, path) : -1;
+}
 
 /* ---- forward, modes ---- */
 

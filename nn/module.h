@@ -40,8 +40,9 @@
  * (each tensor's name is its full name in the store); nn_module_tensor_count /
  * nn_module_tensor_at are its state_dict() (parameters and buffers: a buffer has requires_grad
  * false), and nn_module_state_name gives a tensor's name relative to the module, as
- * module.state_dict() names it. Saving and loading stay the store's (nn_save_params,
- * nn_ckpt_add_params ...): a root registered with prefix "" saves PyTorch's names.
+ * module.state_dict() names it. Saving and loading are the store's (nn_save_params,
+ * nn_ckpt_add_params ...): a root registered with prefix "" saves PyTorch's names;
+ * nn_module_init / nn_module_save / nn_module_load do it for a root that owns its store.
  *
  * Errors follow nn's rule (nn/nn.h): NULL or -1, the message in ag_last_error(). A
  * constructor given bad sizes returns NULL; every container given a NULL child fails, frees
@@ -61,6 +62,7 @@
 
 #include "base.h"
 #include "params.h"
+#include "rnn.h"
 
 #ifdef __cplusplus
 #include <initializer_list>
@@ -144,6 +146,21 @@ int nn_module_register(nn_module *root, nn_params *ps, const char *prefix);
 /* The store m is registered in, or NULL. */
 nn_params *nn_module_params(const nn_module *m);
 
+/* PyTorch's modules own their parameters: nn_module_init(root, seed) is nn_params_new,
+ * nn_module_register(root, ps, "") and nn_params_finalize(ps, seed) in one call, the store then
+ * owned by root (nn_module_free(root) frees it; do not nn_params_free it). Returns the store
+ * (for optim_new ...), or NULL (root left unregistered, still the caller's) on a NULL root, a
+ * root already registered or with a parent, a failed registration, out of memory. */
+nn_params *nn_module_init(nn_module *root, uint64_t seed);
+/* save_file(m.state_dict(), path) and m.load_state_dict(load_file(path)) for a root that holds
+ * every tensor of its store (nn_module_init, or registered alone in a store of its own): the
+ * store's nn_save_params / nn_load_params (names, format, strict checks and atomicity are
+ * theirs: a failed load changes nothing). Return 0, or -1 (message in ag_last_error), also for
+ * a module that is not such a root (a child, a store shared with other modules: use the
+ * store's functions). */
+int nn_module_save(const nn_module *m, const char *path);
+int nn_module_load(nn_module *m, const char *path);
+
 /* ---- forward, modes ---- */
 
 /* Runs m on x with c (see Train / eval). Returns a tensor owned by c->tape, NULL if m, c or x
@@ -200,6 +217,11 @@ nn_module *nn_dropout_m(double p);
  * x (T, B, input_size) -> the last layer's outputs (T, B, hidden) (PyTorch's output[0]; the
  * final state is not returned: use nn_lstm_forward for it). nn_lstm. */
 nn_module *nn_lstm_m(int input_size, int hidden, int num_layers, double dropout);
+/* The same with PyTorch's batch_first and bidirectional (nn/rnn.h; NULL: neither): batch-first
+ * x (B, T, input_size) -> (B, T, hidden); bidirectional: the last axis 2 hidden, [forward,
+ * reverse], and the _reverse parameters after each layer's (nn_lstm_init_opts). */
+nn_module *nn_lstm_m_opts(int input_size, int hidden, int num_layers, double dropout,
+                          const nn_rnn_opts *opts);
 /* Activations, elementwise, no parameters: ReLU, GELU (exact erf form), Tanh, Sigmoid. */
 nn_module *nn_relu_m(void);
 nn_module *nn_gelu_m(void);

@@ -182,26 +182,31 @@ typedef struct lstm_state {
     nn_lstm l;
     int input_size, hidden, num_layers;
     double dropout;
+    nn_rnn_opts opts;
 } lstm_state;
 
 static int lstm_init(nn_module *m, nn_params *ps, const char *prefix) {
     lstm_state *s = nn_module_state(m);
-    return nn_lstm_init(&s->l, ps, prefix, s->input_size, s->hidden, s->num_layers, s->dropout);
+    return nn_lstm_init_opts(&s->l, ps, prefix, s->input_size, s->hidden, s->num_layers, s->dropout,
+                             &s->opts);
 }
 
-/* x (T, B, input_size) -> the last layer's outputs (T, B, hidden), zero initial state */
+/* x (T, B, input_size), or (B, T, input_size) batch-first -> the last layer's outputs
+ * (T, B, D hidden) or (B, T, D hidden), D = 2 when bidirectional; zero initial state */
 static ag_tensor *lstm_forward(const nn_module *m, const nn_ctx *c, ag_tensor *x) {
     const lstm_state *s = nn_module_state(m);
     char sx[64];
     if (x->ndim != 3 || x->shape[2] != s->input_size)
-        return nn_module_fail(m, c, "input %s does not fit: expected (T, B, %d) (time-major)",
-                              SHAPE(x, sx), s->input_size);
+        return nn_module_fail(m, c, "input %s does not fit: expected %s%d) (%s)", SHAPE(x, sx),
+                              s->opts.batch_first ? "(B, T, " : "(T, B, ", s->input_size,
+                              s->opts.batch_first ? "batch-first" : "time-major");
     return nn_lstm_forward(&s->l, c, x, NULL, NULL, NULL, NULL);
 }
 
 static const nn_module_def lstm_def = {"LSTM", lstm_init, lstm_forward, NULL};
 
-nn_module *nn_lstm_m(int input_size, int hidden, int num_layers, double dropout) {
+nn_module *nn_lstm_m_opts(int input_size, int hidden, int num_layers, double dropout,
+                          const nn_rnn_opts *opts) {
     if (input_size <= 0 || hidden <= 0 || num_layers < 1 || num_layers > NN_LSTM_MAX_LAYERS ||
         !(dropout >= 0 && dropout < 1)) {
         ag_error("nn_lstm_m: input_size = %d, hidden = %d, num_layers = %d, dropout = %g; "
@@ -214,8 +219,13 @@ nn_module *nn_lstm_m(int input_size, int hidden, int num_layers, double dropout)
         *(lstm_state *)nn_module_state(m) = (lstm_state){.input_size = input_size,
                                                          .hidden = hidden,
                                                          .num_layers = num_layers,
-                                                         .dropout = dropout};
+                                                         .dropout = dropout,
+                                                         .opts = opts ? *opts : (nn_rnn_opts){0}};
     return m;
+}
+
+nn_module *nn_lstm_m(int input_size, int hidden, int num_layers, double dropout) {
+    return nn_lstm_m_opts(input_size, hidden, num_layers, dropout, NULL);
 }
 
 /* ---- activations: one ag op each ---- */

@@ -481,6 +481,92 @@ static void test_views(void) {
     ag_tape_free(t);
 }
 
+
+/* ---- a root that owns its store: init, save, load ---- */
+
+static nn_module *small_net(void) {
+    return nn_sequential(nn_linear_m(3, 4, true), nn_batch_norm1d_m(4), nn_linear_m(4, 2, true));
+}
+
+static void test_init_save_load(void) {
+    char *dir = tg_temp_dir();
+    const char *path = tg_path(dir, "net.safetensors");
+    nn_module *net = small_net(), *net2 = small_net();
+    nn_params *ps = nn_module_init(net, 42);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ps);
+    CU_ASSERT_TRUE(nn_module_params(net) == ps && nn_params_finalized(ps));
+    nn_params *ref = nn_params_new(); /* the bits of register + finalize by hand */
+    nn_module *hand = small_net();
+    TG_OK(nn_module_register(hand, ref, "") || nn_params_finalize(ref, 42));
+    CU_ASSERT_EQUAL(nn_params_flat_size(ps), nn_params_flat_size(ref));
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(ps), nn_params_values(ref),
+                           nn_params_flat_size(ps) * sizeof(ag_real)),
+                    0);
+    nn_params_find(ps, "1.running_mean")->data[2] = 0.5f; /* a buffer travels too */
+    TG_OK(nn_module_save(net, path));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nn_module_init(net2, 7));
+    TG_OK(nn_module_load(net2, path));
+    nn_params *ps2 = nn_module_params(net2);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(ps), nn_params_values(ps2),
+                           nn_params_flat_size(ps) * sizeof(ag_real)),
+                    0);
+    CU_ASSERT_EQUAL(nn_params_find(ps2, "1.running_mean")->data[2], 0.5f);
+    /* a child, a store shared, a model that does not fit: refused, nothing changed */
+    TG_EXPECT_ERROR(nn_module_save(nn_module_get(net, "0"), path), "nn_module_save (Linear '0')",
+                    "registered root");
+    TG_EXPECT_ERROR(nn_module_load(NULL, path), "nn_module_load: no module");
+    nn_module *other = nn_sequential(nn_linear_m(3, 4, true), nn_linear_m(4, 2, true));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nn_module_init(other, 1));
+    ag_real before = nn_module_param_at(other, 0)->data[0];
+    TG_EXPECT_ERROR(nn_module_load(other, path),
+                    "tensor '1.weight' has shape [4], expected [2, 4]");
+    CU_ASSERT_EQUAL(nn_module_param_at(other, 0)->data[0], before);
+    TG_EXPECT_ERROR(nn_module_init(net, 1) ? 0 : -1, "already registered");
+    TG_EXPECT_ERROR(nn_module_init(NULL, 1) ? 0 : -1, "nn_module_init: no module");
+    TG_EXPECT_ERROR(nn_module_init(nn_module_get(net, "1"), 1) ? 0 : -1, "has a parent");
+    nn_module_free(other);
+    nn_module_free(hand);
+    nn_params_free(ref);
+    nn_module_free(net); /* and its store */
+    nn_module_free(net2);
+    tg_remove(dir);
+}
+
+/* ---- LSTM options in a module: batch-first is time-major on the transposed input ---- */
+
+static void test_lstm_opts(void) {
+    ag_tape *t = ag_tape_new();
+    nn_rnn_opts bf = {.batch_first = true}, bi = {.batch_first = true, .bidirectional = true};
+    nn_module *tm = nn_lstm_m(3, 4, 2, 0), *bm = nn_lstm_m_opts(3, 4, 2, 0, &bf),
+              *bim = nn_lstm_m_opts(3, 4, 1, 0, &bi);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nn_module_init(tm, 5));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nn_module_init(bm, 5));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nn_module_init(bim, 5));
+    ag_real xs[2 * 5 * 3];
+    for (int i = 0; i < 30; i++) xs[i] = (ag_real)((i * 7) % 11) / 5 - 1;
+    nn_ctx c = {.tape = t};
+    ag_tensor *x = ag_tensor_from(t, AG_SHAPE(2, 5, 3), xs); /* (B, T, F) */
+    ag_tensor *yb = nn_module_forward(bm, &c, x);
+    ag_tensor *yt = ag_transpose(t, nn_module_forward(tm, &c, ag_transpose(t, x, 0, 1)), 0, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(yb);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(yt);
+    CU_ASSERT_TRUE(yb->shape[0] == 2 && yb->shape[1] == 5 && yb->shape[2] == 4);
+    for (ptrdiff_t i = 0; i < yb->numel; i++)
+        if (ag_get(yb, i) != ag_get(yt, i)) CU_FAIL("batch-first != time-major transposed");
+    ag_tensor *y2 = nn_module_forward(bim, &c, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+    CU_ASSERT_EQUAL(y2->shape[2], 8); /* [forward, reverse] */
+    CU_ASSERT_STRING_EQUAL(nn_module_tensor_at(bim, 4)->name, "weight_ih_l0_reverse");
+    CU_ASSERT_EQUAL(nn_module_tensor_count(bim), 8);
+    ag_tape_reset(t);
+    TG_EXPECT_ERROR(nn_module_forward(bm, &c, ag_tensor_from(t, AG_SHAPE(2, 3, 5), xs)) ? 0 : -1,
+                    "LSTM: input [2, 3, 5] does not fit: expected (B, T, 3) (batch-first)");
+    nn_module_free(tm);
+    nn_module_free(bm);
+    nn_module_free(bim);
+    ag_tape_free(t);
+}
+
 /* ---- the doc's snippets ---- */
 
 static void test_doc_snippets(void) {
@@ -506,6 +592,8 @@ int main(void) {
                                   {"forward_errors", test_forward_errors},
                                   {"build_errors", test_build_errors},
                                   {"flatten_select_softmax", test_views},
+                                  {"init_save_load", test_init_save_load},
+                                  {"lstm_opts", test_lstm_opts},
                                   {"doc_snippets", test_doc_snippets},
                                   CU_TEST_INFO_NULL};
     return tg_test_main("module", tests);

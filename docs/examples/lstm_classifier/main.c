@@ -3,7 +3,7 @@
  * bench/lstm_classifier.py).
  *
  * Task: sequences of T = 16 symbols out of 5; the class is the symbol that occurs most often
- * (sequences with a tie are drawn again). Model: Embedding -> 2-layer LSTM (time-major) -> its
+ * (sequences with a tie are drawn again). Model: Embedding -> 2-layer LSTM (batch-first) -> its
  * last step -> BatchNorm1d -> GELU -> Dropout -> Linear. Training: AdamW with no weight decay on
  * the 1-D parameters, warm-up then cosine, clipping by global norm. Then the model is saved,
  * loaded into a second copy built from scratch, and both are evaluated on held-out sequences.
@@ -18,8 +18,9 @@
 enum { T = 16, SYMBOLS = 5, N_TRAIN = 2048, N_TEST = 512, BATCH = 64, EPOCHS = 10 };
 
 static nn_module *make_model(void) {
-    return nn_sequential(nn_embedding_m(SYMBOLS, 16), nn_lstm_m(16, 64, 2, 0.1), nn_select_m(0, -1),
-                         nn_batch_norm1d_m(64), nn_gelu_m(), nn_dropout_m(0.2),
+    const nn_rnn_opts rnn = {.batch_first = true}; /* x (B, T) */
+    return nn_sequential(nn_embedding_m(SYMBOLS, 16), nn_lstm_m_opts(16, 64, 2, 0.1, &rnn),
+                         nn_select_m(1, -1), nn_batch_norm1d_m(64), nn_gelu_m(), nn_dropout_m(0.2),
                          nn_linear_m(64, SYMBOLS, true));
 }
 
@@ -42,9 +43,8 @@ static void make_data(ag_real *x, int32_t *y, int n, uint64_t seed) {
 static double accuracy(nn_module *net, ag_tape *t, const ag_real *x, const int32_t *y) {
     nn_ctx c = {.tape = t};
     nn_eval_saved e = nn_eval_begin(&c);
-    ag_tensor *xs = ag_transpose(t, ag_tensor_from(t, AG_SHAPE(N_TEST, T), x), 0, 1);
     int32_t pred[N_TEST];
-    ag_tensor *logits = nn_module_forward(net, &c, xs);
+    ag_tensor *logits = nn_module_forward(net, &c, ag_tensor_from(t, AG_SHAPE(N_TEST, T), x));
     int ok = logits && !ag_argmax(logits, -1, pred, N_TEST), right = 0;
     for (int i = 0; ok && i < N_TEST; i++) right += pred[i] == y[i];
     nn_eval_end(&c, e);
@@ -64,9 +64,9 @@ int main(int argc, char **argv) {
     make_data(x, y, N_TRAIN, 1);
     make_data(xt, yt, N_TEST, 2);
 
-    nn_params *ps = nn_params_new();
     nn_module *net = make_model();
-    if (nn_module_register(net, ps, "") || nn_params_finalize(ps, 42)) return fail(ag_last_error());
+    nn_params *ps = nn_module_init(net, 42); /* the store of its tensors, owned by net */
+    if (!ps) return fail(ag_last_error());
     ds_array arrays[2] = {DS_ARRAY(x, T), DS_ARRAY(y, 1)};
     ds_loader_opts lo = {.batch_size = BATCH, .shuffle = true, .seed = 3};
     ds_loader *loader;
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
         double sum = 0;
         while (ds_loader_next(loader, &b)) {
             ag_tensor *xb = ag_tensor_from(t, AG_SHAPE((int)b.size, T), b.data[0]);
-            ag_tensor *logits = nn_module_forward(net, &c, ag_transpose(t, xb, 0, 1)); /* (T, B) */
+            ag_tensor *logits = nn_module_forward(net, &c, xb); /* (B, T) -> (B, SYMBOLS) */
             ag_tensor *loss =
                 ag_cross_entropy(t, logits, b.data[1], NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_MEAN);
             if (!loss || ag_backward(t, loss) || optim_step(opt)) return fail(ag_last_error());
@@ -101,10 +101,8 @@ int main(int argc, char **argv) {
     double acc = accuracy(net, t, xt, yt);
 
     /* Save, load into a model built from scratch, evaluate it. */
-    nn_params *ps2 = nn_params_new();
     nn_module *net2 = make_model();
-    if (nn_save_params(ps, path) || nn_module_register(net2, ps2, "") ||
-        nn_params_finalize(ps2, 0) || nn_load_params(ps2, path))
+    if (nn_module_save(net, path) || !nn_module_init(net2, 0) || nn_module_load(net2, path))
         return fail(ag_last_error());
     double acc2 = accuracy(net2, t, xt, yt);
     printf("held-out accuracy %.4f; reloaded from %s: %.4f\n", acc, path, acc2);
@@ -112,10 +110,8 @@ int main(int argc, char **argv) {
     ag_tape_free(t);
     optim_free(opt);
     ds_loader_free(loader);
-    nn_module_free(net);
+    nn_module_free(net); /* and its store */
     nn_module_free(net2);
-    nn_params_free(ps);
-    nn_params_free(ps2);
     if (acc < 0.9) return fail("held-out accuracy below 0.9");
     return acc2 == acc ? 0 : fail("the reloaded model scores differently");
 }
