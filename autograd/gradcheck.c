@@ -68,6 +68,48 @@ static void add_shape(ag_gradcheck_result *res, const char *prefix, const ag_ten
              ag_shape_str(x, buf, sizeof buf), suffix);
 }
 
+/* The numeric pass over input i (x): central differences of the checked elements (every one, or
+ * max_elems spread evenly) against the analytic gradient in x->grad, into res; stops at the
+ * first element out of tolerance. */
+static void numeric_pass(gc_run *g, const ag_gradcheck_opts *opts, const char *name, int i,
+                         ag_tensor *x, ag_gradcheck_result *res) {
+    const ag_gradcheck_opts o = *opts;
+    if (!x->requires_grad || x->numel == 0) return;
+    ptrdiff_t count = o.max_elems > 0 && o.max_elems < x->numel ? o.max_elems : x->numel;
+    for (ptrdiff_t c = 0; c < count; c++) {
+        ptrdiff_t j = count == x->numel ? c : c * (x->numel - 1) / (count > 1 ? count - 1 : 1);
+        ag_real orig = x->data[j];
+        x->data[j] = (ag_real)(orig + o.eps);
+        double lp = eval_loss(g);
+        x->data[j] = (ag_real)(orig - o.eps);
+        double lm = eval_loss(g);
+        x->data[j] = orig;
+        double h = ((double)(ag_real)(orig + o.eps) - (double)(ag_real)(orig - o.eps)) / 2;
+        double num = (lp - lm) / (2 * h), ana = (double)x->grad[j];
+        if (o.skip_kinks) {
+            double l0 = eval_loss(g), fwd = (lp - l0) / h, bwd = (l0 - lm) / h;
+            if (fabs(fwd - bwd) > o.atol + o.rtol * fmax(fabs(fwd), fabs(bwd))) {
+                res->skipped++;
+                continue;
+            }
+        }
+        double err = fabs(num - ana), scale = fmax(fabs(num), fabs(ana));
+        double allowed = o.atol + o.rtol * scale;
+        if (err > res->max_abs_err || isnan(err)) res->max_abs_err = err;
+        if (scale >= o.atol && (err / scale > res->max_rel_err || isnan(err)))
+            res->max_rel_err = err / scale;
+        if (err / allowed > res->worst || isnan(err)) res->worst = err / allowed;
+        res->checked++;
+        if (!(err <= allowed)) {
+            fail(res,
+                 "gradcheck %s: input %d (%s) element %td: numeric %.10g, analytic %.10g "
+                 "(|diff| %.3g > atol %.1g + rtol %.1g * |value|)",
+                 name, i, x->name ? x->name : "unnamed", j, num, ana, err, o.atol, o.rtol);
+            return;
+        }
+    }
+}
+
 ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inputs,
                                  ag_tensor *const *inputs, void *user,
                                  const ag_gradcheck_opts *opts) {
@@ -116,43 +158,7 @@ ag_gradcheck_result ag_gradcheck(const char *name, ag_gradcheck_fn fn, int n_inp
         goto done;
     }
     /* Numeric pass. */
-    for (int i = 0; i < n_inputs && res.ok; i++) {
-        ag_tensor *x = inputs[i];
-        if (!x->requires_grad || x->numel == 0) continue;
-        ptrdiff_t count = o.max_elems > 0 && o.max_elems < x->numel ? o.max_elems : x->numel;
-        for (ptrdiff_t c = 0; c < count; c++) {
-            ptrdiff_t j = count == x->numel ? c : c * (x->numel - 1) / (count > 1 ? count - 1 : 1);
-            ag_real orig = x->data[j];
-            x->data[j] = (ag_real)(orig + o.eps);
-            double lp = eval_loss(&g);
-            x->data[j] = (ag_real)(orig - o.eps);
-            double lm = eval_loss(&g);
-            x->data[j] = orig;
-            double h = ((double)(ag_real)(orig + o.eps) - (double)(ag_real)(orig - o.eps)) / 2;
-            double num = (lp - lm) / (2 * h), ana = (double)x->grad[j];
-            if (o.skip_kinks) {
-                double l0 = eval_loss(&g), fwd = (lp - l0) / h, bwd = (l0 - lm) / h;
-                if (fabs(fwd - bwd) > o.atol + o.rtol * fmax(fabs(fwd), fabs(bwd))) {
-                    res.skipped++;
-                    continue;
-                }
-            }
-            double err = fabs(num - ana), scale = fmax(fabs(num), fabs(ana));
-            double allowed = o.atol + o.rtol * scale;
-            if (err > res.max_abs_err || isnan(err)) res.max_abs_err = err;
-            if (scale >= o.atol && (err / scale > res.max_rel_err || isnan(err)))
-                res.max_rel_err = err / scale;
-            if (err / allowed > res.worst || isnan(err)) res.worst = err / allowed;
-            res.checked++;
-            if (!(err <= allowed)) {
-                fail(&res,
-                     "gradcheck %s: input %d (%s) element %td: numeric %.10g, analytic %.10g "
-                     "(|diff| %.3g > atol %.1g + rtol %.1g * |value|)",
-                     name, i, x->name ? x->name : "unnamed", j, num, ana, err, o.atol, o.rtol);
-                break;
-            }
-        }
-    }
+    for (int i = 0; i < n_inputs && res.ok; i++) numeric_pass(&g, &o, name, i, inputs[i], &res);
 done:
     free(seed);
     free(g.proj);

@@ -1,7 +1,6 @@
 /* gru.c -- the GRU cell (a fused kernel written on autograd/ag_op.h, and its composite of ag
  * primitives, the tested reference) and the multi-layer GRU built on it (math and layout in
  * nn/gru.h). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -142,17 +141,8 @@ ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, 
 /* Registers the four tensors of one direction of layer n (suffix "" or "_reverse"). */
 static int register_direction(nn_gru_layer *L, nn_params *ps, const char *prefix, int n,
                               const char *suffix, int in, int H) {
-    const double k = 1.0 / sqrt((double)H);
-    char name[48];
-    snprintf(name, sizeof name, "weight_ih_l%d%s", n, suffix);
-    L->weight_ih = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, in), nn_init_xavier_uniform());
-    snprintf(name, sizeof name, "weight_hh_l%d%s", n, suffix);
-    L->weight_hh = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H, H), nn_init_xavier_uniform());
-    snprintf(name, sizeof name, "bias_ih_l%d%s", n, suffix);
-    L->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H), nn_init_uniform(-k, k));
-    snprintf(name, sizeof name, "bias_hh_l%d%s", n, suffix);
-    L->bias_hh = nn_params_add(ps, prefix, name, AG_SHAPE(3 * H), nn_init_uniform(-k, k));
-    return L->weight_ih && L->weight_hh && L->bias_ih && L->bias_hh ? 0 : -1;
+    return nn_rnn_register(ps, prefix, n, suffix, 3, in, H, &L->weight_ih, &L->weight_hh,
+                           &L->bias_ih, &L->bias_hh);
 }
 
 int nn_gru_init_opts(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,

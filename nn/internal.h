@@ -14,4 +14,11 @@ int nn_init_check(nn_init init, const char *pname, int ndim, const int *shape, c
 /* Writes "[2, 3]" for (ndim, shape) into buf (always NUL-terminated); returns buf. */
 char *nn_shape_fmt(char *buf, size_t len, int ndim, const int *shape);
 
+/* Registers the four tensors of one direction of a recurrent layer n (suffix "" or "_reverse"),
+ * with PyTorch's names and initialisation: weight_ih_l<n><suffix> (gates H, in) and
+ * weight_hh_l<n><suffix> (gates H, H) Xavier uniform, bias_ih / bias_hh U(-1/sqrt(H), 1/sqrt(H))
+ * (gates: 3 for the GRU, 4 for the LSTM). 0, or -1 (the store's sticky error). */
+int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix, int gates, int in,
+                    int H, ag_tensor **w_ih, ag_tensor **w_hh, ag_tensor **b_ih, ag_tensor **b_hh);
+
 #endif

@@ -1,7 +1,6 @@
 /* lstm.c -- the LSTM cell (a fused kernel written on autograd/ag_op.h, and its composite of ag
  * primitives, the tested reference) and the multi-layer LSTM built on it (math and layout in
  * nn/lstm.h). */
-#include <math.h>
 #include <stdio.h>
 
 #include "autograd/ag_op.h"
@@ -168,17 +167,8 @@ int nn_lstm_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_ten
 /* Registers the four tensors of one direction of layer n (suffix "" or "_reverse"). */
 static int register_direction(nn_lstm_layer *L, nn_params *ps, const char *prefix, int n,
                               const char *suffix, int in, int H) {
-    const double k = 1.0 / sqrt((double)H);
-    char name[48];
-    snprintf(name, sizeof name, "weight_ih_l%d%s", n, suffix);
-    L->weight_ih = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H, in), nn_init_xavier_uniform());
-    snprintf(name, sizeof name, "weight_hh_l%d%s", n, suffix);
-    L->weight_hh = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H, H), nn_init_xavier_uniform());
-    snprintf(name, sizeof name, "bias_ih_l%d%s", n, suffix);
-    L->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H), nn_init_uniform(-k, k));
-    snprintf(name, sizeof name, "bias_hh_l%d%s", n, suffix);
-    L->bias_hh = nn_params_add(ps, prefix, name, AG_SHAPE(4 * H), nn_init_uniform(-k, k));
-    return L->weight_ih && L->weight_hh && L->bias_ih && L->bias_hh ? 0 : -1;
+    return nn_rnn_register(ps, prefix, n, suffix, 4, in, H, &L->weight_ih, &L->weight_hh,
+                           &L->bias_ih, &L->bias_hh);
 }
 
 int nn_lstm_init_opts(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,

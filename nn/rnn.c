@@ -1,6 +1,7 @@
 /* rnn.c -- the sequence ops of per-sequence valid lengths (nn_seq_mask, a fused op on
  * autograd/ag_op.h; nn_seq_reverse and nn_seq_last, row gathers) and the driver of nn's LSTM
  * and GRU over a whole sequence: batch-first, bidirectional, lengths (semantics in nn/rnn.h). */
+#include <math.h>
 #include <stdio.h>
 
 #include "autograd/ag_op.h"
@@ -217,4 +218,19 @@ ag_tensor *nn_rnn_run(const nn_rnn_spec *s, const nn_ctx *c, ag_tensor *x, const
     for (int j = 0; s_out && j < s->nstate; j++)
         if (!(s_out[j] = join_states(t, ND, fin[j]))) return NULL;
     return s->batch_first ? ag_contiguous(t, ag_transpose(t, in, 0, 1)) : in;
+}
+
+int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix, int gates, int in,
+                    int H, ag_tensor **w_ih, ag_tensor **w_hh, ag_tensor **b_ih, ag_tensor **b_hh) {
+    const double k = 1.0 / sqrt((double)H);
+    char name[48];
+    snprintf(name, sizeof name, "weight_ih_l%d%s", n, suffix);
+    *w_ih = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H, in), nn_init_xavier_uniform());
+    snprintf(name, sizeof name, "weight_hh_l%d%s", n, suffix);
+    *w_hh = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H, H), nn_init_xavier_uniform());
+    snprintf(name, sizeof name, "bias_ih_l%d%s", n, suffix);
+    *b_ih = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H), nn_init_uniform(-k, k));
+    snprintf(name, sizeof name, "bias_hh_l%d%s", n, suffix);
+    *b_hh = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H), nn_init_uniform(-k, k));
+    return *w_ih && *w_hh && *b_ih && *b_hh ? 0 : -1;
 }

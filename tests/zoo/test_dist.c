@@ -20,6 +20,7 @@
 
 #include "tests/tg_test.h"
 #include "tests/zoo/dist_threads.h"
+#include "tests/zoo/zoo_test.h"
 #include "zoo/app/dist.h"
 #include "zoo/app/trainer.h"
 #include "zoo/models/transformer.h"
@@ -253,27 +254,7 @@ static void test_output_goes_to_the_caller(void) {
     zoo_dist_close(d);
 }
 
-/* ---- the trainer over the group ---- */
-
-static const char CORPUS[] = "go .\tva !\n"
-                             "hi .\tsalut .\n"
-                             "run !\tcours !\n"
-                             "i lost .\tj'ai perdu .\n"
-                             "he's calm .\til est calme .\n"
-                             "i'm home .\tje suis chez moi .\n"
-                             "we won .\tnous avons gagne .\n"
-                             "be nice .\tsois gentil .\n";
-
-static ds_fra *load(void) {
-    ds_fra_options o = ds_fra_defaults();
-    o.min_freq = 1;
-    o.batch_size = 7; /* uneven rows per shard, a short last batch */
-    o.seed = 3;
-    ds_fra *d = NULL;
-    if (ds_fra_load_mem(CORPUS, sizeof CORPUS - 1, "corpus", &o, &d))
-        fprintf(stderr, "%s\n", ag_last_error());
-    return d;
-}
+/* ---- the trainer over the group (the corpus of zoo_test.h) ---- */
 
 typedef struct train_job {
     const ds_fra *data;
@@ -333,7 +314,7 @@ static void free_job(train_job *j) {
 
 /* 2 ranks x 1 shard = 1 process x 2 shards, to the bit (dropout on, learning on). */
 static void test_trainer_parity(void) {
-    ds_fra *data = load();
+    ds_fra *data = zt_corpus(7); /* uneven rows per shard, a short last batch */
     CU_ASSERT_PTR_NOT_NULL_FATAL(data);
     train_job one = {.data = data, .lr = 0.01, .shards = 2, .epochs = 3};
     train_job two = {.data = data, .lr = 0.01, .shards = 1, .epochs = 3};
@@ -363,7 +344,7 @@ static void test_trainer_parity(void) {
  * to the bit (sums of a few floats in double are exact), and gradients summed in another order:
  * the same norm to float rounding. */
 static void test_trainer_global_shards(void) {
-    ds_fra *data = load();
+    ds_fra *data = zt_corpus(7); /* uneven rows per shard, a short last batch */
     CU_ASSERT_PTR_NOT_NULL_FATAL(data);
     static const int cases[][2] = {{2, 2}, {3, 1}}; /* ranks, shards each */
     for (int k = 0; k < 2; k++) {

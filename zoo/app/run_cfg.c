@@ -403,6 +403,26 @@ int zoo_cfg_meta_read(const nn_ckpt *ck, const zoo_cfg_group *g, void *obj, cons
     return rc;
 }
 
+/* The data fields that checkpoints made before 2026-11-24 hold together in data.split. */
+static bool in_legacy_split(const zoo_field *f) {
+    return !strcmp(f->name, "valid-frac") || !strcmp(f->name, "test-frac");
+}
+
+int zoo_data_meta_require(const nn_ckpt *ck) {
+    const zoo_cfg_group *g = zoo_cfg_group_find("data");
+    bool split = nn_ckpt_meta(ck, "data.split") != NULL;
+    char key[96];
+    for (int i = 0; i < g->n; i++) {
+        const zoo_field *f = group_field(g, i);
+        /* fields added after the first training checkpoints: absent means their default */
+        bool newer = !strcmp(f->name, "batch-tokens") || !strcmp(f->name, "split-mode");
+        meta_key(g->meta, f, key, sizeof key);
+        if (!newer && !(split && in_legacy_split(f)) && !nn_ckpt_meta(ck, key))
+            return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
+    }
+    return 0;
+}
+
 int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only) {
     const zoo_cfg_group *g = zoo_cfg_group_find("data");
     ds_fra_options r = *o;
@@ -416,7 +436,7 @@ int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only) {
         snprintf(what, sizeof what, "%s: metadata data.split", nn_ckpt_source(ck));
         for (int i = 0, k = 0; i < g->n; i++) {
             const zoo_field *f = group_field(g, i);
-            bool frac = !strcmp(f->name, "valid-frac") || !strcmp(f->name, "test-frac");
+            bool frac = in_legacy_split(f);
             if (frac && (!only || only[i]) && zoo_field_parse(f, &r, fracs[k], what)) return -1;
             k += frac;
         }

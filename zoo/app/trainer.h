@@ -73,6 +73,9 @@ extern const zoo_recipe zoo_recipe_d2l;
  * group) with only[i]. Returns 0, or -1 with ag_last_error() naming the file, the key, what it
  * expects and what it holds. */
 int zoo_data_meta_read(const nn_ckpt *ck, ds_fra_options *o, const bool *only);
+/* 0 when ck holds every data.<name> a training checkpoint must (those added later may be absent:
+ * their defaults; the fractions may be in the older data.split), else -1 naming the key. */
+int zoo_data_meta_require(const nn_ckpt *ck);
 
 /* The most steps a run counts (the range of --max-steps): a checkpoint claiming more is refused
  * before its count could overflow. */

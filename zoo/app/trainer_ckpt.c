@@ -94,27 +94,6 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
     return rc;
 }
 
-/* The whole data options of a training checkpoint: every key must be there (but
- * data.batch_tokens and data.split_mode, absent from checkpoints made before them: 0, random;
- * the fractions may be in the older data.split). */
-static int get_data_meta(const nn_ckpt *ck, ds_fra_options *o) {
-    const zoo_cfg_group *g = zoo_cfg_group_find("data");
-    bool split = nn_ckpt_meta(ck, "data.split") != NULL;
-    char key[96];
-    for (int i = 0; i < g->n; i++) {
-        const char *name = g->opts[i].f.name;
-        snprintf(key, sizeof key, "data.%s", name);
-        for (char *p = key; *p; p++)
-            if (*p == '-') *p = '_';
-        bool frac = !strcmp(name, "valid-frac") || !strcmp(name, "test-frac");
-        bool newer = !strcmp(name, "batch-tokens") || !strcmp(name, "split-mode");
-        if (!newer && !(frac && split) && !nn_ckpt_meta(ck, key))
-            return ag_error("%s: metadata has no %s", nn_ckpt_source(ck), key);
-    }
-    *o = ds_fra_defaults();
-    return zoo_data_meta_read(ck, o, NULL);
-}
-
 /* train.steps and train.epoch_partial (absent in checkpoints written before them: 0 and an
  * epoch boundary). */
 static int get_progress(const nn_ckpt *ck, zoo_trainer *tr) {
@@ -181,8 +160,10 @@ zoo_trainer *zoo_trainer_resume_dist(const char *path, const zoo_model_kind *kin
     if (tr) tr->vocab[DS_SRC] = src, tr->vocab[DS_TGT] = tgt;
     else ds_vocab_free(src), ds_vocab_free(tgt);
     src = tgt = NULL;
+    *data_opts = ds_fra_defaults(); /* keys absent from older checkpoints: the defaults */
     if (!tr || optim_load_state(tr->opt, ck) || nn_ckpt_meta_rng(ck, "train.rng", &tr->rng) ||
-        nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || get_data_meta(ck, data_opts))
+        nn_ckpt_meta_int(ck, "train.epochs_done", &epochs) || zoo_data_meta_require(ck) ||
+        zoo_data_meta_read(ck, data_opts, NULL))
         goto fail;
     if (epochs < 0 || epochs > 1000000) {
         ag_error("%s: metadata train.epochs_done = %lld, expected 0 to 1000000", path,
