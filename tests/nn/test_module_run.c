@@ -10,16 +10,7 @@
 
 #include "nn/nn.h"
 #include "tests/tg_test.h"
-
-static void fill(ag_real *x, size_t n, uint64_t seed) {
-    ag_rng r;
-    ag_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++) x[i] = (ag_real)ag_rng_normal(&r);
-}
-
-static bool same_bits(const ag_real *a, const ag_real *b, size_t n) {
-    return memcmp(a, b, n * sizeof *a) == 0;
-}
+#include "module_test.h"
 
 /* ---- Conv2d, MaxPool2d, AvgPool2d = the plain functions, bit for bit ---- */
 

@@ -9,16 +9,11 @@
 
 #include "optim/optim.h"
 #include "tests/tg_test.h"
+#include "tests/nn/module_test.h"
 
 enum { B = 6, IN = 4, K = 3, STEPS = 4 };
 
 static const int32_t LABELS[B] = {0, 2, 1, 1, 0, 2};
-
-static void fill(ag_real *x, size_t n, uint64_t seed) {
-    ag_rng r;
-    ag_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++) x[i] = (ag_real)ag_rng_normal(&r);
-}
 
 static nn_module *make_net(void) {
     return nn_sequential(nn_linear_m(IN, 8, true), nn_gelu_m(), nn_dropout_m(0.25),
