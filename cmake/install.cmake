@@ -80,6 +80,24 @@ function(tg_pc_lib_flags out file name)
   endif()
 endfunction()
 tg_pc_lib_flags(_tg_pc_blis "${BLIS_LIBRARY}" blis)
+# What a static link of that BLIS needs besides (FindBLIS's BLIS_NEEDS, read from its symbols):
+# an OpenMP build (libblis-openmp-dev) calls omp_get_thread_num and GOMP_*: the compiler's
+# OpenMP flag (-fopenmp: libgomp and pthreads); the serial and pthreads builds call pthread_*.
+if("OpenMP" IN_LIST BLIS_NEEDS)
+  if(OpenMP_C_FLAGS)
+    string(APPEND _tg_pc_blis " ${OpenMP_C_FLAGS}")
+  else()
+    string(APPEND _tg_pc_blis " -lgomp")
+  endif()
+endif()
+if("Threads" IN_LIST BLIS_NEEDS OR "OpenMP" IN_LIST BLIS_NEEDS)
+  string(APPEND _tg_pc_blis " -pthread")
+endif()
+# Written into the .pc of the libraries that link BLIS (pkg-config --variable=blis_needs
+# tapegrad-ag), for checks (tests/install/check_install.sh) and the curious.
+get_filename_component(_tg_blis_real "${BLIS_LIBRARY}" REALPATH)
+string(REPLACE ";" " " _tg_pc_blis_needs "${BLIS_NEEDS}")
+set(_tg_pc_blis_vars "blis_library=${_tg_blis_real}\nblis_needs=${_tg_pc_blis_needs}\n")
 tg_pc_lib_flags(_tg_pc_xxhash "${XXHASH_LIBRARY}" xxhash)
 
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
@@ -95,10 +113,11 @@ endif()
 
 set(_tg_pc_dir ${PROJECT_BINARY_DIR}/pkgconfig)
 set(_tg_pc_names "")
-# tg_pc_write(<module> <description> <requires> <libs> <libs.private> <cflags>): a template
+# tg_pc_write(<module> <description> <requires> <libs> <libs.private> <cflags> [vars]): a template
 # with @TG_PC_PREFIX@ for the install-time prefix.
+# An optional 7th argument: more variable lines ("name=value\n"), after includedir.
 function(tg_pc_write module description requires libs libs_private cflags)
-  set(text "prefix=@TG_PC_PREFIX@\nlibdir=${_tg_pc_libdir}\nincludedir=${_tg_pc_includedir}\n\n")
+  set(text "prefix=@TG_PC_PREFIX@\nlibdir=${_tg_pc_libdir}\nincludedir=${_tg_pc_includedir}\n${ARGV6}\n")
   string(APPEND text "Name: ${module}\nDescription: ${description}\nVersion: ${PROJECT_VERSION}\n")
   if(requires)
     string(APPEND text "Requires: ${requires}\n")
@@ -126,12 +145,14 @@ foreach(c IN LISTS TG_COMPONENTS)
   get_property(ext GLOBAL PROPERTY TG_COMPONENT_EXTERNAL_${c})
   get_property(single GLOBAL PROPERTY TG_COMPONENT_SINGLE_${c})
   set(private "")
+  set(vars "")
   foreach(e IN LISTS ext)
     if(e STREQUAL "BLIS::BLIS")
       string(APPEND private " ${_tg_pc_blis}")
+      set(vars "${_tg_pc_blis_vars}")
     elseif(e STREQUAL "xxHash::xxhash")
       string(APPEND private " ${_tg_pc_xxhash}")
-    elseif(e STREQUAL "Threads::Threads")
+    elseif(e STREQUAL "Threads::Threads" AND NOT private MATCHES " -pthread")
       string(APPEND private " -pthread")
     elseif(e STREQUAL "m")
       string(APPEND private " -lm")
@@ -163,7 +184,7 @@ foreach(c IN LISTS TG_COMPONENTS)
     endif()
     tg_pc_module_name(module ${c}${v})
     tg_pc_write(${module} "tapegrad's ${c} library (${what})" "${req}"
-      "-L\${libdir} -ltapegrad_${c}${v}" "${private}" "${cflags}")
+      "-L\${libdir} -ltapegrad_${c}${v}" "${private}" "${cflags}" "${vars}")
     if(NOT v STREQUAL "64")
       list(APPEND _tg_umbrella32 ${module})
     endif()

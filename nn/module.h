@@ -61,6 +61,7 @@
 #include <stddef.h>
 
 #include "base.h"
+#include "conv.h"
 #include "params.h"
 #include "rnn.h"
 
@@ -181,6 +182,35 @@ ag_tensor *nn_module_fail(const nn_module *m, const nn_ctx *c, const char *fmt, 
 #endif
     ;
 
+/* ---- running a module: a context of its own, prediction, accuracy (nn/module_run.c) ---- */
+
+/* A context that owns a new tape and a random stream seeded with seed (for dropout), in
+ * training mode: PyTorch's implicit global state made explicit in one call. Free it with
+ * nn_ctx_free (its tape too); change c->training, or use nn_eval_begin / nn_eval_end, as with
+ * any context. NULL (reported) when out of memory. */
+nn_ctx *nn_ctx_new(uint64_t seed);
+/* Frees a context from nn_ctx_new and its tape (only such a context); NULL is a no-op. */
+void nn_ctx_free(nn_ctx *c);
+
+/* net.eval() + torch.no_grad() + net(x).argmax(-1), in one call that changes nothing: x, the
+ * caller's array of shape (ndim, shape) (AG_SHAPE(...)), is made a tensor on c's tape; m runs
+ * on it with c in eval mode (c->training as false; m's own flags untouched) and recording off,
+ * and the index of the largest value of each row of its output (..., K) -- the predicted
+ * class -- goes to pred (capacity n; the first index on ties, a NaN counting as the largest,
+ * as ag_argmax). The tape is then rewound to where it was. Returns 0, or -1 (message in
+ * ag_last_error, naming the module's path for a forward error) on a NULL argument, a bad
+ * shape, a forward that failed, more rows than n. */
+int nn_module_predict(const nn_module *m, const nn_ctx *c, int ndim, const int *shape,
+                      const ag_real *x, int32_t *pred, size_t n);
+/* (net(x).argmax(-1) == y).float().mean(): the fraction of the output's rows whose predicted
+ * class equals y's label (y: one label per row), run as nn_module_predict. pred: NULL, or an
+ * array with room for one label per row, which receives the predictions (for a confusion
+ * matrix). Returns the accuracy in [0, 1], or -1 (message in ag_last_error) as
+ * nn_module_predict, and for a NULL y.
+ *     double acc = nn_module_accuracy(net, c, AG_SHAPE(N_TEST, T), xt, yt, NULL); */
+double nn_module_accuracy(const nn_module *m, const nn_ctx *c, int ndim, const int *shape,
+                          const ag_real *x, const int32_t *y, int32_t *pred);
+
 /* ---- parameters and state ----
  * All of m's subtree, in registration order; 0 / NULL before registration. Tensors are owned
  * by the store. */
@@ -236,6 +266,16 @@ nn_module *nn_flatten_m(int start_dim, int end_dim);
 /* x.select(axis, index) (negative: from the end): drops axis, keeping one index of it, e.g.
  * nn_select_m(0, -1) takes an LSTM's last time step. No PyTorch module (x[-1] in a forward). */
 nn_module *nn_select_m(int axis, int index);
+/* Conv2d(in, out, kernel, stride, padding): square kernel, dilation 1, one group, with a bias;
+ * stride 0 means 1. x (N, in, H, W) -> (N, out, OH, OW). nn_conv2d (nn/conv.h). */
+nn_module *nn_conv2d_m(int in, int out, int kernel, int stride, int padding);
+/* Any Conv2d: a kh x kw kernel and every option of nn_conv2d_opts (NULL: PyTorch's defaults). */
+nn_module *nn_conv2d_m_opts(int in, int out, int kh, int kw, const nn_conv2d_opts *opts);
+/* MaxPool2d(kernel, stride, padding) / AvgPool2d (count_include_pad): square windows, stride 0
+ * means the kernel (PyTorch's stride=None), 0 <= padding <= kernel / 2. x (N, C, H, W) ->
+ * (N, C, OH, OW). nn_max_pool2d / nn_avg_pool2d (nn/pool.h). */
+nn_module *nn_max_pool2d_m(int kernel, int stride, int padding);
+nn_module *nn_avg_pool2d_m(int kernel, int stride, int padding);
 
 #ifdef __cplusplus
 }

@@ -93,7 +93,8 @@ static bool alloc_tables(optim *o) {
 
 optim *optim_new(nn_params *ps, optim_cfg cfg) {
     if (!ps) {
-        ag_error("optim_new: parameter store is NULL");
+        /* a failed nn_module_init / nn_params_new: its message kept, behind this one */
+        ag_error_context("optim_new: parameter store is NULL");
         return NULL;
     }
     if (!nn_params_finalized(ps)) {

@@ -193,7 +193,9 @@ typedef struct optim optim;
 
 /* Returns a new optimizer over the finalized store ps (which must outlive it), its state at
  * zero and its update count at 0; NULL on an invalid cfg (the message names the field and the
- * allowed range), a store not finalized, or out of memory. */
+ * allowed range), a store not finalized, or out of memory. A NULL ps fails with the message
+ * of the call that returned it kept behind this one ("optim_new: parameter store is NULL:
+ * nn_module_init: ..."), so optim_new(nn_module_init(net, seed), cfg) is checked once. */
 optim *optim_new(nn_params *ps, optim_cfg cfg);
 void optim_free(optim *o); /* NULL is a no-op */
 
@@ -269,6 +271,37 @@ double optim_grad_norm(nn_params *ps);
  * max_norm / norm (frozen parameters: neither counted nor scaled). Returns the norm before
  * clipping. */
 double optim_clip_grad_norm(nn_params *ps, double max_norm);
+
+/* ---- Training steps ----------------------------------------------------------------------
+ * PyTorch's step in one call:
+ *
+ *     double loss = optim_train_step(opt, net, c, x, y, optim_loss_cross_entropy);
+ *     if (isnan(loss)) ...                       // ag_last_error says why; nothing was updated
+ *
+ * is net(x), F.cross_entropy(out, y), opt.zero_grad(), loss.backward(), opt.step() (with the
+ * cfg's clipping and schedule) and loss.item(), the tape then reset. */
+
+/* A loss: out (on t) and the caller's target -> a scalar tensor on t, or NULL (reported). */
+typedef ag_tensor *(*optim_loss_fn)(ag_tape *t, ag_tensor *out, const void *target);
+/* F.cross_entropy(logits, labels): logits (..., K), labels const int32_t[] with one class in
+ * [0, K) per row (AG_IGNORE_INDEX skips one), the mean over the rows (ag_cross_entropy). */
+ag_tensor *optim_loss_cross_entropy(ag_tape *t, ag_tensor *logits, const void *labels);
+/* F.mse_loss(out, target): target const ag_real[] of out's numel, row-major in out's shape. */
+ag_tensor *optim_loss_mse(ag_tape *t, ag_tensor *out, const void *target);
+
+/* The end of a step: ag_backward(t, loss), optim_step(o), then ag_tape_reset(t) (every tensor
+ * of the step freed, whatever happened). Returns the loss's value, or NaN (message in
+ * ag_last_error; no update) when o or t is NULL, loss is NULL (a failed forward: its message
+ * kept, with this function's name in front), not one value, NaN, or when the backward or the
+ * update failed (optim_step's rule: a NaN or infinite gradient norm). */
+double optim_minimize(optim *o, ag_tape *t, ag_tensor *loss);
+/* A whole step: out = nn_module_forward(m, c, x) (c as given: training mode when c->training),
+ * then optim_minimize(o, c->tape, loss(c->tape, out, target)). m must be registered in o's
+ * store (a root from nn_module_init, or any module of the store). x (made on c->tape) is freed
+ * by the reset. Returns the loss's value, or NaN as optim_minimize, and for a NULL argument
+ * or a module of another store (the tape is reset in every case). */
+double optim_train_step(optim *o, const nn_module *m, const nn_ctx *c, ag_tensor *x,
+                        const void *target, optim_loss_fn loss);
 
 /* ---- Checkpoints ---------------------------------------------------------------------------
  * The state goes into a checkpoint beside the model (nn/checkpoint.h):

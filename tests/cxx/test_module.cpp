@@ -5,6 +5,7 @@
 // a few steps from C++. Exit status 0 on success.
 #include "tests/nn/module_snippets.h"
 
+#include <cmath>
 #include <cstdio>
 
 int main() {
@@ -39,5 +40,33 @@ int main() {
     optim_free(opt);
     nn_module_free(net);
     nn_params_free(ps);
+
+    // The shorter API from C++: a CNN module tree owning its store, a context owning its tape,
+    // optim_train_step, nn_module_accuracy on a C array (the class is the brighter half).
+    nn_module *cnn =
+        nn_sequential(nn_conv2d_m(1, 4, 3, 1, 1), nn_relu_m(), nn_max_pool2d_m(2, 0, 0),
+                      nn_avg_pool2d_m(2, 0, 0), nn_flatten_m(1, -1), nn_linear_m(4, 2, true));
+    nn_ctx *c = nn_ctx_new(3);
+    optim *adam = optim_new(nn_module_init(cnn, 3), optim_adam(0.05));
+    if (!c || !adam) {
+        std::fprintf(stderr, "test_cxx_module: %s\n", ag_last_error());
+        return 1;
+    }
+    static ag_real img[8 * 16];
+    int32_t cls[8];
+    for (int n = 0; n < 8; n++) {
+        cls[n] = n % 2;
+        for (int i = 0; i < 16; i++) img[n * 16 + i] = ((i < 8) == (cls[n] == 0)) ? 1.0f : 0.0f;
+    }
+    double loss = 0;
+    for (int step = 0; step < 30 && !std::isnan(loss); step++)
+        loss = optim_train_step(adam, cnn, c, ag_tensor_from(c->tape, AG_SHAPE(8, 1, 4, 4), img),
+                                cls, optim_loss_cross_entropy);
+    const double acc = nn_module_accuracy(cnn, c, AG_SHAPE(8, 1, 4, 4), img, cls, nullptr);
+    if (std::isnan(loss) || acc != 1.0) failures++;
+    std::printf("a CNN from C++: loss %.4f, accuracy %.2f\n", loss, acc);
+    nn_ctx_free(c);
+    optim_free(adam);
+    nn_module_free(cnn);
     return failures ? 1 : 0;
 }

@@ -7,6 +7,7 @@
 #ifndef TG_TEST_PYTORCH_SNIPPETS_H
 #define TG_TEST_PYTORCH_SNIPPETS_H
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -250,10 +251,39 @@ static int pt_layers(void) {
     ag_tape_free(t);
     return rc;
 }
+/* ---- one call per step: a CNN of modules, optim_train_step, nn_module_accuracy ---- */
+static int pt_one_call(void) {
+    ag_real imgs[8 * 36]; /* class 0: the top half bright; class 1: the bottom half */
+    int32_t labels[8];
+    for (int n = 0; n < 8; n++) {
+        labels[n] = n % 2;
+        for (int i = 0; i < 36; i++)
+            imgs[n * 36 + i] = ((i < 18) == (labels[n] == 0)) ? 1.0f : (ag_real)(n % 3) / 10;
+    }
+    /* section "One call per step" */
+    nn_module *net =
+        nn_sequential(nn_conv2d_m(1, 4, 3, 1, 1), nn_relu_m(), nn_max_pool2d_m(2, 0, 0),
+                      nn_flatten_m(1, -1), nn_linear_m(4 * 3 * 3, 2, true));
+    optim *opt = optim_new(nn_module_init(net, 5), optim_adam(0.02)); /* checks the init too */
+    nn_ctx *c = nn_ctx_new(5); /* a tape and a random stream of its own, training mode */
+    if (!opt || !c) return fail(ag_last_error());
+    for (int step = 0; step < 30; step++) {
+        ag_tensor *x = ag_tensor_from(c->tape, AG_SHAPE(8, 1, 6, 6), imgs);
+        double loss = optim_train_step(opt, net, c, x, labels, optim_loss_cross_entropy);
+        if (isnan(loss)) return fail(ag_last_error()); /* nothing updated; the tape reset */
+    }
+    double acc = nn_module_accuracy(net, c, AG_SHAPE(8, 1, 6, 6), imgs, labels, NULL);
+    nn_ctx_free(c); /* and its tape */
+    /* end */
+    printf("one call per step: accuracy %.2f after %lld steps\n", acc, (long long)optim_steps(opt));
+    optim_free(opt);
+    nn_module_free(net);
+    return acc == 1.0 ? 0 : fail("one call per step: accuracy");
+}
 #undef fail
 
 static int pytorch_snippets_run(const char *path) {
-    int rc = pt_module(path) || pt_training(path) || pt_custom() || pt_layers();
+    int rc = pt_module(path) || pt_training(path) || pt_custom() || pt_layers() || pt_one_call();
     fflush(stdout);
     return rc;
 }

@@ -6,7 +6,10 @@
 #     include each other relatively: "ag_base.h", "../autograd/ag.h"), or is not valid C++
 #     (extern "C", no compound literals in macros ...);
 #  2. with pkg-config: tests/cxx/test_headers.cpp, every installed header in one C++ program,
-#     built with `pkg-config --cflags --libs tapegrad` and run (shared libraries).
+#     built with `pkg-config --cflags --libs tapegrad` and run (shared libraries);
+#  3. with pkg-config and nm: the static link flags of tapegrad-ag (Libs.private) carry what the
+#     BLIS it was built with needs, read from that library's undefined symbols: -fopenmp (or
+#     -lgomp) for an OpenMP BLIS (GOMP_ / omp_ symbols), -pthread for pthread_ symbols.
 #
 # usage: tests/install/check_install.sh PREFIX [CC [CXX]]
 #        tests/install/check_install.sh --install BUILD_DIR [CC [CXX]]
@@ -71,6 +74,27 @@ else
         echo "check_install: tests/cxx/test_headers.cpp built with pkg-config tapegrad and ran"
     else
         echo "check_install: tests/cxx/test_headers.cpp against $prefix failed:"; cat "$tmp/err"; bad=1
+    fi
+fi
+# 3. Libs.private against the BLIS flavour (any flavour: serial, pthreads, OpenMP).
+if command -v pkg-config > /dev/null && command -v nm > /dev/null && [ -f "$pcdir/tapegrad-ag.pc" ]; then
+    blis=$(PKG_CONFIG_PATH="$pcdir" pkg-config --variable=blis_library tapegrad-ag)
+    static=" $(PKG_CONFIG_PATH="$pcdir" pkg-config --static --libs tapegrad-ag) "
+    case "$blis" in *.a) nmflags=() ;; *) nmflags=(-D) ;; esac
+    if [ -z "$blis" ] || [ ! -f "$blis" ]; then
+        echo "check_install: tapegrad-ag.pc names no BLIS library that exists (blis_library='$blis')"; bad=1
+    else
+        undef=$(nm "${nmflags[@]}" --undefined-only "$blis" 2> /dev/null || true)
+        need=""
+        if grep -qE 'GOMP_|omp_get_' <<< "$undef"; then need=openmp
+        elif grep -q 'pthread_' <<< "$undef"; then need=pthread; fi
+        if [ "$need" = openmp ] && ! [[ "$static" =~ \ -fopenmp\ |\ -lgomp\  ]]; then
+            echo "check_install: $blis is an OpenMP BLIS but pkg-config --static --libs tapegrad-ag lacks -fopenmp / -lgomp:$static"; bad=1
+        elif [ -n "$need" ] && ! [[ "$static" =~ \ -pthread\  ]]; then
+            echo "check_install: $blis calls pthread_* but pkg-config --static --libs tapegrad-ag lacks -pthread:$static"; bad=1
+        else
+            echo "check_install: static link flags of tapegrad-ag fit its BLIS ($blis needs: ${need:-nothing more})"
+        fi
     fi
 fi
 if [ "$skipped" -gt 0 ]; then

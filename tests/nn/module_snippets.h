@@ -6,6 +6,7 @@
 #ifndef TG_TEST_MODULE_SNIPPETS_H
 #define TG_TEST_MODULE_SNIPPETS_H
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -186,12 +187,38 @@ static int snip_custom(ag_tape *t) {
     return rc;
 }
 
+/* ---- the short way: nn_ctx_new, optim_train_step, predict / accuracy ---- */
+static int snip_short(void) {
+    const ag_real xs[4 * 2] = {0.5f, -1, 1, 0, -0.25f, 0.75f, 0, 1};
+    const int32_t labels[4] = {0, 2, 1, 1};
+    /* doc block */
+    nn_module *net = nn_sequential(nn_linear_m(2, 16, true), nn_tanh_m(), nn_linear_m(16, 3, true));
+    optim *opt = optim_new(nn_module_init(net, 7), optim_adam(0.05)); /* one check for both */
+    nn_ctx *c = nn_ctx_new(7); /* owns a tape and a random stream; training mode */
+    if (!opt || !c) return fail(ag_last_error());
+    for (int step = 0; step < 60; step++) {
+        ag_tensor *x = ag_tensor_from(c->tape, AG_SHAPE(4, 2), xs);
+        double loss = optim_train_step(opt, net, c, x, labels, optim_loss_cross_entropy);
+        if (isnan(loss)) return fail(ag_last_error()); /* nothing was updated */
+    }
+    int32_t pred[4]; /* net(x).argmax(-1) in eval mode, nothing recorded */
+    if (nn_module_predict(net, c, AG_SHAPE(4, 2), xs, pred, 4)) return fail(ag_last_error());
+    double acc = nn_module_accuracy(net, c, AG_SHAPE(4, 2), xs, labels, NULL);
+    nn_ctx_free(c); /* and its tape */
+    optim_free(opt);
+    nn_module_free(net); /* and its store */
+    /* end */
+    printf("the short way: accuracy %.2f, predictions %d %d %d %d\n", acc, (int)pred[0],
+           (int)pred[1], (int)pred[2], (int)pred[3]);
+    return acc == 1.0 && memcmp(pred, labels, sizeof pred) == 0 ? 0 : fail("short way: accuracy");
+}
+
 static int snippets_run(void) {
     ag_tape *t = ag_tape_new();
     ag_rng rng;
     ag_rng_seed(&rng, 1);
     int rc = snip_quickstart(t, &rng) || snip_nesting() || snip_modes(t, &rng) || snip_errors(t) ||
-             snip_custom(t);
+             snip_custom(t) || snip_short();
     ag_tape_free(t);
     fflush(stdout);
     return rc;

@@ -12,20 +12,11 @@
 
 #include "nn/nn.h"
 #include "tests/tg_test.h"
+#include "module_test.h"
 
 #include "module_snippets.h"
 
 enum { B = 4 };
-
-static void fill(ag_real *x, size_t n, uint64_t seed) {
-    ag_rng r;
-    ag_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++) x[i] = (ag_real)ag_rng_normal(&r);
-}
-
-static bool same_bits(const ag_real *a, const ag_real *b, size_t n) {
-    return memcmp(a, b, n * sizeof *a) == 0;
-}
 
 /* Every tensor of two stores (parameters and buffers, registration order): same values. */
 static void expect_same_tensors(nn_params *a, nn_params *b) {

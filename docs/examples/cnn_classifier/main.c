@@ -5,15 +5,17 @@
  * horizontal, vertical, diagonal (\) and anti-diagonal (/); the bar's position, length,
  * thickness and brightness vary, the noise is Gaussian. The program makes the images itself
  * from a seed: 2400 to train, 600 held out.
- * Model: conv 3x3 (1 -> 8) -> ReLU -> max pool 2 -> conv 3x3 (8 -> 16) -> ReLU -> max pool 2
- *        -> flatten (16 x 4 x 4) -> linear (256 -> 4).
+ * Model (one Sequential of modules, nn/module.h): conv 3x3 (1 -> 8) -> ReLU -> max pool 2 ->
+ *        conv 3x3 (8 -> 16) -> ReLU -> max pool 2 -> flatten (16 x 4 x 4) -> linear (256 -> 4).
  * Training: shuffled mini-batches of 32 (ds_loader), cross-entropy, Adam, 6 epochs.
- * Evaluation: accuracy on the held-out images (argmax of the logits).
+ * Evaluation: accuracy on the held-out images (argmax of the logits), a confusion matrix; then
+ * the model is saved, loaded into a second copy built from scratch and evaluated again. The same
+ * program in PyTorch: bench/cnn_classifier.py.
  *
- *     cnn_classifier [seed]        (default 1: the data, the initial weights and the shuffles)
+ *     cnn_classifier [seed [checkpoint.safetensors]]   (seed 1: the data, weights and shuffles)
  *
- * Exits 0 when the held-out accuracy is at least 0.95 (ctest runs it). Deterministic for a
- * seed. */
+ * Exits 0 when the held-out accuracy is at least 0.95 and the reloaded model scores the same
+ * (ctest runs it). Deterministic for a seed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,41 +24,15 @@
 #include <tapegrad/nn/nn.h>
 #include <tapegrad/optim/optim.h>
 
-enum {
-    S = 16, /* image side */
-    CLASSES = 4,
-    N_TRAIN = 2400,
-    N_TEST = 600,
-    N = N_TRAIN + N_TEST,
-    BATCH = 32,
-    EPOCHS = 6
-};
+enum { S = 16, CLASSES = 4, BATCH = 32, EPOCHS = 6 }; /* S: the images' side */
+enum { N_TRAIN = 2400, N_TEST = 600, N = N_TRAIN + N_TEST };
 
 static const char *class_names[CLASSES] = {"horizontal", "vertical", "diagonal", "anti-diagonal"};
 
-/* ---- the model ---------------------------------------------------------------------------- */
-
-typedef struct cnn {
-    nn_conv2d conv1, conv2;
-    nn_linear fc;
-} cnn;
-
-static int cnn_init(cnn *m, nn_params *ps) {
-    const nn_conv2d_opts same = {.padding = {1, 1}}; /* 3x3 with padding 1 keeps the size */
-    return nn_conv2d_init(&m->conv1, ps, "conv1", 1, 8, 3, 3, &same) ||
-                   nn_conv2d_init(&m->conv2, ps, "conv2", 8, 16, 3, 3, &same) ||
-                   nn_linear_init(&m->fc, ps, "fc", 16 * (S / 4) * (S / 4), CLASSES, true)
-               ? -1
-               : 0;
-}
-
-/* x (B, 1, 16, 16) -> logits (B, 4); NULL if an op failed (it reported why). */
-static ag_tensor *cnn_forward(const cnn *m, const nn_ctx *c, ag_tensor *x) {
-    ag_tensor *h = nn_max_pool2d(c, nn_relu(c, nn_conv2d_forward(&m->conv1, c, x)), 2, 0, 0);
-    h = nn_max_pool2d(c, nn_relu(c, nn_conv2d_forward(&m->conv2, c, h)), 2, 0, 0); /* (B,16,4,4) */
-    if (!h) return NULL;
-    h = ag_reshape(c->tape, h, AG_SHAPE(h->shape[0], 16 * (S / 4) * (S / 4)));
-    return nn_linear_forward(&m->fc, c, h);
+static nn_module *make_model(void) { /* x (B, 1, 16, 16) -> logits (B, 4) */
+    return nn_sequential(nn_conv2d_m(1, 8, 3, 1, 1), nn_relu_m(), nn_max_pool2d_m(2, 0, 0),
+                         nn_conv2d_m(8, 16, 3, 1, 1), nn_relu_m(), nn_max_pool2d_m(2, 0, 0),
+                         nn_flatten_m(1, -1), nn_linear_m(16 * (S / 4) * (S / 4), CLASSES, true));
 }
 
 /* ---- the data ------------------------------------------------------------------------------ */
@@ -89,14 +65,10 @@ static void make_data(ag_real *x, int32_t *y, uint64_t seed) {
 
 /* Two images side by side as text, ' ' to '#' by brightness. */
 static void show(const ag_real *a, const ag_real *b) {
-    static const char shades[] = " .:-=+*#";
     for (int i = 0; i < S; i++) {
-        for (int k = 0; k < 2; k++) {
-            printf("    ");
-            for (int j = 0; j < S; j++) {
-                const ag_real v = (k ? b : a)[i * S + j];
-                putchar(shades[v <= 0 ? 0 : v >= 1 ? 7 : (int)(v * 8)]);
-            }
+        for (int j = 0; j < 2 * S; j++) { /* row i of a, then of b */
+            const ag_real v = (j < S ? a : b)[i * S + j % S];
+            printf("%s%c", j % S ? "" : "    ", " .:-=+*#"[v <= 0 ? 0 : v >= 1 ? 7 : (int)(v * 8)]);
         }
         putchar('\n');
     }
@@ -107,73 +79,62 @@ static int fail(const char *what) {
     return 1;
 }
 
-/* Held-out accuracy: eval mode, nothing recorded; one batch of all the test images. */
-static double evaluate(const cnn *m, nn_ctx *c, const ag_real *x, const int32_t *y, int32_t *pred) {
-    nn_eval_saved e = nn_eval_begin(c);
-    ag_tensor *logits = cnn_forward(m, c, ag_tensor_from(c->tape, AG_SHAPE(N_TEST, 1, S, S), x));
-    int rc = logits ? ag_argmax(logits, -1, pred, N_TEST) : -1;
-    nn_eval_end(c, e);
-    ag_tape_reset(c->tape);
-    if (rc) return -1;
-    int correct = 0;
-    for (int i = 0; i < N_TEST; i++) correct += pred[i] == y[i];
-    return (double)correct / N_TEST;
-}
-
 int main(int argc, char **argv) {
-    const uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 1;
+    const int seed = argc > 1 ? atoi(argv[1]) : 1;
+    const char *path = argc > 2 ? argv[2] : "cnn_classifier.safetensors";
     static ag_real x[(size_t)N * S * S];
     static int32_t y[N], pred[N_TEST];
     make_data(x, y, seed);
-    printf("a %s bar and a %s one (seed %llu):\n", class_names[y[0]], class_names[y[2]],
-           (unsigned long long)seed);
+    printf("a %s bar and a %s one (seed %d):\n", class_names[y[0]], class_names[y[2]], seed);
     show(x, x + 2 * S * S);
 
-    nn_params *ps = nn_params_new();
-    cnn model;
-    if (cnn_init(&model, ps) || nn_params_finalize(ps, seed)) return fail(ag_last_error());
-    printf("parameters: %zu (conv1.weight [8, 1, 3, 3] ... fc.bias [4])\n", nn_params_numel(ps));
-
+    nn_module *net = make_model(), *net2 = make_model();
+    nn_params *ps = nn_module_init(net, seed);     /* the store of its tensors, owned by net */
+    optim *opt = optim_new(ps, optim_adam(0.005)); /* checks ps too */
+    nn_ctx *c = nn_ctx_new(seed);                  /* a tape (and a random stream), training mode */
+    if (!opt || !c) return fail(ag_last_error());
+    printf("parameters: %zu (0.weight [8, 1, 3, 3] ... 7.bias [4])\n", nn_params_numel(ps));
     ds_array arrays[2] = {DS_ARRAY(x, S * S), DS_ARRAY(y, 1)};
     ds_loader_opts lo = {.batch_size = BATCH, .shuffle = true, .seed = seed};
     ds_loader *loader;
     if (ds_loader_new(N_TRAIN, 2, arrays, &lo, &loader)) return fail(ag_last_error());
-    optim *opt = optim_new(ps, optim_adam(0.005));
-    if (!opt) return fail(ag_last_error());
 
-    ag_tape *t = ag_tape_new();
-    nn_ctx c = {.tape = t, .training = true};
-    const ag_real *xt = x + (size_t)N_TRAIN * S * S;
+    const ag_real *xt = x + N_TRAIN * S * S;
     double acc = 0;
     for (int epoch = 0; epoch < EPOCHS; epoch++) {
         ds_loader_epoch(loader, epoch);
         ds_minibatch b;
         double sum = 0;
         while (ds_loader_next(loader, &b)) {
-            ag_tensor *xb = ag_tensor_from(t, AG_SHAPE((int)b.size, 1, S, S), b.data[0]);
-            ag_tensor *loss = ag_cross_entropy(t, cnn_forward(&model, &c, xb), b.data[1], NULL, 0,
-                                               AG_IGNORE_INDEX, AG_REDUCE_MEAN);
-            if (!loss || ag_backward(t, loss)) return fail("forward/backward failed");
-            sum += ag_get(loss, 0);
-            if (optim_step(opt)) return fail(ag_last_error());
-            ag_tape_reset(t);
+            ag_tensor *xb = ag_tensor_from(c->tape, AG_SHAPE((int)b.size, 1, S, S), b.data[0]);
+            double loss = optim_train_step(opt, net, c, xb, b.data[1], optim_loss_cross_entropy);
+            if (isnan(loss)) return fail(ag_last_error());
+            sum += loss;
         }
-        if ((acc = evaluate(&model, &c, xt, y + N_TRAIN, pred)) < 0) return fail(ag_last_error());
+        /* eval mode, nothing recorded; the predictions kept for the confusion matrix */
+        acc = nn_module_accuracy(net, c, AG_SHAPE(N_TEST, 1, S, S), xt, y + N_TRAIN, pred);
+        if (acc < 0) return fail(ag_last_error());
         printf("epoch %d  loss %.4f  held-out accuracy %.3f\n", epoch,
                sum / (double)ds_loader_count(loader), acc);
     }
     int confusion[CLASSES][CLASSES] = {{0}};
     for (int i = 0; i < N_TEST; i++) confusion[y[N_TRAIN + i]][pred[i]]++;
-    printf("held-out accuracy %.3f (%d images); rows: true class, columns: predicted\n", acc,
-           N_TEST);
+    printf("held-out confusion matrix (rows: true class, columns: predicted)\n");
     for (int k = 0; k < CLASSES; k++)
         printf("  %-13s %4d %4d %4d %4d\n", class_names[k], confusion[k][0], confusion[k][1],
                confusion[k][2], confusion[k][3]);
 
-    ag_tape_free(t);
+    /* Save, load into a model built from scratch, evaluate it. */
+    if (nn_module_save(net, path) || !nn_module_init(net2, 0) || nn_module_load(net2, path))
+        return fail(ag_last_error());
+    double acc2 = nn_module_accuracy(net2, c, AG_SHAPE(N_TEST, 1, S, S), xt, y + N_TRAIN, NULL);
+    printf("reloaded from %s: held-out accuracy %.3f\n", path, acc2);
+
+    nn_ctx_free(c); /* and its tape */
     optim_free(opt);
     ds_loader_free(loader);
-    nn_params_free(ps);
+    nn_module_free(net); /* and its store */
+    nn_module_free(net2);
     if (acc < 0.95) return fail("held-out accuracy below 0.95");
-    return 0;
+    return acc2 == acc ? 0 : fail("the reloaded model scores differently");
 }

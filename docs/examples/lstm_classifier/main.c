@@ -9,6 +9,7 @@
  * loaded into a second copy built from scratch, and both are evaluated on held-out sequences.
  *
  * Exits 0 when the held-out accuracy is at least 0.9 and the reloaded model scores the same. */
+#include <math.h>
 #include <stdio.h>
 
 #include <tapegrad/datasets/batches.h>
@@ -39,19 +40,6 @@ static void make_data(ag_real *x, int32_t *y, int n, uint64_t seed) {
     }
 }
 
-/* Accuracy on the held-out set: eval mode, nothing recorded; -1 on an error. */
-static double accuracy(nn_module *net, ag_tape *t, const ag_real *x, const int32_t *y) {
-    nn_ctx c = {.tape = t};
-    nn_eval_saved e = nn_eval_begin(&c);
-    int32_t pred[N_TEST];
-    ag_tensor *logits = nn_module_forward(net, &c, ag_tensor_from(t, AG_SHAPE(N_TEST, T), x));
-    int ok = logits && !ag_argmax(logits, -1, pred, N_TEST), right = 0;
-    for (int i = 0; ok && i < N_TEST; i++) right += pred[i] == y[i];
-    nn_eval_end(&c, e);
-    ag_tape_reset(t);
-    return ok ? (double)right / N_TEST : -1;
-}
-
 static int fail(const char *what) {
     fprintf(stderr, "lstm_classifier: %s\n", what);
     return 1;
@@ -64,9 +52,8 @@ int main(int argc, char **argv) {
     make_data(x, y, N_TRAIN, 1);
     make_data(xt, yt, N_TEST, 2);
 
-    nn_module *net = make_model();
+    nn_module *net = make_model(), *net2 = make_model();
     nn_params *ps = nn_module_init(net, 42); /* the store of its tensors, owned by net */
-    if (!ps) return fail(ag_last_error());
     ds_array arrays[2] = {DS_ARRAY(x, T), DS_ARRAY(y, 1)};
     ds_loader_opts lo = {.batch_size = BATCH, .shuffle = true, .seed = 3};
     ds_loader *loader;
@@ -75,43 +62,37 @@ int main(int argc, char **argv) {
     cfg.decay_filter = optim_decay_matrices; /* no decay on biases and BatchNorm */
     cfg.clip_norm = 1.0;
     cfg.schedule = optim_lr_warmup_cosine(30, EPOCHS * ds_loader_count(loader), 0.05);
-    optim *opt = optim_new(ps, cfg);
-    if (!opt) return fail(ag_last_error());
+    optim *opt = optim_new(ps, cfg); /* checks ps too */
+    nn_ctx *c = nn_ctx_new(5);       /* a tape and the dropout's random stream, training mode */
+    if (!opt || !c) return fail(ag_last_error());
 
-    ag_tape *t = ag_tape_new();
-    ag_rng rng;
-    ag_rng_seed(&rng, 5);
-    nn_ctx c = {.tape = t, .training = true, .rng = &rng};
     for (int epoch = 0; epoch < EPOCHS; epoch++) {
         ds_loader_epoch(loader, epoch);
         ds_minibatch b;
         double sum = 0;
         while (ds_loader_next(loader, &b)) {
-            ag_tensor *xb = ag_tensor_from(t, AG_SHAPE((int)b.size, T), b.data[0]);
-            ag_tensor *logits = nn_module_forward(net, &c, xb); /* (B, T) -> (B, SYMBOLS) */
-            ag_tensor *loss =
-                ag_cross_entropy(t, logits, b.data[1], NULL, 0, AG_IGNORE_INDEX, AG_REDUCE_MEAN);
-            if (!loss || ag_backward(t, loss) || optim_step(opt)) return fail(ag_last_error());
-            sum += ag_get(loss, 0);
-            ag_tape_reset(t);
+            ag_tensor *xb = ag_tensor_from(c->tape, AG_SHAPE((int)b.size, T), b.data[0]);
+            /* forward, cross-entropy, backward, clipped AdamW update, tape reset */
+            double loss = optim_train_step(opt, net, c, xb, b.data[1], optim_loss_cross_entropy);
+            if (isnan(loss)) return fail(ag_last_error());
+            sum += loss;
         }
         printf("epoch %2d  loss %.4f  lr %.5f\n", epoch, sum / ds_loader_count(loader),
                optim_lr(opt));
     }
-    double acc = accuracy(net, t, xt, yt);
-
-    /* Save, load into a model built from scratch, evaluate it. */
-    nn_module *net2 = make_model();
+    /* Held-out accuracy in eval mode, nothing recorded; then save, load into a model built
+     * from scratch, evaluate it. */
+    double acc = nn_module_accuracy(net, c, AG_SHAPE(N_TEST, T), xt, yt, NULL);
     if (nn_module_save(net, path) || !nn_module_init(net2, 0) || nn_module_load(net2, path))
         return fail(ag_last_error());
-    double acc2 = accuracy(net2, t, xt, yt);
+    double acc2 = nn_module_accuracy(net2, c, AG_SHAPE(N_TEST, T), xt, yt, NULL);
     printf("held-out accuracy %.4f; reloaded from %s: %.4f\n", acc, path, acc2);
 
-    ag_tape_free(t);
+    nn_ctx_free(c); /* and its tape */
     optim_free(opt);
     ds_loader_free(loader);
     nn_module_free(net); /* and its store */
     nn_module_free(net2);
-    if (acc < 0.9) return fail("held-out accuracy below 0.9");
+    if (acc < 0.9) return fail(acc < 0 ? ag_last_error() : "held-out accuracy below 0.9");
     return acc2 == acc ? 0 : fail("the reloaded model scores differently");
 }
