@@ -15,11 +15,26 @@
 
 /* A small bilingual corpus, each line used once (the shim takes them in this order). */
 static const char *const CORPUS[] = {
-    "Go.",           "Va !",           "I lost.",          "J'ai perdu.",
-    "He's calm.",    "Il est calme.",  "I'm home.",        "Je suis chez moi.",
-    "We're happy.",  "Nous sommes heureux.", "She is reading a book.", "Elle lit un livre.",
-    "The cat sleeps.", "Le chat dort.", "I'm hungry!",     "J'ai faim !",
-    "Where is the station?", "Où est la gare ?", "It's raining.", "Il pleut.",
+    "Go.",
+    "Va !",
+    "I lost.",
+    "J'ai perdu.",
+    "He's calm.",
+    "Il est calme.",
+    "I'm home.",
+    "Je suis chez moi.",
+    "We're happy.",
+    "Nous sommes heureux.",
+    "She is reading a book.",
+    "Elle lit un livre.",
+    "The cat sleeps.",
+    "Le chat dort.",
+    "I'm hungry!",
+    "J'ai faim !",
+    "Where is the station?",
+    "Où est la gare ?",
+    "It's raining.",
+    "Il pleut.",
 };
 enum { N_CORPUS = sizeof CORPUS / sizeof *CORPUS };
 
@@ -61,7 +76,8 @@ static void test_train_and_round_trip(void) {
     check_round_trip(sp, "Je suis chez moi.");
     check_round_trip(sp, "Où est la gare ?");
     /* never seen: other scripts, symbols, emoji, a combining accent */
-    check_round_trip(sp, "Zürich \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 e\xcc\x81t\xc3\xa9");
+    check_round_trip(
+        sp, "Zürich \xe2\x9c\x93 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 e\xcc\x81t\xc3\xa9");
     check_round_trip(sp, "{[(<qwxz>)]} ~^|\\ 0123456789");
     /* a byte piece: "✓" (U+2713) was never seen, so it is spelled by its three UTF-8 bytes */
     int32_t *ids = NULL;

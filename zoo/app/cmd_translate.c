@@ -82,8 +82,7 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
     }
     if (rc >= 0 && n_ok &&
         zoo_translate_batch(l->m, l->t, l->sv, l->out_tv ? l->out_tv : l->tv, ok, n_ok, steps,
-                            c->run.cfg.exec.beam,
-                            c->run.cfg.exec.alpha, outs)) {
+                            c->run.cfg.exec.beam, c->run.cfg.exec.alpha, outs)) {
         zoo__fail(c, ag_last_error());
         rc = -1;
     }

@@ -94,9 +94,9 @@ int zoo_evaluate_beam(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
             free(sentence);
         }
         if (!rc)
-            rc = beam > 1 ? zoo_beam_search(m, t, src, len, B, T, bos, eos, T, beam, alpha, out,
-                                            out_len)
-                          : zoo_greedy(m, t, src, len, B, T, bos, eos, T, out, out_len);
+            rc = beam > 1
+                     ? zoo_beam_search(m, t, src, len, B, T, bos, eos, T, beam, alpha, out, out_len)
+                     : zoo_greedy(m, t, src, len, B, T, bos, eos, T, out, out_len);
         for (int b = 0; !rc && b < B; b++) {
             char *hyp = NULL;
             rc = zoo__ids_to_text(tgt_vocab, out + (size_t)b * T, out_len[b], &hyp);

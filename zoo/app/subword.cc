@@ -22,7 +22,7 @@ namespace sentencepiece {
 namespace logging {
 void SetMinLogLevel(int v);
 }
-}  // namespace sentencepiece
+} // namespace sentencepiece
 
 struct zoo_spm {
     sentencepiece::SentencePieceProcessor sp;
@@ -57,10 +57,10 @@ int status_error(const char *what, const sentencepiece::util::Status &st) {
     return ag_error("%s: SentencePiece: %s", what, st.ToString().c_str());
 }
 
-}  // namespace
+} // namespace
 
-extern "C" int zoo_spm_train(const char *const *sentences, size_t n, int vocab_size,
-                             uint32_t seed, char **model, size_t *len) {
+extern "C" int zoo_spm_train(const char *const *sentences, size_t n, int vocab_size, uint32_t seed,
+                             char **model, size_t *len) {
     *model = nullptr;
     *len = 0;
     if (n == 0) return ag_error("subword training: no sentence to learn from");
@@ -175,8 +175,8 @@ extern "C" int zoo_spm_decode(const zoo_spm *sp, const int32_t *ids, size_t n, c
         v.reserve(n);
         for (size_t i = 0; i < n; i++) {
             if (ids[i] < 0 || ids[i] >= sp->sp.GetPieceSize())
-                return ag_error("subword decoding: ids[%zu] = %d, expected 0 to %d", i,
-                                (int)ids[i], sp->sp.GetPieceSize() - 1);
+                return ag_error("subword decoding: ids[%zu] = %d, expected 0 to %d", i, (int)ids[i],
+                                sp->sp.GetPieceSize() - 1);
             if (ids[i] > 2) v.push_back(ids[i]); /* <unk> <pad> <bos> never shown */
         }
         std::string text;

@@ -87,8 +87,7 @@ int zoo__ckpt_subword(const zoo_cli *c, const nn_ckpt *ck, ds_vocab **sv, ds_voc
         char what[4200];
         snprintf(what, sizeof what, "%s: metadata %s", nn_ckpt_source(ck), MODEL_KEYS[i]);
         if (!c->subword) {
-            ag_error("%s: a subword model, and this program was built without SentencePiece",
-                     what);
+            ag_error("%s: a subword model, and this program was built without SentencePiece", what);
             goto fail;
         }
         unsigned char *bytes = NULL;
@@ -143,16 +142,20 @@ static int train_one(const zoo_cli *c, const ds_fra *d, int side, ds_vocab **v) 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = training_text(d, side < 0 ? 0 : side, side < 0 ? 2 : 1, &text, &n);
     if (!rc)
-        rc = c->subword->train((const char *const *)text, n, o->size, (uint32_t)c->run.cfg.data.seed,
-                               &model, &len);
+        rc = c->subword->train((const char *const *)text, n, o->size,
+                               (uint32_t)c->run.cfg.data.seed, &model, &len);
     free_text(text, n);
     if (!rc) rc = c->subword->vocab(model, len, "the trained subword model", v);
     free(model);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!rc && zoo_dist_rank(c->dist) == 0)
-        fprintf(stderr, "subword: a %s model of %d pieces learned from %zu training sentences in "
-                        "%.1f s\n",
-                side < 0 ? "joint" : side == DS_SRC ? "English" : "French", ds_vocab_size(*v), n,
+        fprintf(stderr,
+                "subword: a %s model of %d pieces learned from %zu training sentences in "
+                "%.1f s\n",
+                side < 0         ? "joint"
+                : side == DS_SRC ? "English"
+                                 : "French",
+                ds_vocab_size(*v), n,
                 (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return rc;
 }

@@ -6,5 +6,6 @@
 #include "zoo/app/subword.h"
 
 int main(int argc, char **argv) {
-    return zoo_cli_main_subword(&zoo_transformer_kind, zoo_dist_mpi(), zoo_subword_spm(), argc, argv);
+    return zoo_cli_main_subword(&zoo_transformer_kind, zoo_dist_mpi(), zoo_subword_spm(), argc,
+                                argv);
 }
