@@ -5,6 +5,9 @@
  * arguments refused with a message; a dataset re-encoded through the vocabulary's codec. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/subword.h"
+#include "zoo/app/cli_internal.h"
+#include "zoo/app/model_io.h"
+#include "zoo/models/transformer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -213,12 +216,85 @@ static void test_dataset(void) {
     free(m);
 }
 
+/* A checkpoint of a model with subword vocabularies: the model bytes go in (base64 metadata) and
+ * come back, with codecs that encode as the originals; bad metadata is refused by name. */
+static void test_checkpoint(void) {
+    size_t len;
+    char *m = train_model(9, &len);
+    ds_vocab *sv = NULL, *tv = NULL;
+    CU_ASSERT_EQUAL_FATAL(zoo_spm_vocab(m, len, "m", &sv), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_spm_vocab(m, len, "m", &tv), 0);
+    zoo_transformer_cfg cfg = zoo_transformer_default_cfg;
+    zoo_model *model =
+        zoo_model_new(&zoo_transformer_kind, &cfg, ds_vocab_size(sv), ds_vocab_size(tv), 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+    nn_ckpt *ck = nn_ckpt_new(), *back = NULL;
+    CU_ASSERT_EQUAL_FATAL(zoo_ckpt_add_model(ck, model, sv, tv), 0);
+    unsigned char *bytes = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(ck, &bytes, &n), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&back, bytes, n, "ck", NULL), 0);
+    CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(back, "vocab.src_model"),
+                           nn_ckpt_meta(back, "vocab.tgt_model"));
+    zoo_cli c = {.subword = zoo_subword_spm()};
+    ds_vocab *s2 = NULL, *t2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(zoo__ckpt_subword(&c, back, &s2, &t2), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t2);
+    const ds_codec *k = ds_vocab_codec(s2);
+    CU_ASSERT_EQUAL(k->model_len, len);
+    CU_ASSERT_TRUE(k->model_len == len && !memcmp(k->model, m, len));
+    int32_t a[16], b[16], la, lb;
+    CU_ASSERT_EQUAL(ds_encode_sentence(sv, "Il pleut à Zürich.", 16, a, &la), 0);
+    CU_ASSERT_EQUAL(ds_encode_sentence(t2, "Il pleut à Zürich.", 16, b, &lb), 0);
+    CU_ASSERT_EQUAL(la, lb);
+    CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+    ds_vocab_free(s2);
+    ds_vocab_free(t2);
+    /* a program without SentencePiece names what it lacks */
+    zoo_cli none = {.subword = NULL};
+    CU_ASSERT_EQUAL(zoo__ckpt_subword(&none, back, &s2, &t2), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "built without SentencePiece"));
+    CU_ASSERT_PTR_NULL(s2);
+    /* damaged metadata: not base64, not a model, one side only */
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(back, "vocab.src_model", "AB$D"), 0);
+    CU_ASSERT_EQUAL(zoo__ckpt_subword(&c, back, &s2, &t2), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "ck: metadata vocab.src_model: not base64 at "
+                                                   "character 3"));
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(back, "vocab.src_model", "AAAAAAAA"), 0);
+    CU_ASSERT_EQUAL(zoo__ckpt_subword(&c, back, &s2, &t2), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "not a SentencePiece model"));
+    nn_ckpt_free(back);
+    /* a word-level checkpoint: no codecs */
+    ds_vocab *w = ds_vocab_new();
+    for (int i = 0; i < ds_vocab_size(sv); i++) {
+        size_t tl;
+        const char *tok = ds_vocab_token(sv, i, &tl);
+        CU_ASSERT_EQUAL(ds_vocab_add(w, tok, tl, NULL), 0);
+    }
+    nn_ckpt *plain = nn_ckpt_new();
+    CU_ASSERT_EQUAL(zoo_ckpt_add_model(plain, model, w, w), 0);
+    CU_ASSERT_PTR_NULL(nn_ckpt_meta(plain, "vocab.src_model"));
+    CU_ASSERT_EQUAL(zoo__ckpt_subword(&c, plain, &s2, &t2), 0);
+    CU_ASSERT_PTR_NULL(s2);
+    CU_ASSERT_PTR_NULL(t2);
+    nn_ckpt_free(plain);
+    ds_vocab_free(w);
+    free(bytes);
+    nn_ckpt_free(ck);
+    zoo_model_free(model);
+    ds_vocab_free(sv);
+    ds_vocab_free(tv);
+    free(m);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {{"train, encode, decode", test_train_and_round_trip},
                                   {"same seed, same bytes", test_deterministic},
                                   {"bad input", test_bad_input},
                                   {"vocabulary and codec", test_vocab_codec},
                                   {"dataset re-encoded", test_dataset},
+                                  {"checkpoint round trip", test_checkpoint},
                                   CU_TEST_INFO_NULL};
     return tg_test_main("subword", tests);
 }
