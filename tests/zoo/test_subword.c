@@ -5,7 +5,6 @@
  * arguments refused with a message; a dataset re-encoded through the vocabulary's codec. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/subword.h"
-#include "zoo/app/cli_internal.h"
 #include "zoo/app/model_io.h"
 #include "zoo/models/transformer.h"
 
@@ -236,9 +235,9 @@ static void test_checkpoint(void) {
     CU_ASSERT_EQUAL_FATAL(nn_ckpt_load_mem(&back, bytes, n, "ck", NULL), 0);
     CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(back, "vocab.src_model"),
                            nn_ckpt_meta(back, "vocab.tgt_model"));
-    zoo_cli c = {.subword = zoo_subword_spm()};
+    const zoo_subword_ops *c = zoo_subword_spm();
     ds_vocab *s2 = NULL, *t2 = NULL;
-    CU_ASSERT_EQUAL_FATAL(zoo__ckpt_subword(&c, back, &s2, &t2), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_ckpt_subword(c, back, &s2, &t2), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t2);
     const ds_codec *k = ds_vocab_codec(s2);
@@ -252,17 +251,16 @@ static void test_checkpoint(void) {
     ds_vocab_free(s2);
     ds_vocab_free(t2);
     /* a program without SentencePiece names what it lacks */
-    zoo_cli none = {.subword = NULL};
-    CU_ASSERT_EQUAL(zoo__ckpt_subword(&none, back, &s2, &t2), -1);
+    CU_ASSERT_EQUAL(zoo_ckpt_subword(NULL, back, &s2, &t2), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "built without SentencePiece"));
     CU_ASSERT_PTR_NULL(s2);
     /* damaged metadata: not base64, not a model, one side only */
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(back, "vocab.src_model", "AB$D"), 0);
-    CU_ASSERT_EQUAL(zoo__ckpt_subword(&c, back, &s2, &t2), -1);
+    CU_ASSERT_EQUAL(zoo_ckpt_subword(c, back, &s2, &t2), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "ck: metadata vocab.src_model: not base64 at "
                                                    "character 3"));
     CU_ASSERT_EQUAL(nn_ckpt_set_meta(back, "vocab.src_model", "AAAAAAAA"), 0);
-    CU_ASSERT_EQUAL(zoo__ckpt_subword(&c, back, &s2, &t2), -1);
+    CU_ASSERT_EQUAL(zoo_ckpt_subword(c, back, &s2, &t2), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "not a SentencePiece model"));
     nn_ckpt_free(back);
     /* a word-level checkpoint: no codecs */
@@ -275,7 +273,7 @@ static void test_checkpoint(void) {
     nn_ckpt *plain = nn_ckpt_new();
     CU_ASSERT_EQUAL(zoo_ckpt_add_model(plain, model, w, w), 0);
     CU_ASSERT_PTR_NULL(nn_ckpt_meta(plain, "vocab.src_model"));
-    CU_ASSERT_EQUAL(zoo__ckpt_subword(&c, plain, &s2, &t2), 0);
+    CU_ASSERT_EQUAL(zoo_ckpt_subword(c, plain, &s2, &t2), 0);
     CU_ASSERT_PTR_NULL(s2);
     CU_ASSERT_PTR_NULL(t2);
     nn_ckpt_free(plain);

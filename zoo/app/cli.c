@@ -110,7 +110,7 @@ void zoo__unload(zoo_loaded *l) {
  * ones (the same pieces, checked). 0 or -1. */
 static int use_subword(const zoo_cli *c, zoo_loaded *l) {
     ds_vocab *v[2];
-    if (zoo__ckpt_subword(c, l->ck, &v[0], &v[1])) return -1;
+    if (zoo_ckpt_subword(c->subword, l->ck, &v[0], &v[1])) return -1;
     if (!v[0]) return 0;
     ds_vocab **have[2] = {&l->sv, &l->tv};
     for (int i = 0; i < 2; i++) {

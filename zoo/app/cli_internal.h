@@ -85,9 +85,6 @@ int zoo__decode_threads(const zoo_cli *c);
  * ds_text_normalize, in pair order, seeded by --seed), then d re-encoded with them
  * (ds_fra_set_vocab). 0, or -1 (ag_last_error). */
 int zoo__subword_train(const zoo_cli *c, ds_fra *d);
-/* The subword vocabularies a checkpoint holds (metadata vocab.src_model, vocab.tgt_model), with
- * their codecs: *sv, *tv the caller's; both NULL for a word-level checkpoint. 0 or -1. */
-int zoo__ckpt_subword(const zoo_cli *c, const nn_ckpt *ck, ds_vocab **sv, ds_vocab **tv);
 /* d re-encoded with the checkpoint's subword vocabularies (nothing for a word-level one). 0 or
  * -1. */
 int zoo__subword_data(const zoo_cli *c, const nn_ckpt *ck, ds_fra *d);

@@ -78,7 +78,7 @@ int zoo_ckpt_add_codecs(nn_ckpt *ck, const ds_vocab *src, const ds_vocab *tgt) {
     return 0;
 }
 
-int zoo__ckpt_subword(const zoo_cli *c, const nn_ckpt *ck, ds_vocab **sv, ds_vocab **tv) {
+int zoo_ckpt_subword(const zoo_subword_ops *ops, const nn_ckpt *ck, ds_vocab **sv, ds_vocab **tv) {
     ds_vocab **out[2] = {sv, tv};
     *sv = *tv = NULL;
     for (int i = 0; i < 2; i++) {
@@ -86,14 +86,14 @@ int zoo__ckpt_subword(const zoo_cli *c, const nn_ckpt *ck, ds_vocab **sv, ds_voc
         if (!text) continue;
         char what[4200];
         snprintf(what, sizeof what, "%s: metadata %s", nn_ckpt_source(ck), MODEL_KEYS[i]);
-        if (!c->subword) {
+        if (!ops) {
             ag_error("%s: a subword model, and this program was built without SentencePiece", what);
             goto fail;
         }
         unsigned char *bytes = NULL;
         size_t n = 0;
         if (unbase64(text, what, &bytes, &n)) goto fail;
-        int rc = c->subword->vocab(bytes, n, what, out[i]);
+        int rc = ops->vocab(bytes, n, what, out[i]);
         free(bytes);
         if (rc) goto fail;
     }
@@ -185,7 +185,7 @@ int zoo__subword_train(const zoo_cli *c, ds_fra *d) {
 
 int zoo__subword_data(const zoo_cli *c, const nn_ckpt *ck, ds_fra *d) {
     ds_vocab *sv, *tv;
-    if (zoo__ckpt_subword(c, ck, &sv, &tv)) return -1;
+    if (zoo_ckpt_subword(c->subword, ck, &sv, &tv)) return -1;
     if (!sv) return 0;
     if (ds_fra_set_vocab(d, DS_SRC, sv)) {
         ds_vocab_free(tv);
