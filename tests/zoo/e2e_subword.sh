@@ -84,7 +84,7 @@ check "  spm_decode of our pieces = our text" bash -c "spm_decode --model '$dir/
 check "eval" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 2000 --test-frac 0.05
 check "  the book's score" has out '^corpus BLEU-4 [0-9]+\.[0-9]{2}, chrF [0-9]+\.[0-9]{2}, mean d2l BLEU [01]\.[0-9]{3} on 100 test sentences \(lowercased, tokenized as d2l: the book.s score\)$'
 check "  the standard score" has out '^sacreBLEU [0-9]+\.[0-9]{2} \(nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:2\.6\.0\), chrF .* \(cased subword model: the standard score\)$'
-check "  beam search by default" has out '^decoding: beam search, --beam 4 --alpha 0\.6$'
+check "  beam search by default" has out '^decoding: beam search, --beam 4 --alpha 1$'
 check "eval --beam 1" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 2000 --test-frac 0.05 --beam 1
 check "  greedy" has out '^decoding: greedy \(--beam 1\)$'
 

@@ -48,7 +48,7 @@ typedef struct zoo_files {
  * GNMT's length penalty, chosen on the validation split of a subword run (docs/benchmarks.md,
  * "Beam size and length penalty"). */
 #define ZOO_DEFAULT_BEAM 4
-#define ZOO_DEFAULT_ALPHA 0.6
+#define ZOO_DEFAULT_ALPHA 1.0
 
 /* How the sub-command runs: threads, shards, resuming, decoding. */
 typedef struct zoo_exec {

@@ -12,7 +12,9 @@
  *
  * Built into the static library tg_zoo_subword, which the programs and the tests link; the
  * installed zoo library never links SentencePiece: it reaches it through zoo_subword_ops, which
- * a program passes in (cli.h, zoo_cli_main_subword). Exceptions and SentencePiece's status
+ * a program passes in (cli.h, zoo_cli_main_subword). The header is installed for that type; the
+ * zoo_spm_* functions are not in the installed libraries (a program of its own that wants them
+ * compiles zoo/app/subword.cc and links libsentencepiece and libsentencepiece_train). Exceptions and SentencePiece's status
  * never cross into C: every function returns -1 or NULL with the message in ag_last_error()
  * (autograd/ag_base.h). SentencePiece's own log lines are silenced. */
 #ifndef TG_ZOO_SUBWORD_H
@@ -21,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/vocab.h"
+#include "../../datasets/vocab.h"
 
 #ifdef __cplusplus
 extern "C" {
