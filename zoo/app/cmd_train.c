@@ -62,12 +62,16 @@ static int output_paths(const zoo_cli *c, train_run *t) {
 static int check_config(const zoo_cli *c) {
     const zoo_run_cfg *cfg = &c->run.cfg;
     bool subword = cfg->vocab.kind == ZOO_VOCAB_SUBWORD;
-    static const char *const sub_flags[] = {"vocab-size", "vocab-share"};
-    for (int i = 0; i < 2 && !subword; i++)
-        if (zoo_run_given(&c->run, sub_flags[i]))
-            return zoo__usage(c, "--%s is for subword vocabularies: give --vocab subword",
-                              sub_flags[i]);
-    if (subword && zoo_run_given(&c->run, "min-freq"))
+    /* a value other than the default (a --dump-config file gives every one, unchanged) */
+    zoo_run_cfg d;
+    if (zoo_run_cfg_init(&d, c->run.kind)) return zoo__fail(c, ag_last_error());
+    bool size = cfg->vocab.size != d.vocab.size, share = cfg->vocab.share != d.vocab.share,
+         min_freq = cfg->data.min_freq != d.data.min_freq;
+    zoo_run_cfg_free(&d);
+    if (!subword && (size || share))
+        return zoo__usage(c, "--%s is for subword vocabularies: give --vocab subword",
+                          size ? "vocab-size" : "vocab-share");
+    if (subword && min_freq)
         return zoo__usage(c, "--min-freq is for word vocabularies: a subword vocabulary has "
                              "--vocab-size pieces (--vocab word to use it)");
     if (subword && !c->subword)
