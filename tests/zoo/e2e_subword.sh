@@ -77,6 +77,17 @@ check "  no new model" lacks err '^subword: '
 check "resume: vocabulary flags refused" run 2 train "${common[@]}" --epochs 4 --checkpoint "$ck" --resume --vocab-size 700
 check "  message" has err -- '--vocab-size: --resume takes the checkpoint.s vocabularies'
 
+# average: the result keeps the subword models and translates as its input (the mean of two
+# copies of one checkpoint is that checkpoint's parameters)
+cp "$ck" "$dir/copy.safetensors"
+check "average of subword checkpoints" run 0 average --out "$dir/avg.safetensors" "$ck" "$dir/copy.safetensors"
+check "  keeps the models" test "$(st_meta "$dir/avg.safetensors" vocab.tgt_model)" = "$(st_meta "$ck" vocab.tgt_model)"
+"$prog" translate --checkpoint "$ck" <"$dir/en.txt" >"$dir/by_ck" 2>/dev/null
+check "  translates as its input" run 0 translate --checkpoint "$dir/avg.safetensors" <"$dir/en.txt"
+check "  the same text" same "$dir/out" "$dir/by_ck"
+check "average: another subword model refused" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --epochs 1 --checkpoint "$dir/other.safetensors"
+check "  refused" run 1 average --out "$dir/avg2.safetensors" "$ck" "$dir/other.safetensors"
+
 # one model per language
 check "train --vocab-share separate" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --vocab-share separate --epochs 1 --checkpoint "$dir/sep.safetensors"
 check "  two models" test "$(grep -Ec '^subword: an? (English|French) model' "$dir/err")" = 2

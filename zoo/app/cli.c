@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "datasets/text.h"
+
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR NULL
 #endif
@@ -111,6 +113,11 @@ void zoo__unload(zoo_loaded *l) {
 static int use_subword(const zoo_cli *c, zoo_loaded *l) {
     ds_vocab *v[2];
     if (zoo_ckpt_subword(c->subword, l->ck, &v[0], &v[1])) return -1;
+    const char *pre = nn_ckpt_meta(l->ck, DS_PREPROCESS_KEY);
+    if (!v[0] && pre && !strcmp(pre, DS_PREPROCESS_NORMALIZE))
+        return ag_error("%s: metadata " DS_PREPROCESS_KEY " is " DS_PREPROCESS_NORMALIZE
+                        " (a subword model) but there is no vocab.src_model",
+                        nn_ckpt_source(l->ck));
     if (!v[0]) return 0;
     ds_vocab **have[2] = {&l->sv, &l->tv};
     for (int i = 0; i < 2; i++) {
