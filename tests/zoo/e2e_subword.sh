@@ -75,7 +75,10 @@ check "  greedy" has out '^decoding: greedy \(--beam 1\)$'
 check "resume" run 0 train "${common[@]}" --epochs 3 --checkpoint "$ck" --resume
 check "  no new model" lacks err '^subword: '
 check "resume: vocabulary flags refused" run 2 train "${common[@]}" --epochs 4 --checkpoint "$ck" --resume --vocab-size 700
-check "  message" has err -- '--vocab-size: --resume takes the checkpoint.s vocabularies'
+check "  message" has err -- '--vocab-size 700 differs from the checkpoint.s [0-9]+ pieces: it cannot change on --resume'
+check "resume: the checkpoint's own values may be given" run 0 train "${common[@]}" --epochs 4 --checkpoint "$ck" --resume --vocab subword --vocab-share joint
+check "resume: --vocab word refused" run 2 train "${common[@]}" --epochs 5 --checkpoint "$ck" --resume --vocab word
+check "  message" has err -- '--vocab word differs from the checkpoint.s subword: it cannot change on --resume'
 
 # average: the result keeps the subword models and translates as its input (the mean of two
 # copies of one checkpoint is that checkpoint's parameters)

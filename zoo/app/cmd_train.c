@@ -93,16 +93,32 @@ static int lock_outputs(const zoo_cli *c, train_run *t) {
 }
 
 /* --resume of a subword run: the data re-encoded with the checkpoint's models (never learned
- * again); the vocabulary flags are the checkpoint's. 0 or an exit status. */
+ * again). The vocabulary flags may be given with the checkpoint's values only: its kind, its
+ * sharing (joint: the same model on both sides) and its pieces. 0 or an exit status. */
 static int resume_subword(zoo_cli *c, train_run *t) {
-    static const char *const flags[] = {"vocab", "vocab-size", "vocab-share"};
-    for (int i = 0; i < 3; i++)
-        if (zoo_run_given(&c->run, flags[i]))
-            return zoo__usage(c, "--%s: --resume takes the checkpoint's vocabularies", flags[i]);
     nn_ckpt *ck = NULL;
     int rc = nn_ckpt_load(&ck, t->ckpath) || zoo__subword_data(c, ck, t->d) ? -1 : 0;
     nn_ckpt_free(ck);
-    return rc ? zoo__fail(c, ag_last_error()) : 0;
+    if (rc) return zoo__fail(c, ag_last_error());
+    const zoo_vocab_opts *v = &c->run.cfg.vocab;
+    const ds_codec *s = ds_vocab_codec(ds_fra_vocab(t->d, DS_SRC)),
+                   *g = ds_vocab_codec(ds_fra_vocab(t->d, DS_TGT));
+    int kind = s ? ZOO_VOCAB_SUBWORD : ZOO_VOCAB_WORD,
+        pieces = ds_vocab_size(ds_fra_vocab(t->d, 0));
+    int share = s && s->model_len == g->model_len && !memcmp(s->model, g->model, s->model_len)
+                    ? ZOO_VOCAB_JOINT
+                    : ZOO_VOCAB_SEPARATE;
+    const char *fixed = "it cannot change on --resume";
+    if (zoo_run_given(&c->run, "vocab") && v->kind != kind)
+        return zoo__usage(c, "--vocab %s differs from the checkpoint's %s: %s",
+                          zoo_vocab_kind_names[v->kind], zoo_vocab_kind_names[kind], fixed);
+    if (kind == ZOO_VOCAB_SUBWORD && zoo_run_given(&c->run, "vocab-share") && v->share != share)
+        return zoo__usage(c, "--vocab-share %s differs from the checkpoint's %s: %s",
+                          zoo_vocab_share_names[v->share], zoo_vocab_share_names[share], fixed);
+    if (kind == ZOO_VOCAB_SUBWORD && zoo_run_given(&c->run, "vocab-size") && v->size != pieces)
+        return zoo__usage(c, "--vocab-size %d differs from the checkpoint's %d pieces: %s", v->size,
+                          pieces, fixed);
+    return 0;
 }
 
 /* --resume: the run in the checkpoint; what it fixes may be given again with the same value
