@@ -49,7 +49,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
 set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "pkg-config, cmake")
 set(CPACK_DEBIAN_PROGRAMS_PACKAGE_NAME tapegrad-tools)
 set(CPACK_DEBIAN_PROGRAMS_PACKAGE_SECTION science)
-set(CPACK_DEBIAN_PROGRAMS_PACKAGE_DEPENDS "${_tg_deb_runtime_deps}")  # tapegrad linked in statically
+# tapegrad linked in statically; SentencePiece (the subword vocabularies, zoo/app/subword.h) and
+# the C++ runtime it needs are shared libraries
+set(CPACK_DEBIAN_PROGRAMS_PACKAGE_DEPENDS "${_tg_deb_runtime_deps}, libsentencepiece0, libstdc++6")
 if(TG_MPI_FOUND)  # the programs link Open MPI (docs/distributed.md); mpirun is openmpi-bin's
   string(APPEND CPACK_DEBIAN_PROGRAMS_PACKAGE_DEPENDS ", libopenmpi3")
   set(CPACK_DEBIAN_PROGRAMS_PACKAGE_SUGGESTS "openmpi-bin")

@@ -249,10 +249,27 @@ int ds_fra_write_split(const ds_fra *d, const char *path) {
 
 /* ---- prediction helpers --------------------------------------------------------------- */
 
+/* ds_encode_sentence through a codec: its ids + <eos>, truncated or padded. */
+static int encode_codec(const ds_codec *c, const char *sentence, int32_t num_steps, int32_t *ids,
+                        int32_t *valid_len) {
+    int32_t *got = NULL;
+    size_t n = 0;
+    if (c->encode(c->ctx, sentence, &got, &n)) return -1;
+    size_t j = 0;
+    for (; j < n && j < (size_t)num_steps; j++) ids[j] = got[j];
+    if (j < (size_t)num_steps) ids[j++] = DS_EOS;
+    for (; j < (size_t)num_steps; j++) ids[j] = DS_PAD;
+    free(got);
+    *valid_len = n + 1 > INT32_MAX ? INT32_MAX : (int32_t)(n + 1);
+    return 0;
+}
+
 int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_steps, int32_t *ids,
                        int32_t *valid_len) {
     if (num_steps < 1)
         return ag_error("ds_encode_sentence: num_steps = %d, expected >= 1", (int)num_steps);
+    const ds_codec *codec = ds_vocab_codec(v);
+    if (codec) return encode_codec(codec, sentence, num_steps, ids, valid_len);
     char *low;
     size_t n;
     int rc = ds_utf8_lower(sentence, strlen(sentence), &low, &n);
@@ -281,6 +298,15 @@ int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_step
 int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out) {
     *out = NULL;
     size_t total = 1, m = 0;
+    const ds_codec *codec = ds_vocab_codec(v);
+    if (codec) {
+        while (m < n && ids[m] != DS_EOS) m++;
+        for (size_t i = 0; i < m; i++)
+            if (ids[i] < 0 || ids[i] >= ds_vocab_size(v))
+                return ag_error("ids[%zu] = %d is not an id of this vocabulary (size %d)", i,
+                                (int)ids[i], (int)ds_vocab_size(v));
+        return codec->decode(codec->ctx, ids, m, out);
+    }
     for (; m < n && ids[m] != DS_EOS; m++) {
         size_t len;
         if (!ds_vocab_token(v, ids[m], &len))

@@ -167,6 +167,16 @@ const char *ds_fra_token(const ds_fra *d, ds_side side, int64_t pair, int32_t j,
  * memory). */
 int ds_fra_sentence(const ds_fra *d, ds_side side, int64_t pair, char **out);
 
+/* Replaces the vocabulary of one side by v (taken: d owns it from here, on failure too), which
+ * must carry a codec (ds_vocab_set_codec, vocab.h) whose ids are v's: every pair's side, as
+ * written in the file (ds_fra_raw), is encoded through the codec and becomes the side's tokens
+ * (ds_fra_token: the units' strings), ids and valid lengths (+ <eos>, truncated or padded to
+ * num_steps as the word-level arrays), and the side's counts in ds_fra_get_stats. The split and
+ * the raw text are unchanged. Used for subword vocabularies learned from the training pairs
+ * (docs/datasets.md). Returns 0, or -1 (no codec, the codec's error naming the pair, an id out
+ * of v, out of memory; d is then unusable: free it). */
+int ds_fra_set_vocab(ds_fra *d, ds_side side, ds_vocab *v);
+
 /* Writes the split as text: two '#' comment lines (options, column names), then one line
  * per pair: "<pair>\t<line index>\t<train|valid|test>". Returns 0, or -1 (I/O). */
 int ds_fra_write_split(const ds_fra *d, const char *path);
@@ -231,11 +241,13 @@ int ds_preprocess(const char *raw, char **out);
 /* d2l: ids = vocab[sentence.lower().split(' ')] + [<eos>], truncated or padded with <pad>
  * to num_steps into ids[0..num_steps); *valid_len = number of tokens + 1, NOT clipped to
  * num_steps (d2l's enc_valid_len; min(*valid_len, num_steps) are real positions). Only
- * lowercasing and splitting: no punctuation spacing, as d2l. Returns 0, or -1 (num_steps < 1,
+ * lowercasing and splitting: no punctuation spacing, as d2l. A vocabulary with a codec
+ * (vocab.h) encodes the sentence through it instead, as it is (no lowercasing). Returns 0, or -1 (num_steps < 1,
  * invalid UTF-8 or NUL, out of memory). */
 int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_steps, int32_t *ids,
                        int32_t *valid_len);
-/* d2l: ' '.join(vocab.to_tokens(ids)) over ids[0..n) up to (excluding) the first <eos>.
+/* d2l: ' '.join(vocab.to_tokens(ids)) over ids[0..n) up to (excluding) the first <eos>; with a
+ * codec (vocab.h), the codec's text of those ids.
  * *out is malloc'd (caller frees). Returns 0, or -1 (an id out of range, named; out of
  * memory). */
 int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out);

@@ -122,11 +122,23 @@ static int split_punct(const char *norm, char **out) {
 int ds_text_source(const char *raw, const char *scheme, char **model, char **typed) {
     *model = NULL;
     if (typed) *typed = NULL;
-    if (scheme && strcmp(scheme, DS_PREPROCESS_D2L))
-        return ag_error(
-            "preprocessing '%s' is unknown (this program knows '" DS_PREPROCESS_D2L "')", scheme);
+    bool normalize = scheme && !strcmp(scheme, DS_PREPROCESS_NORMALIZE);
+    if (scheme && strcmp(scheme, DS_PREPROCESS_D2L) && !normalize)
+        return ag_error("preprocessing '%s' is unknown (this program knows '" DS_PREPROCESS_D2L
+                        "' and '" DS_PREPROCESS_NORMALIZE "')",
+                        scheme);
     char *norm;
     if (ds_text_normalize(raw, &norm)) return -1;
+    if (normalize) {
+        size_t len = strlen(norm) + 1;
+        if (typed && (*typed = malloc(len))) memcpy(*typed, norm, len);
+        if (typed && !*typed) {
+            free(norm);
+            return ag_error("out of memory");
+        }
+        *model = norm;
+        return 0;
+    }
     int rc = ds_preprocess(norm, model);
     if (!rc && typed && (rc = split_punct(norm, typed))) {
         free(*model);

@@ -28,6 +28,8 @@ extern "C" {
  * was made with it. */
 #define DS_PREPROCESS_KEY "data.preprocess"
 #define DS_PREPROCESS_D2L "d2l"
+/* Subword models (cased): the text as typed, through ds_text_normalize alone. */
+#define DS_PREPROCESS_NORMALIZE "normalize"
 
 /* Typed text -> the corpus's character forms (the English side of fra.txt):
  *  - apostrophes U+2019 U+2018 U+201B U+02BC -> U+0027 ';
@@ -41,8 +43,8 @@ extern "C" {
  * memory; *out is then NULL). */
 int ds_text_normalize(const char *raw, char **out);
 
-/* A typed sentence for a model whose preprocessing is `scheme` (NULL or "d2l", the only one
- * known): *model = ds_preprocess(ds_text_normalize(raw)), the text to encode; *typed = the
+/* A typed sentence for a model whose preprocessing is `scheme` (NULL or "d2l"; or "normalize":
+ * *model = *typed = ds_text_normalize(raw), a subword model's input): *model = ds_preprocess(ds_text_normalize(raw)), the text to encode; *typed = the
  * same tokens before lowercasing (ds_text_normalize, then a space before each , . ! ? not
  * preceded by one, but the first character): token j of *typed is token j of *model as typed
  * (lowercasing never makes or removes a space). typed may be NULL. Text already in the corpus

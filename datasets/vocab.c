@@ -44,6 +44,7 @@ struct ds_vocab {
     block *blocks;
     char *cur;
     size_t left;
+    ds_codec codec; /* codec.encode NULL: none */
 };
 
 ds_vocab *ds_vocab_new(void) {
@@ -67,8 +68,21 @@ void ds_vocab_free(ds_vocab *v) {
     }
     free(v->ent);
     free(v->slots);
+    if (v->codec.free) v->codec.free(v->codec.ctx);
     free(v);
 }
+
+int ds_vocab_set_codec(ds_vocab *v, const ds_codec *c) {
+    if (v->codec.encode || !c->encode || !c->decode) {
+        if (c->free) c->free(c->ctx);
+        return ag_error("ds_vocab_set_codec: %s", v->codec.encode ? "the vocabulary has a codec"
+                                                                  : "encode or decode is NULL");
+    }
+    v->codec = *c;
+    return 0;
+}
+
+const ds_codec *ds_vocab_codec(const ds_vocab *v) { return v->codec.encode ? &v->codec : NULL; }
 
 int32_t ds_vocab_size(const ds_vocab *v) { return (int32_t)v->n; }
 

@@ -76,6 +76,29 @@ extern const char *const ds_reserved_tokens[3];
  * naming the first mismatch. */
 int ds_vocab_check_reserved(const ds_vocab *v);
 
+/* ---- a codec: text <-> ids by another tokenizer (subword units) ----
+ * A vocabulary may carry a codec: then ds_encode_sentence and ds_decode_ids (fra_eng.h) turn
+ * text into ids and back through it instead of splitting on spaces, and ds_fra_set_vocab
+ * re-encodes a dataset with it. The library never looks inside: the model zoo's programs attach
+ * a SentencePiece model (zoo/app/subword.h); the datasets library does not link it. */
+typedef struct ds_codec {
+    const char *name; /* what it is, for messages and checkpoints ("sentencepiece"), static */
+    /* text (NUL-terminated UTF-8) -> *ids (malloc'd, caller frees), *n of them, no <eos>.
+     * 0, or -1 with ag_error set. */
+    int (*encode)(void *ctx, const char *text, int32_t **ids, size_t *n);
+    /* ids[0..n) -> *out, text (malloc'd, caller frees). 0, or -1 with ag_error set. */
+    int (*decode)(void *ctx, const int32_t *ids, size_t n, char **out);
+    void (*free)(void *ctx); /* called once by ds_vocab_free (NULL: nothing to free) */
+    void *ctx;
+    const void *model; /* the codec's model bytes (owned by ctx), kept with the vocabulary */
+    size_t model_len;
+} ds_codec;
+/* Attaches a copy of *c to v, which owns c->ctx from then on (c->free(c->ctx) when v is freed;
+ * on failure too). A vocabulary has at most one codec: -1 if it has one already. */
+int ds_vocab_set_codec(ds_vocab *v, const ds_codec *c);
+/* v's codec (owned by v), or NULL: the word-level pipeline. */
+const ds_codec *ds_vocab_codec(const ds_vocab *v);
+
 /* Text format (what the model zoo imports): one token per line in id order, each followed
  * by "\n", UTF-8, no other content. An empty token is an empty line.
  * ds_vocab_save returns 0, or -1: I/O (path and strerror in the message), or a token that

@@ -11,6 +11,9 @@
 #   has FILE REGEX              $dir/FILE has a line matching REGEX (else shows the file)
 #   lacks FILE REGEX            $dir/FILE has none
 #   same A B                    files A and B have the same bytes
+#   st_header FILE              prints the JSON header of safetensors FILE (its first 8 bytes
+#                               give its length)
+#   st_meta FILE KEY            prints the value of metadata KEY of FILE (a value without '"')
 #   e2e_summary                 prints "N passed, M failed"; true when none failed (the last
 #                               command of a script: its exit status)
 passed=0
@@ -41,6 +44,12 @@ e2e_init() {
     trap 'chmod -R u+w "$dir"; rm -rf "$dir"' EXIT
     [ -r "$data" ] || { echo "e2e: data file $data missing"; echo "0 passed, 1 failed"; exit 1; }
 }
+st_header() {
+    local n
+    n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+    tail -c +9 "$1" | head -c "$n"
+}
+st_meta() { st_header "$1" | grep -o "\"$2\":\"[^\"]*\"" | cut -d'"' -f4; }
 e2e_summary() {
     echo "$passed passed, $failed failed"
     [ "$failed" = 0 ]

@@ -3,7 +3,8 @@
  * through; under mpirun, train runs on every process (docs/distributed.md). */
 #include "zoo/app/cli.h"
 #include "zoo/app/dist_mpi_internal.h"
+#include "zoo/app/subword.h"
 
 int main(int argc, char **argv) {
-    return zoo_cli_main_dist(&zoo_bahdanau_kind, zoo_dist_mpi(), argc, argv);
+    return zoo_cli_main_subword(&zoo_bahdanau_kind, zoo_dist_mpi(), zoo_subword_spm(), argc, argv);
 }

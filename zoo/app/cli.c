@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "datasets/text.h"
+
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR NULL
 #endif
@@ -101,8 +103,43 @@ void zoo__unload(zoo_loaded *l) {
     zoo_model_free(l->m);
     ds_vocab_free(l->sv);
     ds_vocab_free(l->tv);
+    ds_vocab_free(l->out_tv);
     nn_ckpt_free(l->ck);
     ag_tape_free(l->t);
+}
+
+/* A subword checkpoint: its vocabularies with their models as codecs, in place of the plain
+ * ones (the same pieces, checked). 0 or -1. */
+static int use_subword(const zoo_cli *c, zoo_loaded *l) {
+    ds_vocab *v[2];
+    if (zoo_ckpt_subword(c->subword, l->ck, &v[0], &v[1])) return -1;
+    const char *pre = nn_ckpt_meta(l->ck, DS_PREPROCESS_KEY);
+    if (!v[0] && pre && !strcmp(pre, DS_PREPROCESS_NORMALIZE))
+        return ag_error("%s: metadata " DS_PREPROCESS_KEY " is " DS_PREPROCESS_NORMALIZE
+                        " (a subword model) but there is no vocab.src_model",
+                        nn_ckpt_source(l->ck));
+    if (!v[0]) return 0;
+    ds_vocab **have[2] = {&l->sv, &l->tv};
+    for (int i = 0; i < 2; i++) {
+        int32_t n = ds_vocab_size(v[i]), bad = ds_vocab_size(*have[i]) == n ? -1 : 0;
+        for (int32_t id = 0; bad < 0 && id < n; id++) {
+            size_t la, lb;
+            const char *a = ds_vocab_token(v[i], id, &la), *b = ds_vocab_token(*have[i], id, &lb);
+            if (la != lb || memcmp(a, b, la)) bad = id;
+        }
+        if (bad >= 0) {
+            ds_vocab_free(v[0]);
+            ds_vocab_free(v[1]);
+            return ag_error("%s: the %s subword model and vocab.%s differ (token %d)",
+                            nn_ckpt_source(l->ck), i ? "target" : "source", i ? "tgt" : "src",
+                            (int)bad);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        ds_vocab_free(*have[i]);
+        *have[i] = v[i];
+    }
+    return 0;
 }
 
 int zoo__load(const zoo_cli *c, zoo_loaded *l) {
@@ -120,7 +157,8 @@ int zoo__load(const zoo_cli *c, zoo_loaded *l) {
                     ? zoo_ckpt_load_model(l->ck, c->run.kind, &l->m, &l->sv, &l->tv)
                     : zoo_ckpt_import_state_dict(l->ck, c->run.kind, cfg->model,
                                                  cfg->files.src_vocab, cfg->files.tgt_vocab, &l->m,
-                                                 &l->sv, &l->tv))) {
+                                                 &l->sv, &l->tv)) ||
+               use_subword(c, l)) {
         rc = zoo__fail(c, ag_last_error());
     }
     if (rc) zoo__unload(l);
@@ -198,6 +236,11 @@ static int open_dist(zoo_cli *c, const struct zoo_dist_transport *transport) {
 
 int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transport *transport,
                       int argc, char **argv) {
+    return zoo_cli_main_subword(kind, transport, NULL, argc, argv);
+}
+
+int zoo_cli_main_subword(const zoo_model_kind *kind, const struct zoo_dist_transport *transport,
+                         const struct zoo_subword_ops *subword, int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: %s train|translate|eval|stats|export|average [flags]   (%s SUBCOMMAND "
                "--help for its flags)\n",
@@ -206,7 +249,7 @@ int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transpor
     }
     for (size_t i = 0; i < sizeof CMDS / sizeof *CMDS; i++) {
         if (strcmp(argv[1], CMDS[i].name)) continue;
-        zoo_cli c = {0};
+        zoo_cli c = {.subword = subword};
         if (zoo_run_init(&c.run, kind, CMDS[i].name, CMDS[i].letter)) {
             fprintf(stderr, "%s %s: %s\n", kind->program, CMDS[i].name, ag_last_error());
             return ZOO_EXIT_RUNTIME;

@@ -33,6 +33,14 @@ struct zoo_dist_transport;
 int zoo_cli_main_dist(const zoo_model_kind *kind, const struct zoo_dist_transport *transport,
                       int argc, char **argv);
 
+/* The same with subword vocabularies (train --vocab subword, and translate / eval of their
+ * checkpoints): subword is SentencePiece's (zoo_subword_spm(), zoo/app/subword.h, linked by the
+ * program). NULL (what zoo_cli_main and zoo_cli_main_dist pass): those refuse, naming the
+ * missing support. */
+struct zoo_subword_ops;
+int zoo_cli_main_subword(const zoo_model_kind *kind, const struct zoo_dist_transport *transport,
+                         const struct zoo_subword_ops *subword, int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

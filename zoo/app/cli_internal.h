@@ -10,12 +10,14 @@
 #include "zoo/app/cli.h"
 #include "zoo/app/dist.h"
 #include "zoo/app/run_cfg.h"
+#include "zoo/app/subword.h"
 
 enum { ZOO_EXIT_RUNTIME = 1, ZOO_EXIT_USAGE = 2 };
 
 typedef struct zoo_cli {
     zoo_run run;    /* the configuration and what set it (run_cfg.h) */
     zoo_dist *dist; /* the processes of a train run (dist.h); one for every other command */
+    const zoo_subword_ops *subword; /* SentencePiece, from the program (NULL: none) */
 } zoo_cli;
 
 /* Print "PROGRAM CMD: message (see PROGRAM CMD --help)" and return ZOO_EXIT_USAGE; print
@@ -60,6 +62,7 @@ typedef struct zoo_loaded {
     nn_ckpt *ck;
     zoo_model *m;
     ds_vocab *sv, *tv;
+    ds_vocab *out_tv; /* translate --raw-output of a subword model: tv without its codec */
     ag_tape *t;
 } zoo_loaded;
 /* A tapegrad checkpoint (model, vocabularies, config inside) or a plain state_dict with
@@ -75,6 +78,16 @@ int zoo__run_options(const zoo_cli *c, const nn_ckpt *ck, const char *const *nam
 int zoo__check_steps(const zoo_cli *c, const void *cfg, int num_steps);
 /* translate and eval without --threads: one thread per core. 0 or an exit status. */
 int zoo__decode_threads(const zoo_cli *c);
+
+/* ---- subword vocabularies (subword_run.c) ---- */
+/* train --vocab subword: SentencePiece models of --vocab-size pieces (one joint model, or one
+ * per language) learned from the training pairs of d (their raw text through
+ * ds_text_normalize, in pair order, seeded by --seed), then d re-encoded with them
+ * (ds_fra_set_vocab). 0, or -1 (ag_last_error). */
+int zoo__subword_train(const zoo_cli *c, ds_fra *d);
+/* d re-encoded with the checkpoint's subword vocabularies (nothing for a word-level one). 0 or
+ * -1. */
+int zoo__subword_data(const zoo_cli *c, const nn_ckpt *ck, ds_fra *d);
 
 /* The sub-commands. Each returns an exit status. */
 int zoo__cmd_train(zoo_cli *c);

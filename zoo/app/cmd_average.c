@@ -125,7 +125,8 @@ static int same_meta(const nn_ckpt *a, const nn_ckpt *b, const char *key, const 
 static int same_run(const nn_ckpt *a, const nn_ckpt *b) {
     if (same_meta(a, b, "tapegrad.model", NULL) ||
         same_meta(a, b, "vocab.src", "source vocabulary") ||
-        same_meta(a, b, "vocab.tgt", "target vocabulary"))
+        same_meta(a, b, "vocab.tgt", "target vocabulary") ||
+        same_meta(a, b, "vocab.src_model", NULL) || same_meta(a, b, "vocab.tgt_model", NULL))
         return -1;
     const nn_ckpt *both[2] = {a, b};
     for (int k = 0; k < 2; k++) /* config.* keys of either */
@@ -187,7 +188,8 @@ static nn_ckpt *mean_of(const nn_ckpt *first, const double *acc, int n, ag_real 
 }
 
 /* The output: the model (its averaged parameters, vocabularies, config) in the first input's
- * dtype, its data options (data.*), and which inputs were averaged. 0 or -1. */
+ * dtype, its data options (data.*) and subword models (vocab.src_model, vocab.tgt_model), and
+ * which inputs were averaged. 0 or -1. */
 static int write_average(const nn_ckpt *first, const zoo_loaded *l, const avg_inputs *in,
                          const char *path) {
     nn_dtype dtype = NN_F32;
@@ -214,7 +216,9 @@ static int write_average(const nn_ckpt *first, const zoo_loaded *l, const avg_in
                  : 0;
         for (size_t i = 0; !rc && i < nn_ckpt_meta_count(first); i++) {
             const char *key, *value;
-            if (!nn_ckpt_meta_at(first, i, &key, &value) && !strncmp(key, "data.", 5))
+            if (!nn_ckpt_meta_at(first, i, &key, &value) &&
+                (!strncmp(key, "data.", 5) || !strcmp(key, "vocab.src_model") ||
+                 !strcmp(key, "vocab.tgt_model"))) /* and the subword models, as they are */
                 rc = nn_ckpt_set_meta(out, key, value);
         }
         if (!rc) rc = nn_ckpt_save(out, path);

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/cli_internal.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "datasets/metrics.h"
@@ -25,6 +26,7 @@ int zoo__cmd_eval(zoo_cli *c) {
     rc = zoo__run_options(c, ck, run_data, 7, &o);
     if (!rc) rc = zoo__check_steps(c, l.m->cfg, o.num_steps);
     if (!rc) rc = zoo__load_data(c, &o, &d);
+    if (!rc && zoo__subword_data(c, ck, d)) rc = zoo__fail(c, ag_last_error());
     ds_part part = DS_TEST;
     int split = c->run.cfg.exec.split;
     if (!rc && split == ZOO_SPLIT_AUTO) {
@@ -42,17 +44,24 @@ int zoo__cmd_eval(zoo_cli *c) {
     part = PARTS[split];
     const char *name = zoo_split_names[split];
     zoo_eval_result r;
-    if (!rc && zoo_evaluate(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, &r))
+    const zoo_exec *x = &c->run.cfg.exec;
+    if (!rc && zoo_evaluate_beam(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, x->beam, x->alpha, &r))
         rc = zoo__fail(c, ag_last_error());
+    bool subword = !rc && ds_vocab_codec(l.tv);
     if (!rc)
-        printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences\n", r.bleu4,
-               r.chrf, r.d2l_bleu, (long long)r.sentences, name);
+        printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences%s\n",
+               r.bleu4, r.chrf, r.d2l_bleu, (long long)r.sentences, name,
+               subword ? " (lowercased, tokenized as d2l: the book's score)" : "");
     if (!rc) {
         char sb[128], sc[128];
         printf("sacreBLEU %.2f (%s), chrF %.2f (%s) on detokenized output against the raw "
-               "references (cased; the model is uncased, so this is low by construction)\n",
+               "references (%s)\n",
                r.sacrebleu, ds_sacrebleu_signature(1, sb, sizeof sb), r.sacre_chrf,
-               ds_chrf_signature(1, sc, sizeof sc));
+               ds_chrf_signature(1, sc, sizeof sc),
+               subword ? "cased subword model: the standard score"
+                       : "cased; the model is uncased, so this is low by construction");
+        if (x->beam > 1) printf("decoding: beam search, --beam %d --alpha %g\n", x->beam, x->alpha);
+        else printf("decoding: greedy (--beam 1)\n");
         if (part == DS_TEST)
             printf("%lld of the %lld test pairs share their English side with a training pair "
                    "(--split-mode %s)\n",

@@ -18,6 +18,8 @@ static void on_stop_signal(int sig) { stop_signal = sig; }
 
 static const char *const ENGS[4] = {"go .", "i lost .", "he's calm .", "i'm home ."};
 static const char *const FRAS[4] = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
+/* The same as fra.txt writes them, for a subword (cased, raw text) run. */
+static const char *const ENGS_CASED[4] = {"Go.", "I lost.", "He's calm.", "I'm home."};
 
 /* A training run under way: what cmd_train builds and frees. */
 typedef struct train_run {
@@ -55,9 +57,25 @@ static int output_paths(const zoo_cli *c, train_run *t) {
 }
 
 /* What a new run's config and length refuse (--heads 3 --hiddens 32), before any work: a model
- * of that config with tiny vocabularies is built and dropped. 0 or an exit status. */
+ * of that config with tiny vocabularies is built and dropped; the vocabulary flags that do not
+ * go together. 0 or an exit status. */
 static int check_config(const zoo_cli *c) {
     const zoo_run_cfg *cfg = &c->run.cfg;
+    bool subword = cfg->vocab.kind == ZOO_VOCAB_SUBWORD;
+    /* a value other than the default (a --dump-config file gives every one, unchanged) */
+    zoo_run_cfg d;
+    if (zoo_run_cfg_init(&d, c->run.kind)) return zoo__fail(c, ag_last_error());
+    bool size = cfg->vocab.size != d.vocab.size, share = cfg->vocab.share != d.vocab.share,
+         min_freq = cfg->data.min_freq != d.data.min_freq;
+    zoo_run_cfg_free(&d);
+    if (!subword && (size || share))
+        return zoo__usage(c, "--%s is for subword vocabularies: give --vocab subword",
+                          size ? "vocab-size" : "vocab-share");
+    if (subword && min_freq)
+        return zoo__usage(c, "--min-freq is for word vocabularies: a subword vocabulary has "
+                             "--vocab-size pieces (--vocab word to use it)");
+    if (subword && !c->subword)
+        return zoo__usage(c, "--vocab subword: this program was built without SentencePiece");
     int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
     zoo_model *probe = rc ? NULL : zoo_model_new(c->run.kind, cfg->model, 4, 4, 0);
     if (!rc && !probe) rc = zoo__usage(c, "%s", ag_last_error());
@@ -71,6 +89,35 @@ static int lock_outputs(const zoo_cli *c, train_run *t) {
     if (t->rank0 &&
         (zoo__lock(&t->lock[0], t->ckpath) || (*t->best && zoo__lock(&t->lock[1], t->best))))
         return zoo__fail(c, ag_last_error());
+    return 0;
+}
+
+/* --resume of a subword run: the data re-encoded with the checkpoint's models (never learned
+ * again). The vocabulary flags may be given with the checkpoint's values only: its kind, its
+ * sharing (joint: the same model on both sides) and its pieces. 0 or an exit status. */
+static int resume_subword(zoo_cli *c, train_run *t) {
+    nn_ckpt *ck = NULL;
+    int rc = nn_ckpt_load(&ck, t->ckpath) || zoo__subword_data(c, ck, t->d) ? -1 : 0;
+    nn_ckpt_free(ck);
+    if (rc) return zoo__fail(c, ag_last_error());
+    const zoo_vocab_opts *v = &c->run.cfg.vocab;
+    const ds_codec *s = ds_vocab_codec(ds_fra_vocab(t->d, DS_SRC)),
+                   *g = ds_vocab_codec(ds_fra_vocab(t->d, DS_TGT));
+    int kind = s ? ZOO_VOCAB_SUBWORD : ZOO_VOCAB_WORD,
+        pieces = ds_vocab_size(ds_fra_vocab(t->d, 0));
+    int share = s && s->model_len == g->model_len && !memcmp(s->model, g->model, s->model_len)
+                    ? ZOO_VOCAB_JOINT
+                    : ZOO_VOCAB_SEPARATE;
+    const char *fixed = "it cannot change on --resume";
+    if (zoo_run_given(&c->run, "vocab") && v->kind != kind)
+        return zoo__usage(c, "--vocab %s differs from the checkpoint's %s: %s",
+                          zoo_vocab_kind_names[v->kind], zoo_vocab_kind_names[kind], fixed);
+    if (kind == ZOO_VOCAB_SUBWORD && zoo_run_given(&c->run, "vocab-share") && v->share != share)
+        return zoo__usage(c, "--vocab-share %s differs from the checkpoint's %s: %s",
+                          zoo_vocab_share_names[v->share], zoo_vocab_share_names[share], fixed);
+    if (kind == ZOO_VOCAB_SUBWORD && zoo_run_given(&c->run, "vocab-size") && v->size != pieces)
+        return zoo__usage(c, "--vocab-size %d differs from the checkpoint's %d pieces: %s", v->size,
+                          pieces, fixed);
     return 0;
 }
 
@@ -98,6 +145,7 @@ static int resume_run(zoo_cli *c, train_run *t) {
     memcpy(cfg->model, t->tr->model->cfg, c->run.kind->config_size);
     int rc = zoo__check_steps(c, cfg->model, o.num_steps);
     if (!rc) rc = zoo__load_data(c, &o, &t->d);
+    if (!rc) rc = resume_subword(c, t);
     if (!rc && zoo_trainer_check_data(t->tr, t->d)) rc = zoo__fail(c, ag_last_error());
     if (!rc)
         fprintf(stderr, "resuming %s at step %lld (epoch %d, batch %d)\n", t->ckpath,
@@ -111,6 +159,8 @@ static int new_run(zoo_cli *c, train_run *t) {
     const zoo_run_cfg *cfg = &c->run.cfg;
     int rc = zoo__load_data(c, &cfg->data, &t->d);
     if (rc) return rc;
+    if (cfg->vocab.kind == ZOO_VOCAB_SUBWORD && zoo__subword_train(c, t->d))
+        return zoo__fail(c, ag_last_error());
     zoo_model *m = zoo_model_new(c->run.kind, cfg->model, ds_vocab_size(ds_fra_vocab(t->d, DS_SRC)),
                                  ds_vocab_size(ds_fra_vocab(t->d, DS_TGT)), cfg->data.seed);
     t->tr = m ? zoo_trainer_new(m, cfg->recipe.lr, cfg->recipe.clip, cfg->data.seed + 1) : NULL;
@@ -226,26 +276,30 @@ static void print_summary(const zoo_cli *c, const train_run *t, int trc) {
 static int print_translations(const zoo_cli *c, const train_run *t) {
     const ds_vocab *sv = ds_fra_vocab(t->d, DS_SRC), *tv = ds_fra_vocab(t->d, DS_TGT);
     int steps = ds_fra_num_steps(t->d), rc = 0;
+    /* subword: cased text in and out; the d2l BLEU is on its preprocessed (lowercase) form */
+    const char *const *engs = ds_vocab_codec(sv) ? ENGS_CASED : ENGS;
     for (int i = 0; i < 4 && !rc; i++) {
-        char *pred = NULL;
+        char *pred = NULL, *low = NULL;
         double bleu = 0;
-        if (zoo_translate(t->tr->model, t->tr->tape, sv, tv, ENGS[i], steps, 1, 0, &pred) ||
-            ds_bleu_d2l(pred, FRAS[i], 2, &bleu))
+        if (zoo_translate(t->tr->model, t->tr->tape, sv, tv, engs[i], steps, 1, 0, &pred) ||
+            (ds_vocab_codec(tv) ? ds_preprocess(pred, &low) : 0) ||
+            ds_bleu_d2l(low ? low : pred, FRAS[i], 2, &bleu))
             rc = zoo__fail(c, ag_last_error());
-        else printf("%s => %s, bleu %.3f\n", ENGS[i], pred, bleu);
+        else printf("%s => %s, bleu %.3f\n", engs[i], pred, bleu);
         free(pred);
+        free(low);
     }
     printf("checkpoint: %s\n", t->ckpath);
     const char *plots = c->run.cfg.files.plots;
     if (rc || !plots) return rc;
     char *pred = NULL;
     zoo_attn_record rec;
-    if (zoo_translate_attention(t->tr->model, t->tr->tape, sv, tv, ENGS[3], steps, &pred, &rec) ||
+    if (zoo_translate_attention(t->tr->model, t->tr->tape, sv, tv, engs[3], steps, &pred, &rec) ||
         zoo_attn_record_plot(&rec, plots, "attention")) {
         rc = zoo__fail(c, ag_last_error());
     } else {
         printf("plots: %s/loss.svg, %s/loss.csv, %s/attention_*.svg (\"%s\" => \"%s\")\n", plots,
-               plots, plots, ENGS[3], pred);
+               plots, plots, engs[3], pred);
         zoo_attn_record_free(&rec);
     }
     free(pred);

@@ -17,7 +17,8 @@
  * exactly one (ds_text_unk_word). *text is malloc'd. Returns 0 or -1 (ag_last_error). */
 static int text_out(const zoo_cli *c, const zoo_loaded *l, const char *model, const char *typed,
                     const char *tokens, char **text) {
-    if (c->run.cfg.exec.raw_output) {
+    if (c->run.cfg.exec.raw_output || ds_vocab_codec(l->tv)) { /* subword: spm_decode's text, or
+                                                                 * the pieces (--raw-output) */
         *text = strdup(tokens);
         return *text ? 0 : ag_error("out of memory");
     }
@@ -26,6 +27,18 @@ static int text_out(const zoo_cli *c, const zoo_loaded *l, const char *model, co
         ds_text_unk_word(l->sv, model, typed, &word) < 0 || ds_detokenize_fr(tokens, word, text);
     free(word);
     return rc ? -1 : 0;
+}
+
+/* --raw-output of a subword model: its pieces, spaced (spm_decode --input_format=piece reads
+ * them back): the target vocabulary without its codec. 0 or -1. */
+static int pieces_vocab(zoo_loaded *l) {
+    if (!(l->out_tv = ds_vocab_new())) return -1;
+    for (int32_t id = 0; id < ds_vocab_size(l->tv); id++) {
+        size_t len;
+        const char *t = ds_vocab_token(l->tv, id, &len);
+        if (ds_vocab_add(l->out_tv, t, len, NULL)) return -1;
+    }
+    return 0;
 }
 
 /* Translates the valid sentences of lines[0..n) in one batched call and prints every line's
@@ -68,8 +81,8 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
         }
     }
     if (rc >= 0 && n_ok &&
-        zoo_translate_batch(l->m, l->t, l->sv, l->tv, ok, n_ok, steps, c->run.cfg.exec.beam,
-                            c->run.cfg.exec.alpha, outs)) {
+        zoo_translate_batch(l->m, l->t, l->sv, l->out_tv ? l->out_tv : l->tv, ok, n_ok, steps,
+                            c->run.cfg.exec.beam, c->run.cfg.exec.alpha, outs)) {
         zoo__fail(c, ag_last_error());
         rc = -1;
     }
@@ -123,6 +136,11 @@ int zoo__cmd_translate(zoo_cli *c) {
         return rc;
     }
     free(probe);
+    if (c->run.cfg.exec.raw_output && ds_vocab_codec(l.tv) && pieces_vocab(&l)) {
+        rc = zoo__fail(c, ag_last_error());
+        zoo__unload(&l);
+        return rc;
+    }
     bool any_bad = false;
     if (c->run.n_pos) {
         int r = translate_lines(c, &l, scheme, steps, c->run.pos, NULL, c->run.n_pos, 1, false);

@@ -114,6 +114,15 @@ typedef struct zoo_eval_result {
  * other options than the model was trained on. Returns 0 or -1. */
 int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                  const ds_fra *data, ds_part part, int num_steps, zoo_eval_result *r);
+/* The same decoded by beam search (beam > 1, zoo_beam_search with the length penalty alpha;
+ * beam 1: greedy, zoo_evaluate). For subword vocabularies (both with a codec, datasets/vocab.h)
+ * the sources are the raw text of the pairs (ds_fra_raw) through the codec, the translations
+ * are the codec's text (cased, detokenized): the standard score takes them as they are, and the
+ * tokenized scores compare their d2l preprocessing (ds_preprocess: lowercase, punctuation
+ * spaced) with the reference's. */
+int zoo_evaluate_beam(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
+                      const ds_vocab *tgt_vocab, const ds_fra *data, ds_part part, int num_steps,
+                      int beam, double alpha, zoo_eval_result *r);
 
 #ifdef __cplusplus
 }

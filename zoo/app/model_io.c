@@ -44,7 +44,7 @@ int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, con
         free(text);
         if (rc) return -1;
     }
-    return 0;
+    return zoo_ckpt_add_codecs(ck, src, tgt);
 }
 
 static int vocab_from_meta(const nn_ckpt *ck, const char *key, ds_vocab **out) {

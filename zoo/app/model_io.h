@@ -19,6 +19,18 @@ extern "C" {
 
 /* Adds the model's parameters and metadata to ck. Returns 0 or -1 (ag_last_error). */
 int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt);
+/* Adds the model bytes of the vocabularies that carry a codec (subword models, datasets/vocab.h)
+ * as metadata vocab.src_model / vocab.tgt_model (base64 of the model file); nothing for a
+ * word-level vocabulary. Called by zoo_ckpt_add_model. 0 or -1. (zoo/app/subword_run.c) */
+int zoo_ckpt_add_codecs(nn_ckpt *ck, const ds_vocab *src, const ds_vocab *tgt);
+/* The subword vocabularies a checkpoint holds (metadata vocab.src_model, vocab.tgt_model), with
+ * their models as codecs, made by ops (SentencePiece's, zoo/app/subword.h): *sv, *tv the
+ * caller's; both NULL for a word-level checkpoint. 0, or -1 naming the file and the key (not
+ * base64, not a model, one side only, ops NULL: a program without SentencePiece).
+ * (zoo/app/subword_run.c) */
+struct zoo_subword_ops;
+int zoo_ckpt_subword(const struct zoo_subword_ops *ops, const nn_ckpt *ck, ds_vocab **sv,
+                     ds_vocab **tv);
 /* Rebuilds a model from a checkpoint written by zoo_ckpt_add_model, checking that it is of
  * kind `kind` (a checkpoint of another model is an error naming both), and its vocabularies.
  * Returns 0 with *m, *src, *tgt owned by the caller, or -1 with ag_last_error(). */

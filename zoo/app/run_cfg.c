@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "datasets/common.h"
+#include "zoo/app/subword.h"
 
 /* ---- the tables: one row per field ---- */
 
@@ -32,6 +33,14 @@ static const zoo_cfg_opt FILES[] = {
     {{"tgt-vocab", ZOO_STR, F(tgt_vocab), 0, 0,
       "target vocabulary file (one token per line) of a plain state_dict", NULL},
      "reX"},
+    {{"src-spm", ZOO_STR, F(src_spm), 0, 0,
+      "export of a subword checkpoint: its source SentencePiece model file (spm_encode --model)",
+      NULL},
+     "X"},
+    {{"tgt-spm", ZOO_STR, F(tgt_spm), 0, 0,
+      "export of a subword checkpoint: its target SentencePiece model file (spm_decode --model)",
+      NULL},
+     "X"},
     {{"out", ZOO_STR, F(out), 0, 0,
       "file to write: export's plain state_dict (safetensors, no metadata), average's checkpoint",
       NULL},
@@ -72,6 +81,25 @@ static const zoo_cfg_opt DATA[] = {
      "ts"},
 };
 #undef D
+
+const char *const zoo_vocab_kind_names[] = {"word", "subword", NULL};
+const char *const zoo_vocab_share_names[] = {"joint", "separate", NULL};
+
+#define V(field) offsetof(zoo_vocab_opts, field)
+static const zoo_cfg_opt VOCAB[] = {
+    {{"vocab", ZOO_CHOICE, V(kind), 0, 0,
+      "word: d2l's lowercase words (--min-freq); subword: cased SentencePiece units learned from "
+      "the training pairs, kept in the checkpoint (docs/datasets.md)",
+      zoo_vocab_kind_names},
+     "t"},
+    {{"vocab-size", ZOO_INT, V(size), ZOO_SPM_MIN_VOCAB, 1e6,
+      "--vocab subword: pieces per model (at most)", NULL},
+     "t"},
+    {{"vocab-share", ZOO_CHOICE, V(share), 0, 0,
+      "--vocab subword: one model for both languages, or one per language", zoo_vocab_share_names},
+     "t"},
+};
+#undef V
 
 const char *const zoo_split_names[] = {"auto", "test", "valid", "train", "all", NULL};
 
@@ -159,11 +187,13 @@ static const zoo_cfg_opt EXEC[] = {
     {{"allow-nonfinite", ZOO_SWITCH, X(allow_nonfinite), 0, 1,
       "load a checkpoint with NaN or infinite weights anyway (to inspect it)", NULL},
      "rex"},
-    {{"beam", ZOO_INT, X(beam), 1, 1000, "beam size (1: greedy, as d2l)", NULL}, "r"},
+    {{"beam", ZOO_INT, X(beam), 1, 1000, "beam size (1: greedy, as d2l)", NULL}, "re"},
     {{"alpha", ZOO_REAL, X(alpha), 0, 10, "beam search length penalty ((5+len)/6)^alpha", NULL},
-     "r"},
+     "re"},
     {{"raw-output", ZOO_SWITCH, X(raw_output), 0, 1,
-      "print the model's tokens as they are (lowercase, spaced, <unk>), not French text", NULL},
+      "print the model's tokens as they are (word models: lowercase, spaced, <unk>; subword "
+      "models: the pieces, spaced), not French text",
+      NULL},
      "r"},
     {{"split", ZOO_CHOICE, X(split), 0, 0,
       "the part of the run's data to score (auto: test, else valid, else train)", zoo_split_names},
@@ -187,6 +217,7 @@ const zoo_cfg_group zoo_cfg_groups[] = {
     {"files", NULL, G(files), sizeof(zoo_files), FILES, N(FILES), 0},
     {"data", "data", G(data), sizeof(ds_fra_options), DATA, N(DATA),
      ZOO_GROUP_SAVED | ZOO_GROUP_FIXED | ZOO_GROUP_RANKS},
+    {"vocab", NULL, G(vocab), sizeof(zoo_vocab_opts), VOCAB, N(VOCAB), ZOO_GROUP_RANKS},
     {"recipe", "train", G(recipe), sizeof(zoo_recipe), RECIPE, N(RECIPE),
      ZOO_GROUP_SAVED | ZOO_GROUP_FIXED | ZOO_GROUP_RANKS},
     {"train", NULL, G(loop), sizeof(zoo_train_opts), LOOP, N(LOOP), ZOO_GROUP_RANKS},
@@ -224,7 +255,7 @@ static const preset_value FULL[] = {
     {"valid-frac", "0.01197"},
     {"test-frac", "0.01197"},
     {"split-seed", "1"},
-    {"num-steps", "20"},
+    {"num-steps", "28"},
     {"batch-tokens", "4096"},
     {"hiddens", "256"},
     {"ffn-hiddens", "1024"},
@@ -245,6 +276,9 @@ static const preset_value FULL[] = {
     {"log-every", "1"},
     {"checkpoint-minutes", "10"},
     {"split-mode", "disjoint"},
+    {"vocab", "subword"},
+    {"vocab-size", "8000"},
+    {"vocab-share", "joint"},
 };
 
 static const struct {
@@ -260,9 +294,14 @@ int zoo_run_cfg_init(zoo_run_cfg *cfg, const zoo_model_kind *kind) {
     zoo_recipe recipe = zoo_recipe_d2l;
     recipe.lr = kind->lr;
     *cfg = (zoo_run_cfg){.data = ds_fra_defaults(),
+                         .vocab = {.kind = ZOO_VOCAB_WORD, .size = 8000, .share = ZOO_VOCAB_JOINT},
                          .recipe = recipe,
                          .loop = {.epochs = kind->epochs, .log_every = 10},
-                         .exec = {.threads = 0, .shards = 2, .beam = 1, .dist_timeout = 300}};
+                         .exec = {.threads = 0,
+                                  .shards = 2,
+                                  .beam = ZOO_DEFAULT_BEAM,
+                                  .alpha = ZOO_DEFAULT_ALPHA,
+                                  .dist_timeout = 300}};
     cfg->model = malloc(kind->config_size);
     if (!cfg->model) return ag_error("out of memory");
     memcpy(cfg->model, kind->defaults, kind->config_size);

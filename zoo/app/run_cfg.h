@@ -40,8 +40,15 @@ typedef struct zoo_files {
     const char *best_checkpoint; /* train with --valid-steps: the best validation's run */
     const char *plots;           /* directory of the plots and CSV files */
     const char *src_vocab, *tgt_vocab; /* vocabularies of a plain state_dict (export writes them) */
+    const char *src_spm, *tgt_spm;     /* export: a subword checkpoint's SentencePiece models */
     const char *out; /* export: the plain state_dict; average: the averaged checkpoint */
 } zoo_files;
+
+/* translate's and eval's decoding unless --beam / --alpha say otherwise: beam search with
+ * GNMT's length penalty, chosen on the validation split of a subword run (docs/benchmarks.md,
+ * "Beam size and length penalty"). */
+#define ZOO_DEFAULT_BEAM 4
+#define ZOO_DEFAULT_ALPHA 1.0
 
 /* How the sub-command runs: threads, shards, resuming, decoding. */
 typedef struct zoo_exec {
@@ -50,13 +57,25 @@ typedef struct zoo_exec {
     int shards;          /* parts of each training batch run in parallel */
     int resume;          /* train: continue the run saved in the checkpoint */
     int allow_nonfinite; /* load a checkpoint with NaN or infinite weights anyway */
-    int beam;            /* translate: beam size (1: greedy) */
-    double alpha;        /* translate: beam search length penalty */
+    int beam;            /* translate, eval: beam size (1: greedy) */
+    double alpha;        /* translate, eval: beam search length penalty */
     int raw_output;      /* translate: print the model's tokens, not detokenized text */
     int split;           /* eval: the part scored, zoo_split (auto: test, else valid, else train) */
     double dist_timeout; /* train under mpirun: a collective's deadline, seconds (0: none) */
     int last;            /* average: the N most recent kept copies of --checkpoint (0: none) */
 } zoo_exec;
+
+/* The vocabularies of a new training run (train only: --resume, translate and eval take the
+ * checkpoint's). */
+typedef enum { ZOO_VOCAB_WORD, ZOO_VOCAB_SUBWORD } zoo_vocab_kind;
+typedef enum { ZOO_VOCAB_JOINT, ZOO_VOCAB_SEPARATE } zoo_vocab_share;
+typedef struct zoo_vocab_opts {
+    int kind;  /* zoo_vocab_kind: d2l's lowercase words, or cased SentencePiece units */
+    int size;  /* subword: pieces of each model (at most; a small corpus gives fewer) */
+    int share; /* zoo_vocab_share: one model for both languages, or one per language */
+} zoo_vocab_opts;
+extern const char *const zoo_vocab_kind_names[];  /* "word", "subword" */
+extern const char *const zoo_vocab_share_names[]; /* "joint", "separate" */
 
 typedef enum zoo_split {
     ZOO_SPLIT_AUTO,
@@ -70,6 +89,7 @@ extern const char *const zoo_split_names[]; /* by zoo_split value */
 typedef struct zoo_run_cfg {
     zoo_files files;
     ds_fra_options data; /* checkpoint metadata data.<name> */
+    zoo_vocab_opts vocab;
     zoo_recipe recipe;   /* checkpoint metadata train.<name> */
     zoo_train_opts loop; /* its typed fields: limits, checkpoints, logging, validation */
     zoo_exec exec;

@@ -4,8 +4,9 @@
  * (docs/distributed.md). */
 #include "zoo/app/cli.h"
 #include "zoo/app/dist_mpi_internal.h"
+#include "zoo/app/subword.h"
 #include "zoo/models/encdec.h"
 
 int main(int argc, char **argv) {
-    return zoo_cli_main_dist(&zoo_encdec_kind, zoo_dist_mpi(), argc, argv);
+    return zoo_cli_main_subword(&zoo_encdec_kind, zoo_dist_mpi(), zoo_subword_spm(), argc, argv);
 }

@@ -82,7 +82,10 @@ int zoo_trainer_save(const zoo_trainer *tr, const ds_fra *data, const char *path
                !nn_ckpt_set_meta_int(ck, "train.steps", tr->steps) &&
                !zoo_cfg_meta_write(ck, zoo_cfg_group_find("recipe"), &tr->recipe) &&
                !zoo_cfg_meta_write(ck, zoo_cfg_group_find("data"), ds_fra_opts(data)) &&
-               !nn_ckpt_set_meta(ck, DS_PREPROCESS_KEY, DS_PREPROCESS_D2L) && /* datasets/text.h */
+               !nn_ckpt_set_meta(ck, DS_PREPROCESS_KEY, /* datasets/text.h */
+                                 ds_vocab_codec(ds_fra_vocab(data, DS_SRC))
+                                     ? DS_PREPROCESS_NORMALIZE
+                                     : DS_PREPROCESS_D2L) &&
                !nn_ckpt_set_meta(ck, "train.epoch_partial", partial) &&
                !nn_ckpt_set_meta(ck, "train.history", hist) &&
                (!tr->n_valid || !nn_ckpt_set_meta(ck, "train.valid_history", valid))) {

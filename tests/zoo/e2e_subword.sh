@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# End-to-end run of the subword pipeline (docs/datasets.md, "Subword vocabularies"):
+#   e2e_subword.sh PROGRAM FRA_TXT
+# a tiny train --vocab subword (joint and per language), the model inside the checkpoint, the
+# same seed giving the same model bytes, translate of typed text (cased, detokenized, never
+# <unk>), eval (which score is which), export of the SentencePiece models and SentencePiece's
+# own spm_encode / spm_decode agreeing with our encoding, --resume, an old-style word run
+# beside it, and the bad flags. Needs spm_encode, spm_decode and spm_export_vocab (Debian:
+# sentencepiece, in the README's commands): a missing tool fails the test.
+set -u
+# shellcheck source=SCRIPTDIR/e2e_lib.sh
+source "$(dirname "$0")/e2e_lib.sh"
+e2e_init "$@"
+
+for tool in spm_encode spm_decode spm_export_vocab base64; do
+    check "$tool is installed" command -v "$tool" >/dev/null
+done
+
+ck="$dir/sw.safetensors"
+common=(--data "$data" --num-examples 2000 --num-steps 16 --log-every 0 --shards 1)
+
+check "train --vocab subword" run 0 train "${common[@]}" --vocab subword --vocab-size 600 --epochs 2 --checkpoint "$ck"
+grep -E '=>|^loss' "$dir/out" | sed -E 's/, [0-9.]+ tokens.sec//' >"$dir/run1"
+check "  says what it learned" has err '^subword: a joint model of [0-9]+ pieces learned from [0-9]+ training sentences'
+check "  cased translations of the four sentences" test "$(grep -Ec "^(Go\.|I lost\.|He's calm\.|I'm home\.) => .*, bleu [01]\.[0-9]{3}$" "$dir/out")" = 4
+check "  the model is in the checkpoint" test "$(st_meta "$ck" data.preprocess)" = normalize
+check "  joint: one model for both sides" test "$(st_meta "$ck" vocab.src_model)" = "$(st_meta "$ck" vocab.tgt_model)"
+
+# the same seed: the same model bytes and the same run
+check "same seed: train again" run 0 train "${common[@]}" --vocab subword --vocab-size 600 --epochs 2 --checkpoint "$dir/sw2.safetensors"
+check "  same model bytes" test "$(st_meta "$ck" vocab.src_model)" = "$(st_meta "$dir/sw2.safetensors" vocab.src_model)"
+grep -E '=>|^loss' "$dir/out" | sed -E 's/, [0-9.]+ tokens.sec//' >"$dir/run2"
+
+check "  same losses and translations" same "$dir/run1" "$dir/run2"
+
+# translate: typed text in, French text out (spm_decode's), whatever the characters
+check "translate" run 0 translate --checkpoint "$ck" "I'm home." $'  I\xe2\x80\x99m\xc2\xa0 home. ' "Zürich ✓ 日本 😀"
+check "  one line each" test "$(wc -l <"$dir/out")" = 3
+check "  typed quotes and blanks normalized" test "$(sed -n 1p "$dir/out")" = "$(sed -n 2p "$dir/out")"
+check "  no <unk>, no byte pieces, no ▁" lacks out '<unk>|<0x|▁'
+check "  greedy too" run 0 translate --checkpoint "$ck" --beam 1 "I'm home."
+
+# export the models: SentencePiece's own tools read them and agree with our encoding
+check "export --src-spm --tgt-spm" run 0 export --checkpoint "$ck" --out "$dir/plain.safetensors" --src-vocab "$dir/src.txt" --tgt-vocab "$dir/tgt.txt" --src-spm "$dir/src.model" --tgt-spm "$dir/tgt.model"
+check "  says where" has out '^SentencePiece models \(for spm_encode / spm_decode\): '
+check "  joint: one model twice" same "$dir/src.model" "$dir/tgt.model"
+check "  the vocabulary is the model's pieces" bash -c "spm_export_vocab --model '$dir/src.model' 2>/dev/null | cut -f1 | cmp -s - '$dir/src.txt'"
+st_meta "$ck" vocab.src_model | base64 -d >"$dir/stored.model"
+check "  the exported model is the stored one" same "$dir/stored.model" "$dir/src.model"
+printf '%s\n' "I'm home." "Où est la gare ?" "Zürich ✓ 日本 😀" "Il a dit « non »." >"$dir/text.txt"
+check "  spm_encode | spm_decode is the identity" bash -c "spm_encode --model '$dir/src.model' <'$dir/text.txt' | spm_decode --model '$dir/src.model' | cmp -s - '$dir/text.txt'"
+check "  byte fallback: spm_encode gives no <unk> (id 0)" bash -c "spm_encode --model '$dir/src.model' --output_format=id <'$dir/text.txt' | tr ' ' '\n' | grep -qx 0; [ \$? = 1 ]"
+# our ids of a sentence are the model's: a checkpoint whose vocabulary entries are spm's pieces
+# in id order (checked above) and the trainer's four translations prove the encode path; here the
+# decoder side: the French of spm_decode on spm_encode's ids
+check "  spm_decode of ids" bash -c "spm_encode --model '$dir/tgt.model' --output_format=id <'$dir/text.txt' | spm_decode --model '$dir/tgt.model' --input_format=id | cmp -s - '$dir/text.txt'"
+
+# our decoding is spm_decode's: the pieces the model wrote (--raw-output) through spm_decode give
+# the text translate prints
+printf '%s\n' "I'm home." "Where is the station?" "He's calm." >"$dir/en.txt"
+"$prog" translate --checkpoint "$ck" <"$dir/en.txt" >"$dir/text_out" 2>/dev/null
+"$prog" translate --checkpoint "$ck" --raw-output <"$dir/en.txt" >"$dir/pieces_out" 2>/dev/null
+check "  --raw-output: pieces" bash -c "grep -q '▁' '$dir/pieces_out'"
+check "  spm_decode of our pieces = our text" bash -c "spm_decode --model '$dir/tgt.model' --input_format=piece <'$dir/pieces_out' | cmp -s - '$dir/text_out'"
+
+# eval: both scores, each named
+check "eval" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 2000 --test-frac 0.05
+check "  the book's score" has out '^corpus BLEU-4 [0-9]+\.[0-9]{2}, chrF [0-9]+\.[0-9]{2}, mean d2l BLEU [01]\.[0-9]{3} on 100 test sentences \(lowercased, tokenized as d2l: the book.s score\)$'
+check "  the standard score" has out '^sacreBLEU [0-9]+\.[0-9]{2} \(nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:2\.6\.0\), chrF .* \(cased subword model: the standard score\)$'
+check "  beam search by default" has out '^decoding: beam search, --beam 4 --alpha 1$'
+check "eval --beam 1" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 2000 --test-frac 0.05 --beam 1
+check "  greedy" has out '^decoding: greedy \(--beam 1\)$'
+
+# resume: the checkpoint's models, not learned again
+check "resume" run 0 train "${common[@]}" --epochs 3 --checkpoint "$ck" --resume
+check "  no new model" lacks err '^subword: '
+check "resume: vocabulary flags refused" run 2 train "${common[@]}" --epochs 4 --checkpoint "$ck" --resume --vocab-size 700
+check "  message" has err -- '--vocab-size 700 differs from the checkpoint.s [0-9]+ pieces: it cannot change on --resume'
+check "resume: the checkpoint's own values may be given" run 0 train "${common[@]}" --epochs 4 --checkpoint "$ck" --resume --vocab subword --vocab-share joint
+check "resume: --vocab word refused" run 2 train "${common[@]}" --epochs 5 --checkpoint "$ck" --resume --vocab word
+check "  message" has err -- '--vocab word differs from the checkpoint.s subword: it cannot change on --resume'
+
+# average: the result keeps the subword models and translates as its input (the mean of two
+# copies of one checkpoint is that checkpoint's parameters)
+cp "$ck" "$dir/copy.safetensors"
+check "average of subword checkpoints" run 0 average --out "$dir/avg.safetensors" "$ck" "$dir/copy.safetensors"
+check "  keeps the models" test "$(st_meta "$dir/avg.safetensors" vocab.tgt_model)" = "$(st_meta "$ck" vocab.tgt_model)"
+"$prog" translate --checkpoint "$ck" <"$dir/en.txt" >"$dir/by_ck" 2>/dev/null
+check "  translates as its input" run 0 translate --checkpoint "$dir/avg.safetensors" <"$dir/en.txt"
+check "  the same text" same "$dir/out" "$dir/by_ck"
+check "average: another subword model refused" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --epochs 1 --checkpoint "$dir/other.safetensors"
+check "  refused" run 1 average --out "$dir/avg2.safetensors" "$ck" "$dir/other.safetensors"
+
+# one model per language
+check "train --vocab-share separate" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --vocab-share separate --epochs 1 --checkpoint "$dir/sep.safetensors"
+check "  two models" test "$(grep -Ec '^subword: an? (English|French) model' "$dir/err")" = 2
+check "  translate" run 0 translate --checkpoint "$dir/sep.safetensors" "Go."
+
+# bad flags
+check "--vocab-size without --vocab subword" run 2 train --data "$data" --vocab-size 500
+check "  message" has err -- '--vocab-size is for subword vocabularies: give --vocab subword'
+check "--vocab-size too small" run 2 train --data "$data" --vocab subword --vocab-size 100
+check "  message" has err -- '--vocab-size: expected an integer in \[300, 1000000\], got .100.'
+check "--vocab unknown" run 2 train --data "$data" --vocab bpe
+check "  message" has err -- '--vocab'
+check "--min-freq with --vocab subword" run 2 train --data "$data" --vocab subword --min-freq 3
+check "  message" has err -- '--min-freq is for word vocabularies'
+check "--src-spm of a word checkpoint" run 0 train --data "$data" --epochs 1 --num-examples 200 --checkpoint "$dir/word.safetensors" --log-every 0
+check "  refused" run 2 export --checkpoint "$dir/word.safetensors" --out "$dir/p.safetensors" --src-vocab "$dir/s.txt" --tgt-vocab "$dir/t.txt" --src-spm "$dir/x.model"
+check "  message" has err 'word vocabularies, no subword model'
+check "  word checkpoint still translates" run 0 translate --checkpoint "$dir/word.safetensors" "I'm home."
+
+e2e_summary
