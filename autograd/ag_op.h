@@ -291,9 +291,8 @@ const char *ag_gemm_kernel(void);
  * never on blocking or threads, and are the same on the AVX512-BF16 kernel and the portable
  * one. Shares large products between the engine's threads. Returns 0, or -1 (reported, C
  * unchanged) for a negative size, another beta, or no memory for the packed block (512 KB). */
-int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
-                 const float *b, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c,
-                 ptrdiff_t rsc, ptrdiff_t csc);
+int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b,
+                 ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c, ptrdiff_t rsc, ptrdiff_t csc);
 /* x rounded to bf16: nearest, ties to even; a NaN stays a NaN of the same sign (made quiet);
  * +-inf stay; a float32 denormal becomes a zero of its sign (vcvtneps2bf16's rule); a finite
  * value past bf16's largest rounds to inf. */

@@ -39,8 +39,8 @@
 
 #define MR 12
 #define NR 32
-#define KC 256 /* even */
-#define MC 96  /* multiple of MR */
+#define KC 256  /* even */
+#define MC 96   /* multiple of MR */
 #define NC 1024 /* multiple of NR */
 
 /* ---- the precision switch ---- */
@@ -143,8 +143,8 @@ static void pack_panel(int R, int lines, int kc, const float *src, ptrdiff_t ls,
         uint32_t *d = dst + q * R;
         if (2 * q + 1 < kc)
             for (int r = 0; r < lines; r++)
-                d[r] = (uint32_t)ag_bf16_round(s0[r * ls]) |
-                       (uint32_t)ag_bf16_round(s1[r * ls]) << 16;
+                d[r] = (uint32_t)ag_bf16_round(s0[r * ls]) | (uint32_t)ag_bf16_round(s1[r * ls])
+                                                                 << 16;
         else
             for (int r = 0; r < lines; r++) d[r] = ag_bf16_round(s0[r * ls]);
         for (int r = lines; r < R; r++) d[r] = 0;
@@ -166,8 +166,8 @@ static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float 
                         alo = ag_bf16_to_float((uint16_t)wa);
             const uint32_t *bq = b + q * NR;
             for (int j = 0; j < NR; j++) {
-                float t = daz_ftz(fmaf(ahi, ag_bf16_to_float((uint16_t)(bq[j] >> 16)),
-                                       daz_ftz(acc[j])));
+                float t =
+                    daz_ftz(fmaf(ahi, ag_bf16_to_float((uint16_t)(bq[j] >> 16)), daz_ftz(acc[j])));
                 acc[j] = daz_ftz(fmaf(alo, ag_bf16_to_float((uint16_t)bq[j]), t));
             }
         }
@@ -253,8 +253,8 @@ static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
     for (ptrdiff_t blk = b0; blk < b1; blk++) {
         const int i0 = (int)blk * MC, mc = j->m - i0 < MC ? j->m - i0 : MC;
         for (int ir = 0; ir < mc; ir += MR)
-            pack_panel(MR, mc - ir < MR ? mc - ir : MR, j->kc, j->a + (i0 + ir) * j->rsa,
-                       j->rsa, j->csa, apack_buf + (ptrdiff_t)ir * kp);
+            pack_panel(MR, mc - ir < MR ? mc - ir : MR, j->kc, j->a + (i0 + ir) * j->rsa, j->rsa,
+                       j->csa, apack_buf + (ptrdiff_t)ir * kp);
         for (int jr = 0; jr < j->nc; jr += NR) {
             const uint32_t *bp = j->bpack + (ptrdiff_t)jr * kp;
             const int nr = j->nc - jr < NR ? j->nc - jr : NR;
@@ -265,9 +265,8 @@ static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
     }
 }
 
-int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
-                 const float *b, ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c,
-                 ptrdiff_t rsc, ptrdiff_t csc) {
+int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b,
+                 ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c, ptrdiff_t rsc, ptrdiff_t csc) {
     if (m < 0 || n < 0 || k < 0 || (beta != 0 && beta != 1))
         return ag_error("ag_gemm_bf16: m %d, n %d, k %d, beta %g: expected sizes >= 0 and beta "
                         "0 or 1",
@@ -289,8 +288,9 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
             j.kc = k - pc < KC ? k - pc : KC;
             const int kp = (j.kc + 1) / 2;
             for (int jr = 0; jr < j.nc; jr += NR)
-                pack_panel(NR, j.nc - jr < NR ? j.nc - jr : NR, j.kc, b + pc * rsb + (jc + jr) * csb,
-                           csb, rsb, bpack_buf + (ptrdiff_t)jr * kp);
+                pack_panel(NR, j.nc - jr < NR ? j.nc - jr : NR, j.kc,
+                           b + pc * rsb + (jc + jr) * csb, csb, rsb,
+                           bpack_buf + (ptrdiff_t)jr * kp);
             j.a = a + pc * csa;
             j.load = beta != 0 || pc > 0;
             const double work = (double)m * j.nc * j.kc;

@@ -305,14 +305,14 @@ static void mm_batch_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
         ptrdiff_t oa, ob, oy;
         mm_offsets(p, i, &oa, &ob, &oy);
         if (j->what == 0)
-            ag_op_gemm(p->m, p->n, p->k, j->a->data + oa, p->rsa, p->csa, j->b->data + ob,
-                       p->rsb, p->csb, 0, j->y->data + oy, p->n, 1);
+            ag_op_gemm(p->m, p->n, p->k, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
+                       p->csb, 0, j->y->data + oy, p->n, 1);
         else if (j->what == 1) /* da_i += dy_i b_i^T */
-            ag_op_gemm(p->m, p->k, p->n, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb,
-                       p->rsb, 1, j->a->grad + oa, p->rsa, p->csa);
+            ag_op_gemm(p->m, p->k, p->n, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
+                       1, j->a->grad + oa, p->rsa, p->csa);
         else /* db_i += a_i^T dy_i */
-            ag_op_gemm(p->k, p->n, p->m, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n,
-                       1, 1, j->b->grad + ob, p->rsb, p->csb);
+            ag_op_gemm(p->k, p->n, p->m, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
+                       1, j->b->grad + ob, p->rsb, p->csb);
     }
 }
 
@@ -375,8 +375,8 @@ static void linear_backward(ag_node *nd) {
     int out = w->shape[0], in = w->shape[1];
     int rows = out ? (int)(y->numel / out) : 0;
     if (x->requires_grad)
-        ag_op_gemm(rows, in, out, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1,
-                   x->grad, in, 1);
+        ag_op_gemm(rows, in, out, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1, x->grad,
+                   in, 1);
     if (w->requires_grad)
         ag_op_gemm(out, in, rows, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
                    w->stride[1]);
@@ -463,8 +463,8 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
             for (int o = 0; o < out; o++) yr[o] = bd[o];
         }
     }
-    ag_op_gemm(rows, out, inf, x->data, inf, 1, w->data, w->stride[1], w->stride[0],
-               bias ? 1 : 0, y->data, out, 1);
+    ag_op_gemm(rows, out, inf, x->data, inf, 1, w->data, w->stride[1], w->stride[0], bias ? 1 : 0,
+               y->data, out, 1);
     ag_op_record(t, &linear_op, y, n_in, in, 0);
     return y;
 }

@@ -46,14 +46,14 @@ static const uint32_t ROUND_CASES[][2] = {
     {0x3f800000, 0x3f80}, /* 1 */
     {0x3f808000, 0x3f80}, /* tie, even below */
     {0x3f818000, 0x3f82}, /* tie, odd below: up */
-    {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80}, {0xbf808001, 0xbf81}, {0xbf818000, 0xbf82},
-    {0x00000000, 0x0000}, {0x80000000, 0x8000}, /* zeros */
+    {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80}, {0xbf808001, 0xbf81},
+    {0xbf818000, 0xbf82}, {0x00000000, 0x0000}, {0x80000000, 0x8000}, /* zeros */
     {0x00000001, 0x0000}, {0x807fffff, 0x8000}, {0x007fffff, 0x0000}, /* denormals */
-    {0x00800000, 0x0080}, {0x00808000, 0x0080}, /* smallest normal */
-    {0x7f800000, 0x7f80}, {0xff800000, 0xff80}, /* inf */
+    {0x00800000, 0x0080}, {0x00808000, 0x0080},                       /* smallest normal */
+    {0x7f800000, 0x7f80}, {0xff800000, 0xff80},                       /* inf */
     {0x7f7fffff, 0x7f80}, {0xff7fffff, 0xff80}, {0x7f7f7fff, 0x7f7f}, /* to inf, largest */
-    {0x7fc00000, 0x7fc0}, {0x7f800001, 0x7fc0}, {0xff800001, 0xffc0}, {0x7fa00000, 0x7fe0},
-    {0x7fffffff, 0x7fff}, /* NaNs: quiet, sign kept */
+    {0x7fc00000, 0x7fc0}, {0x7f800001, 0x7fc0}, {0xff800001, 0xffc0},
+    {0x7fa00000, 0x7fe0}, {0x7fffffff, 0x7fff}, /* NaNs: quiet, sign kept */
 };
 
 static void test_round(void) {
@@ -67,7 +67,9 @@ static void test_round(void) {
     for (uint32_t h = 0; h < 65536; h++) {
         bool nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f), denormal = !(h & 0x7f80) && (h & 0x7f);
         uint16_t back = ag_bf16_round(ag_bf16_to_float((uint16_t)h));
-        uint16_t want = denormal ? (uint16_t)(h & 0x8000) : nan ? (uint16_t)(h | 0x40) : (uint16_t)h;
+        uint16_t want = denormal ? (uint16_t)(h & 0x8000)
+                        : nan    ? (uint16_t)(h | 0x40)
+                                 : (uint16_t)h;
         bad += back != want || bits(ag_bf16_to_float((uint16_t)h)) != h << 16;
     }
     CU_ASSERT_EQUAL(bad, 0);
@@ -123,7 +125,8 @@ static float chain(int k, const float *a, ptrdiff_t csa, const float *b, ptrdiff
                    float start) {
     float acc = start;
     for (int p = 0; p < k; p += 2) {
-        float a1 = p + 1 < k ? rnd(a[(p + 1) * csa]) : 0, b1 = p + 1 < k ? rnd(b[(p + 1) * rsb]) : 0;
+        float a1 = p + 1 < k ? rnd(a[(p + 1) * csa]) : 0,
+              b1 = p + 1 < k ? rnd(b[(p + 1) * rsb]) : 0;
         acc = flush(fmaf(a1, b1, flush(acc)));
         acc = flush(fmaf(rnd(a[p * csa]), rnd(b[p * rsb]), acc));
     }
@@ -169,8 +172,8 @@ static int check_case(int m, int n, int k, layout L, float beta, uint64_t seed) 
 }
 
 static const int SHAPES[][3] = {
-    {1, 1, 1},    {3, 5, 7},     {12, 32, 256}, {13, 33, 257}, {97, 65, 513},
-    {5, 3, 0},    {25, 70, 2},   {200, 40, 31}, {7, 1100, 9},  {96, 64, 512},
+    {1, 1, 1}, {3, 5, 7},   {12, 32, 256}, {13, 33, 257}, {97, 65, 513},
+    {5, 3, 0}, {25, 70, 2}, {200, 40, 31}, {7, 1100, 9},  {96, 64, 512},
 };
 
 static void run_shapes(void) {
@@ -205,7 +208,8 @@ static void test_native_is_the_chain(void) {
  * 2^-24 each of a partial sum bounded by sum |a b|. */
 static void test_float64_bound(void) {
     enum { M = 37, N = 45, K = 700 };
-    float *a = malloc(sizeof *a * M * K), *b = malloc(sizeof *b * K * N), *c = malloc(sizeof *c * M * N);
+    float *a = malloc(sizeof *a * M * K), *b = malloc(sizeof *b * K * N),
+          *c = malloc(sizeof *c * M * N);
     ag_rng r;
     ag_rng_seed(&r, 3);
     fill(a, (size_t)M * K, &r);
@@ -277,8 +281,8 @@ static void run_linear(ag_tensor *x, ag_tensor *w, ag_tensor *b, const float *se
 
 static void test_switch_ops(void) {
     enum { R = 50, IN = 40, OUT = 30 };
-    ag_tensor *x = ag_leaf_new(2, (int[]){R, IN}, true), *w = ag_leaf_new(2, (int[]){OUT, IN}, true),
-              *b = ag_leaf_new(1, (int[]){OUT}, true);
+    ag_tensor *x = ag_leaf_new(2, (int[]){R, IN}, true),
+              *w = ag_leaf_new(2, (int[]){OUT, IN}, true), *b = ag_leaf_new(1, (int[]){OUT}, true);
     static float seed[R * OUT], ref[R * IN];
     static lin_run f1, h, f2;
     ag_rng r;
@@ -303,10 +307,10 @@ static void test_switch_ops(void) {
     CU_ASSERT_EQUAL(memcmp(h.dx, ref, sizeof h.dx), 0); /* dx = dy W */
     memset(ref, 0, sizeof ref);
     ag_gemm_bf16(OUT, IN, R, seed, 1, OUT, x->data, IN, 1, 1, ref, IN, 1);
-    CU_ASSERT_EQUAL(memcmp(h.dw, ref, sizeof h.dw), 0); /* dW = dy^T x */
+    CU_ASSERT_EQUAL(memcmp(h.dw, ref, sizeof h.dw), 0);   /* dW = dy^T x */
     CU_ASSERT_EQUAL(memcmp(h.db, f1.db, sizeof h.db), 0); /* the bias' sum stays float32 */
-    CU_ASSERT(memcmp(h.y, f1.y, sizeof h.y) != 0);       /* bf16 did change the product */
-    run_linear(x, w, b, seed, &f2);                      /* back in float32: the first bits */
+    CU_ASSERT(memcmp(h.y, f1.y, sizeof h.y) != 0);        /* bf16 did change the product */
+    run_linear(x, w, b, seed, &f2);                       /* back in float32: the first bits */
     CU_ASSERT_EQUAL(memcmp(&f1, &f2, sizeof f1), 0);
     /* matmul (R x IN) (IN x OUT) read from w transposed, forward and da */
     CU_ASSERT_EQUAL_FATAL(ag_set_precision(AG_BF16), 0);
@@ -364,7 +368,8 @@ static void test_train_follows_fp32(void) {
     }
     for (int n = 0; n < TN; n++) {
         double s = 0;
-        for (int i = 0; i < TI; i++) s += (x->data[n * TI + i] = (float)ag_rng_normal(&r)) * (i % 3 - 1);
+        for (int i = 0; i < TI; i++)
+            s += (x->data[n * TI + i] = (float)ag_rng_normal(&r)) * (i % 3 - 1);
         y->data[n] = (float)sin(0.5 * s);
     }
     static double loss[2][STEPS];
