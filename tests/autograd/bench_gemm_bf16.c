@@ -4,12 +4,12 @@
  * For each layer, x (R, in) and its weight w (out, in): the three products of one training use,
  * y = x w^T, dx = dy w, dw = dy^T x, with the operands' layouts of ag_linear. It prints
  * GFLOP/s (2 m n k per product) of the three together for both, and the ratio, medians of
- * several repeats, on one thread, the kernels named. R = 2,048 rows (one shard of a 4,096-token
+ * several repeats made in turn, on one thread, the kernels named. R = 2,048 rows (one shard of a 4,096-token
  * batch); the output layer's rows come in chunks of 512 (nn/loss.c). Not a test: run it by hand
  * (build/tests/autograd/bench_gemm_bf16 [repeats]).
  *
  * First it measures the two instructions' own rates on this core (x86-64 with AVX512-BF16 only):
- * 24 independent accumulators, 200 million instructions each, of vfmadd231ps (16 multiply-adds)
+ * 24 independent accumulators, 50 million instructions, 5 times each in turn, of vfmadd231ps (16 multiply-adds)
  * and of vdpbf16ps (32), in billions of multiply-adds per second: the ceilings of the two
  * kernels.
  */
@@ -52,7 +52,7 @@ static double one_use(const layer *L, bool bf16, const float *x, const float *w,
 
 #if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 10))
 #include <immintrin.h>
-#define INSNS 200000000L
+#define INSNS 50000000L
 #define ACC 24
 /* Multiply-adds per second of back-to-back vdpbf16ps (bf16 = 1) or vfmadd231ps (bf16 = 0). */
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,fma"), noinline)) static double
@@ -83,9 +83,15 @@ insn_rate(bool bf16) {
 
 static void insn_rates(void) {
     if (!ag_bf16_native()) return;
-    double fma = insn_rate(false), dp = insn_rate(true);
-    printf("one core: vfmadd231ps %.1f G multiply-adds/s, vdpbf16ps %.1f G/s (%.2fx)\n", fma * 1e-9,
-           dp * 1e-9, dp / fma);
+    double fma[5], dp[5], ratio[5];
+    for (int r = 0; r < 5; r++) { /* in turn: a drift of the machine's speed hits both */
+        fma[r] = insn_rate(false);
+        dp[r] = insn_rate(true);
+        ratio[r] = dp[r] / fma[r];
+    }
+    printf("one core, medians of 5 in turn: vfmadd231ps %.1f G multiply-adds/s, vdpbf16ps %.1f "
+           "G/s (ratio %.2f)\n",
+           bench_median(fma, 5) * 1e-9, bench_median(dp, 5) * 1e-9, bench_median(ratio, 5));
 }
 #else
 static void insn_rates(void) {}
@@ -117,11 +123,13 @@ int main(int argc, char **argv) {
         size_t R = (size_t)L->rows, in = (size_t)L->in, out = (size_t)L->out;
         float *x = filled(R * in, &r), *w = filled(out * in, &r), *dy = filled(R * out, &r),
               *y = filled(R * out, &r), *dx = filled(R * in, &r), *dw = filled(out * in, &r);
-        double med[2], *v = malloc(sizeof *v * (size_t)reps);
+        double med[2], *v = malloc(sizeof *v * 2 * (size_t)reps);
+        one_use(L, false, x, w, dy, y, dx, dw); /* warm-up */
+        one_use(L, true, x, w, dy, y, dx, dw);
+        for (int i = 0; i < reps; i++) /* in turn */
+            for (int p = 0; p < 2; p++) v[p * reps + i] = one_use(L, p, x, w, dy, y, dx, dw);
         for (int p = 0; p < 2; p++) {
-            one_use(L, p, x, w, dy, y, dx, dw); /* warm-up */
-            for (int i = 0; i < reps; i++) v[i] = one_use(L, p, x, w, dy, y, dx, dw);
-            med[p] = bench_median(v, reps);
+            med[p] = bench_median(v + p * reps, reps);
             tot[p] += med[p];
         }
         double flops = 6.0 * (double)R * in * out;

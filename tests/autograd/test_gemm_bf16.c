@@ -16,8 +16,9 @@
  *   - the switch: AG_FP32 by default with ag_gemm's bits; linear and matmul forward and backward
  *     under AG_BF16 give ag_gemm_bf16's bits; back to AG_FP32, the first bits again; an unknown
  *     value refused; a small network trained 300 steps in both follows the float32 loss curve
- *     (every step within 3%; the bits of either kernel, so the same on any CPU). The float64 engine (this file built against ag64) refuses
- *     AG_BF16. Denormal products (outside float32's normal range) are not pinned. */
+ *     (every step within 3%), with the same bits on the emulated kernel as on the CPU's. The
+ *     float64 engine (this file built against ag64) refuses AG_BF16. Denormal products
+ *     (outside float32's normal range) are not pinned. */
 #include "autograd/ag_op.h"
 
 #include <math.h>
@@ -372,13 +373,16 @@ static void test_train_follows_fp32(void) {
             s += (x->data[n * TI + i] = (float)ag_rng_normal(&r)) * (i % 3 - 1);
         y->data[n] = (float)sin(0.5 * s);
     }
-    static double loss[2][STEPS];
-    for (int run = 0; run < 2; run++) {
+    static double loss[3][STEPS]; /* float32, bf16, bf16 on the emulated kernel */
+    for (int run = 0; run < 3; run++) {
         for (int i = 0; i < 6; i++) memcpy(p[i]->data, init[i], sizeof(float) * p[i]->numel);
         CU_ASSERT_EQUAL_FATAL(ag_set_precision(run ? AG_BF16 : AG_FP32), 0);
+        bool was = run == 2 ? ag_bf16_emulate(true) : false;
         train(p, x, y, loss[run]);
+        if (run == 2) ag_bf16_emulate(was);
     }
     CU_ASSERT_EQUAL(ag_set_precision(AG_FP32), 0);
+    CU_ASSERT_EQUAL(memcmp(loss[1], loss[2], sizeof loss[1]), 0); /* either kernel: same bits */
     double worst = 0;
     for (int s = 0; s < STEPS; s++) {
         double d = fabs(loss[1][s] - loss[0][s]) / loss[0][s];
