@@ -205,16 +205,22 @@ static void test_native_is_the_chain(void) {
     ag_bf16_emulate(was);
 }
 
+/* A (m x k) and B (k x n) of fill's values from seed; the caller frees them. */
+static void operands(int m, int n, int k, uint64_t seed, float **a, float **b) {
+    ag_rng r;
+    ag_rng_seed(&r, seed);
+    *a = malloc(sizeof **a * (size_t)m * k);
+    *b = malloc(sizeof **b * (size_t)k * n);
+    fill(*a, (size_t)m * k, &r);
+    fill(*b, (size_t)k * n, &r);
+}
+
 /* Within the bound of a float64 product of the same rounded inputs: k + 1 roundings of at most
  * 2^-24 each of a partial sum bounded by sum |a b|. */
 static void test_float64_bound(void) {
     enum { M = 37, N = 45, K = 700 };
-    float *a = malloc(sizeof *a * M * K), *b = malloc(sizeof *b * K * N),
-          *c = malloc(sizeof *c * M * N);
-    ag_rng r;
-    ag_rng_seed(&r, 3);
-    fill(a, (size_t)M * K, &r);
-    fill(b, (size_t)K * N, &r);
+    float *a, *b, *c = malloc(sizeof *c * M * N);
+    operands(M, N, K, 3, &a, &b);
     CU_ASSERT_EQUAL_FATAL(ag_gemm_bf16(M, N, K, a, K, 1, b, N, 1, 0, c, N, 1), 0);
     int bad = 0;
     for (int i = 0; i < M; i++)
@@ -233,12 +239,8 @@ static void test_float64_bound(void) {
 
 static void test_threads_same_bits(void) {
     enum { M = 300, N = 200, K = 300 };
-    float *a = malloc(sizeof *a * M * K), *b = malloc(sizeof *b * K * N),
-          *c1 = malloc(sizeof *c1 * M * N), *c2 = malloc(sizeof *c2 * M * N);
-    ag_rng r;
-    ag_rng_seed(&r, 5);
-    fill(a, (size_t)M * K, &r);
-    fill(b, (size_t)K * N, &r);
+    float *a, *b, *c1 = malloc(sizeof *c1 * M * N), *c2 = malloc(sizeof *c2 * M * N);
+    operands(M, N, K, 5, &a, &b);
     CU_ASSERT_EQUAL_FATAL(ag_set_threads(1), 0);
     ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c1, N, 1);
     CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
