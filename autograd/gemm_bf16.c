@@ -24,7 +24,9 @@
  * (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo). On a CPU without
  * AVX512-BF16 (or with TG_BF16_KERNEL=emulated, or ag_bf16_emulate) a portable kernel computes
  * the same chain with fmaf on the same packed panels: the same bits (tests/autograd/
- * test_gemm_bf16.c), much more slowly. */
+ * test_gemm_bf16.c), much more slowly. The AVX512-BF16 path also packs with the CPU's
+ * conversion, 16 values at a time (pack_panel_avx512); the portable one rounds in C
+ * (ag_bf16_round, the same bits). */
 #include "autograd/ag_internal.h"
 
 #include <math.h>
@@ -151,6 +153,79 @@ static void pack_panel(int R, int lines, int kc, const float *src, ptrdiff_t ls,
     }
 }
 
+/* Panels of R lines each for `lines` lines (the last one zero-padded): panel p at
+ * dst + p kp R, kp = (kc + 1) / 2. */
+static void pack_block(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                       uint32_t *restrict dst) {
+    const ptrdiff_t kp = (kc + 1) / 2;
+    for (int r0 = 0; r0 < lines; r0 += R)
+        pack_panel(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
+                   dst + r0 / R * kp * R);
+}
+
+#ifdef TG_HAVE_BF16_KERNEL
+/* pack_panel with the CPU's conversion (vcvtneps2bf16: ag_bf16_round's bits, NaNs included;
+ * test_gemm_bf16 compares them), 16 values at a time where the layout allows: a line
+ * contiguous along k is rounded 16 values at a time, then dealt out; lines contiguous across
+ * (a row-major B, a transposed A) give 16 words of a pair at once. Other strides: pack_panel. */
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
+pack_panel_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                  uint32_t *restrict dst) {
+    const int kp = (kc + 1) / 2;
+    if (ps == 1) {
+        _Alignas(64) uint16_t row[KC + 16];
+        for (int r = 0; r < lines; r++) {
+            const float *s = src + r * ls;
+            for (int p = 0; p < kc; p += 16) {
+                __mmask16 m = kc - p >= 16 ? 0xffff : (__mmask16)((1u << (kc - p)) - 1);
+                __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + p));
+                memcpy(row + p, &h, 32); /* zeros past kc: the odd pad */
+            }
+            for (int q = 0; q < kp; q++) {
+                uint32_t w;
+                memcpy(&w, row + 2 * q, sizeof w);
+                dst[q * R + r] = w;
+            }
+        }
+        for (int r = lines; r < R; r++)
+            for (int q = 0; q < kp; q++) dst[q * R + r] = 0;
+        return;
+    }
+    pack_panel(R, lines, kc, src, ls, ps, dst);
+}
+
+/* pack_block with the CPU's conversion: lines contiguous across (ls = 1: a row-major B, a
+ * transposed A) are read a whole row of the block at a time, 16 words of a pair per store;
+ * else panel by panel (pack_panel_avx512). */
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
+pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                  uint32_t *restrict dst) {
+    const int kp = (kc + 1) / 2;
+    if (ls != 1 || ps == 1) {
+        for (int r0 = 0; r0 < lines; r0 += R)
+            pack_panel_avx512(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
+                              dst + (ptrdiff_t)(r0 / R) * kp * R);
+        return;
+    }
+    const int padded = (lines + R - 1) / R * R;
+    for (int q = 0; q < kp; q++) {
+        const float *s0 = src + 2 * q * ps, *s1 = s0 + ps;
+        const bool odd = 2 * q + 1 < kc;
+        for (int r = 0; r < padded;) { /* 16 lines, or to the end of r's panel */
+            const int in_panel = R - r % R, n = in_panel < 16 ? in_panel : 16;
+            const int real = lines - r < n ? (lines - r > 0 ? lines - r : 0) : n;
+            const __mmask16 m = (__mmask16)((1u << real) - 1), st = (__mmask16)((1u << n) - 1);
+            __m256bh lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s0 + r));
+            __m256bh hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(odd ? m : 0, s1 + r));
+            __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32((__m256i)lo),
+                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hi), 16));
+            _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(r / R) * kp * R + q * R + r % R, st, w);
+            r += n;
+        }
+    }
+}
+#endif
+
 /* ---- micro-kernels: tile c (MR x NR, row stride rsc, columns contiguous) = [c +] a b ---- */
 
 static inline float daz_ftz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
@@ -204,6 +279,7 @@ kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdif
 #endif
 
 typedef void (*bf16_kernel)(int, const uint32_t *, const uint32_t *, float *, ptrdiff_t, bool);
+typedef void (*bf16_packer)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, uint32_t *);
 
 /* ---- the blocked product ---- */
 
@@ -216,6 +292,7 @@ typedef struct bf16_job {
     ptrdiff_t rsc, csc;
     bool load; /* accumulate into C (beta = 1 or a later k block) */
     bf16_kernel kern;
+    bf16_packer pack; /* pack_block or pack_block_avx512 */
 } bf16_job;
 
 /* The calling thread's buffer for B's packed block, kept between calls (freed by
@@ -252,9 +329,7 @@ static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
     _Alignas(64) uint32_t apack_buf[MC * (KC / 2)];
     for (ptrdiff_t blk = b0; blk < b1; blk++) {
         const int i0 = (int)blk * MC, mc = j->m - i0 < MC ? j->m - i0 : MC;
-        for (int ir = 0; ir < mc; ir += MR)
-            pack_panel(MR, mc - ir < MR ? mc - ir : MR, j->kc, j->a + (i0 + ir) * j->rsa, j->rsa,
-                       j->csa, apack_buf + (ptrdiff_t)ir * kp);
+        j->pack(MR, mc, j->kc, j->a + i0 * j->rsa, j->rsa, j->csa, apack_buf);
         for (int jr = 0; jr < j->nc; jr += NR) {
             const uint32_t *bp = j->bpack + (ptrdiff_t)jr * kp;
             const int nr = j->nc - jr < NR ? j->nc - jr : NR;
@@ -277,8 +352,10 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
     bf16_job j = {.m = m, .rsa = rsa, .csa = csa, .bpack = bpack_buf, .rsc = rsc, .csc = csc};
 #ifdef TG_HAVE_BF16_KERNEL
     j.kern = hw_kernel() ? kernel_avx512bf16 : kernel_emulated;
+    j.pack = hw_kernel() ? pack_block_avx512 : pack_block;
 #else
     j.kern = kernel_emulated;
+    j.pack = pack_block;
 #endif
     const ptrdiff_t nblocks = (m + MC - 1) / MC;
     for (int jc = 0; jc < n; jc += NC) {
@@ -286,11 +363,7 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
         j.c = c + jc * csc;
         for (int pc = 0; pc == 0 || pc < k; pc += KC) {
             j.kc = k - pc < KC ? k - pc : KC;
-            const int kp = (j.kc + 1) / 2;
-            for (int jr = 0; jr < j.nc; jr += NR)
-                pack_panel(NR, j.nc - jr < NR ? j.nc - jr : NR, j.kc,
-                           b + pc * rsb + (jc + jr) * csb, csb, rsb,
-                           bpack_buf + (ptrdiff_t)jr * kp);
+            j.pack(NR, j.nc, j.kc, b + pc * rsb + jc * csb, csb, rsb, bpack_buf);
             j.a = a + pc * csa;
             j.load = beta != 0 || pc > 0;
             const double work = (double)m * j.nc * j.kc;
