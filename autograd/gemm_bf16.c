@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 10))
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
 #include <immintrin.h>
 #define TG_HAVE_BF16_KERNEL 1
 #endif
@@ -83,7 +83,7 @@ float ag_bf16_to_float(uint16_t h) {
 
 /* ---- the kernel in use ---- */
 
-static int chosen = -1; /* -1: not yet; 0: emulated; 1: AVX512-BF16 */
+static _Atomic int chosen = -1; /* -1: not yet; 0: emulated; 1: AVX512-BF16 (any thread) */
 
 static int hw_kernel(void) {
     if (chosen < 0) {

@@ -50,7 +50,7 @@ static double one_use(const layer *L, bool bf16, const float *x, const float *w,
     return bench_now() - t0;
 }
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 10))
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
 #include <immintrin.h>
 #define INSNS 50000000L
 #define ACC 24

@@ -76,7 +76,7 @@ static void test_round(void) {
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 10))
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
 #include <immintrin.h>
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 hw_round16(const float *x, uint16_t *out) {
