@@ -130,7 +130,9 @@ int ag_threads(void);
 typedef enum ag_precision { AG_FP32 = 0, AG_BF16 = 1 } ag_precision;
 int ag_set_precision(ag_precision p);
 ag_precision ag_get_precision(void);
-/* True when the CPU (and compiler) run bf16 products on AVX512-BF16 (vdpbf16ps). */
+/* True when bf16 products run on the CPU's AVX512-BF16 (vdpbf16ps): the CPU and the compiler
+ * have it, and neither the environment (TG_BF16_KERNEL=emulated) nor ag_bf16_emulate (ag_op.h)
+ * chose the portable emulation. */
 bool ag_bf16_native(void);
 
 /* Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread, the caller

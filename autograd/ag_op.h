@@ -301,8 +301,9 @@ float ag_bf16_to_float(uint16_t h); /* exact */
 /* The kernel ag_gemm_bf16 runs (a static string): "avx512bf16 12x32" or "emulated 12x32" (no
  * AVX512-BF16, or the environment sets TG_BF16_KERNEL=emulated). */
 const char *ag_gemm_bf16_kernel(void);
-/* Forces the portable kernel (true) or the CPU's best (false), for tests and comparisons;
- * returns whether the portable one was in use. Not while products run. */
+/* Forces the portable kernel (true) or the CPU's best (false, whatever the environment says),
+ * for tests and comparisons; returns whether the portable one was in use. Not while products
+ * run. */
 bool ag_bf16_emulate(bool on);
 
 /* The product of an op that follows the engine's precision (ag_set_precision, ag.h): ag_gemm

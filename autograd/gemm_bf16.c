@@ -85,21 +85,8 @@ float ag_bf16_to_float(uint16_t h) {
 
 static _Atomic int chosen = -1; /* -1: not yet; 0: emulated; 1: AVX512-BF16 (any thread) */
 
-static int hw_kernel(void) {
-    if (chosen < 0) {
-        int hw = 0;
-#ifdef TG_HAVE_BF16_KERNEL
-        __builtin_cpu_init();
-        const char *env = getenv("TG_BF16_KERNEL");
-        hw = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-             !(env && !strcmp(env, "emulated"));
-#endif
-        chosen = hw;
-    }
-    return chosen;
-}
-
-bool ag_bf16_native(void) {
+/* Whether the CPU (and its OS) run AVX512-BF16 and the compiler could build the kernel. */
+static bool cpu_has_bf16(void) {
 #ifdef TG_HAVE_BF16_KERNEL
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
@@ -108,9 +95,19 @@ bool ag_bf16_native(void) {
 #endif
 }
 
+static int hw_kernel(void) {
+    if (chosen < 0) {
+        const char *env = getenv("TG_BF16_KERNEL");
+        chosen = cpu_has_bf16() && !(env && !strcmp(env, "emulated"));
+    }
+    return chosen;
+}
+
+bool ag_bf16_native(void) { return hw_kernel() == 1; }
+
 bool ag_bf16_emulate(bool on) {
     bool was = hw_kernel() == 0;
-    chosen = on ? 0 : ag_bf16_native();
+    chosen = on ? 0 : cpu_has_bf16();
     return was;
 }
 
