@@ -33,8 +33,9 @@
  * chunks in chunk order); the backward adds g dX (into the kept rows of x's gradient), g dW and
  * g db, g = dloss from upstream. So only Rc x V logits ever exist, and none is recomputed.
  * The products go through ag_op_gemm (ag_gemm; bf16 inputs under AG_BF16), which splits the
- * rows of each product between the threads; the rows of the softmax pass and the columns of db are split too; the per-row losses are
- * summed in row order in double. Nothing depends on the number of threads.
+ * rows of each product between the threads; the rows of the softmax pass and the columns of db
+ * are split too; the per-row losses are summed in row order in double. Nothing depends on the
+ * number of threads.
  */
 
 typedef struct lce_saved {

@@ -4,14 +4,14 @@
  * For each layer, x (R, in) and its weight w (out, in): the three products of one training use,
  * y = x w^T, dx = dy w, dw = dy^T x, with the operands' layouts of ag_linear. It prints
  * GFLOP/s (2 m n k per product) of the three together for both, and the ratio, medians of
- * several repeats made in turn, on one thread, the kernels named. R = 2,048 rows (one shard of a 4,096-token
- * batch); the output layer's rows come in chunks of 512 (nn/loss.c). Not a test: run it by hand
- * (build/tests/autograd/bench_gemm_bf16 [repeats]).
+ * several repeats made in turn, on one thread, the kernels named. R = 2,048 rows (one shard of
+ * a 4,096-token batch); the output layer's rows come in chunks of 512 (nn/loss.c). Not a test:
+ * run it by hand (build/tests/autograd/bench_gemm_bf16 [repeats]).
  *
  * First it measures the two instructions' own rates on this core (x86-64 with AVX512-BF16 only):
- * 24 independent accumulators, 50 million instructions, 5 times each in turn, of vfmadd231ps (16 multiply-adds)
- * and of vdpbf16ps (32), in billions of multiply-adds per second: the ceilings of the two
- * kernels.
+ * 24 independent accumulators, 50 million instructions, 5 times each in turn, of vfmadd231ps
+ * (16 multiply-adds) and of vdpbf16ps (32), in billions of multiply-adds per second: the
+ * ceilings of the two kernels.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "autograd/ag.h"
