@@ -114,6 +114,28 @@ void *ag_report(ag_tape *t, const char *fmt, ...)
 int ag_set_threads(int n);
 int ag_threads(void);
 
+/* ---- Precision of products ------------------------------------------------------------ */
+
+/* The inputs of matmul and linear products, forward and backward (y = x W^T, dx = dy W,
+ * dW = dy^T x, and ag_matmul's three), and of ops that ask for it (ag_op_gemm: nn's fused
+ * output-layer cross-entropy; nn's attention kernel does not): AG_FP32 (the default) multiplies
+ * float32 values; AG_BF16 rounds both operands to bfloat16 (nearest even) and accumulates in
+ * float32 (ag_gemm_bf16, autograd/ag_op.h). Everything else -- the weights, their gradients'
+ * storage, every other op (softmax, layer norm statistics, losses, reductions), the optimizers
+ * -- stays float32. A global setting of the engine like ag_set_threads: set it at start-up or
+ * between steps, never while ops run; a scope saves ag_get_precision() and sets it back.
+ * Products run on the CPU's AVX512-BF16 instructions when it has them (ag_bf16_native), else
+ * through a portable emulation with the same bits, many times slower: a program should then
+ * stay in float32 (the zoo's trainers print a line and do). Returns 0, or -1 (reported) for
+ * an unknown value, or AG_BF16 in the float64 engine (gradient checks run float64 products). */
+typedef enum ag_precision { AG_FP32 = 0, AG_BF16 = 1 } ag_precision;
+int ag_set_precision(ag_precision p);
+ag_precision ag_get_precision(void);
+/* True when bf16 products run on the CPU's AVX512-BF16 (vdpbf16ps): the CPU and the compiler
+ * have it, and neither the environment (TG_BF16_KERNEL=emulated) nor ag_bf16_emulate (ag_op.h)
+ * chose the portable emulation. */
+bool ag_bf16_native(void);
+
 /* Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread, the caller
  * taking the first, and returns when every range is done. With one thread, or n below
  * 2 * min_per_thread, or when called from inside another region, it is simply

@@ -12,6 +12,7 @@ void ag__mark_failed(ag_tape *t);
 /* Frees the calling thread's GEMM scratch buffer (thread-pool workers call it as they end). */
 void ag__scratch_free(void);
 void ag__packed_scratch_free(void);
+void ag__bf16_scratch_free(void);
 /* The BLIS context (a const cntx_t *) of the engine's GEMM micro-kernel, or NULL when BLIS's own
  * kernels run (gemm_kernel.c); chosen once, at the first call. */
 const void *ag__gemm_cntx(void);

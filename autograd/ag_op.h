@@ -282,6 +282,39 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
  * "blis" (BLIS's choice; also when the environment sets TG_GEMM_KERNEL=blis). */
 const char *ag_gemm_kernel(void);
 
+/* ---- bf16 products (gemm_bf16.c) ----
+ * C (m x n) = A (m x k) B (k x n) + beta C, beta 0 (C not read) or 1, float32 operands given
+ * by element strides as ag_gemm's (no alpha). A and B are rounded to bf16 (ag_bf16_round)
+ * as they are packed; each C(i, j) is one float32 chain over k in pairs, the odd element of
+ * each pair first, every step an FMA rounded to nearest even with denormals read and written
+ * as zero (vdpbf16ps's semantics): its bits depend on row i of A, column j of B and k only,
+ * never on blocking or threads, and are the same on the AVX512-BF16 kernel and the portable
+ * one. Shares large products between the engine's threads. Returns 0, or -1 (reported, C
+ * unchanged) for a negative size, another beta, or no memory for the packed block (512 KB). */
+int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b,
+                 ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c, ptrdiff_t rsc, ptrdiff_t csc);
+/* x rounded to bf16: nearest, ties to even; a NaN stays a NaN of the same sign (made quiet);
+ * +-inf stay; a float32 denormal becomes a zero of its sign (vcvtneps2bf16's rule); a finite
+ * value past bf16's largest rounds to inf. */
+uint16_t ag_bf16_round(float x);
+float ag_bf16_to_float(uint16_t h); /* exact */
+/* The kernel ag_gemm_bf16 runs (a static string): "avx512bf16 12x32" or "emulated 12x32" (no
+ * AVX512-BF16, or the environment sets TG_BF16_KERNEL=emulated). */
+const char *ag_gemm_bf16_kernel(void);
+/* Forces the portable kernel (true) or the CPU's best (false, whatever the environment says),
+ * for tests and comparisons; returns whether the portable one was in use. Not while products
+ * run. */
+bool ag_bf16_emulate(bool on);
+
+/* The product of an op that follows the engine's precision (ag_set_precision, ag.h): ag_gemm
+ * with alpha 1 under AG_FP32 (its bits); under AG_BF16 (float32 engine), ag_gemm_bf16, or
+ * ag_gemm should that fail (out of memory: C untouched). matmul and linear run their forward and
+ * backward products through it, and so should a fused op's products whose inputs may be bf16.
+ * beta: 0 or 1. */
+void ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
+                const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
+                ptrdiff_t rsc, ptrdiff_t csc);
+
 /* ---- B packed once, for many products (gemm_kernel.c) ----
  * For inference with a fixed right operand (a Linear layer's weight while decoding): ag_gemm
  * packs B into the micro-kernel's panels at every call, which for a 256-row product costs

@@ -41,6 +41,7 @@ static _Thread_local size_t scratch_cap;
 
 void ag__scratch_free(void) {
     ag__packed_scratch_free();
+    ag__bf16_scratch_free();
     free(scratch_buf);
     scratch_buf = NULL;
     scratch_cap = 0;
@@ -217,6 +218,18 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
     else gemm_rows(&g, 0, m);
 }
 
+/* ag_gemm, or ag_gemm_bf16 when the engine's precision is AG_BF16 (ag_op.h). */
+void ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
+                const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
+                ptrdiff_t rsc, ptrdiff_t csc) {
+#ifndef TG_DOUBLE
+    if (ag_get_precision() == AG_BF16 &&
+        !ag_gemm_bf16(m, n, k, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc))
+        return;
+#endif
+    ag_gemm(m, n, k, 1, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+}
+
 /* ---- matmul ----
  * y_i = a_i b_i for every batch index i (up to two batch axes, each operand with its own batch
  * strides, so a permuted view such as heads split out of (B, T, h, d) needs no copy); a 2-D
@@ -292,14 +305,14 @@ static void mm_batch_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
         ptrdiff_t oa, ob, oy;
         mm_offsets(p, i, &oa, &ob, &oy);
         if (j->what == 0)
-            ag_gemm(p->m, p->n, p->k, 1, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
-                    p->csb, 0, j->y->data + oy, p->n, 1);
+            ag_op_gemm(p->m, p->n, p->k, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
+                       p->csb, 0, j->y->data + oy, p->n, 1);
         else if (j->what == 1) /* da_i += dy_i b_i^T */
-            ag_gemm(p->m, p->k, p->n, 1, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
-                    1, j->a->grad + oa, p->rsa, p->csa);
+            ag_op_gemm(p->m, p->k, p->n, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
+                       1, j->a->grad + oa, p->rsa, p->csa);
         else /* db_i += a_i^T dy_i */
-            ag_gemm(p->k, p->n, p->m, 1, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
-                    1, j->b->grad + ob, p->rsb, p->csb);
+            ag_op_gemm(p->k, p->n, p->m, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
+                       1, j->b->grad + ob, p->rsb, p->csb);
     }
 }
 
@@ -362,11 +375,11 @@ static void linear_backward(ag_node *nd) {
     int out = w->shape[0], in = w->shape[1];
     int rows = out ? (int)(y->numel / out) : 0;
     if (x->requires_grad)
-        ag_gemm(rows, in, out, 1, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1, x->grad,
-                in, 1);
+        ag_op_gemm(rows, in, out, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1, x->grad,
+                   in, 1);
     if (w->requires_grad)
-        ag_gemm(out, in, rows, 1, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
-                w->stride[1]);
+        ag_op_gemm(out, in, rows, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
+                   w->stride[1]);
     if (bias && bias->requires_grad) { /* bias is contiguous (ag_linear) */
         for (int r = 0; r < rows; r++) {
             const ag_real *restrict g = y->grad + (ptrdiff_t)r * out;
@@ -450,8 +463,8 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
             for (int o = 0; o < out; o++) yr[o] = bd[o];
         }
     }
-    ag_gemm(rows, out, inf, 1, x->data, inf, 1, w->data, w->stride[1], w->stride[0], bias ? 1 : 0,
-            y->data, out, 1);
+    ag_op_gemm(rows, out, inf, x->data, inf, 1, w->data, w->stride[1], w->stride[0], bias ? 1 : 0,
+               y->data, out, 1);
     ag_op_record(t, &linear_op, y, n_in, in, 0);
     return y;
 }

@@ -32,9 +32,10 @@
  * dX of the kept rows, dW and db are kept in the node's saved block (dW and db summed over the
  * chunks in chunk order); the backward adds g dX (into the kept rows of x's gradient), g dW and
  * g db, g = dloss from upstream. So only Rc x V logits ever exist, and none is recomputed.
- * The products go through ag_gemm, which splits the rows of each product between the threads;
- * the rows of the softmax pass and the columns of db are split too; the per-row losses are
- * summed in row order in double. Nothing depends on the number of threads.
+ * The products go through ag_op_gemm (ag_gemm; bf16 inputs under AG_BF16), which splits the
+ * rows of each product between the threads; the rows of the softmax pass and the columns of db
+ * are split too; the per-row losses are summed in row order in double. Nothing depends on the
+ * number of threads.
  */
 
 typedef struct lce_saved {
@@ -245,14 +246,14 @@ static ag_tensor *linear_ce_fused(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_ten
                 memcpy(Xc + i * H, x->data + (ptrdiff_t)rows[i0 + i] * H, sizeof *Xc * (size_t)H);
             xc = Xc;
         }
-        ag_gemm((int)m, (int)V, (int)H, 1, xc, H, 1, w->data, ws1, ws0, 0, Z, V, 1);
+        ag_op_gemm((int)m, (int)V, (int)H, xc, H, 1, w->data, ws1, ws0, 0, Z, V, 1);
         lce_chunk cj = {Z, lab + i0,     wk + i0, per + i0, bias ? bias->data : NULL,
                         V, (ag_real)eps, grad};
         ag_parallel_for(m, 16384 / V + 1, lce_rows, &cj);
         if (!grad) continue;
         if (s.dx)
-            ag_gemm((int)m, (int)H, (int)V, 1, Z, V, 1, w->data, ws0, ws1, 0, s.dx + i0 * H, H, 1);
-        if (s.dw) ag_gemm((int)V, (int)H, (int)m, 1, Z, 1, V, xc, H, 1, i0 ? 1 : 0, s.dw, H, 1);
+            ag_op_gemm((int)m, (int)H, (int)V, Z, V, 1, w->data, ws0, ws1, 0, s.dx + i0 * H, H, 1);
+        if (s.dw) ag_op_gemm((int)V, (int)H, (int)m, Z, 1, V, xc, H, 1, i0 ? 1 : 0, s.dw, H, 1);
         if (s.db) {
             lce_colsum cs = {Z, s.db, m, V, i0 == 0};
             ag_parallel_for(V, 4096, lce_colsum_range, &cs);

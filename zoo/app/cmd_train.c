@@ -188,6 +188,11 @@ static int prepare(zoo_cli *c, train_run *t) {
                                              : cores > 1        ? (int)cores
                                                                 : 1))
         return zoo__fail(c, ag_last_error());
+    if (tr->recipe.precision == ZOO_PRECISION_BF16 && !ag_bf16_native() && t->rank0)
+        fprintf(stderr,
+                "%s train: --precision bf16: no AVX512-BF16 kernel (the CPU lacks it, or "
+                "TG_BF16_KERNEL=emulated); training in float32\n",
+                c->run.program);
     if (ds_batches_new(t->d, DS_TRAIN, true, &t->it))
         return cfg->data.batch_tokens ? zoo__usage(c, "--batch-tokens: %s", ag_last_error())
                                       : zoo__fail(c, ag_last_error());
@@ -218,11 +223,14 @@ static int train(zoo_cli *c, train_run *t, int *rc) {
     to.log = t->rank0 ? stderr : NULL;
     to.stop = &stop_signal;
     to.best_checkpoint = t->rank0 && *t->best ? t->best : NULL;
+    const bool bf16 = t->tr->recipe.precision == ZOO_PRECISION_BF16 && ag_bf16_native();
+    if (bf16 && ag_set_precision(AG_BF16)) return *rc = zoo__fail(c, ag_last_error()), -1;
     struct sigaction sa = {.sa_handler = on_stop_signal}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     int trc = zoo_train(t->tr, t->d, t->it, &to);
+    ag_set_precision(AG_FP32); /* the translations after the run: float32 */
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     *rc = 0;

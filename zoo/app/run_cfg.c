@@ -105,6 +105,8 @@ const char *const zoo_split_names[] = {"auto", "test", "valid", "train", "all", 
 
 const char *const zoo_schedule_names[] = {"constant", "invsqrt", "cosine", "linear", NULL};
 
+const char *const zoo_precision_names[] = {"fp32", "bf16", NULL};
+
 #define R(field) offsetof(zoo_recipe, field)
 static const zoo_cfg_opt RECIPE[] = {
     {{"lr", ZOO_REAL, R(lr), 0, 10, "Adam's learning rate", NULL}, "t"},
@@ -127,6 +129,11 @@ static const zoo_cfg_opt RECIPE[] = {
      "t"},
     {{"label-smoothing", ZOO_REAL, R(label_smoothing), 0, 0.99,
       "label smoothing of the cross-entropy (PyTorch's definition)", NULL},
+     "t"},
+    {{"precision", ZOO_CHOICE, R(precision), 0, 0,
+      "inputs of the products while training: fp32, or bf16 with float32 sums (AVX512-BF16; "
+      "without it, float32 and a message)",
+      zoo_precision_names},
      "t"},
 };
 #undef R
@@ -236,7 +243,8 @@ const zoo_recipe zoo_recipe_d2l = {.lr = 0.005,
                                    .warmup = 0,
                                    .decay_steps = 0,
                                    .min_lr_ratio = 0,
-                                   .label_smoothing = 0};
+                                   .label_smoothing = 0,
+                                   .precision = ZOO_PRECISION_FP32};
 
 const zoo_cfg_group *zoo_cfg_group_find(const char *name) {
     for (int g = 0; g < zoo_n_cfg_groups; g++)

@@ -55,6 +55,10 @@ typedef enum zoo_lr_schedule {
     ZOO_SCHEDULE_LINEAR
 } zoo_lr_schedule;
 
+/* The inputs of the products while training (ag_set_precision): float32, or bf16 with float32
+ * accumulation (on a CPU without AVX512-BF16 the trainer says so and stays in float32). */
+typedef enum zoo_precision { ZOO_PRECISION_FP32, ZOO_PRECISION_BF16 } zoo_precision;
+
 typedef struct zoo_recipe {
     double lr;   /* Adam's learning rate */
     double clip; /* gradients clipped to this global norm (0: never) */
@@ -64,6 +68,7 @@ typedef struct zoo_recipe {
     int64_t decay_steps; /* cosine, linear: the step where the decay ends (> warmup) */
     double min_lr_ratio; /* cosine, linear: final rate / rate */
     double label_smoothing;
+    int precision; /* zoo_precision */
 } zoo_recipe;
 extern const zoo_recipe zoo_recipe_d2l;
 

@@ -1,0 +1,371 @@
+/* gemm_bf16.c -- products with bfloat16 inputs and float32 accumulation (mixed precision), and
+ * the engine's precision switch (ag_set_precision).
+ *
+ * ag_gemm_bf16: C (m x n) (+)= A (m x k) B (k x n), A and B rounded to bf16 while they are
+ * packed, every sum in float32. Each element of C is one chain over k taken in pairs
+ * (2q, 2q + 1), q = 0, 1, ..., the odd element of a pair first (the order of vdpbf16ps):
+ *   acc = beta ? C(i, j) : 0
+ *   acc = S(acc, A(i, 2q + 1) B(2q + 1, j)),  then  acc = S(acc, A(i, 2q) B(2q, j))
+ * S(acc, p) = an FMA rounded to nearest even, a denormal acc read as zero (DAZ) and a denormal
+ * result flushed to zero (FTZ); an odd k pads its last pair with zeros. The product of two bf16
+ * values (8-bit significands) is exact in float32 unless it leaves float32's normal range. The
+ * chain is the same whatever the blocking, the tile an element falls in or the number of
+ * threads: C's bits depend on its own row of A, column of B, and k only.
+ *
+ * Blocking (BLIS's loops): columns of C in blocks of NC, k in blocks of KC (even: a pair never
+ * straddles two blocks; C is stored and read back in float32 between them, which is exact),
+ * rows in blocks of MC shared between the threads; B's block is packed once per (NC, KC) block
+ * into NR-wide panels, A's into MR-high panels per row block. A packed panel of R lines (rows of
+ * A or columns of B) holds, for pair q, R 32-bit words: word (q, r) = bf16(line r, k = 2q) in
+ * its low half, bf16(line r, 2q + 1) in its high half.
+ *
+ * Micro-kernel (MR = 12 rows x NR = 32 columns): 24 float32 accumulators of 16 lanes; per pair
+ * q, two loads of B's panel and, for each row, a broadcast word of A into two vdpbf16ps
+ * (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo). On a CPU without
+ * AVX512-BF16 (or with TG_BF16_KERNEL=emulated, or ag_bf16_emulate) a portable kernel computes
+ * the same chain with fmaf on the same packed panels: the same bits (tests/autograd/
+ * test_gemm_bf16.c), much more slowly. The AVX512-BF16 path also packs with the CPU's
+ * conversion, 16 values at a time (pack_panel_avx512); the portable one rounds in C
+ * (ag_bf16_round, the same bits). */
+#include "autograd/ag_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
+#include <immintrin.h>
+#define TG_HAVE_BF16_KERNEL 1
+#endif
+
+#define MR 12
+#define NR 32
+#define KC 256  /* even */
+#define MC 96   /* multiple of MR */
+#define NC 1024 /* multiple of NR */
+
+/* ---- the precision switch ---- */
+
+static int precision = AG_FP32; /* read by ops, set between steps */
+
+int ag_set_precision(ag_precision p) {
+    if (p != AG_FP32 && p != AG_BF16)
+        return ag_error("ag_set_precision: unknown precision %d (expected AG_FP32 or AG_BF16)",
+                        (int)p);
+#ifdef TG_DOUBLE
+    if (p == AG_BF16)
+        return ag_error("ag_set_precision: AG_BF16 exists only in the float32 engine (this is "
+                        "the float64 one, for gradient checks)");
+#endif
+    precision = p;
+    return 0;
+}
+
+ag_precision ag_get_precision(void) { return (ag_precision)precision; }
+
+/* ---- bf16 rounding ---- */
+
+uint16_t ag_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u); /* 0, denormal: +-0 */
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* nearest, ties to even */
+}
+
+float ag_bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* ---- the kernel in use ---- */
+
+static _Atomic int chosen = -1; /* -1: not yet; 0: emulated; 1: AVX512-BF16 (any thread) */
+
+/* Whether the CPU (and its OS) run AVX512-BF16 and the compiler could build the kernel. */
+static bool cpu_has_bf16(void) {
+#ifdef TG_HAVE_BF16_KERNEL
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+#else
+    return false;
+#endif
+}
+
+static int hw_kernel(void) {
+    if (chosen < 0) {
+        const char *env = getenv("TG_BF16_KERNEL");
+        chosen = cpu_has_bf16() && !(env && !strcmp(env, "emulated"));
+    }
+    return chosen;
+}
+
+bool ag_bf16_native(void) { return hw_kernel() == 1; }
+
+bool ag_bf16_emulate(bool on) {
+    bool was = hw_kernel() == 0;
+    chosen = on ? 0 : cpu_has_bf16();
+    return was;
+}
+
+const char *ag_gemm_bf16_kernel(void) {
+    return hw_kernel() ? "avx512bf16 12x32" : "emulated 12x32";
+}
+
+/* ---- packing ---- */
+
+/* Panel of R lines (lines <= R of them real, the rest zero) over kc values of k: line r's value
+ * at k = p is src[r ls + p ps]; dst gets (kc + 1) / 2 pairs of R words (the layout above). */
+static void pack_panel(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                       uint32_t *restrict dst) {
+    const int kp = (kc + 1) / 2;
+    if (ps == 1) { /* lines contiguous along k: round a line, then deal out its pairs */
+        uint16_t row[KC];
+        for (int r = 0; r < R; r++) {
+            if (r < lines) {
+                const float *s = src + r * ls;
+                for (int p = 0; p < kc; p++) row[p] = ag_bf16_round(s[p]);
+                if (kc & 1) row[kc] = 0;
+                for (int q = 0; q < kp; q++)
+                    dst[q * R + r] = (uint32_t)row[2 * q] | (uint32_t)row[2 * q + 1] << 16;
+            } else {
+                for (int q = 0; q < kp; q++) dst[q * R + r] = 0;
+            }
+        }
+        return;
+    }
+    for (int q = 0; q < kp; q++) { /* two values of k at a time, across the lines */
+        const float *s0 = src + 2 * q * ps, *s1 = s0 + ps;
+        uint32_t *d = dst + q * R;
+        if (2 * q + 1 < kc)
+            for (int r = 0; r < lines; r++)
+                d[r] = (uint32_t)ag_bf16_round(s0[r * ls]) | (uint32_t)ag_bf16_round(s1[r * ls])
+                                                                 << 16;
+        else
+            for (int r = 0; r < lines; r++) d[r] = ag_bf16_round(s0[r * ls]);
+        for (int r = lines; r < R; r++) d[r] = 0;
+    }
+}
+
+/* Panels of R lines each for `lines` lines (the last one zero-padded): panel p at
+ * dst + p kp R, kp = (kc + 1) / 2. */
+static void pack_block(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                       uint32_t *restrict dst) {
+    const ptrdiff_t kp = (kc + 1) / 2;
+    for (int r0 = 0; r0 < lines; r0 += R)
+        pack_panel(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
+                   dst + r0 / R * kp * R);
+}
+
+#ifdef TG_HAVE_BF16_KERNEL
+/* pack_panel with the CPU's conversion (vcvtneps2bf16: ag_bf16_round's bits, NaNs included;
+ * test_gemm_bf16 compares them), 16 values at a time where the layout allows: a line
+ * contiguous along k is rounded 16 values at a time, then dealt out; lines contiguous across
+ * (a row-major B, a transposed A) give 16 words of a pair at once. Other strides: pack_panel. */
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
+pack_panel_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                  uint32_t *restrict dst) {
+    const int kp = (kc + 1) / 2;
+    if (ps == 1) {
+        _Alignas(64) uint16_t row[KC + 16];
+        for (int r = 0; r < lines; r++) {
+            const float *s = src + r * ls;
+            for (int p = 0; p < kc; p += 16) {
+                __mmask16 m = kc - p >= 16 ? 0xffff : (__mmask16)((1u << (kc - p)) - 1);
+                __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + p));
+                memcpy(row + p, &h, 32); /* zeros past kc: the odd pad */
+            }
+            for (int q = 0; q < kp; q++) {
+                uint32_t w;
+                memcpy(&w, row + 2 * q, sizeof w);
+                dst[q * R + r] = w;
+            }
+        }
+        for (int r = lines; r < R; r++)
+            for (int q = 0; q < kp; q++) dst[q * R + r] = 0;
+        return;
+    }
+    pack_panel(R, lines, kc, src, ls, ps, dst);
+}
+
+/* pack_block with the CPU's conversion: lines contiguous across (ls = 1: a row-major B, a
+ * transposed A) are read a whole row of the block at a time, 16 words of a pair per store;
+ * else panel by panel (pack_panel_avx512). */
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
+pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                  uint32_t *restrict dst) {
+    const int kp = (kc + 1) / 2;
+    if (ls != 1 || ps == 1) {
+        for (int r0 = 0; r0 < lines; r0 += R)
+            pack_panel_avx512(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
+                              dst + (ptrdiff_t)(r0 / R) * kp * R);
+        return;
+    }
+    const int padded = (lines + R - 1) / R * R;
+    for (int q = 0; q < kp; q++) {
+        const float *s0 = src + 2 * q * ps, *s1 = s0 + ps;
+        const bool odd = 2 * q + 1 < kc;
+        for (int r = 0; r < padded;) { /* 16 lines, or to the end of r's panel */
+            const int in_panel = R - r % R, n = in_panel < 16 ? in_panel : 16;
+            const int real = lines - r < n ? (lines - r > 0 ? lines - r : 0) : n;
+            const __mmask16 m = (__mmask16)((1u << real) - 1), st = (__mmask16)((1u << n) - 1);
+            __m256bh lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s0 + r));
+            __m256bh hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(odd ? m : 0, s1 + r));
+            __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32((__m256i)lo),
+                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hi), 16));
+            _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(r / R) * kp * R + q * R + r % R, st, w);
+            r += n;
+        }
+    }
+}
+#endif
+
+/* ---- micro-kernels: tile c (MR x NR, row stride rsc, columns contiguous) = [c +] a b ---- */
+
+static inline float daz_ftz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
+
+static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
+                            bool load) {
+    float acc[NR];
+    for (int i = 0; i < MR; i++) {
+        for (int j = 0; j < NR; j++) acc[j] = load ? c[i * rsc + j] : 0.0f;
+        for (int q = 0; q < kp; q++) {
+            const uint32_t wa = a[q * MR + i];
+            const float ahi = ag_bf16_to_float((uint16_t)(wa >> 16)),
+                        alo = ag_bf16_to_float((uint16_t)wa);
+            const uint32_t *bq = b + q * NR;
+            for (int j = 0; j < NR; j++) {
+                float t =
+                    daz_ftz(fmaf(ahi, ag_bf16_to_float((uint16_t)(bq[j] >> 16)), daz_ftz(acc[j])));
+                acc[j] = daz_ftz(fmaf(alo, ag_bf16_to_float((uint16_t)bq[j]), t));
+            }
+        }
+        for (int j = 0; j < NR; j++) c[i * rsc + j] = acc[j];
+    }
+}
+
+#ifdef TG_HAVE_BF16_KERNEL
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
+kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
+                  bool load) {
+    __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+        acc0[i] = load ? _mm512_loadu_ps(c + i * rsc) : _mm512_setzero_ps();
+        acc1[i] = load ? _mm512_loadu_ps(c + i * rsc + 16) : _mm512_setzero_ps();
+    }
+    for (int q = 0; q < kp; q++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + q * NR),
+                       b1 = (__m512bh)_mm512_loadu_si512(b + q * NR + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[q * MR + i]);
+            acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
+            acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+        _mm512_storeu_ps(c + i * rsc, acc0[i]);
+        _mm512_storeu_ps(c + i * rsc + 16, acc1[i]);
+    }
+}
+#endif
+
+typedef void (*bf16_kernel)(int, const uint32_t *, const uint32_t *, float *, ptrdiff_t, bool);
+typedef void (*bf16_packer)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, uint32_t *);
+
+/* ---- the blocked product ---- */
+
+typedef struct bf16_job {
+    int m, nc, kc;
+    const float *a; /* A at column pc */
+    ptrdiff_t rsa, csa;
+    const uint32_t *bpack; /* B's block, packed */
+    float *c;              /* C at column jc */
+    ptrdiff_t rsc, csc;
+    bool load; /* accumulate into C (beta = 1 or a later k block) */
+    bf16_kernel kern;
+    bf16_packer pack; /* pack_block or pack_block_avx512 */
+} bf16_job;
+
+/* The calling thread's buffer for B's packed block, kept between calls (freed by
+ * ag__bf16_scratch_free; 512 KB). A's packed block (48 KB) lives on each thread's stack. */
+static _Thread_local uint32_t *bpack_buf;
+
+void ag__bf16_scratch_free(void) {
+    free(bpack_buf);
+    bpack_buf = NULL;
+}
+
+/* One tile of C (mr x nr at c): in place when whole with contiguous columns, else through a
+ * zero-padded copy (the padded lanes are computed and dropped). */
+static void tile(const bf16_job *j, int kp, const uint32_t *ap, const uint32_t *bp, float *c,
+                 int mr, int nr) {
+    if (mr == MR && nr == NR && j->csc == 1) {
+        j->kern(kp, ap, bp, c, j->rsc, j->load);
+        return;
+    }
+    float t[MR * NR];
+    if (j->load)
+        for (int i = 0; i < MR; i++)
+            for (int jj = 0; jj < NR; jj++)
+                t[i * NR + jj] = i < mr && jj < nr ? c[i * j->rsc + jj * j->csc] : 0.0f;
+    j->kern(kp, ap, bp, t, NR, j->load);
+    for (int i = 0; i < mr; i++)
+        for (int jj = 0; jj < nr; jj++) c[i * j->rsc + jj * j->csc] = t[i * NR + jj];
+}
+
+/* Row blocks [b0, b1) of MC rows: pack A's block, run its tiles against every panel of B. */
+static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
+    const bf16_job *j = ctx;
+    const int kp = (j->kc + 1) / 2;
+    _Alignas(64) uint32_t apack_buf[MC * (KC / 2)];
+    for (ptrdiff_t blk = b0; blk < b1; blk++) {
+        const int i0 = (int)blk * MC, mc = j->m - i0 < MC ? j->m - i0 : MC;
+        j->pack(MR, mc, j->kc, j->a + i0 * j->rsa, j->rsa, j->csa, apack_buf);
+        for (int jr = 0; jr < j->nc; jr += NR) {
+            const uint32_t *bp = j->bpack + (ptrdiff_t)jr * kp;
+            const int nr = j->nc - jr < NR ? j->nc - jr : NR;
+            for (int ir = 0; ir < mc; ir += MR)
+                tile(j, kp, apack_buf + (ptrdiff_t)ir * kp, bp,
+                     j->c + (i0 + ir) * j->rsc + jr * j->csc, mc - ir < MR ? mc - ir : MR, nr);
+        }
+    }
+}
+
+int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b,
+                 ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c, ptrdiff_t rsc, ptrdiff_t csc) {
+    if (m < 0 || n < 0 || k < 0 || (beta != 0 && beta != 1))
+        return ag_error("ag_gemm_bf16: m %d, n %d, k %d, beta %g: expected sizes >= 0 and beta "
+                        "0 or 1",
+                        m, n, k, (double)beta);
+    if (m == 0 || n == 0) return 0;
+    if (!bpack_buf && !(bpack_buf = malloc(sizeof(uint32_t) * NC * (KC / 2))))
+        return ag_error("ag_gemm_bf16: out of memory for a %d x %d packed block", KC, NC);
+    bf16_job j = {.m = m, .rsa = rsa, .csa = csa, .bpack = bpack_buf, .rsc = rsc, .csc = csc};
+#ifdef TG_HAVE_BF16_KERNEL
+    j.kern = hw_kernel() ? kernel_avx512bf16 : kernel_emulated;
+    j.pack = hw_kernel() ? pack_block_avx512 : pack_block;
+#else
+    j.kern = kernel_emulated;
+    j.pack = pack_block;
+#endif
+    const ptrdiff_t nblocks = (m + MC - 1) / MC;
+    for (int jc = 0; jc < n; jc += NC) {
+        j.nc = n - jc < NC ? n - jc : NC;
+        j.c = c + jc * csc;
+        for (int pc = 0; pc == 0 || pc < k; pc += KC) {
+            j.kc = k - pc < KC ? k - pc : KC;
+            j.pack(NR, j.nc, j.kc, b + pc * rsb + jc * csb, csb, rsb, bpack_buf);
+            j.a = a + pc * csa;
+            j.load = beta != 0 || pc > 0;
+            const double work = (double)m * j.nc * j.kc;
+            ag_parallel_for(nblocks, work >= (1 << 21) ? 1 : nblocks, row_blocks, &j);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# --precision fp32|bf16 (docs/zoo.md, "The training recipe") as a user runs it:
+#   e2e_precision.sh PROGRAM FRA_TXT        (PROGRAM: build/zoo/transformer_nmt)
+# fp32 is the default and the same run given explicitly; bf16 is recorded in the checkpoint and
+# fixed on --resume; without an AVX512-BF16 kernel (forced here with TG_BF16_KERNEL=emulated) a
+# bf16 run says so and trains in float32, to float32's bits; with one (where the CPU has it) it
+# trains in bf16, silently; a bad value is a usage error naming the flag.
+set -u
+# shellcheck source=SCRIPTDIR/e2e_lib.sh
+source "$(dirname "$0")/e2e_lib.sh"
+e2e_init "$@"
+
+small=(--data "$data" --num-examples 80 --epochs 3 --log-every 1)
+losses() { sed -E 's/, [0-9.]+ tokens\/sec.*//' "$dir/err" | grep '^epoch' >"$dir/$1"; }
+precision() { grep -aq "\"train.precision\":\"$2\"" "$1" || { echo "  $1: no train.precision $2"; return 1; }; }
+message='--precision bf16: no AVX512-BF16 kernel \(the CPU lacks it, or TG_BF16_KERNEL=emulated\); training in float32'
+
+check "default run" run 0 train "${small[@]}" --checkpoint "$dir/d.safetensors"
+losses default
+check "  recorded as fp32" precision "$dir/d.safetensors" fp32
+check "--precision fp32" run 0 train "${small[@]}" --precision fp32 --checkpoint "$dir/f.safetensors"
+losses fp32
+check "  the default's losses" same "$dir/default" "$dir/fp32"
+
+export TG_BF16_KERNEL=emulated
+check "bf16 without the kernel" run 0 train "${small[@]}" --precision bf16 --checkpoint "$dir/e.safetensors"
+unset TG_BF16_KERNEL
+check "  says so" has err "$message"
+losses emulated
+check "  trains in float32: the default's losses" same "$dir/default" "$dir/emulated"
+check "  recorded as bf16" precision "$dir/e.safetensors" bf16
+
+if grep -q avx512_bf16 /proc/cpuinfo 2>/dev/null; then
+    check "bf16 on AVX512-BF16" run 0 train "${small[@]}" --precision bf16 --checkpoint "$dir/b.safetensors"
+    check "  no message" lacks err "no AVX512-BF16 kernel"
+    check "  recorded as bf16" precision "$dir/b.safetensors" bf16
+    check "  a translation" has out "=> .*bleu"
+    check "--resume with another precision refused" run 2 train "${small[@]}" --epochs 4 --resume --precision fp32 --checkpoint "$dir/b.safetensors"
+    check "  names the flag" has err "--precision fp32 differs from the checkpoint's bf16"
+    check "--resume in bf16" run 0 train "${small[@]}" --epochs 4 --resume --checkpoint "$dir/b.safetensors"
+else
+    echo "(no AVX512-BF16 on this CPU: the bf16 kernel's run not made)"
+fi
+
+check "--precision fp16 refused" run 2 train "${small[@]}" --precision fp16 --checkpoint "$dir/x.safetensors"
+check "  names the flag and the choices" has err "--precision: expected one of fp32, bf16, got 'fp16'"
+
+e2e_summary
