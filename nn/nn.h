@@ -16,6 +16,8 @@
  *   nn/params.h      the parameter store: named leaves over flat value/gradient buffers, and
  *                    non-trainable buffers
  *   nn/layers.h      Linear, Embedding, LayerNorm (and of a residual sum), Dropout, ReLU
+ *   nn/quant.h       int8 Linear for inference (per-channel weights, per-row activations,
+ *                    int32 sums: AVX512-VNNI or portable), which nn_packs can switch on
  *   nn/gru.h         the GRU cell; multi-layer GRU (PyTorch layout) and its one-step function
  *   nn/lstm.h        the LSTM cell; multi-layer LSTM (PyTorch layout) and its one-step function
  *   nn/rnn.h         the recurrent layers' options (batch-first, bidirectional), per-sequence
@@ -58,6 +60,7 @@
 #include "base.h"
 #include "params.h"
 #include "layers.h"
+#include "quant.h"
 #include "gru.h"
 #include "lstm.h"
 #include "rnn.h"

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "zoo/app/decode.h"
+
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR NULL
 #endif
@@ -122,6 +124,8 @@ int zoo__load(const zoo_cli *c, zoo_loaded *l) {
                                                  cfg->files.src_vocab, cfg->files.tgt_vocab, &l->m,
                                                  &l->sv, &l->tv))) {
         rc = zoo__fail(c, ag_last_error());
+    } else if (zoo_decode_quantize(l->m, (nn_quant)cfg->exec.quantize)) {
+        rc = zoo__fail(c, ag_last_error()); /* --quantize: translate and eval */
     }
     if (rc) zoo__unload(l);
     return rc;
