@@ -117,7 +117,8 @@ int zoo__load(const zoo_cli *c, zoo_loaded *l) {
         rc = zoo__fail(c, "out of memory");
     } else if (nn_ckpt_load_with(
                    &l->ck, cfg->files.checkpoint,
-                   &(nn_ckpt_load_opts){.allow_nonfinite = cfg->exec.allow_nonfinite}) ||
+                   &(nn_ckpt_load_opts){.allow_nonfinite = cfg->exec.allow_nonfinite,
+                                        .map = true}) ||
                (nn_ckpt_meta(l->ck, "tapegrad.model")
                     ? zoo_ckpt_load_model(l->ck, c->run.kind, &l->m, &l->sv, &l->tv)
                     : zoo_ckpt_import_state_dict(l->ck, c->run.kind, cfg->model,
