@@ -76,11 +76,28 @@ int nn_qweight_at(const nn_qweight *w, int j, int k) {
     return blk[(size_t)(k / 4) * QB * 4 + (size_t)(j % QB) * 4 + (size_t)(k % 4)];
 }
 
+/* Both loops vectorize: the maximum of |x| as the maximum of its bit patterns (a non-negative
+ * float orders as its bits do; a NaN or infinity in x gives a NaN scale, as the float product
+ * would give NaN), and rounding to nearest even as (v + 1.5 2^23) - 1.5 2^23, exact for
+ * |v| <= 2^22 (here |v| <= 127 up to one rounding) in the default rounding mode, the C11 build
+ * never reassociating it. */
 float nn_qrow(const ag_real *x, int in, int kp, uint8_t *u) {
-    float amax = 0;
-    for (int k = 0; k < in; k++) amax = fmaxf(amax, fabsf((float)x[k]));
+    uint32_t bmax = 0;
+    for (int k = 0; k < in; k++) {
+        float a = fabsf((float)x[k]);
+        uint32_t b;
+        memcpy(&b, &a, 4);
+        bmax = b > bmax ? b : bmax;
+    }
+    float amax;
+    memcpy(&amax, &bmax, 4);
     float inv = amax > 0 ? 127.0f / amax : 0.0f;
-    for (int k = 0; k < in; k++) u[k] = (uint8_t)(q8((double)((float)x[k] * inv)) + 128);
+    const float magic = 12582912.0f; /* 1.5 2^23 */
+    for (int k = 0; k < in; k++) {
+        float r = ((float)x[k] * inv + magic) - magic;
+        r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
+        u[k] = (uint8_t)((int)r + 128);
+    }
     memset(u + in, 128, (size_t)(kp - in));
     return amax / 127.0f;
 }
@@ -107,38 +124,57 @@ static void qgemm_portable(int m, const uint8_t *u, const nn_qweight *w, int32_t
 }
 
 #ifdef TG_HAVE_VNNI
-/* Rows i0 .. i0 + r (r <= 4) against every block: one vpdpbusd per row and group of 4 bytes,
- * the group's 64 weight bytes loaded once for the r rows. Each 32-bit lane j accumulates
- * u[4g .. 4g + 3] . blk[g][j][0 .. 3] (4 products u8 x s8, each at most 32,385 in size: the
- * sum of 4 cannot wrap), the lanes the 16 channels of the block. */
-__attribute__((target("avx512f,avx512vnni"))) static void
-qgemm_vnni_rows(int r, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
-    int blocks = (w->out + QB - 1) / QB, groups = w->kp / 4;
-    size_t kp = (size_t)w->kp;
-    for (int b = 0; b < blocks; b++) {
-        const int8_t *blk = w->q + (size_t)b * QB * kp;
-        __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
-        for (int g = 0; g < groups; g++) {
-            __m512i wv = _mm512_loadu_si512((const void *)(blk + (size_t)g * QB * 4));
-            int32_t a[4] = {0, 0, 0, 0};
-            for (int i = 0; i < r; i++) memcpy(&a[i], u + (size_t)i * kp + 4 * (size_t)g, 4);
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(a[0]), wv);
-            if (r > 1) s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(a[1]), wv);
-            if (r > 2) s2 = _mm512_dpbusd_epi32(s2, _mm512_set1_epi32(a[2]), wv);
-            if (r > 3) s3 = _mm512_dpbusd_epi32(s3, _mm512_set1_epi32(a[3]), wv);
+/* R rows (R <= QR) of u against NB (1 or 2) blocks of 16 channels from block b: R x NB
+ * accumulators, each group of 4 bytes one vpdpbusd per row and block, the group's weight
+ * bytes (64 per block) loaded once for the R rows. Each 32-bit lane j accumulates
+ * u[4g .. 4g + 3] . blk[g][j][0 .. 3] (4 products u8 x s8 of at most 32,385 in size: the sum
+ * of 4 cannot wrap), the lanes the 16 channels of the block. */
+#define QR 8
+__attribute__((target("avx512f,avx512vnni"), always_inline)) static inline void
+vnni_tile(int R, int NB, const uint8_t *u, const nn_qweight *w, int b, int32_t *acc) {
+    const size_t kp = (size_t)w->kp;
+    const int groups = w->kp / 4;
+    const int8_t *blk0 = w->q + (size_t)b * QB * kp, *blk1 = blk0 + QB * kp;
+    __m512i s[QR][2]; /* in registers when R is a constant (the loops below fully unrolled) */
+#pragma GCC unroll 8
+    for (int i = 0; i < QR; i++) s[i][0] = s[i][1] = _mm512_setzero_si512();
+    for (int g = 0; g < groups; g++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(blk0 + (size_t)g * QB * 4));
+        __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(blk1 + (size_t)g * QB * 4)) : w0;
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            int32_t a;
+            memcpy(&a, u + (size_t)i * kp + 4 * (size_t)g, 4);
+            __m512i av = _mm512_set1_epi32(a);
+            s[i][0] = _mm512_dpbusd_epi32(s[i][0], av, w0);
+            if (NB > 1) s[i][1] = _mm512_dpbusd_epi32(s[i][1], av, w1);
         }
-        int n = w->out - b * QB < QB ? w->out - b * QB : QB;
+    }
+    for (int nb = 0; nb < NB; nb++) {
+        int c0 = (b + nb) * QB, n = w->out - c0 < QB ? w->out - c0 : QB;
         __mmask16 mask = (__mmask16)((1u << n) - 1u);
-        __m512i s[4] = {s0, s1, s2, s3};
-        for (int i = 0; i < r; i++)
-            _mm512_mask_storeu_epi32(acc + (size_t)i * (size_t)w->out + (size_t)b * QB, mask, s[i]);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++)
+            _mm512_mask_storeu_epi32(acc + (size_t)i * (size_t)w->out + (size_t)c0, mask,
+                                     s[i][nb]);
     }
 }
 
-static void qgemm_vnni(int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
-    for (int i = 0; i < m; i += 4)
-        qgemm_vnni_rows(m - i < 4 ? m - i : 4, u + (size_t)i * (size_t)w->kp, w,
-                        acc + (size_t)i * (size_t)w->out);
+__attribute__((target("avx512f,avx512vnni"))) static void
+qgemm_vnni(int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
+    int blocks = (w->out + QB - 1) / QB;
+    for (int i = 0; i < m; i += QR) {
+        const uint8_t *ui = u + (size_t)i * (size_t)w->kp;
+        int32_t *ai = acc + (size_t)i * (size_t)w->out;
+        int b = 0;
+        if (m - i >= QR) { /* full tiles, the registers' shape known at compile time */
+            for (; b + 2 <= blocks; b += 2) vnni_tile(QR, 2, ui, w, b, ai);
+            if (b < blocks) vnni_tile(QR, 1, ui, w, b, ai);
+        } else {
+            for (; b + 2 <= blocks; b += 2) vnni_tile(m - i, 2, ui, w, b, ai);
+            if (b < blocks) vnni_tile(m - i, 1, ui, w, b, ai);
+        }
+    }
 }
 #endif
 
@@ -186,6 +222,25 @@ int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int
 
 /* ---- the op ---- */
 
+/* y_ij = (acc_ij - 128 c_j) (sx_i sw_j) + b_j, in float, in this order (one rounding per
+ * operation: the C11 build contracts nothing into an FMA). */
+static void nn_qepilogue(int m, const int32_t *acc, const float *sx, const nn_qweight *w,
+                         const ag_real *b, ag_real *y) {
+    const int32_t *cs = w->csum;
+    const float *sw = w->scale;
+    for (int i = 0; i < m; i++) {
+        const int32_t *a = acc + (size_t)i * (size_t)w->out;
+        ag_real *yr = y + (size_t)i * (size_t)w->out;
+        const float s = sx[i];
+        if (b)
+            for (int j = 0; j < w->out; j++)
+                yr[j] = (ag_real)((float)(a[j] - 128 * cs[j]) * (s * sw[j]) + (float)b[j]);
+        else
+            for (int j = 0; j < w->out; j++)
+                yr[j] = (ag_real)((float)(a[j] - 128 * cs[j]) * (s * sw[j]));
+    }
+}
+
 ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias) {
     if (!x || !w) return ag_report(t, "nn_qlinear_forward: x or the weight is NULL");
     if (x->ndim < 1 || x->shape[x->ndim - 1] != w->in)
@@ -211,12 +266,6 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
     for (int i = 0; i < m; i++)
         sx[i] = nn_qrow(x->data + (size_t)i * (size_t)w->in, w->in, w->kp, u + (size_t)i * w->kp);
     if (nn_qgemm_s32(NN_QK_AUTO, m, u, w, acc)) return ag_report(t, "%s", ag_last_error());
-    const ag_real *b = bias ? bias->data : NULL;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < w->out; j++) {
-            size_t at = (size_t)i * (size_t)w->out + (size_t)j;
-            float v = (float)(acc[at] - 128 * w->csum[j]) * (sx[i] * w->scale[j]);
-            y->data[at] = (ag_real)(b ? v + (float)b[j] : v);
-        }
+    nn_qepilogue(m, acc, sx, w, bias ? bias->data : NULL, y->data);
     return y;
 }
