@@ -258,14 +258,22 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = w->out;
     ag_tensor *y = ag_tensor_new(t, x->ndim, shape);
-    int m = (int)(x->numel / w->in);
-    uint8_t *u = ag_tape_alloc(t, (size_t)m * (size_t)w->kp + 1);
-    float *sx = ag_tape_alloc(t, sizeof *sx * (size_t)m + 1);
-    int32_t *acc = ag_tape_alloc(t, sizeof *acc * (size_t)m * (size_t)w->out + 1);
+    /* QM rows at a time: the scratch (quantized rows, int32 sums) stays small and in cache
+     * whatever the number of rows (an encoder's chunk is thousands) */
+    enum { QM = 64 };
+    int m = (int)(x->numel / w->in), qm = m < QM ? m : QM;
+    uint8_t *u = ag_tape_alloc(t, (size_t)qm * (size_t)w->kp + 1);
+    float *sx = ag_tape_alloc(t, sizeof *sx * (size_t)qm + 1);
+    int32_t *acc = ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
     if (!y || !u || !sx || !acc) return NULL;
-    for (int i = 0; i < m; i++)
-        sx[i] = nn_qrow(x->data + (size_t)i * (size_t)w->in, w->in, w->kp, u + (size_t)i * w->kp);
-    if (nn_qgemm_s32(NN_QK_AUTO, m, u, w, acc)) return ag_report(t, "%s", ag_last_error());
-    nn_qepilogue(m, acc, sx, w, bias ? bias->data : NULL, y->data);
+    for (int i0 = 0; i0 < m; i0 += QM) {
+        int r = m - i0 < QM ? m - i0 : QM;
+        for (int i = 0; i < r; i++)
+            sx[i] = nn_qrow(x->data + (size_t)(i0 + i) * (size_t)w->in, w->in, w->kp,
+                            u + (size_t)i * (size_t)w->kp);
+        if (nn_qgemm_s32(NN_QK_AUTO, r, u, w, acc)) return ag_report(t, "%s", ag_last_error());
+        nn_qepilogue(r, acc, sx, w, bias ? bias->data : NULL,
+                     y->data + (size_t)i0 * (size_t)w->out);
+    }
     return y;
 }
