@@ -34,10 +34,12 @@ ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x) 
     if (!l || !c || !x) return NULL;
     ag_tensor *in[3] = {x, l->weight, l->bias};
     const nn_qweight *qw = NULL;
+    const nn_bweight *bw = NULL;
     if (c->packs && !ag_op_wants_grad(c->tape, l->bias ? 3 : 2, in) &&
-        nn_packs_quantized(c->packs, l->weight, &qw))
+        nn_packs_quantized(c->packs, l->weight, &qw, &bw))
         return ag_report(c->tape, "nn_linear_forward: %s", ag_last_error());
     if (qw) return nn_qlinear_forward(c->tape, x, qw, l->bias);
+    if (bw) return nn_blinear_forward(c->tape, x, bw, l->bias);
     if (c->packs && x->ndim >= 1 && x->shape[x->ndim - 1] == l->in &&
         ag_gemm_packs((int)(x->numel / l->in), l->out, l->in) &&
         !ag_op_wants_grad(c->tape, l->bias ? 3 : 2, in)) {
@@ -49,14 +51,15 @@ ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x) 
 
 /* ---- packed weights ---- */
 
-/* Per weight w[i]: its float packing packed[i] or its int8 form quant[i] (made at first use),
- * or neither (kept float, keep[i]). */
+/* Per weight w[i]: its float packing packed[i] or its int8 or bf16 form quant[i] / bf[i] (made
+ * at first use), or neither (kept float, keep[i]). */
 struct nn_packs {
     pthread_mutex_t mu;
     int n, cap;
     const ag_tensor **w;
     ag_packed_b **packed;
     nn_qweight **quant;
+    nn_bweight **bf;
     bool *keep;
     nn_quant mode;
 };
@@ -76,10 +79,12 @@ void nn_packs_free(nn_packs *p) {
     for (int i = 0; i < p->n; i++) {
         ag_packed_b_free(p->packed[i]);
         nn_qweight_free(p->quant[i]);
+        nn_bweight_free(p->bf[i]);
     }
     free(p->w);
     free(p->packed);
     free(p->quant);
+    free(p->bf);
     free(p->keep);
     pthread_mutex_destroy(&p->mu);
     free(p);
@@ -98,7 +103,9 @@ static int entry(nn_packs *p, const ag_tensor *w) {
         if (np) p->packed = np;
         nn_qweight **nq = np ? realloc(p->quant, sizeof *nq * (size_t)cap) : NULL;
         if (nq) p->quant = nq;
-        bool *nk = nq ? realloc(p->keep, sizeof *nk * (size_t)cap) : NULL;
+        nn_bweight **nb = nq ? realloc(p->bf, sizeof *nb * (size_t)cap) : NULL;
+        if (nb) p->bf = nb;
+        bool *nk = nb ? realloc(p->keep, sizeof *nk * (size_t)cap) : NULL;
         if (!nk) return ag_error("nn_packs: out of memory");
         p->keep = nk;
         p->cap = cap;
@@ -106,6 +113,7 @@ static int entry(nn_packs *p, const ag_tensor *w) {
     p->w[p->n] = w;
     p->packed[p->n] = NULL;
     p->quant[p->n] = NULL;
+    p->bf[p->n] = NULL;
     p->keep[p->n] = false;
     return p->n++;
 }
@@ -131,15 +139,23 @@ int nn_packs_keep_float(nn_packs *p, const ag_tensor *w) {
     return i >= 0 ? 0 : -1;
 }
 
-int nn_packs_quantized(nn_packs *p, const ag_tensor *w, const nn_qweight **q) {
+int nn_packs_quantized(nn_packs *p, const ag_tensor *w, const nn_qweight **q,
+                       const nn_bweight **b) {
     *q = NULL;
+    *b = NULL;
     if (p->mode == NN_QUANT_NONE || w->ndim != 2) return 0;
     pthread_mutex_lock(&p->mu);
-    int i = entry(p, w);
-    if (i >= 0 && !p->keep[i] && !p->quant[i])
-        p->quant[i] = nn_qweight_new(w->data, w->shape[0], w->shape[1], w->stride[0]);
-    int rc = i < 0 || (!p->keep[i] && !p->quant[i]) ? -1 : 0;
-    if (!rc && !p->keep[i]) *q = p->quant[i];
+    int i = entry(p, w), rc = i < 0 ? -1 : 0;
+    if (!rc && !p->keep[i]) {
+        const int out = w->shape[0], in = w->shape[1];
+        if (p->mode == NN_QUANT_INT8 && !p->quant[i])
+            p->quant[i] = nn_qweight_new(w->data, out, in, w->stride[0]);
+        if (p->mode == NN_QUANT_BF16 && !p->bf[i])
+            p->bf[i] = nn_bweight_new(w->data, out, in, w->stride[0]);
+        *q = p->mode == NN_QUANT_INT8 ? p->quant[i] : NULL;
+        *b = p->mode == NN_QUANT_BF16 ? p->bf[i] : NULL;
+        rc = *q || *b ? 0 : -1;
+    }
     pthread_mutex_unlock(&p->mu);
     return rc;
 }

@@ -9,7 +9,7 @@
 
 #include "autograd/ag_op.h"
 
-const char *const nn_quant_names[] = {"none", "int8", NULL};
+const char *const nn_quant_names[] = {"none", "int8", "bf16", NULL};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TG_HAVE_VNNI 1

@@ -36,8 +36,8 @@ extern "C" {
 #endif
 
 /* How a set of packed weights (nn_packs) runs Linear layers. NONE: float (the default). */
-typedef enum nn_quant { NN_QUANT_NONE, NN_QUANT_INT8 } nn_quant;
-/* "none", "int8", NULL: the names of --quantize, by nn_quant value. */
+typedef enum nn_quant { NN_QUANT_NONE, NN_QUANT_INT8, NN_QUANT_BF16 } nn_quant;
+/* "none", "int8", "bf16", NULL: the names of --quantize, by nn_quant value. */
 extern const char *const nn_quant_names[];
 
 /* The int32 kernels. AUTO: the best the CPU has. */
@@ -79,6 +79,44 @@ int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int
  * or NULL. Recording must be off (no gradient flows through a quantized product: reported).
  * Returns the result (on the tape) or NULL (reported). */
 ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias);
+
+/* ---- bf16 (nn/quant_bf16.c) ----
+ * A set in NN_QUANT_BF16 mode runs nn_blinear_forward instead: W rounded to bf16 once (to
+ * nearest, ties to even), each activation rounded to bf16 at each product, and
+ *     acc_ij = 0; for each pair g: acc_ij += x_i,2g+1 W_j,2g+1; acc_ij += x_i,2g W_j,2g
+ *     y_ij = acc_ij + b_j
+ * in float, each addition rounded to nearest even (a product of two bf16 is exact in float):
+ * AVX512-BF16's vdpbf16ps, which adds the odd product of a pair first (checked against this
+ * order on random inputs: the other order, or one rounding per pair, differ), where the CPU has
+ * it, else the same operations in C, which give the same bits for values in float's normal
+ * range; both flush subnormal inputs and results to zero, as the instruction does. Against a
+ * float product of the bf16-rounded operands summed in another order the error is the float
+ * summation's (in ulps of the sum of |products|: at most in / 2 of them), and against the float
+ * product of the original operands add the bf16 rounding: a relative 2^-8 per operand. */
+typedef enum nn_bkernel { NN_BK_AUTO, NN_BK_PORTABLE, NN_BK_AVX512BF16 } nn_bkernel;
+bool nn_bkernel_available(nn_bkernel k);
+nn_bkernel nn_bkernel_auto(void);          /* TG_QUANT_KERNEL=portable forces the portable one */
+const char *nn_bkernel_name(nn_bkernel k); /* "portable", "avx512-bf16" */
+
+uint16_t nn_bf16_round(float f); /* to nearest, ties to even; NaN stays NaN */
+float nn_bf16_float(uint16_t h);  /* exact */
+
+/* W (out, in) in bf16, in blocks of 16 channels, each kp / 2 pairs of 16 x 2 values (kp = in
+ * rounded up to even, zero padded). */
+typedef struct nn_bweight {
+    int out, in, kp;
+    uint16_t *w;
+} nn_bweight;
+/* The caller owns the result (nn_bweight_free); NULL (reported) when out of memory or out,
+ * in <= 0. */
+nn_bweight *nn_bweight_new(const ag_real *w, int out, int in, ptrdiff_t ldw);
+void nn_bweight_free(nn_bweight *w);
+uint16_t nn_bweight_at(const nn_bweight *w, int j, int k);
+/* acc (m, w->out) from x (m rows of kp bf16 values) with kernel k (a kernel the CPU lacks: -1
+ * reported). Returns 0 or -1. */
+int nn_bgemm_f32(nn_bkernel k, int m, const uint16_t *x, const nn_bweight *w, float *acc);
+/* y = x W^T + b in bf16 (above); as nn_qlinear_forward otherwise. */
+ag_tensor *nn_blinear_forward(ag_tape *t, ag_tensor *x, const nn_bweight *w, ag_tensor *bias);
 
 #ifdef __cplusplus
 }

@@ -177,8 +177,10 @@ static void test_packs_hook(void) {
     nn_ctx cq = {.tape = t, .packs = p}, cf = {.tape = t};
     ag_tensor *h = nn_linear_forward(&a, &cq, x);
     const nn_qweight *qa = NULL, *qo = NULL;
-    CU_ASSERT_EQUAL(nn_packs_quantized(p, a.weight, &qa), 0);
-    CU_ASSERT_EQUAL(nn_packs_quantized(p, o.weight, &qo), 0);
+    const nn_bweight *ba = NULL;
+    CU_ASSERT_EQUAL(nn_packs_quantized(p, a.weight, &qa, &ba), 0);
+    CU_ASSERT_PTR_NULL(ba);
+    CU_ASSERT_EQUAL(nn_packs_quantized(p, o.weight, &qo, &ba), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(qa);
     CU_ASSERT_PTR_NULL(qo);
     ag_tensor *h_ref = nn_qlinear_forward(t, x, qa, a.bias);
@@ -191,7 +193,7 @@ static void test_packs_hook(void) {
     ag_tensor *h2 = nn_linear_forward(&a, &cq, x);
     CU_ASSERT_EQUAL(memcmp(h->data, h2->data, sizeof(ag_real) * 6 * 40), 0);
     const nn_qweight *qa2 = NULL;
-    CU_ASSERT_EQUAL(nn_packs_quantized(p, a.weight, &qa2), 0);
+    CU_ASSERT_EQUAL(nn_packs_quantized(p, a.weight, &qa2, &ba), 0);
     CU_ASSERT_PTR_EQUAL(qa, qa2);
     nn_packs_free(p);
     ag_tape_set_recording(t, prev);
@@ -228,6 +230,123 @@ static void test_errors(void) {
     ag_set_error_handler(NULL, NULL);
 }
 
+/* ---- bf16 ---- */
+
+static void test_bf16_round(void) {
+    CU_ASSERT_EQUAL(nn_bf16_round(1.0f), 0x3F80);
+    CU_ASSERT_EQUAL(nn_bf16_round(-2.0f), 0xC000);
+    CU_ASSERT_EQUAL(nn_bf16_round(1.0f + 1.0f / 256), 0x3F80);  /* a tie: to even (down) */
+    CU_ASSERT_EQUAL(nn_bf16_round(1.0f + 3.0f / 256), 0x3F82);  /* a tie: to even (up) */
+    CU_ASSERT_EQUAL(nn_bf16_round(1.0f + 1.5f / 256), 0x3F81);  /* above the tie */
+    CU_ASSERT_EQUAL(nn_bf16_round(INFINITY), 0x7F80);
+    CU_ASSERT_EQUAL(nn_bf16_round(3.4e38f), 0x7F80); /* past bf16's largest: infinity */
+    CU_ASSERT(isnan(nn_bf16_float(nn_bf16_round(NAN))));
+    CU_ASSERT_EQUAL(nn_bf16_float(0x4049), 3.140625f); /* exact */
+    /* round trip: relative error at most 2^-8 (half an ulp of 8 significant bits) */
+    for (int i = 0; i < 1000; i++) {
+        float v = uniform(-100, 100);
+        CU_ASSERT(fabsf(nn_bf16_float(nn_bf16_round(v)) - v) <= fabsf(v) / 256);
+    }
+}
+
+/* The two bf16 kernels: the same bits (normal-range values); against the float64 product of
+ * the bf16 operands within in ulps of the sum of |products|. */
+static void expect_bf16_kernels(int m, int out, int in) {
+    ag_real *w = malloc(sizeof *w * (size_t)out * in);
+    for (int i = 0; i < out * in; i++) w[i] = uniform(-1, 1);
+    nn_bweight *bw = nn_bweight_new(w, out, in, in);
+    uint16_t *x = calloc((size_t)m * (size_t)bw->kp, sizeof *x);
+    for (int i = 0; i < m; i++)
+        for (int k = 0; k < in; k++) x[(size_t)i * bw->kp + k] = nn_bf16_round(uniform(-3, 3));
+    float *a = malloc(sizeof *a * (size_t)m * out), *b = malloc(sizeof *b * (size_t)m * out);
+    CU_ASSERT_EQUAL_FATAL(nn_bgemm_f32(NN_BK_PORTABLE, m, x, bw, a), 0);
+    int bad_bound = 0, bad_bits = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < out; j++) {
+            double s = 0, abs_s = 0;
+            for (int k = 0; k < in; k++) {
+                double p = (double)nn_bf16_float(x[(size_t)i * bw->kp + k]) *
+                           nn_bf16_float(nn_bweight_at(bw, j, k));
+                s += p;
+                abs_s += fabs(p);
+            }
+            bad_bound += fabs(a[(size_t)i * out + j] - s) > in * abs_s * 0x1p-24 + 1e-30;
+        }
+    CU_ASSERT_EQUAL(bad_bound, 0);
+    if (nn_bkernel_available(NN_BK_AVX512BF16)) {
+        CU_ASSERT_EQUAL_FATAL(nn_bgemm_f32(NN_BK_AVX512BF16, m, x, bw, b), 0);
+        for (size_t e = 0; e < (size_t)m * out; e++) bad_bits += a[e] != b[e];
+        if (bad_bits)
+            TG_FAIL("bf16 kernels, m %d out %d in %d: %d sums differ", m, out, in, bad_bits);
+    }
+    free(w);
+    free(x);
+    free(a);
+    free(b);
+    nn_bweight_free(bw);
+}
+
+static void test_bf16_kernels(void) {
+    static const int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {5, 70, 64}, {2, 33, 257}, {4, 256, 256}};
+    if (!nn_bkernel_available(NN_BK_AVX512BF16))
+        printf("(avx512-bf16 not on this CPU: the portable kernel alone is checked) ");
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        expect_bf16_kernels(shapes[s][0], shapes[s][1], shapes[s][2]);
+    CU_ASSERT(nn_bkernel_available(NN_BK_PORTABLE));
+}
+
+/* The op through an nn_packs set in bf16 mode: the portable kernel's sums plus the bias, bit
+ * for bit, and within bf16's rounding of the float product. */
+static void test_bf16_op(void) {
+    nn_params *ps = nn_params_new();
+    nn_linear a;
+    CU_ASSERT_EQUAL_FATAL(nn_linear_init(&a, ps, "a", 37, 20, true), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 3), 0);
+    ag_tape *t = ag_tape_new();
+    bool prev = ag_tape_set_recording(t, false);
+    enum { M = 70 }; /* the op's blocks of 64 and a rest */
+    ag_tensor *x = ag_tensor_new(t, AG_SHAPE(M, 37));
+    for (int i = 0; i < M * 37; i++) x->data[i] = uniform(-2, 2);
+    nn_packs *p = nn_packs_new();
+    nn_packs_set_quant(p, NN_QUANT_BF16);
+    nn_ctx c = {.tape = t, .packs = p};
+    ag_tensor *y = nn_linear_forward(&a, &c, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    const nn_qweight *q = NULL;
+    const nn_bweight *bw = NULL;
+    CU_ASSERT_EQUAL(nn_packs_quantized(p, a.weight, &q, &bw), 0);
+    CU_ASSERT_PTR_NULL(q);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bw);
+    uint16_t xb[M * 38] = {0};
+    for (int i = 0; i < M; i++)
+        for (int k = 0; k < 37; k++) xb[i * 38 + k] = nn_bf16_round(x->data[i * 37 + k]);
+    float acc[M * 20];
+    CU_ASSERT_EQUAL(nn_bgemm_f32(NN_BK_PORTABLE, M, xb, bw, acc), 0);
+    int bad_bits = 0, bad_bound = 0;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < 20; j++) {
+            bad_bits += y->data[i * 20 + j] != acc[i * 20 + j] + a.bias->data[j];
+            double ref = a.bias->data[j], bound = 1e-6;
+            for (int k = 0; k < 37; k++) {
+                double pk = (double)x->data[i * 37 + k] * a.weight->data[j * 37 + k];
+                ref += pk;
+                bound += fabs(pk) * (2.0 / 256 + 1.0 / 65536 + 37 * 0x1p-24);
+            }
+            bad_bound += fabs(y->data[i * 20 + j] - ref) > bound;
+        }
+    CU_ASSERT_EQUAL(bad_bits, 0);
+    CU_ASSERT_EQUAL(bad_bound, 0);
+    ag_set_error_handler(tg_capture, NULL);
+    ag_tensor *x5 = ag_tensor_new(t, AG_SHAPE(2, 5));
+    TG_EXPECT_NULL(nn_blinear_forward(t, x5, bw, NULL), "nn_blinear_forward", "last dim is 5");
+    TG_EXPECT_NULL(nn_bweight_new(NULL, 1, 1, 1), "nn_bweight_new");
+    ag_set_error_handler(NULL, NULL);
+    nn_packs_free(p);
+    ag_tape_set_recording(t, prev);
+    ag_tape_free(t);
+    nn_params_free(ps);
+}
+
 static CU_TestInfo tests[] = {
     {"exact quantized values: per channel, per row, ties to even, zero rows",
      test_exact_values},
@@ -239,6 +358,11 @@ static CU_TestInfo tests[] = {
     {"nn_linear_forward with an int8 set: the op's bits; a weight kept float: float bits",
      test_packs_hook},
     {"bad input: shapes, NULL, recording on, a kernel the CPU lacks", test_errors},
+    {"bf16 rounding: ties to even, infinity, NaN, round-trip bound", test_bf16_round},
+    {"bf16 kernels: AVX512-BF16 and portable the same bits, within the float bound",
+     test_bf16_kernels},
+    {"bf16 op through nn_packs: the kernel's sums plus bias, within bf16's bound, bad input",
+     test_bf16_op},
     CU_TEST_INFO_NULL,
 };
 

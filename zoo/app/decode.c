@@ -91,8 +91,8 @@ int zoo__in_chunks(zoo_model *m, ag_tape *t, int B, int rows_each, zoo__chunk_fn
 /* ---- quantized inference ---- */
 
 int zoo_decode_quantize(zoo_model *m, nn_quant q) {
-    if (q != NN_QUANT_NONE && q != NN_QUANT_INT8)
-        return ag_error("zoo_decode_quantize: mode %d, expected none or int8", (int)q);
+    if (q != NN_QUANT_NONE && q != NN_QUANT_INT8 && q != NN_QUANT_BF16)
+        return ag_error("zoo_decode_quantize: mode %d, expected none, int8 or bf16", (int)q);
     nn_packs_free(m->packs);
     m->packs = NULL;
     if (q == NN_QUANT_NONE) return 0;

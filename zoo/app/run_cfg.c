@@ -181,7 +181,7 @@ static const zoo_cfg_opt EXEC[] = {
      "a"},
     {{"quantize", ZOO_CHOICE, X(quantize), 0, 0,
       "the attention and FFN projections in int8 (weights per output channel, activations per "
-      "row; the output layer and the attention scores stay float) or float (none)",
+      "row) or bf16, or float (none); the output layer and the attention scores stay float",
       nn_quant_names},
      "re"},
 };
