@@ -19,9 +19,9 @@
 uint16_t nn_bf16_round(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN: quiet */
-    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even (overflow gives infinity) */
-    return (uint16_t)(u >> 16);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even */
+    /* a NaN stays a (quiet) NaN; branch-free, so that a row's loop vectorizes */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
 }
 
 float nn_bf16_float(uint16_t h) {
@@ -98,32 +98,52 @@ static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float 
 }
 
 #ifdef TG_HAVE_BF16
-/* One row against every block, 4 blocks at a time (4 independent chains of vdpbf16ps). */
+/* R rows (R <= BR) against NB (1 or 2) blocks from block b: R x NB registers of 16 float sums,
+ * the pair's weights (64 bytes per block) loaded once for the R rows, one vdpbf16ps per row
+ * and block. */
+#define BR 8
+__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
+bf16_tile(int R, int NB, const uint16_t *x, const nn_bweight *w, int b, float *acc) {
+    const size_t kp = (size_t)w->kp, bs = BB * kp;
+    const int pairs = w->kp / 2;
+    const uint16_t *blk0 = w->w + (size_t)b * bs, *blk1 = blk0 + bs;
+    __m512 s[BR][2]; /* in registers when R is a constant (the loops fully unrolled) */
+#pragma GCC unroll 8
+    for (int i = 0; i < BR; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
+    for (int g = 0; g < pairs; g++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(blk0 + (size_t)g * BB * 2));
+        __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(blk1 + (size_t)g * BB * 2)) : w0;
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            uint32_t xp;
+            memcpy(&xp, x + (size_t)i * kp + 2 * (size_t)g, 4);
+            __m512i xv = _mm512_set1_epi32((int)xp);
+            s[i][0] = _mm512_dpbf16_ps(s[i][0], (__m512bh)xv, (__m512bh)w0);
+            if (NB > 1) s[i][1] = _mm512_dpbf16_ps(s[i][1], (__m512bh)xv, (__m512bh)w1);
+        }
+    }
+    for (int nb = 0; nb < NB; nb++) {
+        int c0 = (b + nb) * BB, n = w->out - c0 < BB ? w->out - c0 : BB;
+        __mmask16 mask = (__mmask16)((1u << n) - 1u);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++)
+            _mm512_mask_storeu_ps(acc + (size_t)i * (size_t)w->out + (size_t)c0, mask, s[i][nb]);
+    }
+}
+
 __attribute__((target("avx512f,avx512bf16"))) static void
 bgemm_avx512(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
-    int blocks = (w->out + BB - 1) / BB, pairs = w->kp / 2;
-    const size_t bs = BB * (size_t)w->kp; /* elements per block */
-    for (int i = 0; i < m; i++) {
-        const uint16_t *xr = x + (size_t)i * (size_t)w->kp;
-        float *ar = acc + (size_t)i * (size_t)w->out;
-        for (int b = 0; b < blocks; b += 4) {
-            int nb = blocks - b < 4 ? blocks - b : 4;
-            __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                           _mm512_setzero_ps()};
-            for (int g = 0; g < pairs; g++) {
-                uint32_t xp;
-                memcpy(&xp, xr + 2 * g, 4);
-                __m512i xv = _mm512_set1_epi32((int)xp);
-                for (int q = 0; q < nb; q++) {
-                    __m512i wv = _mm512_loadu_si512(
-                        (const void *)(w->w + (size_t)(b + q) * bs + (size_t)g * BB * 2));
-                    s[q] = _mm512_dpbf16_ps(s[q], (__m512bh)xv, (__m512bh)wv);
-                }
-            }
-            for (int q = 0; q < nb; q++) {
-                int c0 = (b + q) * BB, n = w->out - c0 < BB ? w->out - c0 : BB;
-                _mm512_mask_storeu_ps(ar + c0, (__mmask16)((1u << n) - 1u), s[q]);
-            }
+    int blocks = (w->out + BB - 1) / BB;
+    for (int i = 0; i < m; i += BR) {
+        const uint16_t *xi = x + (size_t)i * (size_t)w->kp;
+        float *ai = acc + (size_t)i * (size_t)w->out;
+        int b = 0;
+        if (m - i >= BR) { /* full tiles, the registers' shape known at compile time */
+            for (; b + 2 <= blocks; b += 2) bf16_tile(BR, 2, xi, w, b, ai);
+            if (b < blocks) bf16_tile(BR, 1, xi, w, b, ai);
+        } else {
+            for (; b + 2 <= blocks; b += 2) bf16_tile(m - i, 2, xi, w, b, ai);
+            if (b < blocks) bf16_tile(m - i, 1, xi, w, b, ai);
         }
     }
 }
@@ -204,9 +224,14 @@ ag_tensor *nn_blinear_forward(ag_tape *t, ag_tensor *x, const nn_bweight *w, ag_
             if (w->kp > w->in) br[w->in] = 0;
         }
         if (nn_bgemm_f32(NN_BK_AUTO, r, xb, w, acc)) return ag_report(t, "%s", ag_last_error());
-        ag_real *yr = y->data + (size_t)i0 * (size_t)w->out;
-        for (size_t e = 0; e < (size_t)r * (size_t)w->out; e++)
-            yr[e] = (ag_real)(bias ? acc[e] + (float)bias->data[e % (size_t)w->out] : acc[e]);
+        for (int i = 0; i < r; i++) {
+            ag_real *yr = y->data + (size_t)(i0 + i) * (size_t)w->out;
+            const float *ar = acc + (size_t)i * (size_t)w->out;
+            if (bias)
+                for (int j = 0; j < w->out; j++) yr[j] = (ag_real)(ar[j] + (float)bias->data[j]);
+            else
+                for (int j = 0; j < w->out; j++) yr[j] = (ag_real)ar[j];
+        }
     }
     return y;
 }
