@@ -1,5 +1,6 @@
 /* quant.h -- int8 inference for Linear layers: weights quantized once per output channel,
- * activations per row at each product, int32 accumulation, float output (nn/quant.c).
+ * activations per row at each product, int32 accumulation, float output (nn/quant.c); and bf16
+ * inference (nn/quant_bf16.c, at the end).
  *
  * For decoding only (no backward: a quantized product is never recorded). A set of packed
  * weights (nn_packs, nn/layers.h) in NN_QUANT_INT8 mode quantizes each Linear weight the first
