@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "autograd/ag_op.h"
+#include "nn/internal.h"
 
 const char *const nn_quant_names[] = {"none", "int8", "bf16", NULL};
 
@@ -192,8 +193,7 @@ nn_qkernel nn_qkernel_auto(void) {
     static _Atomic int chosen; /* 0: not yet; else the nn_qkernel (the same in every thread) */
     int k = chosen;
     if (!k) {
-        const char *env = getenv("TG_QUANT_KERNEL");
-        k = (env && !strcmp(env, "portable")) || !nn_qkernel_available(NN_QK_VNNI)
+        k = nn_quant_portable_forced() || !nn_qkernel_available(NN_QK_VNNI)
                 ? NN_QK_PORTABLE
                 : NN_QK_VNNI;
         chosen = k;
@@ -241,23 +241,35 @@ static void nn_qepilogue(int m, const int32_t *acc, const float *sx, const nn_qw
     }
 }
 
-ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias) {
-    if (!x || !w) return ag_report(t, "nn_qlinear_forward: x or the weight is NULL");
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->in)
-        return ag_report(t, "nn_qlinear_forward: x's last dim is %d, the weight takes %d",
-                         x->ndim ? x->shape[x->ndim - 1] : 0, w->in);
-    if (bias && (bias->ndim != 1 || bias->shape[0] != w->out))
-        return ag_report(t, "nn_qlinear_forward: bias of %d elements, expected (%d)",
-                         bias->ndim == 1 ? bias->shape[0] : -1, w->out);
-    ag_tensor *in[2] = {x, bias};
-    if (ag_op_wants_grad(t, bias ? 2 : 1, in))
-        return ag_report(t, "nn_qlinear_forward: inference only, turn the tape's recording off");
-    x = ag_contiguous(t, x);
-    if (!x) return NULL;
+ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **xp, bool weight, int in,
+                             int out, ag_tensor *bias) {
+    ag_tensor *x = *xp;
+    if (!x || !weight) return ag_report(t, "%s: x or the weight is NULL", op);
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != in)
+        return ag_report(t, "%s: x's last dim is %d, the weight takes %d", op,
+                         x->ndim ? x->shape[x->ndim - 1] : 0, in);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != out))
+        return ag_report(t, "%s: bias of %d elements, expected (%d)", op,
+                         bias->ndim == 1 ? bias->shape[0] : -1, out);
+    ag_tensor *ins[2] = {x, bias};
+    if (ag_op_wants_grad(t, bias ? 2 : 1, ins))
+        return ag_report(t, "%s: inference only, turn the tape's recording off", op);
+    if (!(x = *xp = ag_contiguous(t, x))) return NULL;
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = w->out;
-    ag_tensor *y = ag_tensor_new(t, x->ndim, shape);
+    shape[x->ndim - 1] = out;
+    return ag_tensor_new(t, x->ndim, shape);
+}
+
+bool nn_quant_portable_forced(void) {
+    const char *env = getenv("TG_QUANT_KERNEL");
+    return env && !strcmp(env, "portable");
+}
+
+ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias) {
+    ag_tensor *y = nn_quant_op_begin(t, "nn_qlinear_forward", &x, w != NULL, w ? w->in : 0,
+                                     w ? w->out : 0, bias);
+    if (!y) return NULL;
     /* QM rows at a time: the scratch (quantized rows, int32 sums) stays small and in cache
      * whatever the number of rows (an encoder's chunk is thousands) */
     enum { QM = 64 };
@@ -265,7 +277,7 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
     uint8_t *u = ag_tape_alloc(t, (size_t)qm * (size_t)w->kp + 1);
     float *sx = ag_tape_alloc(t, sizeof *sx * (size_t)qm + 1);
     int32_t *acc = ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
-    if (!y || !u || !sx || !acc) return NULL;
+    if (!u || !sx || !acc) return NULL;
     for (int i0 = 0; i0 < m; i0 += QM) {
         int r = m - i0 < QM ? m - i0 : QM;
         for (int i = 0; i < r; i++)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "autograd/ag_op.h"
+#include "nn/internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TG_HAVE_BF16 1
@@ -163,8 +164,7 @@ nn_bkernel nn_bkernel_auto(void) {
     static _Atomic int chosen; /* 0: not yet; else the nn_bkernel */
     int k = chosen;
     if (!k) {
-        const char *env = getenv("TG_QUANT_KERNEL");
-        k = (env && !strcmp(env, "portable")) || !nn_bkernel_available(NN_BK_AVX512BF16)
+        k = nn_quant_portable_forced() || !nn_bkernel_available(NN_BK_AVX512BF16)
                 ? NN_BK_PORTABLE
                 : NN_BK_AVX512BF16;
         chosen = k;
@@ -194,27 +194,14 @@ int nn_bgemm_f32(nn_bkernel k, int m, const uint16_t *x, const nn_bweight *w, fl
 /* ---- the op ---- */
 
 ag_tensor *nn_blinear_forward(ag_tape *t, ag_tensor *x, const nn_bweight *w, ag_tensor *bias) {
-    if (!x || !w) return ag_report(t, "nn_blinear_forward: x or the weight is NULL");
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->in)
-        return ag_report(t, "nn_blinear_forward: x's last dim is %d, the weight takes %d",
-                         x->ndim ? x->shape[x->ndim - 1] : 0, w->in);
-    if (bias && (bias->ndim != 1 || bias->shape[0] != w->out))
-        return ag_report(t, "nn_blinear_forward: bias of %d elements, expected (%d)",
-                         bias->ndim == 1 ? bias->shape[0] : -1, w->out);
-    ag_tensor *in[2] = {x, bias};
-    if (ag_op_wants_grad(t, bias ? 2 : 1, in))
-        return ag_report(t, "nn_blinear_forward: inference only, turn the tape's recording off");
-    x = ag_contiguous(t, x);
-    if (!x) return NULL;
-    int shape[AG_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 1] = w->out;
-    ag_tensor *y = ag_tensor_new(t, x->ndim, shape);
+    ag_tensor *y = nn_quant_op_begin(t, "nn_blinear_forward", &x, w != NULL, w ? w->in : 0,
+                                     w ? w->out : 0, bias);
+    if (!y) return NULL;
     enum { QM = 64 }; /* rows at a time through a small scratch */
     int m = (int)(x->numel / w->in), qm = m < QM ? m : QM;
     uint16_t *xb = ag_tape_alloc(t, sizeof *xb * (size_t)qm * (size_t)w->kp + 1);
     float *acc = ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
-    if (!y || !xb || !acc) return NULL;
+    if (!xb || !acc) return NULL;
     for (int i0 = 0; i0 < m; i0 += QM) {
         int r = m - i0 < QM ? m - i0 : QM;
         for (int i = 0; i < r; i++) {
