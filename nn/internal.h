@@ -21,4 +21,13 @@ char *nn_shape_fmt(char *buf, size_t len, int ndim, const int *shape);
 int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix, int gates, int in,
                     int H, ag_tensor **w_ih, ag_tensor **w_hh, ag_tensor **b_ih, ag_tensor **b_hh);
 
+/* The quantized Linear ops' common part (quant.c, quant_bf16.c), `op` naming the op in
+ * messages: checks x (..., in) (not NULL: `weight` says whether the op's weight is), bias
+ * (out,) or NULL, and that nothing is recorded; makes *x contiguous and returns y (..., out) on
+ * t, or NULL (reported). */
+ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **x, bool weight, int in,
+                             int out, ag_tensor *bias);
+/* True when the environment variable TG_QUANT_KERNEL is "portable". */
+bool nn_quant_portable_forced(void);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
+#include "nn/quant.h"
 
 /* ---- Linear ------------------------------------------------------------------------------ */
 
@@ -32,6 +33,13 @@ int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int 
 ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x) {
     if (!l || !c || !x) return NULL;
     ag_tensor *in[3] = {x, l->weight, l->bias};
+    const nn_qweight *qw = NULL;
+    const nn_bweight *bw = NULL;
+    if (c->packs && !ag_op_wants_grad(c->tape, l->bias ? 3 : 2, in) &&
+        nn_packs_quantized(c->packs, l->weight, &qw, &bw))
+        return ag_report(c->tape, "nn_linear_forward: %s", ag_last_error());
+    if (qw) return nn_qlinear_forward(c->tape, x, qw, l->bias);
+    if (bw) return nn_blinear_forward(c->tape, x, bw, l->bias);
     if (c->packs && x->ndim >= 1 && x->shape[x->ndim - 1] == l->in &&
         ag_gemm_packs((int)(x->numel / l->in), l->out, l->in) &&
         !ag_op_wants_grad(c->tape, l->bias ? 3 : 2, in)) {
@@ -43,11 +51,17 @@ ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x) 
 
 /* ---- packed weights ---- */
 
+/* Per weight w[i]: its float packing packed[i] or its int8 or bf16 form quant[i] / bf[i] (made
+ * at first use), or neither (kept float, keep[i]). */
 struct nn_packs {
     pthread_mutex_t mu;
     int n, cap;
     const ag_tensor **w;
     ag_packed_b **packed;
+    nn_qweight **quant;
+    nn_bweight **bf;
+    bool *keep;
+    nn_quant mode;
 };
 
 nn_packs *nn_packs_new(void) {
@@ -62,40 +76,88 @@ nn_packs *nn_packs_new(void) {
 
 void nn_packs_free(nn_packs *p) {
     if (!p) return;
-    for (int i = 0; i < p->n; i++) ag_packed_b_free(p->packed[i]);
+    for (int i = 0; i < p->n; i++) {
+        ag_packed_b_free(p->packed[i]);
+        nn_qweight_free(p->quant[i]);
+        nn_bweight_free(p->bf[i]);
+    }
     free(p->w);
     free(p->packed);
+    free(p->quant);
+    free(p->bf);
+    free(p->keep);
     pthread_mutex_destroy(&p->mu);
     free(p);
 }
 
-const ag_packed_b *nn_packs_get(nn_packs *p, const ag_tensor *w) {
-    ag_packed_b *pb = NULL;
-    pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < p->n && !pb; i++)
-        if (p->w[i] == w) pb = p->packed[i];
-    if (!pb && p->n == p->cap) {
+/* The entry of w (a new, empty one when absent), or -1 (reported) when out of memory. Under
+ * p->mu. */
+static int entry(nn_packs *p, const ag_tensor *w) {
+    for (int i = 0; i < p->n; i++)
+        if (p->w[i] == w) return i;
+    if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 16;
         const ag_tensor **nw = realloc(p->w, sizeof *nw * (size_t)cap);
         if (nw) p->w = nw;
         ag_packed_b **np = nw ? realloc(p->packed, sizeof *np * (size_t)cap) : NULL;
-        if (np) {
-            p->packed = np;
-            p->cap = cap;
-        }
+        if (np) p->packed = np;
+        nn_qweight **nq = np ? realloc(p->quant, sizeof *nq * (size_t)cap) : NULL;
+        if (nq) p->quant = nq;
+        nn_bweight **nb = nq ? realloc(p->bf, sizeof *nb * (size_t)cap) : NULL;
+        if (nb) p->bf = nb;
+        bool *nk = nb ? realloc(p->keep, sizeof *nk * (size_t)cap) : NULL;
+        if (!nk) return ag_error("nn_packs: out of memory");
+        p->keep = nk;
+        p->cap = cap;
     }
-    if (!pb && p->n < p->cap) {
-        /* W (out, in) row-major read as W^T (in x out): rows 1 apart, columns `in` apart */
-        pb = ag_pack_b(w->shape[1], w->shape[0], w->data, w->stride[1], w->stride[0]);
-        if (pb) {
-            p->w[p->n] = w;
-            p->packed[p->n++] = pb;
-        }
-    } else if (!pb) {
-        ag_error("nn_packs_get: out of memory");
-    }
+    p->w[p->n] = w;
+    p->packed[p->n] = NULL;
+    p->quant[p->n] = NULL;
+    p->bf[p->n] = NULL;
+    p->keep[p->n] = false;
+    return p->n++;
+}
+
+const ag_packed_b *nn_packs_get(nn_packs *p, const ag_tensor *w) {
+    pthread_mutex_lock(&p->mu);
+    int i = entry(p, w);
+    /* W (out, in) row-major read as W^T (in x out): rows 1 apart, columns `in` apart */
+    if (i >= 0 && !p->packed[i])
+        p->packed[i] = ag_pack_b(w->shape[1], w->shape[0], w->data, w->stride[1], w->stride[0]);
+    ag_packed_b *pb = i >= 0 ? p->packed[i] : NULL;
     pthread_mutex_unlock(&p->mu);
     return pb;
+}
+
+void nn_packs_set_quant(nn_packs *p, nn_quant mode) { p->mode = mode; }
+
+int nn_packs_keep_float(nn_packs *p, const ag_tensor *w) {
+    pthread_mutex_lock(&p->mu);
+    int i = entry(p, w);
+    if (i >= 0) p->keep[i] = true;
+    pthread_mutex_unlock(&p->mu);
+    return i >= 0 ? 0 : -1;
+}
+
+int nn_packs_quantized(nn_packs *p, const ag_tensor *w, const nn_qweight **q,
+                       const nn_bweight **b) {
+    *q = NULL;
+    *b = NULL;
+    if (p->mode == NN_QUANT_NONE || w->ndim != 2) return 0;
+    pthread_mutex_lock(&p->mu);
+    int i = entry(p, w), rc = i < 0 ? -1 : 0;
+    if (!rc && !p->keep[i]) {
+        const int out = w->shape[0], in = w->shape[1];
+        if (p->mode == NN_QUANT_INT8 && !p->quant[i])
+            p->quant[i] = nn_qweight_new(w->data, out, in, w->stride[0]);
+        if (p->mode == NN_QUANT_BF16 && !p->bf[i])
+            p->bf[i] = nn_bweight_new(w->data, out, in, w->stride[0]);
+        *q = p->mode == NN_QUANT_INT8 ? p->quant[i] : NULL;
+        *b = p->mode == NN_QUANT_BF16 ? p->bf[i] : NULL;
+        rc = *q || *b ? 0 : -1;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
 }
 
 /* ---- Embedding --------------------------------------------------------------------------- */

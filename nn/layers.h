@@ -16,6 +16,7 @@
 
 #include "base.h"
 #include "params.h"
+#include "quant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,7 +33,8 @@ typedef struct nn_linear {
 /* Registers prefix.weight and, when bias is true, prefix.bias. in, out > 0. */
 int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int out, bool bias);
 /* x (..., in) -> (..., out), any number of leading dims. With c->packs set and nothing to
- * record, from the weight packed once (below): the same bits. */
+ * record, from the weight packed once (below): the same bits; or, in a set quantizing to int8
+ * (nn_packs_set_quant), nn_qlinear_forward (nn/quant.h) unless the set keeps w float. */
 ag_tensor *nn_linear_forward(const nn_linear *l, const nn_ctx *c, ag_tensor *x);
 
 /* ---- Packed weights for inference ----
@@ -55,6 +57,18 @@ void nn_packs_free(nn_packs *p);
 /* W^T of weight w (out, in) packed, made at the first call; NULL (reported) when out of
  * memory. Owned by the set. */
 const ag_packed_b *nn_packs_get(nn_packs *p, const ag_tensor *w);
+/* Quantized inference (nn/quant.h): a set in mode NN_QUANT_INT8 (NN_QUANT_BF16) gives the
+ * Linear layers that use it their weight quantized per output channel (rounded to bf16), made once at first use and shared by the
+ * threads, except the weights it was told to keep float (an output layer over a vocabulary,
+ * which needs float logits). Set the mode before the set is used. nn_packs_keep_float returns
+ * 0, or -1 (reported) when out of memory. nn_packs_quantized sets *q to w's int8 form in an
+ * int8 set, *b to its bf16 form in a bf16 set (owned by the set), the other (or both, when the
+ * set is float or w is kept float or not 2-D) to NULL, and returns 0; -1 (reported) when out
+ * of memory. */
+void nn_packs_set_quant(nn_packs *p, nn_quant mode);
+int nn_packs_keep_float(nn_packs *p, const ag_tensor *w);
+int nn_packs_quantized(nn_packs *p, const ag_tensor *w, const nn_qweight **q,
+                       const nn_bweight **b);
 
 /* ---- Embedding: row lookup ------------------------------------------------------------------ */
 

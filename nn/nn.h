@@ -16,6 +16,9 @@
  *   nn/params.h      the parameter store: named leaves over flat value/gradient buffers, and
  *                    non-trainable buffers
  *   nn/layers.h      Linear, Embedding, LayerNorm (and of a residual sum), Dropout, ReLU
+ *   nn/quant.h       int8 and bf16 Linear for inference (int8: per-channel weights, per-row
+ *                    activations, int32 sums by AVX512-VNNI or portable; bf16: float sums by
+ *                    AVX512-BF16 or its exact emulation), which nn_packs can switch on
  *   nn/gru.h         the GRU cell; multi-layer GRU (PyTorch layout) and its one-step function
  *   nn/lstm.h        the LSTM cell; multi-layer LSTM (PyTorch layout) and its one-step function
  *   nn/rnn.h         the recurrent layers' options (batch-first, bidirectional), per-sequence
@@ -58,6 +61,7 @@
 #include "base.h"
 #include "params.h"
 #include "layers.h"
+#include "quant.h"
 #include "gru.h"
 #include "lstm.h"
 #include "rnn.h"

@@ -33,6 +33,7 @@ struct nn_params {
     size_t flat;             /* buffer length in elements, padding included */
     ag_real *values, *grads; /* flat buffers of the parameters, NULL before finalize */
     ag_real *buffers;        /* values of the buffers (no gradient), NULL before finalize */
+    void *grads_mem;         /* the allocation grads lies in (alloc_zeroed) */
     bool finalized;
     bool shares_values; /* values belong to another store (nn_params_share_values) */
     bool failed;        /* sticky: first registration error, reported by finalize */
@@ -51,7 +52,7 @@ void nn_params_free(nn_params *ps) {
     free(ps->all.r);
     free(ps->params.r);
     if (!ps->shares_values) free(ps->values);
-    free(ps->grads);
+    free(ps->grads_mem);
     free(ps->buffers);
     free(ps);
 }
@@ -229,6 +230,15 @@ static ag_real *alloc_flat(size_t n) {
     return p;
 }
 
+/* n zeros, 64-byte aligned, in *mem's allocation: calloc, which leaves a large block's pages
+ * untouched (fresh from the system, already zero) until they are written, so a store only
+ * used for inference never holds its gradients in memory. */
+static ag_real *alloc_zeroed(size_t n, void **mem) {
+    unsigned char *p = calloc(n * sizeof(ag_real) + 64, 1);
+    *mem = p;
+    return p ? (ag_real *)(p + (64 - (uintptr_t)p % 64) % 64) : NULL;
+}
+
 int nn_params_finalize(nn_params *ps, uint64_t seed) {
     if (!ps) return ag_error("nn_params_finalize: store is NULL");
     if (ps->failed) return ag_error("%s", ps->err);
@@ -244,14 +254,15 @@ int nn_params_finalize(nn_params *ps, uint64_t seed) {
     ps->flat = off;
     if (off > 0) {
         ps->values = alloc_flat(off);
-        ps->grads = alloc_flat(off);
+        ps->grads = alloc_zeroed(off, &ps->grads_mem);
     }
     if (boff > 0) ps->buffers = alloc_flat(boff);
     if ((off > 0 && (!ps->values || !ps->grads)) || (boff > 0 && !ps->buffers)) {
         free(ps->values);
-        free(ps->grads);
+        free(ps->grads_mem);
         free(ps->buffers);
         ps->values = ps->grads = ps->buffers = NULL;
+        ps->grads_mem = NULL;
         return ag_error("nn_params_finalize: out of memory for %zu parameters (%zu bytes, "
                         "twice) and %zu buffer elements",
                         ps->numel, off * sizeof(ag_real), boff);

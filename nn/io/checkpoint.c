@@ -56,7 +56,8 @@ void nn_ckpt_free(nn_ckpt *ck) {
     free(ck->recs);
     free(ck->mkeys);
     free(ck->mvals);
-    free(ck->data);
+    if (ck->map) ck_unmap(ck->map, ck->map_len);
+    else free(ck->data);
     free(ck->source);
     free(ck);
 }
@@ -158,6 +159,10 @@ int ck_add_begin(nn_ckpt *ck, const char *op, const char *name, int ndim, const 
                  const void *src, size_t es, int64_t *sh, uint64_t *numel) {
     char s[96];
     if (!ck || !name || (!shape && ndim > 0)) return ag_error("%s: NULL argument", op);
+    if (ck->map)
+        return ag_error("%s: %s is mapped read-only (nn_ckpt_load_opts.map): nothing can be "
+                        "added to it",
+                        op, nn_ckpt_source(ck));
     if (!name[0] || strcmp(name, "__metadata__") == 0 || !js_utf8_valid(name))
         return ag_error("%s: invalid tensor name '%s' (empty, reserved or not UTF-8)", op, name);
     if (nn_ckpt_find(ck, name)) return ag_error("%s: duplicate tensor '%s'", op, name);

@@ -155,6 +155,17 @@ typedef struct nn_ckpt_load_opts {
     /* true: load tensors holding NaN or infinity instead of refusing the file -- to inspect a
      * run that diverged, never to resume from it. The checksums are verified all the same. */
     bool allow_nonfinite;
+    /* true: map the file read-only (mmap) instead of reading its data section into memory.
+     * The checks read every byte all the same (the checksum covers the whole file: optimizer
+     * state included), in windows whose pages are given back once hashed, and so are each
+     * tensor's after its finiteness check and after nn_ckpt_load_params decodes it: loading a
+     * model holds about one tensor of the file in memory at a time, not the whole file (a
+     * training checkpoint is three times its model: Adam's two moments). Tensors are read
+     * byte by byte, so their alignment in the file does not matter. The checkpoint is then
+     * read-only (nn_ckpt_add refused) and the file must not be changed while it lives (a
+     * file truncated under a mapping faults; checkpoints are replaced by rename, which
+     * leaves the mapped file intact). */
+    bool map;
 } nn_ckpt_load_opts;
 
 /* Reads and validates path (header first, rules at the top of this file) with the default

@@ -28,7 +28,18 @@ struct nn_ckpt {
     nn_dtype store;        /* dtype of nn_ckpt_add: F32 or F64 */
     char *source;          /* file name for messages, or NULL: "(in memory)" */
     nn_ckpt_check checked; /* what a checksum verified at load */
+    unsigned char *map;    /* a mapped file (nn_ckpt_load_opts.map; data points into it), or NULL */
+    size_t map_len;        /* its size */
 };
+
+/* ---- mapped files (ckpt_map.c) ---- */
+/* Maps size bytes of fd read-only into *base (NULL when size is 0). Returns 0, or -1 naming
+ * path. */
+int ck_map(int fd, const char *path, size_t size, unsigned char **base);
+void ck_unmap(unsigned char *base, size_t size); /* NULL base: nothing */
+/* Gives back the pages of bytes [begin, end) of ck's data section when ck is mapped (the
+ * kernel reads them again from the file if they are touched again); else nothing. */
+void ck_release(const nn_ckpt *ck, size_t begin, size_t end);
 
 /* Appends a tensor record, its bytes held at ck->data + begin (the caller sets another place,
  * or a borrowed source, in ck->recs[ck->n - 1]). Returns 0 or -1 (OOM). */
@@ -80,9 +91,9 @@ int ck_validate(nn_ckpt *ck, const struct js_val *root, const char *hdr, size_t 
 int ck_verify(nn_ckpt *ck, const ck_sum_info *sum, const char *hdr, size_t hlen,
               const nn_ckpt_load_opts *opts);
 /* The format-2 checksum into *out: XXH3-64 of the 8 length bytes (hlen, little-endian), hdr
- * with its 16 bytes at digits_at read as '0', and the data section. Returns 0, or -1 when out
- * of memory (no message). */
-int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const unsigned char *data,
-                 size_t dlen, uint64_t *out);
+ * with its 16 bytes at digits_at read as '0', and the data section of ck (its pages released
+ * as they are hashed when ck is mapped). Returns 0, or -1 when out of memory (no message). */
+int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const nn_ckpt *ck,
+                 uint64_t *out);
 
 #endif

@@ -108,10 +108,12 @@ static void load_tensor(const nn_ckpt *ck, ag_tensor *p) {
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, p->name);
     if (t->dtype != NN_I64) {
         ck_decode(ck, t, p->data);
-        return;
+    } else {
+        const unsigned char *b = ck_bytes(ck, t);
+        for (uint64_t i = 0; i < t->numel; i++)
+            p->data[i] = (ag_real)(int64_t)le64_get(b + 8 * i);
     }
-    const unsigned char *b = ck_bytes(ck, t);
-    for (uint64_t i = 0; i < t->numel; i++) p->data[i] = (ag_real)(int64_t)le64_get(b + 8 * i);
+    ck_release(ck, t->begin, t->end); /* a mapped file: done with its pages */
 }
 
 int nn_ckpt_add_params(nn_ckpt *ck, const nn_params *ps) {

@@ -248,6 +248,7 @@ typedef struct ck_in {
     uint64_t size;            /* bytes in the image (a file's size by fstat) */
     uint64_t at;              /* bytes read so far from mem */
     const char *name;         /* for messages */
+    unsigned char *map;       /* mem is this mapped file: the checkpoint takes it, or NULL */
 } ck_in;
 
 /* Reads the next n bytes (`what`, for messages) into dst. Returns 0 or -1. */
@@ -311,13 +312,19 @@ static int load_image(nn_ckpt **out, ck_in *in, const nn_ckpt_load_opts *opts) {
     strcpy(ck->source, src);
     if (ck_validate(ck, &root, hdr, (size_t)n, in->size, &sum)) goto done;
     js_free(&root);
-    /* Sizes agree: now the data section. */
-    if (ck->len && !(ck->data = malloc(ck->len))) {
+    /* Sizes agree: now the data section, mapped (the checkpoint owns the mapping from here) or
+     * read into memory. */
+    if (in->map) {
+        ck->map = in->map;
+        ck->map_len = (size_t)in->size;
+        ck->data = in->map + in->at;
+        in->map = NULL;
+    } else if (ck->len && !(ck->data = malloc(ck->len))) {
         ag_error("%s: out of memory (%zu bytes of data)", src, ck->len);
         goto done;
     }
     ck->held = ck->data_cap = ck->len;
-    if (in_read(in, ck->data, ck->len, "the data section") ||
+    if ((!ck->map && in_read(in, ck->data, ck->len, "the data section")) ||
         ck_verify(ck, &sum, hdr, (size_t)n, opts))
         goto done;
     *out = ck;
@@ -352,7 +359,16 @@ int nn_ckpt_load_with(nn_ckpt **out, const char *path, const nn_ckpt_load_opts *
         return ag_error("%s: not a regular file", path);
     }
     ck_in in = {.f = f, .size = (uint64_t)st.st_size, .name = path};
+    if (opts && opts->map) {
+        if (ck_map(fileno(f), path, (size_t)st.st_size, &in.map)) {
+            fclose(f);
+            return -1;
+        }
+        in.f = NULL;
+        in.mem = in.map ? in.map : (const unsigned char *)"";
+    }
     int rc = load_image(out, &in, opts);
+    ck_unmap(in.map, (size_t)in.size); /* not taken: the load failed before the data */
     fclose(f);
     return rc;
 }

@@ -227,8 +227,20 @@ int ck_validate(nn_ckpt *ck, const js_val *root, const char *hdr, size_t hlen, u
     return check_coverage(ck, hlen, file_size);
 }
 
-int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const unsigned char *data,
-                 size_t dlen, uint64_t *out) {
+/* Adds ck's data section to st in windows of 4 MiB, each released once hashed (a mapped
+ * file: ck_release). The same hash as one update over the whole section. */
+static void hash_data(XXH3_state_t *st, const nn_ckpt *ck) {
+    const size_t window = (size_t)4 << 20;
+    if (!ck->len) XXH3_64bits_update(st, "", 0);
+    for (size_t at = 0; at < ck->len; at += window) {
+        size_t n = ck->len - at < window ? ck->len - at : window;
+        XXH3_64bits_update(st, ck->data + at, n);
+        ck_release(ck, at, at + n);
+    }
+}
+
+int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const nn_ckpt *ck,
+                 uint64_t *out) {
     XXH3_state_t *st = XXH3_createState();
     if (!st) return -1;
     unsigned char len8[8];
@@ -238,7 +250,7 @@ int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const unsigned 
     XXH3_64bits_update(st, hdr, digits_at);
     XXH3_64bits_update(st, "0000000000000000", 16);
     XXH3_64bits_update(st, hdr + digits_at + 16, hlen - digits_at - 16);
-    XXH3_64bits_update(st, dlen ? data : (const void *)"", dlen);
+    hash_data(st, ck);
     *out = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     return 0;
@@ -279,6 +291,7 @@ static int check_finite(const nn_ckpt *ck, const nn_ckpt_tensor *t) {
         if (!w) continue;
         if (!count++) first = i, what = w;
     }
+    ck_release(ck, t->begin, t->end);
     if (!count) return 0;
     char s[160];
     return ag_error("%s: tensor '%s' (%s %s) holds %llu non-finite value%s (element %llu is "
@@ -295,7 +308,7 @@ int ck_verify(nn_ckpt *ck, const ck_sum_info *sum, const char *hdr, size_t hlen,
     char got[17];
     if (sum->scheme == NN_CKPT_CHECKED_FILE) {
         uint64_t h;
-        if (ck_file_hash(hdr, hlen, sum->digits_at, ck->data, ck->len, &h))
+        if (ck_file_hash(hdr, hlen, sum->digits_at, ck, &h))
             return ag_error("%s: out of memory", src);
         snprintf(got, sizeof got, "%016llx", (unsigned long long)h);
         if (memcmp(hdr + sum->digits_at, got, 16) != 0)
@@ -306,7 +319,12 @@ int ck_verify(nn_ckpt *ck, const ck_sum_info *sum, const char *hdr, size_t hlen,
                             src, NN_CKPT_CHECKSUM_KEY, hdr + sum->digits_at, got);
     } else if (sum->scheme == NN_CKPT_CHECKED_DATA) {
         const char *want = nn_ckpt_meta(ck, NN_CKPT_LEGACY_CHECKSUM_KEY);
-        XXH64_hash_t h = XXH3_64bits(ck->len ? ck->data : (const void *)"", ck->len);
+        XXH3_state_t *st = XXH3_createState();
+        if (!st) return ag_error("%s: out of memory", src);
+        XXH3_64bits_reset(st);
+        hash_data(st, ck);
+        XXH64_hash_t h = XXH3_64bits_digest(st);
+        XXH3_freeState(st);
         snprintf(got, sizeof got, "%016llx", (unsigned long long)h);
         if (strcmp(want, got) != 0)
             return ag_error("%s: checksum does not match: metadata %s (legacy scheme, the data "

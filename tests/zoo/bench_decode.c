@@ -1,12 +1,13 @@
 /* bench_decode.c -- decoding speed and peak memory of the big Transformer (d_model 256, FFN
  * 1024, 8 heads, 3 + 3 layers) with the full fra.txt vocabularies, randomly initialised (seed
  * 42): it never says <eos>, so every sentence runs num_steps steps, the worst case.
- *   bench_decode FRA_TXT greedy|beam [batch] [num_steps] [beam] [threads]
+ *   bench_decode FRA_TXT greedy|beam [batch] [num_steps] [beam] [threads] [none|int8|bf16]
  * decodes the 2,000 sentences of a seeded test split (split_seed 1), `batch` sentences per call
  * of zoo_greedy / zoo_beam_search (default: all at once), and prints sentences/s, the process's
  * peak RSS (getrusage ru_maxrss) and a hash of the translations (the same hash: the same
- * tokens). threads: the engine's threads (default 1). Run one mode per process: the peak RSS
- * is the process's. */
+ * tokens). threads: the engine's threads (default 1). The last argument: the Linear layers'
+ * arithmetic (zoo_decode_quantize; default none). Run one mode per process: the peak RSS is the
+ * process's. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,9 @@ static double peak_mb(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FRA_TXT greedy|beam [batch] [num_steps] [beam] [threads]\n",
+        fprintf(stderr,
+                "usage: %s FRA_TXT greedy|beam [batch] [num_steps] [beam] [threads] "
+                "[none|int8|bf16]\n",
                 argv[0]);
         return 2;
     }
@@ -62,9 +65,18 @@ int main(int argc, char **argv) {
     zoo_model *m =
         zoo_model_new(&zoo_transformer_kind, &hp, ds_vocab_size(sv), ds_vocab_size(tv), 42);
     if (!m) return fprintf(stderr, "%s\n", ag_last_error()), 1;
-    printf("vocab %d/%d, %d sentences, num_steps %d, %s batch %d%s, rss after load %.0f MB\n",
+    nn_quant q = NN_QUANT_NONE;
+    for (int i = 0; argc > 7 && nn_quant_names[i]; i++)
+        if (!strcmp(argv[7], nn_quant_names[i])) q = (nn_quant)i;
+    if (zoo_decode_quantize(m, q)) return fprintf(stderr, "%s\n", ag_last_error()), 1;
+    printf("vocab %d/%d, %d sentences, num_steps %d, %s batch %d%s, %s (%s), rss after load "
+           "%.0f MB\n",
            ds_vocab_size(sv), ds_vocab_size(tv), N, T, greedy ? "greedy" : "beam", batch,
-           greedy ? "" : " sentences", peak_mb());
+           greedy ? "" : " sentences", q ? nn_quant_names[q] : "float",
+           q == NN_QUANT_INT8   ? nn_qkernel_name(nn_qkernel_auto())
+           : q == NN_QUANT_BF16 ? nn_bkernel_name(nn_bkernel_auto())
+                                : "float kernels",
+           peak_mb());
     int32_t bos = ds_vocab_id(tv, "<bos>"), eos = ds_vocab_id(tv, "<eos>");
     ag_tape *t = ag_tape_new();
     double t0 = bench_now();

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "datasets/text.h"
+#include "zoo/app/decode.h"
 
 #ifndef TG_SOURCE_DIR
 #define TG_SOURCE_DIR NULL
@@ -152,7 +153,8 @@ int zoo__load(const zoo_cli *c, zoo_loaded *l) {
         rc = zoo__fail(c, "out of memory");
     } else if (nn_ckpt_load_with(
                    &l->ck, cfg->files.checkpoint,
-                   &(nn_ckpt_load_opts){.allow_nonfinite = cfg->exec.allow_nonfinite}) ||
+                   &(nn_ckpt_load_opts){.allow_nonfinite = cfg->exec.allow_nonfinite,
+                                        .map = true}) ||
                (nn_ckpt_meta(l->ck, "tapegrad.model")
                     ? zoo_ckpt_load_model(l->ck, c->run.kind, &l->m, &l->sv, &l->tv)
                     : zoo_ckpt_import_state_dict(l->ck, c->run.kind, cfg->model,
@@ -160,6 +162,8 @@ int zoo__load(const zoo_cli *c, zoo_loaded *l) {
                                                  &l->sv, &l->tv)) ||
                use_subword(c, l)) {
         rc = zoo__fail(c, ag_last_error());
+    } else if (zoo_decode_quantize(l->m, (nn_quant)cfg->exec.quantize)) {
+        rc = zoo__fail(c, ag_last_error()); /* --quantize: translate and eval */
     }
     if (rc) zoo__unload(l);
     return rc;

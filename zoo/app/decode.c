@@ -66,7 +66,7 @@ int zoo__in_chunks(zoo_model *m, ag_tape *t, int B, int rows_each, zoo__chunk_fn
                    const void *args) {
     int per = CHUNK_ROWS / rows_each > 0 ? CHUNK_ROWS / rows_each : 1;
     int chunks = (B + per - 1) / per;
-    nn_packs *packs = nn_packs_new();
+    nn_packs *packs = m->packs ? m->packs : nn_packs_new();
     if (!packs) return ag_error_context("decoding");
     int rc;
     if (chunks < 2) {
@@ -84,6 +84,30 @@ int zoo__in_chunks(zoo_model *m, ag_tape *t, int B, int rows_each, zoo__chunk_fn
             free(tapes);
         }
     }
-    nn_packs_free(packs);
+    if (packs != m->packs) nn_packs_free(packs);
     return rc;
+}
+
+/* ---- quantized inference ---- */
+
+int zoo_decode_quantize(zoo_model *m, nn_quant q) {
+    if (q != NN_QUANT_NONE && q != NN_QUANT_INT8 && q != NN_QUANT_BF16)
+        return ag_error("zoo_decode_quantize: mode %d, expected none, int8 or bf16", (int)q);
+    nn_packs_free(m->packs);
+    m->packs = NULL;
+    if (q == NN_QUANT_NONE) return 0;
+    nn_packs *p = nn_packs_new();
+    if (!p) return ag_error_context("zoo_decode_quantize");
+    nn_packs_set_quant(p, q);
+    /* the output layer (the one matrix over the target vocabulary; an embedding of the same
+     * shape is not a Linear, so keeping it float changes nothing) gives float logits */
+    for (size_t i = 0; i < nn_params_count(m->ps); i++) {
+        const ag_tensor *w = nn_params_at(m->ps, i);
+        if (w->ndim == 2 && w->shape[0] == m->tgt_vocab && nn_packs_keep_float(p, w)) {
+            nn_packs_free(p);
+            return ag_error_context("zoo_decode_quantize");
+        }
+    }
+    m->packs = p;
+    return 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "datasets/common.h"
+#include "nn/quant.h"
 #include "zoo/app/subword.h"
 
 /* ---- the tables: one row per field ---- */
@@ -215,6 +216,11 @@ static const zoo_cfg_opt EXEC[] = {
       "of the checkpoints given as arguments (0: the arguments)",
       NULL},
      "a"},
+    {{"quantize", ZOO_CHOICE, X(quantize), 0, 0,
+      "the attention and FFN projections in int8 (weights per output channel, activations per "
+      "row) or bf16, or float (none); the output layer and the attention scores stay float",
+      nn_quant_names},
+     "re"},
 };
 #undef X
 

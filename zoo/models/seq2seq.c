@@ -15,6 +15,7 @@ zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vo
 }
 
 void zoo_model_free(zoo_model *m) {
+    if (m) nn_packs_free(m->packs);
     if (m) m->ops->free(m);
 }
 

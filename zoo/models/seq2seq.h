@@ -108,6 +108,9 @@ struct zoo_model {
     const void *cfg; /* its config (kind->config_size bytes), owned by the model */
     nn_params *ps;
     int src_vocab, tgt_vocab, layers;
+    /* NULL, or the weights prepared once for inference (zoo_decode_quantize, zoo/app/decode.h)
+     * that decoding uses instead of packing them at each call; freed with the model */
+    nn_packs *packs;
 };
 
 extern const zoo_model_kind zoo_transformer_kind;

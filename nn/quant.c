@@ -1,0 +1,291 @@
+/* quant.c -- int8 Linear for inference: per-channel weight quantization, per-row activation
+ * quantization, the int32 kernels (portable and AVX512-VNNI, chosen at run time) and the op
+ * (the math and the layout in nn/quant.h). */
+#include "nn/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/ag_op.h"
+#include "nn/internal.h"
+
+const char *const nn_quant_names[] = {"none", "int8", "bf16", NULL};
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TG_HAVE_VNNI 1
+#include <immintrin.h>
+#endif
+
+#define QB 16 /* channels per block: one 512-bit register of int32 sums */
+
+/* ---- weights ---- */
+
+/* Round to nearest, ties to even (the default rounding mode), clamped to [-127, 127]. */
+static int q8(double v) {
+    double r = nearbyint(v);
+    return r > 127 ? 127 : r < -127 ? -127 : (int)r;
+}
+
+nn_qweight *nn_qweight_new(const ag_real *w, int out, int in, ptrdiff_t ldw) {
+    if (!w || out <= 0 || in <= 0) {
+        ag_error("nn_qweight_new: weight %s (%d, %d), expected a weight with out, in > 0",
+                 w ? "given" : "NULL", out, in);
+        return NULL;
+    }
+    nn_qweight *q = calloc(1, sizeof *q);
+    int blocks = (out + QB - 1) / QB, kp = (in + 3) / 4 * 4;
+    if (q) {
+        *q = (nn_qweight){.out = out, .in = in, .kp = kp};
+        q->q = calloc((size_t)blocks * QB * (size_t)kp, 1);
+        q->scale = malloc(sizeof *q->scale * (size_t)out);
+        q->csum = malloc(sizeof *q->csum * (size_t)out);
+    }
+    if (!q || !q->q || !q->scale || !q->csum) {
+        nn_qweight_free(q);
+        ag_error("nn_qweight_new: out of memory for a (%d, %d) weight", out, in);
+        return NULL;
+    }
+    for (int j = 0; j < out; j++) {
+        const ag_real *row = w + (ptrdiff_t)j * ldw;
+        double amax = 0;
+        for (int k = 0; k < in; k++) amax = fmax(amax, fabs((double)row[k]));
+        q->scale[j] = (float)(amax / 127);
+        double inv = amax > 0 ? 127 / amax : 0;
+        int8_t *blk = q->q + (size_t)(j / QB) * QB * (size_t)kp;
+        int32_t c = 0;
+        for (int k = 0; k < in; k++) {
+            int v = q8((double)row[k] * inv);
+            blk[(size_t)(k / 4) * QB * 4 + (size_t)(j % QB) * 4 + (size_t)(k % 4)] = (int8_t)v;
+            c += v;
+        }
+        q->csum[j] = c;
+    }
+    return q;
+}
+
+void nn_qweight_free(nn_qweight *w) {
+    if (!w) return;
+    free(w->q);
+    free(w->scale);
+    free(w->csum);
+    free(w);
+}
+
+int nn_qweight_at(const nn_qweight *w, int j, int k) {
+    const int8_t *blk = w->q + (size_t)(j / QB) * QB * (size_t)w->kp;
+    return blk[(size_t)(k / 4) * QB * 4 + (size_t)(j % QB) * 4 + (size_t)(k % 4)];
+}
+
+/* Both loops vectorize: the maximum of |x| as the maximum of its bit patterns (a non-negative
+ * float orders as its bits do; a NaN or infinity in x gives a NaN scale, as the float product
+ * would give NaN), and rounding to nearest even as (v + 1.5 2^23) - 1.5 2^23, exact for
+ * |v| <= 2^22 (here |v| <= 127 up to one rounding) in the default rounding mode, the C11 build
+ * never reassociating it. */
+float nn_qrow(const ag_real *x, int in, int kp, uint8_t *u) {
+    uint32_t bmax = 0;
+    for (int k = 0; k < in; k++) {
+        float a = fabsf((float)x[k]);
+        uint32_t b;
+        memcpy(&b, &a, 4);
+        bmax = b > bmax ? b : bmax;
+    }
+    float amax;
+    memcpy(&amax, &bmax, 4);
+    float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    const float magic = 12582912.0f; /* 1.5 2^23 */
+    for (int k = 0; k < in; k++) {
+        float r = ((float)x[k] * inv + magic) - magic;
+        r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
+        u[k] = (uint8_t)((int)r + 128);
+    }
+    memset(u + in, 128, (size_t)(kp - in));
+    return amax / 127.0f;
+}
+
+/* ---- the int32 kernels ----
+ * Both compute acc (m, out) = u (m, kp) qw^T over the packed layout of nn/quant.h, channel
+ * block by channel block: acc[i][16 jb + j] = sum_g sum_t u[i][4 g + t] blk[g][j][t]. */
+
+static void qgemm_portable(int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
+    int blocks = (w->out + QB - 1) / QB, groups = w->kp / 4;
+    for (int i = 0; i < m; i++) {
+        const uint8_t *ur = u + (size_t)i * (size_t)w->kp;
+        for (int b = 0; b < blocks; b++) {
+            const int8_t *blk = w->q + (size_t)b * QB * (size_t)w->kp;
+            int32_t s[QB] = {0};
+            for (int g = 0; g < groups; g++)
+                for (int j = 0; j < QB; j++)
+                    for (int t = 0; t < 4; t++)
+                        s[j] += (int32_t)ur[4 * g + t] * (int32_t)blk[(g * QB + j) * 4 + t];
+            int n = w->out - b * QB < QB ? w->out - b * QB : QB;
+            memcpy(acc + (size_t)i * (size_t)w->out + (size_t)b * QB, s, sizeof *s * (size_t)n);
+        }
+    }
+}
+
+#ifdef TG_HAVE_VNNI
+/* R rows (R <= QR) of u against NB (1 or 2) blocks of 16 channels from block b: R x NB
+ * accumulators, each group of 4 bytes one vpdpbusd per row and block, the group's weight
+ * bytes (64 per block) loaded once for the R rows. Each 32-bit lane j accumulates
+ * u[4g .. 4g + 3] . blk[g][j][0 .. 3] (4 products u8 x s8 of at most 32,385 in size: the sum
+ * of 4 cannot wrap), the lanes the 16 channels of the block. */
+#define QR 8
+__attribute__((target("avx512f,avx512vnni"), always_inline)) static inline void
+vnni_tile(int R, int NB, const uint8_t *u, const nn_qweight *w, int b, int32_t *acc) {
+    const size_t kp = (size_t)w->kp;
+    const int groups = w->kp / 4;
+    const int8_t *blk0 = w->q + (size_t)b * QB * kp, *blk1 = blk0 + QB * kp;
+    __m512i s[QR][2]; /* in registers when R is a constant (the loops below fully unrolled) */
+#pragma GCC unroll 8
+    for (int i = 0; i < QR; i++) s[i][0] = s[i][1] = _mm512_setzero_si512();
+    for (int g = 0; g < groups; g++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(blk0 + (size_t)g * QB * 4));
+        __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(blk1 + (size_t)g * QB * 4)) : w0;
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            int32_t a;
+            memcpy(&a, u + (size_t)i * kp + 4 * (size_t)g, 4);
+            __m512i av = _mm512_set1_epi32(a);
+            s[i][0] = _mm512_dpbusd_epi32(s[i][0], av, w0);
+            if (NB > 1) s[i][1] = _mm512_dpbusd_epi32(s[i][1], av, w1);
+        }
+    }
+    for (int nb = 0; nb < NB; nb++) {
+        int c0 = (b + nb) * QB, n = w->out - c0 < QB ? w->out - c0 : QB;
+        __mmask16 mask = (__mmask16)((1u << n) - 1u);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++)
+            _mm512_mask_storeu_epi32(acc + (size_t)i * (size_t)w->out + (size_t)c0, mask,
+                                     s[i][nb]);
+    }
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static void
+qgemm_vnni(int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
+    int blocks = (w->out + QB - 1) / QB;
+    for (int i = 0; i < m; i += QR) {
+        const uint8_t *ui = u + (size_t)i * (size_t)w->kp;
+        int32_t *ai = acc + (size_t)i * (size_t)w->out;
+        int b = 0;
+        if (m - i >= QR) { /* full tiles, the registers' shape known at compile time */
+            for (; b + 2 <= blocks; b += 2) vnni_tile(QR, 2, ui, w, b, ai);
+            if (b < blocks) vnni_tile(QR, 1, ui, w, b, ai);
+        } else {
+            for (; b + 2 <= blocks; b += 2) vnni_tile(m - i, 2, ui, w, b, ai);
+            if (b < blocks) vnni_tile(m - i, 1, ui, w, b, ai);
+        }
+    }
+}
+#endif
+
+bool nn_qkernel_available(nn_qkernel k) {
+    if (k != NN_QK_VNNI) return k == NN_QK_AUTO || k == NN_QK_PORTABLE;
+#ifdef TG_HAVE_VNNI
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
+nn_qkernel nn_qkernel_auto(void) {
+    static _Atomic int chosen; /* 0: not yet; else the nn_qkernel (the same in every thread) */
+    int k = chosen;
+    if (!k) {
+        k = nn_quant_portable_forced() || !nn_qkernel_available(NN_QK_VNNI)
+                ? NN_QK_PORTABLE
+                : NN_QK_VNNI;
+        chosen = k;
+    }
+    return (nn_qkernel)k;
+}
+
+const char *nn_qkernel_name(nn_qkernel k) {
+    return k == NN_QK_VNNI ? "avx512-vnni" : k == NN_QK_PORTABLE ? "portable" : "auto";
+}
+
+int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
+    if (k == NN_QK_AUTO) k = nn_qkernel_auto();
+    if (!nn_qkernel_available(k))
+        return ag_error("nn_qgemm_s32: kernel %s is not available on this CPU", nn_qkernel_name(k));
+    if (m <= 0) return 0;
+#ifdef TG_HAVE_VNNI
+    if (k == NN_QK_VNNI) {
+        qgemm_vnni(m, u, w, acc);
+        return 0;
+    }
+#endif
+    qgemm_portable(m, u, w, acc);
+    return 0;
+}
+
+/* ---- the op ---- */
+
+/* y_ij = (acc_ij - 128 c_j) (sx_i sw_j) + b_j, in float, in this order (one rounding per
+ * operation: the C11 build contracts nothing into an FMA). */
+static void nn_qepilogue(int m, const int32_t *acc, const float *sx, const nn_qweight *w,
+                         const ag_real *b, ag_real *y) {
+    const int32_t *cs = w->csum;
+    const float *sw = w->scale;
+    for (int i = 0; i < m; i++) {
+        const int32_t *a = acc + (size_t)i * (size_t)w->out;
+        ag_real *yr = y + (size_t)i * (size_t)w->out;
+        const float s = sx[i];
+        if (b)
+            for (int j = 0; j < w->out; j++)
+                yr[j] = (ag_real)((float)(a[j] - 128 * cs[j]) * (s * sw[j]) + (float)b[j]);
+        else
+            for (int j = 0; j < w->out; j++)
+                yr[j] = (ag_real)((float)(a[j] - 128 * cs[j]) * (s * sw[j]));
+    }
+}
+
+ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **xp, bool weight, int in,
+                             int out, ag_tensor *bias) {
+    ag_tensor *x = *xp;
+    if (!x || !weight) return ag_report(t, "%s: x or the weight is NULL", op);
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != in)
+        return ag_report(t, "%s: x's last dim is %d, the weight takes %d", op,
+                         x->ndim ? x->shape[x->ndim - 1] : 0, in);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != out))
+        return ag_report(t, "%s: bias of %d elements, expected (%d)", op,
+                         bias->ndim == 1 ? bias->shape[0] : -1, out);
+    ag_tensor *ins[2] = {x, bias};
+    if (ag_op_wants_grad(t, bias ? 2 : 1, ins))
+        return ag_report(t, "%s: inference only, turn the tape's recording off", op);
+    if (!(x = *xp = ag_contiguous(t, x))) return NULL;
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    return ag_tensor_new(t, x->ndim, shape);
+}
+
+bool nn_quant_portable_forced(void) {
+    const char *env = getenv("TG_QUANT_KERNEL");
+    return env && !strcmp(env, "portable");
+}
+
+ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias) {
+    ag_tensor *y = nn_quant_op_begin(t, "nn_qlinear_forward", &x, w != NULL, w ? w->in : 0,
+                                     w ? w->out : 0, bias);
+    if (!y) return NULL;
+    /* QM rows at a time: the scratch (quantized rows, int32 sums) stays small and in cache
+     * whatever the number of rows (an encoder's chunk is thousands) */
+    enum { QM = 64 };
+    int m = (int)(x->numel / w->in), qm = m < QM ? m : QM;
+    uint8_t *u = ag_tape_alloc(t, (size_t)qm * (size_t)w->kp + 1);
+    float *sx = ag_tape_alloc(t, sizeof *sx * (size_t)qm + 1);
+    int32_t *acc = ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
+    if (!u || !sx || !acc) return NULL;
+    for (int i0 = 0; i0 < m; i0 += QM) {
+        int r = m - i0 < QM ? m - i0 : QM;
+        for (int i = 0; i < r; i++)
+            sx[i] = nn_qrow(x->data + (size_t)(i0 + i) * (size_t)w->in, w->in, w->kp,
+                            u + (size_t)i * (size_t)w->kp);
+        if (nn_qgemm_s32(NN_QK_AUTO, r, u, w, acc)) return ag_report(t, "%s", ag_last_error());
+        nn_qepilogue(r, acc, sx, w, bias ? bias->data : NULL,
+                     y->data + (size_t)i0 * (size_t)w->out);
+    }
+    return y;
+}

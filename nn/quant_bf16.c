@@ -1,0 +1,224 @@
+/* quant_bf16.c -- bf16 Linear for inference: weights rounded to bf16 once, activations rounded
+ * to bf16 at each product, float sums by AVX512-BF16's vdpbf16ps or its exact emulation (the
+ * math and the layout in nn/quant.h). */
+#include "nn/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/ag_op.h"
+#include "nn/internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TG_HAVE_BF16 1
+#include <immintrin.h>
+#endif
+
+#define BB 16 /* channels per block: one register of 16 float sums */
+
+uint16_t nn_bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even */
+    /* a NaN stays a (quiet) NaN; branch-free, so that a row's loop vectorizes */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+}
+
+float nn_bf16_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+nn_bweight *nn_bweight_new(const ag_real *w, int out, int in, ptrdiff_t ldw) {
+    if (!w || out <= 0 || in <= 0) {
+        ag_error("nn_bweight_new: weight %s (%d, %d), expected a weight with out, in > 0",
+                 w ? "given" : "NULL", out, in);
+        return NULL;
+    }
+    nn_bweight *b = calloc(1, sizeof *b);
+    int blocks = (out + BB - 1) / BB, kp = (in + 1) / 2 * 2;
+    if (b) {
+        *b = (nn_bweight){.out = out, .in = in, .kp = kp};
+        b->w = calloc((size_t)blocks * BB * (size_t)kp, sizeof *b->w);
+    }
+    if (!b || !b->w) {
+        nn_bweight_free(b);
+        ag_error("nn_bweight_new: out of memory for a (%d, %d) weight", out, in);
+        return NULL;
+    }
+    for (int j = 0; j < out; j++)
+        for (int k = 0; k < in; k++)
+            b->w[((size_t)(j / BB) * (size_t)(kp / 2) + (size_t)(k / 2)) * BB * 2 +
+                 (size_t)(j % BB) * 2 + (size_t)(k % 2)] =
+                nn_bf16_round((float)w[(ptrdiff_t)j * ldw + k]);
+    return b;
+}
+
+void nn_bweight_free(nn_bweight *w) {
+    if (!w) return;
+    free(w->w);
+    free(w);
+}
+
+uint16_t nn_bweight_at(const nn_bweight *w, int j, int k) {
+    return w->w[((size_t)(j / BB) * (size_t)(w->kp / 2) + (size_t)(k / 2)) * BB * 2 +
+                (size_t)(j % BB) * 2 + (size_t)(k % 2)];
+}
+
+/* ---- the kernels ----
+ * acc[i][16 b + j] = 0, then for each pair g: acc += x[2g+1] w[2g+1], then acc += x[2g] w[2g]
+ * (vdpbf16ps's order: the odd product first, each addition rounded to float, to nearest even;
+ * the products of two bf16 are exact in float). */
+
+/* A float below the smallest normal flushed to zero (vdpbf16ps: DAZ on its inputs, FTZ on its
+ * result). */
+static inline float ftz(float v) { return fabsf(v) < 1.17549435e-38f ? 0.0f * v : v; }
+
+static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
+    int blocks = (w->out + BB - 1) / BB, pairs = w->kp / 2;
+    for (int i = 0; i < m; i++) {
+        const uint16_t *xr = x + (size_t)i * (size_t)w->kp;
+        for (int b = 0; b < blocks; b++) {
+            const uint16_t *blk = w->w + (size_t)b * BB * (size_t)w->kp;
+            float s[BB] = {0};
+            for (int g = 0; g < pairs; g++) {
+                float x0 = ftz(nn_bf16_float(xr[2 * g])), x1 = ftz(nn_bf16_float(xr[2 * g + 1]));
+                for (int j = 0; j < BB; j++) {
+                    const uint16_t *wp = blk + ((size_t)g * BB + (size_t)j) * 2;
+                    float p1 = x1 * ftz(nn_bf16_float(wp[1])), p0 = x0 * ftz(nn_bf16_float(wp[0]));
+                    s[j] = ftz(ftz(s[j] + ftz(p1)) + ftz(p0));
+                }
+            }
+            int n = w->out - b * BB < BB ? w->out - b * BB : BB;
+            memcpy(acc + (size_t)i * (size_t)w->out + (size_t)b * BB, s, sizeof *s * (size_t)n);
+        }
+    }
+}
+
+#ifdef TG_HAVE_BF16
+/* R rows (R <= BR) against NB (1 or 2) blocks from block b: R x NB registers of 16 float sums,
+ * the pair's weights (64 bytes per block) loaded once for the R rows, one vdpbf16ps per row
+ * and block. */
+#define BR 8
+__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
+bf16_tile(int R, int NB, const uint16_t *x, const nn_bweight *w, int b, float *acc) {
+    const size_t kp = (size_t)w->kp, bs = BB * kp;
+    const int pairs = w->kp / 2;
+    const uint16_t *blk0 = w->w + (size_t)b * bs, *blk1 = blk0 + bs;
+    __m512 s[BR][2]; /* in registers when R is a constant (the loops fully unrolled) */
+#pragma GCC unroll 8
+    for (int i = 0; i < BR; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
+    for (int g = 0; g < pairs; g++) {
+        __m512i w0 = _mm512_loadu_si512((const void *)(blk0 + (size_t)g * BB * 2));
+        __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(blk1 + (size_t)g * BB * 2)) : w0;
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            uint32_t xp;
+            memcpy(&xp, x + (size_t)i * kp + 2 * (size_t)g, 4);
+            __m512i xv = _mm512_set1_epi32((int)xp);
+            s[i][0] = _mm512_dpbf16_ps(s[i][0], (__m512bh)xv, (__m512bh)w0);
+            if (NB > 1) s[i][1] = _mm512_dpbf16_ps(s[i][1], (__m512bh)xv, (__m512bh)w1);
+        }
+    }
+    for (int nb = 0; nb < NB; nb++) {
+        int c0 = (b + nb) * BB, n = w->out - c0 < BB ? w->out - c0 : BB;
+        __mmask16 mask = (__mmask16)((1u << n) - 1u);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++)
+            _mm512_mask_storeu_ps(acc + (size_t)i * (size_t)w->out + (size_t)c0, mask, s[i][nb]);
+    }
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static void
+bgemm_avx512(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
+    int blocks = (w->out + BB - 1) / BB;
+    for (int i = 0; i < m; i += BR) {
+        const uint16_t *xi = x + (size_t)i * (size_t)w->kp;
+        float *ai = acc + (size_t)i * (size_t)w->out;
+        int b = 0;
+        if (m - i >= BR) { /* full tiles, the registers' shape known at compile time */
+            for (; b + 2 <= blocks; b += 2) bf16_tile(BR, 2, xi, w, b, ai);
+            if (b < blocks) bf16_tile(BR, 1, xi, w, b, ai);
+        } else {
+            for (; b + 2 <= blocks; b += 2) bf16_tile(m - i, 2, xi, w, b, ai);
+            if (b < blocks) bf16_tile(m - i, 1, xi, w, b, ai);
+        }
+    }
+}
+#endif
+
+bool nn_bkernel_available(nn_bkernel k) {
+    if (k != NN_BK_AVX512BF16) return k == NN_BK_AUTO || k == NN_BK_PORTABLE;
+#ifdef TG_HAVE_BF16
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+}
+
+nn_bkernel nn_bkernel_auto(void) {
+    static _Atomic int chosen; /* 0: not yet; else the nn_bkernel */
+    int k = chosen;
+    if (!k) {
+        k = nn_quant_portable_forced() || !nn_bkernel_available(NN_BK_AVX512BF16)
+                ? NN_BK_PORTABLE
+                : NN_BK_AVX512BF16;
+        chosen = k;
+    }
+    return (nn_bkernel)k;
+}
+
+const char *nn_bkernel_name(nn_bkernel k) {
+    return k == NN_BK_AVX512BF16 ? "avx512-bf16" : k == NN_BK_PORTABLE ? "portable" : "auto";
+}
+
+int nn_bgemm_f32(nn_bkernel k, int m, const uint16_t *x, const nn_bweight *w, float *acc) {
+    if (k == NN_BK_AUTO) k = nn_bkernel_auto();
+    if (!nn_bkernel_available(k))
+        return ag_error("nn_bgemm_f32: kernel %s is not available on this CPU", nn_bkernel_name(k));
+    if (m <= 0) return 0;
+#ifdef TG_HAVE_BF16
+    if (k == NN_BK_AVX512BF16) {
+        bgemm_avx512(m, x, w, acc);
+        return 0;
+    }
+#endif
+    bgemm_portable(m, x, w, acc);
+    return 0;
+}
+
+/* ---- the op ---- */
+
+ag_tensor *nn_blinear_forward(ag_tape *t, ag_tensor *x, const nn_bweight *w, ag_tensor *bias) {
+    ag_tensor *y = nn_quant_op_begin(t, "nn_blinear_forward", &x, w != NULL, w ? w->in : 0,
+                                     w ? w->out : 0, bias);
+    if (!y) return NULL;
+    enum { QM = 64 }; /* rows at a time through a small scratch */
+    int m = (int)(x->numel / w->in), qm = m < QM ? m : QM;
+    uint16_t *xb = ag_tape_alloc(t, sizeof *xb * (size_t)qm * (size_t)w->kp + 1);
+    float *acc = ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
+    if (!xb || !acc) return NULL;
+    for (int i0 = 0; i0 < m; i0 += QM) {
+        int r = m - i0 < QM ? m - i0 : QM;
+        for (int i = 0; i < r; i++) {
+            const ag_real *xr = x->data + (size_t)(i0 + i) * (size_t)w->in;
+            uint16_t *br = xb + (size_t)i * (size_t)w->kp;
+            for (int k = 0; k < w->in; k++) br[k] = nn_bf16_round((float)xr[k]);
+            if (w->kp > w->in) br[w->in] = 0;
+        }
+        if (nn_bgemm_f32(NN_BK_AUTO, r, xb, w, acc)) return ag_report(t, "%s", ag_last_error());
+        for (int i = 0; i < r; i++) {
+            ag_real *yr = y->data + (size_t)(i0 + i) * (size_t)w->out;
+            const float *ar = acc + (size_t)i * (size_t)w->out;
+            if (bias)
+                for (int j = 0; j < w->out; j++) yr[j] = (ag_real)(ar[j] + (float)bias->data[j]);
+            else
+                for (int j = 0; j < w->out; j++) yr[j] = (ag_real)ar[j];
+        }
+    }
+    return y;
+}
