@@ -99,8 +99,7 @@ bool nn_bkernel_available(nn_bkernel k);
 nn_bkernel nn_bkernel_auto(void);          /* TG_QUANT_KERNEL=portable forces the portable one */
 const char *nn_bkernel_name(nn_bkernel k); /* "portable", "avx512-bf16" */
 
-uint16_t nn_bf16_round(float f); /* to nearest, ties to even; NaN stays NaN */
-float nn_bf16_float(uint16_t h);  /* exact */
+/* Rounding to bf16 and back: ag_bf16_round, ag_bf16_to_float (autograd/ag_op.h). */
 
 /* W (out, in) in bf16, in blocks of 16 channels, each kp / 2 pairs of 16 x 2 values (kp = in
  * rounded up to even, zero padded). */

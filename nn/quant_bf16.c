@@ -17,21 +17,6 @@
 
 #define BB 16 /* channels per block: one register of 16 float sums */
 
-uint16_t nn_bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* to nearest, ties to even */
-    /* a NaN stays a (quiet) NaN; branch-free, so that a row's loop vectorizes */
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
-}
-
-float nn_bf16_float(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 nn_bweight *nn_bweight_new(const ag_real *w, int out, int in, ptrdiff_t ldw) {
     if (!w || out <= 0 || in <= 0) {
         ag_error("nn_bweight_new: weight %s (%d, %d), expected a weight with out, in > 0",
@@ -53,7 +38,7 @@ nn_bweight *nn_bweight_new(const ag_real *w, int out, int in, ptrdiff_t ldw) {
         for (int k = 0; k < in; k++)
             b->w[((size_t)(j / BB) * (size_t)(kp / 2) + (size_t)(k / 2)) * BB * 2 +
                  (size_t)(j % BB) * 2 + (size_t)(k % 2)] =
-                nn_bf16_round((float)w[(ptrdiff_t)j * ldw + k]);
+                ag_bf16_round((float)w[(ptrdiff_t)j * ldw + k]);
     return b;
 }
 
@@ -85,10 +70,10 @@ static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float 
             const uint16_t *blk = w->w + (size_t)b * BB * (size_t)w->kp;
             float s[BB] = {0};
             for (int g = 0; g < pairs; g++) {
-                float x0 = ftz(nn_bf16_float(xr[2 * g])), x1 = ftz(nn_bf16_float(xr[2 * g + 1]));
+                float x0 = ftz(ag_bf16_to_float(xr[2 * g])), x1 = ftz(ag_bf16_to_float(xr[2 * g + 1]));
                 for (int j = 0; j < BB; j++) {
                     const uint16_t *wp = blk + ((size_t)g * BB + (size_t)j) * 2;
-                    float p1 = x1 * ftz(nn_bf16_float(wp[1])), p0 = x0 * ftz(nn_bf16_float(wp[0]));
+                    float p1 = x1 * ftz(ag_bf16_to_float(wp[1])), p0 = x0 * ftz(ag_bf16_to_float(wp[0]));
                     s[j] = ftz(ftz(s[j] + ftz(p1)) + ftz(p0));
                 }
             }
@@ -207,7 +192,7 @@ ag_tensor *nn_blinear_forward(ag_tape *t, ag_tensor *x, const nn_bweight *w, ag_
         for (int i = 0; i < r; i++) {
             const ag_real *xr = x->data + (size_t)(i0 + i) * (size_t)w->in;
             uint16_t *br = xb + (size_t)i * (size_t)w->kp;
-            for (int k = 0; k < w->in; k++) br[k] = nn_bf16_round((float)xr[k]);
+            for (int k = 0; k < w->in; k++) br[k] = ag_bf16_round((float)xr[k]);
             if (w->kp > w->in) br[w->in] = 0;
         }
         if (nn_bgemm_f32(NN_BK_AUTO, r, xb, w, acc)) return ag_report(t, "%s", ag_last_error());

@@ -3,6 +3,7 @@
  * to a naive int64 sum on odd shapes and at the extremes, the op against the dequantized
  * reference and against the float product within the quantization bound, the hook in
  * nn_linear_forward (nn_packs in int8 mode, a weight kept float), and bad input. */
+#include "autograd/ag_op.h"
 #include "nn/nn.h"
 #include "tests/tg_test.h"
 
@@ -233,19 +234,19 @@ static void test_errors(void) {
 /* ---- bf16 ---- */
 
 static void test_bf16_round(void) {
-    CU_ASSERT_EQUAL(nn_bf16_round(1.0f), 0x3F80);
-    CU_ASSERT_EQUAL(nn_bf16_round(-2.0f), 0xC000);
-    CU_ASSERT_EQUAL(nn_bf16_round(1.0f + 1.0f / 256), 0x3F80);  /* a tie: to even (down) */
-    CU_ASSERT_EQUAL(nn_bf16_round(1.0f + 3.0f / 256), 0x3F82);  /* a tie: to even (up) */
-    CU_ASSERT_EQUAL(nn_bf16_round(1.0f + 1.5f / 256), 0x3F81);  /* above the tie */
-    CU_ASSERT_EQUAL(nn_bf16_round(INFINITY), 0x7F80);
-    CU_ASSERT_EQUAL(nn_bf16_round(3.4e38f), 0x7F80); /* past bf16's largest: infinity */
-    CU_ASSERT(isnan(nn_bf16_float(nn_bf16_round(NAN))));
-    CU_ASSERT_EQUAL(nn_bf16_float(0x4049), 3.140625f); /* exact */
+    CU_ASSERT_EQUAL(ag_bf16_round(1.0f), 0x3F80);
+    CU_ASSERT_EQUAL(ag_bf16_round(-2.0f), 0xC000);
+    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 1.0f / 256), 0x3F80);  /* a tie: to even (down) */
+    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 3.0f / 256), 0x3F82);  /* a tie: to even (up) */
+    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 1.5f / 256), 0x3F81);  /* above the tie */
+    CU_ASSERT_EQUAL(ag_bf16_round(INFINITY), 0x7F80);
+    CU_ASSERT_EQUAL(ag_bf16_round(3.4e38f), 0x7F80); /* past bf16's largest: infinity */
+    CU_ASSERT(isnan(ag_bf16_to_float(ag_bf16_round(NAN))));
+    CU_ASSERT_EQUAL(ag_bf16_to_float(0x4049), 3.140625f); /* exact */
     /* round trip: relative error at most 2^-8 (half an ulp of 8 significant bits) */
     for (int i = 0; i < 1000; i++) {
         float v = uniform(-100, 100);
-        CU_ASSERT(fabsf(nn_bf16_float(nn_bf16_round(v)) - v) <= fabsf(v) / 256);
+        CU_ASSERT(fabsf(ag_bf16_to_float(ag_bf16_round(v)) - v) <= fabsf(v) / 256);
     }
 }
 
@@ -257,7 +258,7 @@ static void expect_bf16_kernels(int m, int out, int in) {
     nn_bweight *bw = nn_bweight_new(w, out, in, in);
     uint16_t *x = calloc((size_t)m * (size_t)bw->kp, sizeof *x);
     for (int i = 0; i < m; i++)
-        for (int k = 0; k < in; k++) x[(size_t)i * bw->kp + k] = nn_bf16_round(uniform(-3, 3));
+        for (int k = 0; k < in; k++) x[(size_t)i * bw->kp + k] = ag_bf16_round(uniform(-3, 3));
     float *a = malloc(sizeof *a * (size_t)m * out), *b = malloc(sizeof *b * (size_t)m * out);
     CU_ASSERT_EQUAL_FATAL(nn_bgemm_f32(NN_BK_PORTABLE, m, x, bw, a), 0);
     int bad_bound = 0, bad_bits = 0;
@@ -265,8 +266,8 @@ static void expect_bf16_kernels(int m, int out, int in) {
         for (int j = 0; j < out; j++) {
             double s = 0, abs_s = 0;
             for (int k = 0; k < in; k++) {
-                double p = (double)nn_bf16_float(x[(size_t)i * bw->kp + k]) *
-                           nn_bf16_float(nn_bweight_at(bw, j, k));
+                double p = (double)ag_bf16_to_float(x[(size_t)i * bw->kp + k]) *
+                           ag_bf16_to_float(nn_bweight_at(bw, j, k));
                 s += p;
                 abs_s += fabs(p);
             }
@@ -319,7 +320,7 @@ static void test_bf16_op(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(bw);
     uint16_t xb[M * 38] = {0};
     for (int i = 0; i < M; i++)
-        for (int k = 0; k < 37; k++) xb[i * 38 + k] = nn_bf16_round(x->data[i * 37 + k]);
+        for (int k = 0; k < 37; k++) xb[i * 38 + k] = ag_bf16_round(x->data[i * 37 + k]);
     float acc[M * 20];
     CU_ASSERT_EQUAL(nn_bgemm_f32(NN_BK_PORTABLE, M, xb, bw, acc), 0);
     int bad_bits = 0, bad_bound = 0;
