@@ -27,7 +27,8 @@ set -eu
 fuzz_init ckpt "$@"
 fuzz_build fuzz_ckpt "$HERE/fuzz_ckpt.c" \
   "$ROOT"/nn/io/json.c "$ROOT"/nn/io/checkpoint.c "$ROOT"/nn/io/safetensors.c \
-  "$ROOT"/nn/io/safetensors_check.c "$ROOT"/autograd/base.c "$ROOT"/autograd/file.c
+  "$ROOT"/nn/io/safetensors_check.c "$ROOT"/nn/io/ckpt_map.c "$ROOT"/autograd/base.c \
+  "$ROOT"/autograd/file.c
 
 # libFuzzer adds what it finds to the first corpus directory: copy the seeds.
 cp "$HERE"/fuzz_ckpt_corpus/* "$C/"
