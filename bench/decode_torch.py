@@ -65,7 +65,12 @@ def load_checkpoint(path):
     (name -> dtype, shape, data_offsets; "__metadata__" -> string pairs), then the raw data."""
     tensors = {}
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
+        head = f.read(8)
+        size = f.seek(0, 2)
+        (n,) = struct.unpack("<Q", head) if len(head) == 8 else (size,)
+        if n + 8 > size:
+            sys.exit(f"{path}: not a safetensors file (header length {n}, file {size} bytes)")
+        f.seek(8)
         header = json.loads(f.read(n))
         meta = header.pop("__metadata__", {})
         for name, info in header.items():
@@ -234,6 +239,10 @@ def cmd_decode(a):
     m = Model(a.checkpoint)
     with open(a.src, encoding="utf-8") as f:
         lines = [s.rstrip("\n") for s in f]
+    if not lines:
+        sys.exit(f"decode_torch.py decode: {a.src} has no sentence")
+    if a.batch < 0 or a.threads < 1:
+        sys.exit("decode_torch.py decode: --batch must be >= 0 (0: all) and --threads >= 1")
     enc = [m.encode_ids(s) for s in lines]
     src = torch.tensor([e[0] for e in enc], dtype=torch.long)
     valid = torch.tensor([e[1] for e in enc], dtype=torch.long)
@@ -318,7 +327,10 @@ def main():
     p.add_argument("b")
     p.add_argument("--refs")
     a = ap.parse_args()
-    {"prepare": cmd_prepare, "decode": cmd_decode, "compare": cmd_compare}[a.cmd](a)
+    try:
+        {"prepare": cmd_prepare, "decode": cmd_decode, "compare": cmd_compare}[a.cmd](a)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, struct.error) as e:
+        sys.exit(f"decode_torch.py {a.cmd}: {type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":
