@@ -8,19 +8,29 @@ Usage (PyTorch 1.13 of Debian's python3-torch; no other package):
     /usr/bin/python3 bench/decode_torch.py decode CHECKPOINT SRC [--threads N] [--batch B]
                                            [--out FILE]
     /usr/bin/python3 bench/decode_torch.py compare HYP_A HYP_B [--refs REF]
+    /usr/bin/python3 bench/decode_torch.py normalize < TEXT > NORMALIZED
 
 prepare: pairs FIRST .. FIRST+COUNT-1 (0-based) of the English-French data file, put in the
   form of the word-level model's data (d2l's preprocessing: no-break spaces made spaces,
   lowercased, a space before each , . ! ? not preceded by one): the English side to SRC_OUT,
   the French side (the references) to REF_OUT, one sentence a line. A checkpoint trained with
   --num-examples N has seen only pairs 0 .. N-1, so pairs from N on are held out.
-decode: the checkpoint's model (a WORD-level transformer_nmt checkpoint: its vocabularies are
-  the metadata keys vocab.src and vocab.tgt, one token a line; a subword checkpoint is refused)
-  translates every line of SRC, greedily, up to the checkpoint's data.num_steps tokens, B
+decode: the checkpoint's model (its vocabularies are the metadata keys vocab.src and vocab.tgt,
+  one token a line) translates every line of SRC: for a word-level checkpoint, lines in the form
+  `prepare` writes; for a subword checkpoint (metadata vocab.src_model), lines of SentencePiece
+  pieces separated by spaces, as `spm_encode --output_format=piece` writes them with the model
+  that `transformer_nmt export --src-spm FILE` exports (the output is pieces too, which
+  `spm_decode --input_format=piece` turns into text). It translates greedily, up to the checkpoint's data.num_steps tokens, B
   sentences per batch (default: all of them); rows that say <eos> leave the batch. Prints the
   sentences/s of the decoding alone (weights loaded, sources encoded to ids, before the clock
   starts) and the process's peak RSS (getrusage); the output tokens, one sentence a line (the
   form of `transformer_nmt translate --raw-output`), go to --out (default: not written).
+normalize: every line of stdin through the typed-text normalization a subword model applies
+  before SentencePiece (datasets/text.h ds_text_normalize: typographic apostrophes and quotes
+  made plain, guillemets made quotes with their inner blanks removed, the ellipsis made "...",
+  zero-width characters and soft hyphens removed, blanks made single spaces, none at either
+  end), to stdout: the input of spm_encode for a subword checkpoint's sources (the English
+  column of `transformer_nmt eval --out FILE`).
 compare: the agreement of two token files line by line (identical sentences, identical tokens
   at the same position over the longer one's tokens), and with --refs the corpus BLEU-4 of
   each against the references (uniform weights, brevity penalty, one reference; the tokenized
@@ -36,6 +46,7 @@ and <eos> even past num_steps (as datasets/fra_batches.c ds_encode_sentence does
 import argparse
 import json
 import math
+import re
 import resource
 import struct
 import sys
@@ -57,6 +68,20 @@ def preprocess(text):
             out.append(" ")
         out.append(ch)
     return "".join(out)
+
+
+def normalize(text):
+    """datasets/text.c ds_text_normalize."""
+    for a in "\u2019\u2018\u201b\u02bc":
+        text = text.replace(a, "'")
+    for q in "\u201c\u201d\u201e\u201f":
+        text = text.replace(q, '"')
+    text = re.sub(r"\u00ab\s*", '"', text)
+    text = re.sub(r"\s*\u00bb", '"', text)
+    text = text.replace("\u2026", "...")
+    for z in "\u200b\u2060\ufeff\u00ad":
+        text = text.replace(z, "")
+    return " ".join(text.split())
 
 
 def load_checkpoint(path):
@@ -93,8 +118,8 @@ class Model:
         if meta.get("tapegrad.model") != "transformer":
             sys.exit(f"{path}: model {meta.get('tapegrad.model')!r}, expected 'transformer'")
         if "vocab.src" not in meta or "vocab.tgt" not in meta:
-            sys.exit(f"{path}: no vocab.src/vocab.tgt metadata (a subword checkpoint? this "
-                     "script reads word-level checkpoints only)")
+            sys.exit(f"{path}: no vocab.src/vocab.tgt metadata")
+        self.subword = "vocab.src_model" in meta  # SRC lines are pieces, kept as they are
         self.w = w
         self.d = int(meta["config.hiddens"])
         self.heads = int(meta["config.heads"])
@@ -120,7 +145,7 @@ class Model:
 
     def encode_ids(self, line):
         """(ids padded to num_steps, valid length): ds_encode_sentence's form."""
-        toks = line.lower().split(" ")
+        toks = line.split(" ") if self.subword else line.lower().split(" ")
         T = self.steps
         ids = [self.src_id.get(t, self.unk) for t in toks[:T]]
         if len(ids) < T:
@@ -307,6 +332,11 @@ def cmd_compare(a):
         print(f"corpus BLEU-4: {a.a} {bleu4(x, refs):.2f}, {a.b} {bleu4(y, refs):.2f}")
 
 
+def cmd_normalize(_):
+    for line in sys.stdin:
+        print(normalize(line.rstrip("\n")))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -326,9 +356,11 @@ def main():
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--refs")
+    sub.add_parser("normalize")
     a = ap.parse_args()
     try:
-        {"prepare": cmd_prepare, "decode": cmd_decode, "compare": cmd_compare}[a.cmd](a)
+        {"prepare": cmd_prepare, "decode": cmd_decode, "compare": cmd_compare,
+         "normalize": cmd_normalize}[a.cmd](a)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, struct.error) as e:
         sys.exit(f"decode_torch.py {a.cmd}: {type(e).__name__}: {e}")
 

@@ -65,6 +65,19 @@ check "  the trainer's tokens for \"i'm home .\"" test "$(head -1 "$dir/out")" =
 # eval and stats
 check "eval" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 300 --test-frac 0.2
 check "eval: line" has out '^corpus BLEU-4 [0-9]+\.[0-9]{2}, chrF [0-9]+\.[0-9]{2}, mean d2l BLEU [01]\.[0-9]{3} on 60 test sentences$'
+cp "$dir/out" "$dir/eval_scores"
+# --out: the translations it scored, one line per test pair (source, reference, translation)
+check "eval --out" run 0 eval --checkpoint "$ck" --data "$data" --num-examples 300 --test-frac 0.2 --out "$dir/tr.tsv"
+check "  the same scores" test "$(head -2 "$dir/out")" = "$(head -2 "$dir/eval_scores")"
+check "  says where" has out '^translations: .*tr\.tsv \(source, reference, translation; tab-separated\)$'
+check "  60 lines of 3 fields" test "$(awk -F'\t' 'NF == 3' "$dir/tr.tsv" | wc -l)" = 60 -a "$(wc -l <"$dir/tr.tsv")" = 60
+check "  sources and references are pairs of the data" test -z "$(cut -f1,2 "$dir/tr.tsv" | grep -vxFf <(cut -f1,2 "$data"))"
+check "  no pair twice" test "$(cut -f1,2 "$dir/tr.tsv" | sort -u | wc -l)" = 60
+cp "$dir/tr.tsv" "$dir/tr_saved"
+check "  a failed eval keeps the file" run 2 eval --checkpoint "$ck" --data "$data" --num-examples 300 --test-frac 0.2 --beam 0 --out "$dir/tr.tsv"
+check "  kept" same "$dir/tr.tsv" "$dir/tr_saved"
+check "  the checkpoint as --out refused" run 2 eval --checkpoint "$ck" --data "$data" --out "$ck"
+check "  message" has err 'name the same file'
 check "stats" run 0 stats --data "$data" --plots "$dir/plots"
 check "stats: vocabulary line" has out '^vocabulary: source [0-9]+ tokens, target [0-9]+ tokens'
 check "stats: histogram" test -s "$dir/plots/lengths.svg"

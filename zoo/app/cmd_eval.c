@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "autograd/ag_file.h"
 #include "datasets/metrics.h"
 #include "zoo/app/decode.h"
 
@@ -45,8 +46,15 @@ int zoo__cmd_eval(zoo_cli *c) {
     const char *name = zoo_split_names[split];
     zoo_eval_result r;
     const zoo_exec *x = &c->run.cfg.exec;
-    if (!rc && zoo_evaluate_beam(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, x->beam, x->alpha, &r))
+    const char *out = c->run.cfg.files.out; /* the translations, written whole or not at all */
+    ag_file af = {0};
+    FILE *lines = !rc && out ? ag_file_open(&af, out) : NULL;
+    if (!rc && out && !lines) rc = zoo__fail(c, ag_last_error());
+    if (!rc && zoo_evaluate_beam(l.m, l.t, l.sv, l.tv, d, part, o.num_steps, x->beam, x->alpha,
+                                 lines, &r))
         rc = zoo__fail(c, ag_last_error());
+    if (lines && rc) ag_file_abort(&af);
+    else if (lines && ag_file_commit(&af)) rc = zoo__fail(c, ag_last_error());
     bool subword = !rc && ds_vocab_codec(l.tv);
     if (!rc)
         printf("corpus BLEU-4 %.2f, chrF %.2f, mean d2l BLEU %.3f on %lld %s sentences%s\n",
@@ -67,6 +75,7 @@ int zoo__cmd_eval(zoo_cli *c) {
                    "(--split-mode %s)\n",
                    (long long)r.shared_src, (long long)r.sentences,
                    ds_split_mode_names[o.split_mode]);
+        if (out) printf("translations: %s (source, reference, translation; tab-separated)\n", out);
     }
     ds_fra_free(d);
     zoo__unload(&l);

@@ -22,6 +22,8 @@
 #ifndef TG_ZOO_DECODE_H
 #define TG_ZOO_DECODE_H
 
+#include <stdio.h>
+
 #include "../../datasets/fra_eng.h"
 #include "../models/seq2seq.h"
 
@@ -128,10 +130,13 @@ int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_v
  * the sources are the raw text of the pairs (ds_fra_raw) through the codec, the translations
  * are the codec's text (cased, detokenized): the standard score takes them as they are, and the
  * tokenized scores compare their d2l preprocessing (ds_preprocess: lowercase, punctuation
- * spaced) with the reference's. */
+ * spaced) with the reference's. lines: NULL, or a stream that gets one line per pair, in the
+ * part's order: the raw source, the raw reference and the translation as the standard score
+ * takes it (cased text for a subword model, the tokens detokenized for a word model), separated
+ * by tabs (the data file's sides hold no tab); the caller owns and closes it. */
 int zoo_evaluate_beam(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                       const ds_vocab *tgt_vocab, const ds_fra *data, ds_part part, int num_steps,
-                      int beam, double alpha, zoo_eval_result *r);
+                      int beam, double alpha, FILE *lines, zoo_eval_result *r);
 
 #ifdef __cplusplus
 }

@@ -16,15 +16,18 @@ typedef struct zoo__eval_stats {
 } zoo__eval_stats;
 
 /* Adds one translation to the standard score: detokenized (a subword model's output already
- * is), against the raw reference. */
+ * is), against the raw reference; and its line to out (zoo_evaluate_beam) when out is not NULL. */
 static int standard_score(const ds_fra *data, int64_t pair, const char *hyp, bool subword,
-                          ds_bleu_stats *sb, ds_chrf_stats *ss) {
+                          ds_bleu_stats *sb, ds_chrf_stats *ss, FILE *out) {
     const char *raw = ds_fra_raw(data, DS_TGT, pair, NULL);
     char *detok = NULL;
     int rc = subword ? 0 : ds_detokenize_d2l(hyp, &detok);
-    const char *out = subword ? hyp : detok;
-    if (!rc && raw[0] && (ds_sacrebleu_add(sb, out, &raw, 1) || ds_chrf_add(ss, out, raw)))
+    const char *text = subword ? hyp : detok;
+    if (!rc && raw[0] && (ds_sacrebleu_add(sb, text, &raw, 1) || ds_chrf_add(ss, text, raw)))
         rc = ag_error_context("evaluate: pair %lld", (long long)pair);
+    if (!rc && out &&
+        fprintf(out, "%s\t%s\t%s\n", ds_fra_raw(data, DS_SRC, pair, NULL), raw, text) < 0)
+        rc = ag_error("evaluate: writing the translations failed");
     free(detok);
     return rc;
 }
@@ -45,7 +48,7 @@ static int side_text(const ds_fra *data, ds_side side, int64_t pair, bool subwor
 
 /* Scores one translation hyp of pair: the tokenized scores and the standard one. 0 or -1. */
 static int score_one(const ds_fra *data, int64_t pair, const char *hyp, bool subword,
-                     zoo__eval_stats *st) {
+                     zoo__eval_stats *st, FILE *out) {
     char *ref = NULL, *low = NULL;
     double s = 0;
     int rc = side_text(data, DS_TGT, pair, subword, true, &ref);
@@ -55,7 +58,7 @@ static int score_one(const ds_fra *data, int64_t pair, const char *hyp, bool sub
                 ds_bleu_d2l(h, ref, 2, &s)))
         rc = ag_error_context("evaluate");
     st->d2l += s;
-    if (!rc) rc = standard_score(data, pair, hyp, subword, &st->sb, &st->ss);
+    if (!rc) rc = standard_score(data, pair, hyp, subword, &st->sb, &st->ss, out);
     free(ref);
     free(low);
     return rc;
@@ -63,12 +66,12 @@ static int score_one(const ds_fra *data, int64_t pair, const char *hyp, bool sub
 
 int zoo_evaluate(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab, const ds_vocab *tgt_vocab,
                  const ds_fra *data, ds_part part, int num_steps, zoo_eval_result *r) {
-    return zoo_evaluate_beam(m, t, src_vocab, tgt_vocab, data, part, num_steps, 1, 0, r);
+    return zoo_evaluate_beam(m, t, src_vocab, tgt_vocab, data, part, num_steps, 1, 0, NULL, r);
 }
 
 int zoo_evaluate_beam(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                       const ds_vocab *tgt_vocab, const ds_fra *data, ds_part part, int num_steps,
-                      int beam, double alpha, zoo_eval_result *r) {
+                      int beam, double alpha, FILE *lines, zoo_eval_result *r) {
     memset(r, 0, sizeof *r);
     int T = num_steps,
         chunk = 2048; /* sentences per decoding call (it shares them out in chunks) */
@@ -100,7 +103,7 @@ int zoo_evaluate_beam(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
         for (int b = 0; !rc && b < B; b++) {
             char *hyp = NULL;
             rc = zoo__ids_to_text(tgt_vocab, out + (size_t)b * T, out_len[b], &hyp);
-            if (!rc) rc = score_one(data, pairs[at + b], hyp, subword, &st);
+            if (!rc) rc = score_one(data, pairs[at + b], hyp, subword, &st, lines);
             free(hyp);
         }
     }

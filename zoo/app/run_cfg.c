@@ -43,9 +43,10 @@ static const zoo_cfg_opt FILES[] = {
       NULL},
      "X"},
     {{"out", ZOO_STR, F(out), 0, 0,
-      "file to write: export's plain state_dict (safetensors, no metadata), average's checkpoint",
+      "file to write: export's plain state_dict (safetensors, no metadata), average's checkpoint, "
+      "eval's translations (one line a sentence: source, reference, translation, tab-separated)",
       NULL},
-     "XA"},
+     "XAE"},
 };
 #undef F
 
