@@ -136,6 +136,12 @@ static const zoo_cfg_opt RECIPE[] = {
       "without it, float32 and a message)",
       zoo_precision_names},
      "t"},
+    {{"valid-metric", ZOO_CHOICE, R(valid_metric), 0, 0,
+      "with --valid-steps: the score that picks --best-checkpoint and counts --patience: bleu4 "
+      "(d2l's lowercased tokens), sacrebleu (the standard score: cased, detokenized, against the "
+      "raw references); auto: sacrebleu for --vocab subword, bleu4 for word",
+      zoo_valid_metric_names},
+     "t"},
 };
 #undef R
 
@@ -250,7 +256,8 @@ const zoo_recipe zoo_recipe_d2l = {.lr = 0.005,
                                    .decay_steps = 0,
                                    .min_lr_ratio = 0,
                                    .label_smoothing = 0,
-                                   .precision = ZOO_PRECISION_FP32};
+                                   .precision = ZOO_PRECISION_FP32,
+                                   .valid_metric = ZOO_METRIC_BLEU4};
 
 const zoo_cfg_group *zoo_cfg_group_find(const char *name) {
     for (int g = 0; g < zoo_n_cfg_groups; g++)
@@ -307,6 +314,7 @@ static const struct {
 int zoo_run_cfg_init(zoo_run_cfg *cfg, const zoo_model_kind *kind) {
     zoo_recipe recipe = zoo_recipe_d2l;
     recipe.lr = kind->lr;
+    recipe.valid_metric = ZOO_METRIC_AUTO; /* resolved by the run's vocabulary (trainer.h) */
     *cfg = (zoo_run_cfg){.data = ds_fra_defaults(),
                          .vocab = {.kind = ZOO_VOCAB_WORD, .size = 8000, .share = ZOO_VOCAB_JOINT},
                          .recipe = recipe,
