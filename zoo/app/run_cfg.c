@@ -23,8 +23,8 @@ static const zoo_cfg_opt FILES[] = {
       NULL},
      "Trexa"},
     {{"best-checkpoint", ZOO_STR, F(best_checkpoint), 0, 0,
-      "with --valid-steps: where the run is saved at each new best BLEU (default: the "
-      "checkpoint's name with .best before .safetensors)",
+      "with --valid-steps: where the run is saved at each new best score (--valid-metric; "
+      "default: the checkpoint's name with .best before .safetensors)",
       NULL},
      "T"},
     {{"plots", ZOO_STR, F(plots), 0, 0, "directory for the plots", NULL}, "TS"},
@@ -176,12 +176,14 @@ static const zoo_cfg_opt LOOP[] = {
       NULL},
      "t"},
     {{"valid-steps", ZOO_I64, L(valid_steps), 0, 1e12,
-      "validate every N steps and at the end: loss and corpus BLEU-4 (greedy) on the "
-      "--valid-frac split, in the log, the checkpoint and the plots (0: never)",
+      "validate every N steps and at the end: loss, corpus BLEU-4, sacreBLEU and chrF (greedy) "
+      "on the --valid-frac split, in the log, the checkpoint and the plots (0: never)",
       NULL},
      "t"},
     {{"patience", ZOO_INT, L(patience), 0, 1e6,
-      "with --valid-steps: stop after N validations without a better BLEU (0: never)", NULL},
+      "with --valid-steps: stop after N validations without a better score (--valid-metric; 0: "
+      "never)",
+      NULL},
      "t"},
 };
 #undef L
