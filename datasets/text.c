@@ -45,6 +45,19 @@ static int decode_at(const unsigned char *s, size_t i, size_t n, uint32_t *cp) {
     return l;
 }
 
+/* 0 when s is valid UTF-8, else -1 naming the first bad byte. */
+static int check_utf8(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int l = decode_at(u, i, n, &cp);
+        if (!l) return -1;
+        i += (size_t)l;
+    }
+    return 0;
+}
+
 /* What the normalizer makes of one code point: a replacement (NULL: keep it), or a blank. */
 static const char *normal_form(uint32_t cp, bool *blank) {
     *blank = false;
@@ -127,18 +140,23 @@ int ds_text_source(const char *raw, const char *scheme, char **model, char **typ
         return ag_error("preprocessing '%s' is unknown (this program knows '" DS_PREPROCESS_D2L
                         "' and '" DS_PREPROCESS_NORMALIZE "')",
                         scheme);
-    char *norm;
-    if (ds_text_normalize(raw, &norm)) return -1;
-    if (normalize) {
-        size_t len = strlen(norm) + 1;
-        if (typed && (*typed = malloc(len))) memcpy(*typed, norm, len);
-        if (typed && !*typed) {
-            free(norm);
+    if (normalize) { /* the text as typed: the model's codec normalizes it, once */
+        if (check_utf8(raw)) return -1;
+        size_t len = strlen(raw) + 1;
+        *model = malloc(len);
+        if (typed) *typed = malloc(len);
+        if (!*model || (typed && !*typed)) {
+            free(*model);
+            *model = NULL;
+            if (typed) free(*typed), *typed = NULL;
             return ag_error("out of memory");
         }
-        *model = norm;
+        memcpy(*model, raw, len);
+        if (typed) memcpy(*typed, raw, len);
         return 0;
     }
+    char *norm;
+    if (ds_text_normalize(raw, &norm)) return -1;
     int rc = ds_preprocess(norm, model);
     if (!rc && typed && (rc = split_punct(norm, typed))) {
         free(*model);
@@ -206,18 +224,6 @@ static int put_token(sbuf *b, const char *t, size_t len, bool cap) {
     int l = len ? ds_utf8_decode((const unsigned char *)t, len, &cp) : 0;
     if (!cap || !l) return sb_put(b, t, len);
     return sb_cp(b, upper_of(cp)) || sb_put(b, t + l, len - (size_t)l);
-}
-
-static int check_utf8(const char *s) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        int l = decode_at(u, i, n, &cp);
-        if (!l) return -1;
-        i += (size_t)l;
-    }
-    return 0;
 }
 
 int ds_detokenize_fr(const char *tokens, const char *unk_word, char **out) {

@@ -43,13 +43,16 @@ extern "C" {
  * memory; *out is then NULL). */
 int ds_text_normalize(const char *raw, char **out);
 
-/* A typed sentence for a model whose preprocessing is `scheme` (NULL or "d2l"; or "normalize":
- * *model = *typed = ds_text_normalize(raw), a subword model's input): *model = ds_preprocess(ds_text_normalize(raw)), the text to encode; *typed = the
- * same tokens before lowercasing (ds_text_normalize, then a space before each , . ! ? not
- * preceded by one, but the first character): token j of *typed is token j of *model as typed
- * (lowercasing never makes or removes a space). typed may be NULL. Text already in the corpus
- * form ("i'm home .") is unchanged. Returns 0, or -1 (an unknown scheme, named; invalid UTF-8;
- * out of memory; the outputs are then NULL). */
+/* A typed sentence for a model whose preprocessing is `scheme`. NULL or "d2l": *model =
+ * ds_preprocess(ds_text_normalize(raw)), the text to encode; *typed = the same tokens before
+ * lowercasing (ds_text_normalize, then a space before each , . ! ? not preceded by one, but the
+ * first character): token j of *typed is token j of *model as typed (lowercasing never makes or
+ * removes a space). Text already in the corpus form ("i'm home .") is unchanged. "normalize" (a
+ * subword model's input): *model = *typed = a copy of raw, checked to be UTF-8 and not
+ * normalized here: a subword vocabulary's codec (datasets/vocab.h; the zoo's SentencePiece one)
+ * applies ds_text_normalize as it encodes, so the text is normalized once. typed may be NULL.
+ * Returns 0, or -1 (an unknown scheme, named; invalid UTF-8; out of memory; the outputs are then
+ * NULL). */
 int ds_text_source(const char *raw, const char *scheme, char **model, char **typed);
 
 /* The source words a vocabulary does not know: the number of space-separated tokens of

@@ -131,6 +131,22 @@ static void test_source(void) {
     CU_ASSERT_PTR_NULL(t);
     TG_EXPECT_ERROR(ds_text_source("Go\xFF", NULL, &m, &t), "invalid UTF-8 byte 0xFF at byte 3");
     CU_ASSERT_PTR_NULL(m);
+    /* "normalize" (subword models): the text as typed, byte for byte (the vocabulary's codec
+     * normalizes it as it encodes: once), UTF-8 still checked */
+    const char *typed = "  I\xE2\x80\x99m\xC2\xA0 home. ";
+    TG_OK(ds_text_source(typed, DS_PREPROCESS_NORMALIZE, &m, &t));
+    if (m && t) {
+        CU_ASSERT_STRING_EQUAL(m, typed);
+        CU_ASSERT_STRING_EQUAL(t, typed);
+    }
+    free(m), free(t);
+    TG_OK(ds_text_source(typed, DS_PREPROCESS_NORMALIZE, &m, NULL));
+    if (m) CU_ASSERT_STRING_EQUAL(m, typed);
+    free(m);
+    TG_EXPECT_ERROR(ds_text_source("Va\xC3", DS_PREPROCESS_NORMALIZE, &m, &t),
+                    "invalid UTF-8 byte 0xC3 at byte 3");
+    CU_ASSERT_PTR_NULL(m);
+    CU_ASSERT_PTR_NULL(t);
 }
 
 static void test_unk_word(void) {

@@ -146,6 +146,10 @@ check "  names the flags" has err "--valid-steps 5: the validation split is empt
 check "--valid-frac holding no pair refused" run 2 train "${small[@]}" --valid-steps 5 --valid-frac 0.001
 check "--patience without --valid-steps refused" run 2 train "${small[@]}" --patience 3
 check "  says so" has err "--patience and --best-checkpoint need --valid-steps"
+check "--valid-metric without --valid-steps refused" run 2 train "${small[@]}" --valid-metric sacrebleu
+check "  says so" has err "--valid-metric sacrebleu needs --valid-steps"
+check "--valid-metric bleu5 refused" run 2 train "${small[@]}" --valid-frac 0.2 --valid-steps 2 --valid-metric bleu5
+check "  names the choices" has err "--valid-metric: expected one of auto, bleu4, sacrebleu, got 'bleu5'"
 check "--batch-tokens below the longest pair refused" run 2 train "${small[@]}" --batch-tokens 5
 check "  names the flag and the pair" has err "--batch-tokens: batch_tokens = 5 is below the longest pair \([0-9]+ tokens"
 check "--best-checkpoint in a missing folder refused" run 2 train "${small[@]}" --valid-frac 0.2 --valid-steps 2 --best-checkpoint "$dir/no/b.safetensors"
@@ -153,11 +157,12 @@ check "--preset bogus refused" run 2 train "${small[@]}" --preset bogus
 check "  names it" has err "--preset bogus: no such preset"
 val=(--data "$data" --num-examples 400 --valid-frac 0.1 --batch-tokens 200 --log-every 0 --plots "$dir/vp")
 check "token batches with validation" run 0 train "${val[@]}" --epochs 3 --valid-steps 10 --checkpoint "$dir/v.safetensors"
-check "  a validation line" has err "valid at step 10 \(epoch [0-9.]+\): loss [0-9.]+, BLEU-4 [0-9.]+ \(best"
+check "  a validation line" has err "valid at step 10 \(epoch [0-9.]+\): loss [0-9.]+, BLEU-4 [0-9.]+, sacreBLEU [0-9.]+, chrF [0-9.]+ \(best BLEU-4 [0-9.]+"
 check "  the best checkpoint" test -s "$dir/v.best.safetensors"
-check "  the curves" test -s "$dir/vp/valid_bleu.svg" -a -s "$dir/vp/valid_bleu_time.svg" -a -s "$dir/vp/valid_loss.svg"
-check "  valid.csv: a header and a line per validation" test "$(head -1 "$dir/vp/valid.csv")" = "step,epoch,seconds,train_loss,valid_loss,bleu"
-check "  the summary line" has out "valid: BLEU-4 [0-9.]+, loss [0-9.]+ at step [0-9]+; best BLEU-4"
+check "  the curves" test -s "$dir/vp/valid_bleu.svg" -a -s "$dir/vp/valid_bleu_time.svg" -a -s "$dir/vp/valid_loss.svg" -a -s "$dir/vp/valid_sacrebleu.svg" -a -s "$dir/vp/valid_sacrebleu_time.svg"
+check "  valid.csv: a header and a line per validation" test "$(head -1 "$dir/vp/valid.csv")" = "step,epoch,seconds,train_loss,valid_loss,bleu,sacrebleu,chrf"
+check "  the summary line" has out "valid: BLEU-4 [0-9.]+, sacreBLEU [0-9.]+, loss [0-9.]+ at step [0-9]+; best BLEU-4"
+check "  a word run chooses by BLEU-4" test "$(st_meta "$dir/v.safetensors" train.valid_metric)" = bleu4
 check "--patience 1 stops early" run 0 train "${val[@]}" --epochs 50 --valid-steps 1 --patience 1 --lr 0 --checkpoint "$dir/e.safetensors"
 check "  says so" has out "by --patience"
 check "a token-batch run stopped mid-epoch" run 0 train "${val[@]}" --epochs 2 --valid-steps 7 --checkpoint "$dir/tp.safetensors" --max-steps 9

@@ -80,6 +80,28 @@ check "resume: the checkpoint's own values may be given" run 0 train "${common[@
 check "resume: --vocab word refused" run 2 train "${common[@]}" --epochs 5 --checkpoint "$ck" --resume --vocab word
 check "  message" has err -- '--vocab word differs from the checkpoint.s subword: it cannot change on --resume'
 
+# validation of a subword run: the standard score chooses (--valid-metric auto), recorded as
+# eval computes it; the checkpoint keeps the metric for --resume
+sv=(--data "$data" --num-examples 2000 --num-steps 16 --log-every 0 --shards 1 --valid-frac 0.05 --valid-steps 20 --checkpoint "$dir/sv.safetensors")
+check "train --vocab subword --valid-steps" run 0 train "${sv[@]}" --vocab subword --vocab-size 600 --epochs 2 --plots "$dir/svp"
+check "  the valid line: both scores, the best by sacreBLEU" has err '^valid at step 20 \(epoch [0-9.]+\): loss [0-9.]+, BLEU-4 [0-9.]+, sacreBLEU [0-9.]+, chrF [0-9.]+ \(best sacreBLEU [0-9.]+, saved\)'
+last=$(grep '^valid at step' "$dir/err" | tail -1 | sed -E 's/.*sacreBLEU ([0-9.]+), chrF.*/\1/')
+check "  the summary: best by sacreBLEU" has out '^valid: BLEU-4 [0-9.]+, sacreBLEU [0-9.]+, loss [0-9.]+ at step [0-9]+; best sacreBLEU'
+check "  the checkpoint names the metric" test "$(st_meta "$dir/sv.safetensors" train.valid_metric)" = sacrebleu
+check "  valid.csv's columns" test "$(head -1 "$dir/svp/valid.csv")" = "step,epoch,seconds,train_loss,valid_loss,bleu,sacrebleu,chrf"
+check "  the standard curves" test -s "$dir/svp/valid_sacrebleu.svg" -a -s "$dir/svp/valid_sacrebleu_time.svg"
+best_step=$(awk -F, 'NR > 1 && (NR == 2 || $7 > m) { m = $7; s = $1 } END { print s }' "$dir/svp/valid.csv")
+check "  the best checkpoint is the best sacreBLEU's step" test "$(st_meta "$dir/sv.best.safetensors" train.steps)" = "$best_step"
+check "eval --split valid --beam 1 of the checkpoint" run 0 eval --checkpoint "$dir/sv.safetensors" --data "$data" --split valid --beam 1
+check "  its sacreBLEU is the last validation's ($last)" has out "^sacreBLEU $last \("
+check "resume: another --valid-metric refused" run 2 train "${sv[@]}" --epochs 3 --resume --valid-metric bleu4
+check "  message" has err -- "--valid-metric bleu4 differs from the checkpoint's sacrebleu"
+h1=$(st_meta "$dir/sv.safetensors" train.valid_history)
+check "resume: auto keeps the checkpoint's" run 0 train "${sv[@]}" --epochs 3 --resume --valid-metric auto
+check "  still sacreBLEU" test "$(st_meta "$dir/sv.safetensors" train.valid_metric)" = sacrebleu
+h2=$(st_meta "$dir/sv.safetensors" train.valid_history)
+check "  the history kept, new validations after it" bash -c '[[ "$2" == "$1"?* ]]' _ "$h1" "$h2"
+
 # average: the result keeps the subword models and translates as its input (the mean of two
 # copies of one checkpoint is that checkpoint's parameters)
 cp "$ck" "$dir/copy.safetensors"

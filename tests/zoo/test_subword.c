@@ -13,6 +13,7 @@
 
 #include "autograd/ag_base.h"
 #include "datasets/fra_eng.h"
+#include "datasets/text.h"
 #include "tests/tg_test.h"
 
 /* A small bilingual corpus, each line used once (the shim takes them in this order). */
@@ -168,6 +169,32 @@ static void test_vocab_codec(void) {
     CU_ASSERT_EQUAL(ds_encode_sentence(v, "Where is the station?", 2, ids, &vlen), 0);
     CU_ASSERT_TRUE(vlen > 2);
     CU_ASSERT_NOT_EQUAL(ids[1], DS_EOS);
+    /* translate's path for typed text: ds_text_source ("normalize": the text as typed) then the
+     * codec, which normalizes once, gives the ids the text normalized beforehand gives (the
+     * path that normalized twice), and zoo_spm_encode's of ds_text_normalize's text */
+    static const char *const typed[] = {"  I\xe2\x80\x99m\xc2\xa0 home. ",
+                                        "Il a dit \xc2\xab non \xc2\xbb\xe2\x80\xa6",
+                                        "\xe2\x80\x9cGo\xe2\x80\x9d\t\xe2\x80\xafnow!", "Plain."};
+    zoo_spm *sp = zoo_spm_load(m, len, "m");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
+    for (int i = 0; i < 4; i++) {
+        char *as_typed = NULL, *norm = NULL;
+        int32_t a[16], b[16], la = 0, lb = 0, *want = NULL;
+        size_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(ds_text_source(typed[i], DS_PREPROCESS_NORMALIZE, &as_typed, NULL),
+                              0);
+        CU_ASSERT_STRING_EQUAL(as_typed, typed[i]);
+        CU_ASSERT_EQUAL_FATAL(ds_text_normalize(typed[i], &norm), 0);
+        CU_ASSERT_EQUAL(ds_encode_sentence(v, as_typed, 16, a, &la), 0);
+        CU_ASSERT_EQUAL(ds_encode_sentence(v, norm, 16, b, &lb), 0);
+        CU_ASSERT_EQUAL(la, lb);
+        CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+        CU_ASSERT_EQUAL_FATAL(zoo_spm_encode(sp, norm, &want, &n), 0);
+        CU_ASSERT_EQUAL(la, (int32_t)n + 1);
+        for (size_t j = 0; j < n && j < 16; j++) CU_ASSERT_EQUAL(a[j], want[j]);
+        free(as_typed), free(norm), free(want);
+    }
+    zoo_spm_free(sp);
     /* a second codec is refused (and its context freed: no leak under ASan) */
     zoo_spm *extra = zoo_spm_load(m, len, "m");
     ds_codec again = *c;

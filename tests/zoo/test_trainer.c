@@ -455,8 +455,9 @@ static void test_validation(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     zoo_trainer *tr = new_trainer(d, 0.1, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
-    double loss = -1, bleu = -1;
-    CU_ASSERT_EQUAL_FATAL(zoo_trainer_validate(tr, d, DS_VALID, &loss, &bleu), 0);
+    double loss = -1;
+    zoo_eval_result v;
+    CU_ASSERT_EQUAL_FATAL(zoo_trainer_validate(tr, d, DS_VALID, &loss, &v), 0);
     /* the reference: decode the 2 pairs at once, masked cross-entropy, no dropout */
     ds_batches *it;
     ds_batch b;
@@ -479,7 +480,9 @@ static void test_validation(void) {
     CU_ASSERT_EQUAL(zoo_evaluate(m, tr->tape, ds_fra_vocab(d, DS_SRC), ds_fra_vocab(d, DS_TGT), d,
                                  DS_VALID, T, &r),
                     0);
-    CU_ASSERT_EQUAL(bleu, r.bleu4);
+    CU_ASSERT_EQUAL(v.bleu4, r.bleu4);
+    CU_ASSERT_EQUAL(v.sacrebleu, r.sacrebleu);
+    CU_ASSERT_EQUAL(v.sacre_chrf, r.sacre_chrf);
     /* in a run: 3 batches an epoch, 2 epochs, every 2 steps: steps 2, 4, 6 (the end) */
     char *best = tg_temp_file("", 0);
     CU_ASSERT_EQUAL_FATAL(ds_batches_new(d, DS_TRAIN, true, &it), 0);

@@ -11,6 +11,7 @@
 
 #include "datasets/metrics.h"
 #include "zoo/app/decode.h"
+#include "zoo/app/trainer_internal.h"
 
 /* The signal that asked a training run to stop (0: none). */
 static volatile sig_atomic_t stop_signal;
@@ -41,6 +42,11 @@ static int output_paths(const zoo_cli *c, train_run *t) {
     else snprintf(t->ckpath, sizeof t->ckpath, "%s.safetensors", c->run.program);
     if ((cfg->loop.patience || f->best_checkpoint) && !cfg->loop.valid_steps)
         return zoo__usage(c, "--patience and --best-checkpoint need --valid-steps");
+    if (cfg->recipe.valid_metric != ZOO_METRIC_AUTO && !cfg->loop.valid_steps)
+        return zoo__usage(c,
+                          "--valid-metric %s needs --valid-steps (it chooses between "
+                          "validations)",
+                          zoo_valid_metric_names[cfg->recipe.valid_metric]);
     if (cfg->loop.valid_steps && f->best_checkpoint) {
         snprintf(t->best, sizeof t->best, "%s", f->best_checkpoint);
     } else if (cfg->loop.valid_steps) { /* NAME.safetensors -> NAME.best.safetensors */
@@ -132,6 +138,8 @@ static int resume_run(zoo_cli *c, train_run *t) {
     zoo_run_cfg saved = *cfg;
     saved.data = o;
     saved.recipe = t->tr->recipe;
+    if (cfg->recipe.valid_metric == ZOO_METRIC_AUTO) /* auto on --resume: the checkpoint's */
+        cfg->recipe.valid_metric = saved.recipe.valid_metric;
     saved.model = (void *)t->tr->model->cfg;
     if (zoo_run_check_fixed(&c->run, &saved)) return zoo__usage(c, "%s", ag_last_error());
     if (zoo_run_given(&c->run, "shards") && cfg->exec.shards != t->tr->shards)
@@ -161,13 +169,15 @@ static int new_run(zoo_cli *c, train_run *t) {
     if (rc) return rc;
     if (cfg->vocab.kind == ZOO_VOCAB_SUBWORD && zoo__subword_train(c, t->d))
         return zoo__fail(c, ag_last_error());
+    zoo_recipe recipe = cfg->recipe;
+    if (recipe.valid_metric == ZOO_METRIC_AUTO) recipe.valid_metric = zoo_valid_metric_auto(t->d);
     zoo_model *m = zoo_model_new(c->run.kind, cfg->model, ds_vocab_size(ds_fra_vocab(t->d, DS_SRC)),
                                  ds_vocab_size(ds_fra_vocab(t->d, DS_TGT)), cfg->data.seed);
     t->tr = m ? zoo_trainer_new(m, cfg->recipe.lr, cfg->recipe.clip, cfg->data.seed + 1) : NULL;
     if (!t->tr || zoo_trainer_set_dist(t->tr, c->dist) ||
         zoo_trainer_set_shards(t->tr, cfg->exec.shards))
         return zoo__fail(c, ag_last_error());
-    if (zoo_trainer_set_recipe(t->tr, &cfg->recipe)) return zoo__usage(c, "%s", ag_last_error());
+    if (zoo_trainer_set_recipe(t->tr, &recipe)) return zoo__usage(c, "%s", ag_last_error());
     return 0;
 }
 
@@ -183,6 +193,7 @@ static int prepare(zoo_cli *c, train_run *t) {
                           "%lld pairs); give a --valid-frac that holds at least one pair",
                           (long long)cfg->loop.valid_steps, cfg->data.valid_frac,
                           (long long)ds_fra_num_pairs(t->d));
+    if (zoo__valid_metric_check(tr, t->d, &cfg->loop)) return zoo__usage(c, "%s", ag_last_error());
     long cores = sysconf(_SC_NPROCESSORS_ONLN) / zoo_dist_local_size(c->dist);
     if (!cfg->exec.threads && ag_set_threads(tr->shards < cores ? tr->shards
                                              : cores > 1        ? (int)cores
@@ -262,13 +273,18 @@ static void print_summary(const zoo_cli *c, const train_run *t, int trc) {
                                                      : "--time-budget",
                t->ckpath);
     if (tr->n_valid) {
-        int b = 0;
+        int b = 0, metric = tr->recipe.valid_metric;
         for (int i = 1; i < tr->n_valid; i++)
-            if (tr->valid[i].bleu > tr->valid[b].bleu) b = i;
+            if (zoo_valid_score(&tr->valid[i], metric) > zoo_valid_score(&tr->valid[b], metric))
+                b = i;
         const zoo_valid_stats *last = &tr->valid[tr->n_valid - 1];
-        printf("valid: BLEU-4 %.2f, loss %.4f at step %lld; best BLEU-4 %.2f at step %lld (%s)\n",
-               last->bleu, last->loss, (long long)last->step, tr->valid[b].bleu,
-               (long long)tr->valid[b].step, t->best);
+        char sacre[32] = "-"; /* a validation of a checkpoint made before it was recorded */
+        if (last->standard) snprintf(sacre, sizeof sacre, "%.2f", last->sacrebleu);
+        printf("valid: BLEU-4 %.2f, sacreBLEU %s, loss %.4f at step %lld; best %s %.2f at step "
+               "%lld (%s)\n",
+               last->bleu, sacre, last->loss, (long long)last->step,
+               metric == ZOO_METRIC_SACREBLEU ? "sacreBLEU" : "BLEU-4",
+               zoo_valid_score(&tr->valid[b], metric), (long long)tr->valid[b].step, t->best);
     }
     if (tr->epoch_batches) /* the epoch under way */
         printf("loss %.3f, %.1f tokens/sec (epoch %d so far)\n",

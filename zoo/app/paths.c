@@ -20,9 +20,16 @@
 #endif
 
 /* The files a sub-command writes into --plots (a name ending in '*' is a prefix). */
-static const char *const TRAIN_PLOTS[] = {
-    "loss.csv",       "loss.svg",    "valid.csv", "valid_bleu.svg", "valid_bleu_time.svg",
-    "valid_loss.svg", "attention_*", NULL};
+static const char *const TRAIN_PLOTS[] = {"loss.csv",
+                                          "loss.svg",
+                                          "valid.csv",
+                                          "valid_bleu.svg",
+                                          "valid_bleu_time.svg",
+                                          "valid_loss.svg",
+                                          "valid_sacrebleu.svg",
+                                          "valid_sacrebleu_time.svg",
+                                          "attention_*",
+                                          NULL};
 static const char *const STATS_PLOTS[] = {"lengths.svg", NULL};
 
 /* One path of the sub-command. */

@@ -62,21 +62,59 @@ void zoo__report_epoch(const zoo_train_opts *o, const zoo_trainer *tr, const zoo
 
 /* ---- plots ---- */
 
-/* valid.csv and the validation curves (nothing without validations). */
-static int write_valid_plots(const zoo_trainer *tr, const char *dir) {
-    int n = tr->n_valid;
-    if (!n) return 0;
+/* valid.csv: a line per validation, sacreBLEU and chrF empty for one recorded without them. */
+static int write_valid_csv(const zoo_trainer *tr, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/valid.csv", dir);
     ag_file out;
     FILE *f = ag_file_open(&out, path);
     if (!f) return -1;
-    fprintf(f, "step,epoch,seconds,train_loss,valid_loss,bleu\n");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%lld,%.4f,%.3f,%.6f,%.6f,%.4f\n", (long long)tr->valid[i].step,
-                tr->valid[i].epoch, tr->valid[i].seconds, tr->valid[i].train_loss,
-                tr->valid[i].loss, tr->valid[i].bleu);
-    if (ag_file_commit(&out)) return -1;
+    fprintf(f, "step,epoch,seconds,train_loss,valid_loss,bleu,sacrebleu,chrf\n");
+    for (int i = 0; i < tr->n_valid; i++) {
+        const zoo_valid_stats *v = &tr->valid[i];
+        fprintf(f, "%lld,%.4f,%.3f,%.6f,%.6f,%.4f", (long long)v->step, v->epoch, v->seconds,
+                v->train_loss, v->loss, v->bleu);
+        if (v->standard) fprintf(f, ",%.4f,%.4f\n", v->sacrebleu, v->chrf);
+        else fprintf(f, ",,\n");
+    }
+    return ag_file_commit(&out);
+}
+
+/* valid_sacrebleu.svg and valid_sacrebleu_time.svg: sacreBLEU and chrF of the validations that
+ * have them, against steps and training minutes (nothing when none has). */
+static int write_standard_plots(const zoo_trainer *tr, const char *dir) {
+    int n = 0;
+    size_t bytes = sizeof(double) * (size_t)tr->n_valid;
+    double *steps = malloc(bytes), *mins = malloc(bytes), *sb = malloc(bytes), *cf = malloc(bytes);
+    int rc = steps && mins && sb && cf ? 0 : ag_error("plots: out of memory");
+    for (int i = 0; !rc && i < tr->n_valid; i++) {
+        const zoo_valid_stats *v = &tr->valid[i];
+        if (!v->standard) continue;
+        steps[n] = (double)v->step, mins[n] = v->seconds / 60;
+        sb[n] = v->sacrebleu, cf[n++] = v->chrf;
+    }
+    zoo_series by_step[2] = {{"sacreBLEU", steps, sb, n}, {"chrF", steps, cf, n}},
+               by_time[2] = {{"sacreBLEU", mins, sb, n}, {"chrF", mins, cf, n}};
+    const char *title = "validation: the standard score (cased, detokenized)";
+    char path[4096];
+    if (!rc && n) {
+        snprintf(path, sizeof path, "%s/valid_sacrebleu.svg", dir);
+        rc = zoo_svg_lines(path, title, "step", "sacreBLEU, chrF", by_step, 2, false);
+    }
+    if (!rc && n) {
+        snprintf(path, sizeof path, "%s/valid_sacrebleu_time.svg", dir);
+        rc = zoo_svg_lines(path, title, "training minutes", "sacreBLEU, chrF", by_time, 2, false);
+    }
+    free(steps), free(mins), free(sb), free(cf);
+    return rc;
+}
+
+/* valid.csv and the validation curves (nothing without validations). */
+static int write_valid_plots(const zoo_trainer *tr, const char *dir) {
+    int n = tr->n_valid;
+    if (!n) return 0;
+    if (write_valid_csv(tr, dir)) return -1;
+    char path[4096];
     double *steps = malloc(sizeof(double) * (size_t)n), *mins = malloc(sizeof(double) * (size_t)n),
            *bleu = malloc(sizeof(double) * (size_t)n), *loss = malloc(sizeof(double) * (size_t)n);
     int rc = 0;
@@ -100,7 +138,7 @@ static int write_valid_plots(const zoo_trainer *tr, const char *dir) {
     free(mins);
     free(bleu);
     free(loss);
-    return rc;
+    return rc ? rc : write_standard_plots(tr, dir);
 }
 
 int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir) {

@@ -23,8 +23,8 @@ static const zoo_cfg_opt FILES[] = {
       NULL},
      "Trexa"},
     {{"best-checkpoint", ZOO_STR, F(best_checkpoint), 0, 0,
-      "with --valid-steps: where the run is saved at each new best BLEU (default: the "
-      "checkpoint's name with .best before .safetensors)",
+      "with --valid-steps: where the run is saved at each new best score (--valid-metric; "
+      "default: the checkpoint's name with .best before .safetensors)",
       NULL},
      "T"},
     {{"plots", ZOO_STR, F(plots), 0, 0, "directory for the plots", NULL}, "TS"},
@@ -137,6 +137,12 @@ static const zoo_cfg_opt RECIPE[] = {
       "without it, float32 and a message)",
       zoo_precision_names},
      "t"},
+    {{"valid-metric", ZOO_CHOICE, R(valid_metric), 0, 0,
+      "with --valid-steps: the score that picks --best-checkpoint and counts --patience: bleu4 "
+      "(d2l's lowercased tokens), sacrebleu (the standard score: cased, detokenized, against the "
+      "raw references); auto: sacrebleu for --vocab subword, bleu4 for word",
+      zoo_valid_metric_names},
+     "t"},
 };
 #undef R
 
@@ -171,12 +177,14 @@ static const zoo_cfg_opt LOOP[] = {
       NULL},
      "t"},
     {{"valid-steps", ZOO_I64, L(valid_steps), 0, 1e12,
-      "validate every N steps and at the end: loss and corpus BLEU-4 (greedy) on the "
-      "--valid-frac split, in the log, the checkpoint and the plots (0: never)",
+      "validate every N steps and at the end: loss, corpus BLEU-4, sacreBLEU and chrF (greedy) "
+      "on the --valid-frac split, in the log, the checkpoint and the plots (0: never)",
       NULL},
      "t"},
     {{"patience", ZOO_INT, L(patience), 0, 1e6,
-      "with --valid-steps: stop after N validations without a better BLEU (0: never)", NULL},
+      "with --valid-steps: stop after N validations without a better score (--valid-metric; 0: "
+      "never)",
+      NULL},
      "t"},
 };
 #undef L
@@ -251,7 +259,8 @@ const zoo_recipe zoo_recipe_d2l = {.lr = 0.005,
                                    .decay_steps = 0,
                                    .min_lr_ratio = 0,
                                    .label_smoothing = 0,
-                                   .precision = ZOO_PRECISION_FP32};
+                                   .precision = ZOO_PRECISION_FP32,
+                                   .valid_metric = ZOO_METRIC_BLEU4};
 
 const zoo_cfg_group *zoo_cfg_group_find(const char *name) {
     for (int g = 0; g < zoo_n_cfg_groups; g++)
@@ -308,6 +317,7 @@ static const struct {
 int zoo_run_cfg_init(zoo_run_cfg *cfg, const zoo_model_kind *kind) {
     zoo_recipe recipe = zoo_recipe_d2l;
     recipe.lr = kind->lr;
+    recipe.valid_metric = ZOO_METRIC_AUTO; /* resolved by the run's vocabulary (trainer.h) */
     *cfg = (zoo_run_cfg){.data = ds_fra_defaults(),
                          .vocab = {.kind = ZOO_VOCAB_WORD, .size = 8000, .share = ZOO_VOCAB_JOINT},
                          .recipe = recipe,

@@ -130,6 +130,7 @@ int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_tra
     if (o->valid_steps > 0 && !ds_fra_part_size(data, DS_VALID))
         return ag_error("validation every %lld steps: the data has no validation part",
                         (long long)o->valid_steps);
+    if (zoo__valid_metric_check(tr, data, o)) return -1;
     while (tr->epochs_done < o->epochs) {
         zoo_epoch_stats s;
         zoo_run_why why;

@@ -101,6 +101,9 @@ int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r) {
     if (decays && r->decay_steps <= r->warmup)
         return ag_error("--decay-steps %lld must be above --warmup-steps %d",
                         (long long)r->decay_steps, r->warmup);
+    if (r->valid_metric < ZOO_METRIC_AUTO || r->valid_metric > ZOO_METRIC_SACREBLEU)
+        return ag_error("--valid-metric: %d is not a score (auto, bleu4, sacrebleu)",
+                        r->valid_metric);
     optim *o = optim_new(tr->model->ps, adam_cfg(r));
     if (!o) return -1;
     optim_free(tr->opt);

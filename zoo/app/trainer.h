@@ -21,6 +21,7 @@
 
 #include "../../datasets/fra_eng.h"
 #include "../../optim/optim.h"
+#include "decode.h"
 #include "model_io.h"
 
 #ifdef __cplusplus
@@ -59,6 +60,19 @@ typedef enum zoo_lr_schedule {
  * accumulation (on a CPU without AVX512-BF16 the trainer says so and stays in float32). */
 typedef enum zoo_precision { ZOO_PRECISION_FP32, ZOO_PRECISION_BF16 } zoo_precision;
 
+/* The validation score that picks the best checkpoint and drives the patience
+ * (zoo_train_opts.valid_steps): corpus BLEU-4 on d2l's lowercased tokens, or the standard score,
+ * sacreBLEU (13a, cased) of the detokenized output against the raw references (zoo_evaluate).
+ * Auto: sacreBLEU when the target vocabulary is subword (it has a codec), BLEU-4 otherwise;
+ * zoo_train resolves it before its first validation, so a checkpoint always names a score.
+ * Checkpoints made before the key have none: their runs chose by BLEU-4. */
+typedef enum zoo_valid_metric {
+    ZOO_METRIC_AUTO,
+    ZOO_METRIC_BLEU4,
+    ZOO_METRIC_SACREBLEU
+} zoo_valid_metric;
+extern const char *const zoo_valid_metric_names[]; /* "auto", "bleu4", "sacrebleu" */
+
 typedef struct zoo_recipe {
     double lr;   /* Adam's learning rate */
     double clip; /* gradients clipped to this global norm (0: never) */
@@ -68,7 +82,8 @@ typedef struct zoo_recipe {
     int64_t decay_steps; /* cosine, linear: the step where the decay ends (> warmup) */
     double min_lr_ratio; /* cosine, linear: final rate / rate */
     double label_smoothing;
-    int precision; /* zoo_precision */
+    int precision;    /* zoo_precision */
+    int valid_metric; /* zoo_valid_metric (zoo_recipe_d2l: BLEU-4, the choice before the key) */
 } zoo_recipe;
 extern const zoo_recipe zoo_recipe_d2l;
 
@@ -100,7 +115,19 @@ typedef struct zoo_valid_stats {
     double train_loss; /* the running loss of the epoch under way (d2l's definition) */
     double loss;       /* cross-entropy per valid target token (teacher forcing, no dropout) */
     double bleu;       /* corpus BLEU-4, 0..100, greedy (zoo_evaluate) */
+    /* The standard score of the same translations (zoo_eval_result's sacrebleu, sacre_chrf),
+     * when `standard`: false for a validation read from a checkpoint made before they were
+     * recorded (its train.valid_history lines have 6 fields, not 8). */
+    bool standard;
+    double sacrebleu, chrf;
 } zoo_valid_stats;
+
+/* The score `metric` (ZOO_METRIC_BLEU4 or ZOO_METRIC_SACREBLEU) of a validation; -1 when it has
+ * none (sacreBLEU of an older validation). */
+double zoo_valid_score(const zoo_valid_stats *v, int metric);
+/* The metric auto stands for on `data`: sacreBLEU when its target vocabulary has a codec
+ * (subword), else BLEU-4. */
+int zoo_valid_metric_auto(const ds_fra *data);
 
 typedef struct zoo_shard zoo_shard; /* one row range of every batch (trainer.c) */
 typedef struct zoo_dist zoo_dist;   /* the processes of a data-parallel run (dist.h) */
@@ -144,10 +171,11 @@ typedef struct zoo_train_opts {
      * returns ZOO_TRAIN_STOPPED. NULL: never. */
     volatile sig_atomic_t *stop;
     /* Validation on the data's DS_VALID part (which must not be empty) every valid_steps steps
-     * and when the run ends or stops (0: never): the loss per token and corpus BLEU-4 (greedy),
-     * a line on log, the history in the checkpoint and the plots. A BLEU above every earlier one saves the run to best_checkpoint (NULL: not
-     * kept); after `patience` validations without one (0: never) the run saves and returns
-     * ZOO_TRAIN_EARLY. */
+     * and when the run ends or stops (0: never): the loss per token, corpus BLEU-4 and the
+     * standard score (sacreBLEU, chrF) of greedy translations, a line on log, the history in
+     * the checkpoint and the plots. A score (the recipe's valid_metric) above every earlier one
+     * saves the run to best_checkpoint (NULL: not kept); after `patience` validations without
+     * one (0: never) the run saves and returns ZOO_TRAIN_EARLY. */
     int64_t valid_steps;
     const char *best_checkpoint;
     int patience;
@@ -161,14 +189,15 @@ typedef struct zoo_train_opts {
 enum {
     ZOO_TRAIN_LIMIT = 1,   /* max_steps or the time budget reached; the checkpoint saved */
     ZOO_TRAIN_STOPPED = 2, /* *opts->stop was set; the checkpoint saved */
-    ZOO_TRAIN_EARLY = 3    /* opts->patience validations without a better BLEU; saved */
+    ZOO_TRAIN_EARLY = 3    /* opts->patience validations without a better score; saved */
 };
 
 /* The validation of zoo_train on `part` of data, with tr's model in eval mode: *loss, the
- * cross-entropy per valid target token (teacher forcing, 256 sentences at a time), and *bleu,
- * corpus BLEU-4 of greedy translations (zoo_evaluate). Returns 0 or -1 (ag_last_error). */
+ * cross-entropy per valid target token (teacher forcing, 256 sentences at a time), and *scores,
+ * zoo_evaluate's of greedy translations (BLEU-4, sacreBLEU, chrF ...). Returns 0 or -1
+ * (ag_last_error). */
 int zoo_trainer_validate(zoo_trainer *tr, const ds_fra *data, ds_part part, double *loss,
-                         double *bleu);
+                         zoo_eval_result *scores);
 
 /* A new run: takes ownership of model; Adam (PyTorch defaults) with lr and clipping by clip;
  * dropout RNG seeded from seed. NULL with ag_last_error(). */
@@ -257,9 +286,11 @@ int zoo_kept_checkpoints(const char *path, int64_t upto, int64_t **steps);
 int zoo_kept_checkpoints_prune(const char *path, int64_t upto, int keep);
 
 /* Writes the history as CSV (epoch,loss,tokens,seconds,tokens_per_sec) and as an SVG line plot
- * of the loss; with validations, also valid.csv (step,epoch,seconds,train_loss,valid_loss,bleu)
- * and the curves valid_bleu.svg, valid_bleu_time.svg (BLEU against steps and minutes) and
- * valid_loss.svg. Returns 0 or -1. */
+ * of the loss; with validations, also valid.csv
+ * (step,epoch,seconds,train_loss,valid_loss,bleu,sacrebleu,chrf; the last two empty for a
+ * validation without them) and the curves valid_bleu.svg, valid_bleu_time.svg (BLEU-4 against
+ * steps and minutes), valid_sacrebleu.svg, valid_sacrebleu_time.svg (sacreBLEU and chrF, the
+ * validations that have them) and valid_loss.svg. Returns 0 or -1. */
 int zoo_trainer_write_plots(const zoo_trainer *tr, const char *dir);
 
 #ifdef __cplusplus

@@ -30,32 +30,62 @@ static char *history_text(const zoo_trainer *tr) {
     return s;
 }
 
-/* The validations as text: one "step epoch seconds train_loss loss bleu" line each, exact. */
+/* The validations as text: one "step epoch seconds train_loss loss bleu [sacrebleu chrf]" line
+ * each, exact (the last two when the validation has them; checkpoints made before they were
+ * recorded have 6 fields a line, and programs of that time read the first 6 of each line). */
 static char *valid_text(const zoo_trainer *tr) {
-    size_t cap = (size_t)tr->n_valid * 140 + 1, n = 0;
+    size_t cap = (size_t)tr->n_valid * 190 + 1, n = 0;
     char *s = malloc(cap);
     if (!s) return NULL;
     s[0] = '\0';
     for (int i = 0; i < tr->n_valid; i++) {
         const zoo_valid_stats *v = &tr->valid[i];
-        n += (size_t)snprintf(s + n, cap - n, "%lld %.17g %.17g %.17g %.17g %.17g\n",
+        n += (size_t)snprintf(s + n, cap - n, "%lld %.17g %.17g %.17g %.17g %.17g",
                               (long long)v->step, v->epoch, v->seconds, v->train_loss, v->loss,
                               v->bleu);
+        if (v->standard)
+            n += (size_t)snprintf(s + n, cap - n, " %.17g %.17g", v->sacrebleu, v->chrf);
+        n += (size_t)snprintf(s + n, cap - n, "\n");
     }
     return s;
 }
 
+/* One line of train.valid_history (6 or 8 numbers) into *v; 0, or -1 (malformed). *used: the
+ * bytes read. */
+static int parse_valid_line(const char *p, int64_t max_step, zoo_valid_stats *v, int *used) {
+    long long step;
+    *v = (zoo_valid_stats){0};
+    *used = 0;
+    if (sscanf(p, "%lld %lf %lf %lf %lf %lf%n", &step, &v->epoch, &v->seconds, &v->train_loss,
+               &v->loss, &v->bleu, used) != 6 ||
+        step < 0 || step > max_step)
+        return -1;
+    v->step = step;
+    int more = 0;
+    const char *q = p + *used;
+    if (*q == ' ' && sscanf(q, " %lf %lf%n", &v->sacrebleu, &v->chrf, &more) == 2) {
+        v->standard = true;
+        *used += more;
+    }
+    q = p + *used;
+    return *q && *q != '\n' ? -1 : 0; /* nothing else on the line */
+}
+
+/* The validations of train.valid_history (NULL: none). A run choosing by sacreBLEU needs it in
+ * every one. */
 static int parse_valid(zoo_trainer *tr, const char *text, const char *file) {
     for (const char *p = text; p && *p;) {
         zoo_valid_stats v;
-        long long step;
         int used = 0;
-        if (sscanf(p, "%lld %lf %lf %lf %lf %lf%n", &step, &v.epoch, &v.seconds, &v.train_loss,
-                   &v.loss, &v.bleu, &used) != 6 ||
-            step < 0 || step > tr->steps)
-            return ag_error("%s: metadata train.valid_history: malformed at validation %d", file,
-                            tr->n_valid + 1);
-        v.step = step;
+        if (parse_valid_line(p, tr->steps, &v, &used))
+            return ag_error("%s: metadata train.valid_history: malformed at validation %d "
+                            "(expected \"step epoch seconds train_loss loss bleu [sacrebleu "
+                            "chrf]\")",
+                            file, tr->n_valid + 1);
+        if (!v.standard && tr->recipe.valid_metric == ZOO_METRIC_SACREBLEU)
+            return ag_error("%s: metadata train.valid_history: validation %d has no sacreBLEU, "
+                            "which train.valid_metric sacrebleu needs",
+                            file, tr->n_valid + 1);
         if (zoo__push_valid(tr, v)) return -1;
         p = strchr(p + used, '\n');
         if (p) p++;

@@ -38,8 +38,15 @@ double zoo__epoch_fraction(const zoo_trainer *tr, const ds_batches *it);
 double zoo__running_loss(const zoo_trainer *tr);
 
 /* A validation now (validate.c): its line on the log, the history, the best checkpoint, the
- * plots; *early when opts->patience validations went by without a better BLEU. 0 or -1. */
+ * plots; *early when opts->patience validations went by without a better score (the recipe's
+ * valid_metric). 0 or -1. */
 int zoo__validate_now(zoo_run_state *r, zoo_trainer *tr, const ds_batches *it, bool *early);
+
+/* Before a run's first step (validate.c): resolves the recipe's valid_metric auto for data
+ * (zoo_valid_metric_auto), and with validations, refuses a metric that cannot be computed:
+ * sacreBLEU on a validation part without a reference (every French side of it empty), or on a
+ * history with validations recorded without it. 0 or -1 naming --valid-metric. */
+int zoo__valid_metric_check(zoo_trainer *tr, const ds_fra *data, const zoo_train_opts *o);
 
 /* Progress lines (report.c): every o->log_steps steps, and an epoch's line (elapsed: training
  * seconds of the epochs so far; done: seconds since the call started). */
