@@ -271,6 +271,10 @@ def main():
     torch.set_num_interop_threads(1)
     torch.manual_seed(a.seed)
     src_lines, tgt_lines = read_pairs(a.fra_txt)
+    need = (a.warmup + a.steps) * a.batch_size
+    if len(src_lines) < need:
+        sys.exit(f"{a.fra_txt}: {len(src_lines)} pairs, fewer than the {need} of "
+                 f"{a.warmup + a.steps} steps of {a.batch_size} (one epoch is the most it runs)")
     vs, vt = Vocab(src_lines), Vocab(tgt_lines)
     src, src_len = vs.arrays(src_lines, a.num_steps)
     tgt, tgt_len = vt.arrays(tgt_lines, a.num_steps)
@@ -287,8 +291,6 @@ def main():
         if step == a.warmup + 1:
             t0, c0 = time.perf_counter(), time.process_time()
         rows = order[(step - 1) * a.batch_size: step * a.batch_size]
-        if len(rows) < a.batch_size:
-            sys.exit(f"{a.fra_txt}: {len(src_lines)} pairs are fewer than the steps' batches")
         batch = (src[rows], src_len[rows], tgt[rows], tgt_len[rows])
         loss_sum += train_step(net, opt, batch, bos, 1.0)
         n = int(tgt_len[rows].sum())
