@@ -28,7 +28,10 @@ loss of every step (d2l's running loss: the per-sentence losses so far / the val
 tokens so far, transformer_nmt's progress-line loss; its own shuffle and initialisation, so
 the values agree in range, not digit for digit); after W warm-up steps, S timed steps: valid
 target tokens/s (a sentence's valid length is its tokens + <eos>, as datasets/fra_batches.c
-counts it), ms/step, the process's CPU seconds per step (all threads), and the peak RSS.
+counts it), ms/step, the process's CPU seconds per step (all threads), the peak RSS, and the
+GFLOP/s of the step's products, whose multiply-adds it counts from the shapes first
+(step_macs: every product of the forward pass, attention's and the output layer's included,
+and twice that for the backward).
 """
 import argparse
 import collections
