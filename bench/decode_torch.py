@@ -6,7 +6,7 @@ Usage (PyTorch 1.13 of Debian's python3-torch; no other package):
 
     /usr/bin/python3 bench/decode_torch.py prepare FRA_TXT FIRST COUNT SRC_OUT REF_OUT
     /usr/bin/python3 bench/decode_torch.py decode CHECKPOINT SRC [--threads N] [--batch B]
-                                           [--out FILE]
+                                           [--by-length] [--out FILE]
     /usr/bin/python3 bench/decode_torch.py compare HYP_A HYP_B [--refs REF]
     /usr/bin/python3 bench/decode_torch.py normalize < TEXT > NORMALIZED
 
@@ -21,7 +21,10 @@ decode: the checkpoint's model (its vocabularies are the metadata keys vocab.src
   pieces separated by spaces, as `spm_encode --output_format=piece` writes them with the model
   that `transformer_nmt export --src-spm FILE` exports (the output is pieces too, which
   `spm_decode --input_format=piece` turns into text). It translates greedily, up to the checkpoint's data.num_steps tokens, B
-  sentences per batch (default: all of them); rows that say <eos> leave the batch. Prints the
+  sentences per batch (default: all of them); rows that say <eos> leave the batch. With
+  --by-length the batches take the sentences by valid length, longest first, each batch cut to
+  its longest source (what transformer_nmt's decoding does; the same outputs, in the input's
+  order, with less padding encoded and attended). Prints the
   sentences/s of the decoding alone (weights loaded, sources encoded to ids, before the clock
   starts) and the process's peak RSS (getrusage); the output tokens, one sentence a line (the
   form of `transformer_nmt translate --raw-output`), go to --out (default: not written).
@@ -272,11 +275,20 @@ def cmd_decode(a):
     src = torch.tensor([e[0] for e in enc], dtype=torch.long)
     valid = torch.tensor([e[1] for e in enc], dtype=torch.long)
     batch = a.batch or len(lines)
-    outs = []
+    order = list(range(len(lines)))
+    if a.by_length:  # longest first, ties in input order
+        order.sort(key=lambda i: -min(int(valid[i]), m.steps))
+    perm = torch.tensor(order, dtype=torch.long)
+    outs = [None] * len(lines)
     start = time.perf_counter()
     with torch.no_grad():
         for b in range(0, len(lines), batch):
-            outs += m.greedy(src[b:b + batch], valid[b:b + batch])
+            rows = perm[b:b + batch]
+            s, v = src[rows], valid[rows]
+            if a.by_length:
+                s = s[:, : max(1, min(int(v.max()), m.steps))]
+            for i, o in zip(rows.tolist(), m.greedy(s, v)):
+                outs[i] = o
     secs = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"pytorch {torch.__version__}: {len(lines)} sentences in {secs:.3f} s, "
@@ -351,6 +363,7 @@ def main():
     p.add_argument("src")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=0)
+    p.add_argument("--by-length", action="store_true")
     p.add_argument("--out")
     p = sub.add_parser("compare")
     p.add_argument("a")

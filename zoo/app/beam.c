@@ -216,17 +216,17 @@ static int beam_search(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t 
     return rc ? rc : zoo__scope_end(&sc, 0);
 }
 
-static int beam_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1, const void *args) {
+static int beam_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, const zoo__chunk *ch,
+                      const void *args) {
     const zoo__decode_args *a = args;
-    return beam_search(m, t, packs, a->src + (size_t)b0 * a->Ts, a->src_len + b0, b1 - b0, a->Ts,
-                       a->bos, a->eos, a->max_steps, a->beam, a->alpha,
-                       a->out + (size_t)b0 * a->max_steps, a->out_len + b0);
+    return beam_search(m, t, packs, ch->src, ch->src_len, ch->B, ch->Ts, a->bos, a->eos,
+                       a->max_steps, a->beam, a->alpha, ch->out, ch->out_len);
 }
 
 int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
                     int Ts, int32_t bos, int32_t eos, int max_steps, int beam, double alpha,
                     int32_t *out, int *out_len) {
     if (beam < 1) return ag_error("beam search: beam size %d < 1", beam);
-    zoo__decode_args a = {src, src_len, Ts, bos, eos, max_steps, beam, alpha, out, out_len};
-    return zoo__in_chunks(m, t, B, beam, beam_chunk, &a);
+    zoo__decode_args a = {bos, eos, max_steps, beam, alpha};
+    return zoo__in_chunks(m, t, src, src_len, B, Ts, max_steps, out, out_len, beam, beam_chunk, &a);
 }

@@ -31,27 +31,35 @@ void *zoo__encode_for_steps(zoo_model *m, zoo__eval_scope *sc, const int32_t *sr
                             const int32_t *src_len, int B, int Ts, int rows, int max_steps,
                             const zoo_attn_trace *trace, ag_tape_pos *mark);
 
-/* Decodes sentences [b0, b1) of a call on tape t with the call's packed weights; 0 or -1
- * (ag_last_error). */
-typedef int (*zoo__chunk_fn)(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1,
+/* The sentences one task decodes: src (B, Ts) with its valid lengths src_len (B,), and its
+ * results out (B, max_steps) and out_len (B,), all in the chunk's own buffers. */
+typedef struct zoo__chunk {
+    const int32_t *src, *src_len;
+    int B, Ts;
+    int32_t *out;
+    int *out_len;
+} zoo__chunk;
+
+/* Decodes chunk ch on tape t with the call's packed weights; 0 or -1 (ag_last_error). */
+typedef int (*zoo__chunk_fn)(zoo_model *m, ag_tape *t, nn_packs *packs, const zoo__chunk *ch,
                              const void *args);
 
-/* fn over sentences [0, B) in chunks of about 256 / rows_each sentences (rows_each: decoder rows
- * per sentence, the beam), taken whole by the engine's threads (ag_run_tasks), the caller's on
- * t, the others on tapes of their own; the model's Linear weights packed once for the call.
- * Returns 0, or -1 with the error of the first chunk that failed. */
-int zoo__in_chunks(zoo_model *m, ag_tape *t, int B, int rows_each, zoo__chunk_fn fn,
-                   const void *args);
+/* fn over the sentences of a call (src (B, Ts), src_len (B,); results into out (B, max_steps),
+ * out_len (B,)) in chunks of about 256 / rows_each sentences (rows_each: decoder rows per
+ * sentence, the beam), taken whole by the engine's threads (ag_run_tasks), the caller's on t,
+ * the others on tapes of their own; the model's Linear weights packed once for the call. The
+ * chunks take the sentences by length, longest first, and each is cut to its longest source
+ * (Ts of the chunk = min(Ts, its largest src_len)): the padding no row attends to is not
+ * encoded. Returns 0, or -1 with the error of the first chunk that failed. */
+int zoo__in_chunks(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
+                   int Ts, int max_steps, int32_t *out, int *out_len, int rows_each,
+                   zoo__chunk_fn fn, const void *args);
 
-/* The arguments of a zoo_greedy or zoo_beam_search call, which its chunks decode parts of. */
+/* What every chunk of a zoo_greedy or zoo_beam_search call shares. */
 typedef struct zoo__decode_args {
-    const int32_t *src, *src_len;
-    int Ts;
     int32_t bos, eos;
     int max_steps, beam;
     double alpha;
-    int32_t *out;
-    int *out_len;
 } zoo__decode_args;
 
 /* Called after the encoder (step -1) and after each decoding step with the trace that received

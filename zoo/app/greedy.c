@@ -49,14 +49,22 @@ int zoo__greedy(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t *src,
             break;
         }
         if (hook) hook(m, s, tr, user);
-        int kept = 0; /* the rows that did not say <eos> go on, in order */
+        int kept = 0; /* the rows that did not say <eos> go on; tok[r] < 0: row r ended */
         for (int r = 0; r < n; r++) {
             int32_t k = (int32_t)ag_row_argmax(y->data + (size_t)r * V, V), b = sent[r];
+            tok[r] = k == eos ? -1 : k;
             if (k == eos) continue;
             out[(size_t)b * max_steps + out_len[b]++] = k;
-            keep[kept] = r;
-            sent[kept] = b;
-            tok[kept++] = k;
+            kept++;
+        }
+        /* the rows [0, kept) go on: an ended one takes the last row that goes on, so the state
+         * moves one row per ended row, not every row after it */
+        for (int i = 0, j = n - 1; i < kept; i++) {
+            keep[i] = i;
+            if (tok[i] >= 0) continue;
+            while (tok[j] < 0) j--;
+            keep[i] = j, sent[i] = sent[j], tok[i] = tok[j];
+            j--;
         }
         if (ag_tape_rewind(t, mark) ||
             (kept && kept < n && m->ops->select(m, &sc.c, state, keep, kept)))
@@ -67,16 +75,15 @@ int zoo__greedy(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t *src,
     return rc ? rc : zoo__scope_end(&sc, 0);
 }
 
-static int greedy_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, int b0, int b1,
+static int greedy_chunk(zoo_model *m, ag_tape *t, nn_packs *packs, const zoo__chunk *ch,
                         const void *args) {
     const zoo__decode_args *a = args;
-    return zoo__greedy(m, t, packs, a->src + (size_t)b0 * a->Ts, a->src_len + b0, b1 - b0, a->Ts,
-                       a->bos, a->eos, a->max_steps, a->out + (size_t)b0 * a->max_steps,
-                       a->out_len + b0, NULL, NULL);
+    return zoo__greedy(m, t, packs, ch->src, ch->src_len, ch->B, ch->Ts, a->bos, a->eos,
+                       a->max_steps, ch->out, ch->out_len, NULL, NULL);
 }
 
 int zoo_greedy(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B, int Ts,
                int32_t bos, int32_t eos, int max_steps, int32_t *out, int *out_len) {
-    zoo__decode_args a = {src, src_len, Ts, bos, eos, max_steps, 1, 0, out, out_len};
-    return zoo__in_chunks(m, t, B, 1, greedy_chunk, &a);
+    zoo__decode_args a = {bos, eos, max_steps, 1, 0};
+    return zoo__in_chunks(m, t, src, src_len, B, Ts, max_steps, out, out_len, 1, greedy_chunk, &a);
 }

@@ -73,6 +73,11 @@ typedef struct zoo_model_ops {
     int (*select)(const zoo_model *m, const nn_ctx *c, void *state, const int32_t *rows, int n);
     /* Returns 0 or -1 (reported). */
     int (*reserve)(const zoo_model *m, const nn_ctx *c, void *state, int rows, int steps);
+    /* true when a row's encoding and decoding do not depend on its source past its valid
+     * length (the Transformer: every attention masks those keys), so decoding may cut a batch's
+     * sources to their longest valid length; false (the default) when they do (d2l's RNN
+     * encoders run their recurrence over the padding too). */
+    bool pad_free;
     /* Heads of the attention of this kind (0: the model has none). */
     int (*attn_heads)(const zoo_model *m, zoo_attn_kind kind);
     void (*free)(zoo_model *m);
@@ -120,6 +125,10 @@ extern const zoo_model_kind zoo_bahdanau_kind;
  * finalizes its store from seed. NULL with ag_last_error(). */
 zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab, int tgt_vocab,
                          uint64_t seed);
+/* zoo_model_new with every parameter zero (nn_params_finalize_zero): for a model whose
+ * values all come next from a checkpoint. NULL with ag_last_error(). */
+zoo_model *zoo_model_new_zero(const zoo_model_kind *kind, const void *cfg, int src_vocab,
+                              int tgt_vocab);
 void zoo_model_free(zoo_model *m);
 
 /* Sets the field `name` of cfg (a config of kind k) from text, strictly (config.h). Returns 0,

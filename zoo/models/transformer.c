@@ -474,6 +474,7 @@ static const zoo_model_ops tf_ops = {.encode = tf_encode,
                                      .step = tf_step,
                                      .select = tf_select,
                                      .reserve = tf_reserve,
+                                     .pad_free = true,
                                      .attn_heads = tf_attn_heads,
                                      .free = tf_free};
 
