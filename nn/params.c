@@ -239,7 +239,8 @@ static ag_real *alloc_zeroed(size_t n, void **mem) {
     return p ? (ag_real *)(p + (64 - (uintptr_t)p % 64) % 64) : NULL;
 }
 
-int nn_params_finalize(nn_params *ps, uint64_t seed) {
+/* nn_params_finalize up to the initialisers. */
+static int finalize_zero(nn_params *ps) {
     if (!ps) return ag_error("nn_params_finalize: store is NULL");
     if (ps->failed) return ag_error("%s", ps->err);
     if (ps->finalized) return ag_error("nn_params_finalize: store already finalized");
@@ -279,8 +280,14 @@ int nn_params_finalize(nn_params *ps, uint64_t seed) {
         r->t.requires_grad = !r->buffer;
     }
     ps->finalized = true;
-    return run_inits(ps, seed);
+    return 0;
 }
+
+int nn_params_finalize(nn_params *ps, uint64_t seed) {
+    return finalize_zero(ps) ? -1 : run_inits(ps, seed);
+}
+
+int nn_params_finalize_zero(nn_params *ps) { return finalize_zero(ps); }
 
 int nn_params_reinit(nn_params *ps, uint64_t seed) {
     if (!ps || !ps->finalized) return ag_error("nn_params_reinit: store not finalized");

@@ -141,6 +141,10 @@ int nn_params_fail(nn_params *ps, const char *fmt, ...)
  * `seed`, zeroes the gradients. Returns 0, or -1 on an earlier registration error, a second
  * finalize, or out of memory. A store with no parameters finalizes fine. */
 int nn_params_finalize(nn_params *ps, uint64_t seed);
+/* nn_params_finalize without the initialisers: every value and buffer is zero. For a store
+ * whose values all come next from a checkpoint (nn_ckpt_load_params requires every parameter
+ * and buffer), where drawing random values first would be wasted work. Returns as finalize. */
+int nn_params_finalize_zero(nn_params *ps);
 /* Reruns the initialisers exactly as finalize did with `seed` (same bits for the same seed)
  * and zeroes the gradients. Returns 0, or -1 if the store is not finalized. */
 int nn_params_reinit(nn_params *ps, uint64_t seed);

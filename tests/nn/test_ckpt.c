@@ -5,6 +5,7 @@
  * every kind of edit; sizes checked before the data is read; non-finite weights; and the
  * atomic writer of autograd/ag_file.h (symlinks, modes, stale temporaries, abort). */
 #include <dirent.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -686,6 +687,22 @@ static void test_nonfinite(void) {
                     "is -inf)");
     CU_ASSERT_EQUAL(nn_ckpt_load_mem(&ck, img, n, "inf", &inspect), 0);
     nn_ckpt_free(ck);
+    free(img);
+    /* F32 is tested 16 values at a time, then a tail: a -inf in the second block and a NaN in
+     * the tail are counted and the first named; in a tensor of the largest finite values and
+     * subnormals, nothing is refused. */
+    ag_real f32[37], ok32[37];
+    for (int i = 0; i < 37; i++) f32[i] = ok32[i] = i % 2 ? FLT_MAX : -1e-40f;
+    f32[20] = -INFINITY;
+    f32[35] = NAN;
+    out = nn_ckpt_new();
+    nn_ckpt_add(out, "ok32", 1, (const int[]){37}, ok32);
+    nn_ckpt_add(out, "bad32", 1, (const int[]){37}, f32);
+    CU_ASSERT_EQUAL_FATAL(nn_ckpt_save_mem(out, &img, &n), 0);
+    nn_ckpt_free(out);
+    TG_EXPECT_ERROR(nn_ckpt_load_mem(&ck, img, n, "f32", NULL),
+                    "f32: tensor 'bad32' (F32 [37]) holds 2 non-finite values (element 20 is "
+                    "-inf)");
     free(img);
     /* Half precisions of other writers: F16 +inf, BF16 NaN, F8_E5M2 -inf, F8_E4M3 NaN; and
      * the finite extremes of each, which load. */

@@ -96,6 +96,40 @@ static void test_finalize_views(void) {
     nn_params_free(ps);
 }
 
+/* finalize_zero: the same layout as finalize (offsets, views, requires_grad on parameters
+ * only), every value and buffer zero instead of initialised; a second finalize of either kind
+ * is refused; reinit afterwards runs the initialisers finalize would have. */
+static void test_finalize_zero(void) {
+    nn_params *a = nn_params_new(), *b = nn_params_new();
+    nn_params *both[2] = {a, b};
+    ag_tensor *w[2], *buf[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = nn_params_add(both[i], "m", "w", AG_SHAPE(3, 5), nn_init_normal(0, 1));
+        nn_params_add(both[i], "m", "b", AG_SHAPE(7), nn_init_ones());
+        buf[i] = nn_params_add_buffer(both[i], "m", "stat", AG_SHAPE(4), nn_init_ones());
+        CU_ASSERT_PTR_NOT_NULL_FATAL(buf[i]);
+    }
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(a, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize_zero(b), 0);
+    CU_ASSERT_TRUE(nn_params_finalized(b));
+    CU_ASSERT_EQUAL(nn_params_flat_size(a), nn_params_flat_size(b));
+    for (size_t i = 0; i < nn_params_count(a); i++)
+        CU_ASSERT_EQUAL(nn_params_offset(a, i), nn_params_offset(b, i));
+    for (size_t i = 0; i < nn_params_flat_size(b); i++) CU_ASSERT_EQUAL(nn_params_values(b)[i], 0);
+    for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(buf[1]->data[k], 0);
+    CU_ASSERT_TRUE(w[1]->requires_grad);
+    CU_ASSERT_FALSE(buf[1]->requires_grad);
+    TG_EXPECT_ERROR(nn_params_finalize_zero(b), "nn_params_finalize: store already finalized");
+    TG_EXPECT_ERROR(nn_params_finalize(b, 3), "nn_params_finalize: store already finalized");
+    CU_ASSERT_EQUAL_FATAL(nn_params_reinit(b, 3), 0);
+    CU_ASSERT_EQUAL(
+        memcmp(nn_params_values(a), nn_params_values(b), sizeof(ag_real) * nn_params_flat_size(a)),
+        0);
+    CU_ASSERT_EQUAL(memcmp(buf[0]->data, buf[1]->data, sizeof(ag_real) * 4), 0);
+    nn_params_free(a);
+    nn_params_free(b);
+}
+
 /* A replica store reads the master's values and keeps its own gradients; stores that differ
  * are refused, naming the first difference; reinit of a replica is refused. */
 static nn_params *two_linears(int out2) {
@@ -438,6 +472,7 @@ static CU_TestInfo tests[] = {
     {"a forward before finalize names nn_params_finalize", test_forward_before_finalize},
     {"names, order, shapes before finalize", test_names_and_order},
     {"finalize: flat views, alignment, zero-grad", test_finalize_views},
+    {"finalize_zero: the same layout, zeros, reinit as finalize", test_finalize_zero},
     {"registration errors are sticky", test_errors_are_sticky},
     {"a replica shares the values, not the gradients", test_share_values},
     {"init determinism: same seed, same bits", test_init_determinism},

@@ -63,7 +63,7 @@ static int vocab_from_meta(const nn_ckpt *ck, const char *key, ds_vocab **out) {
 
 static int build_and_load(const nn_ckpt *ck, const zoo_model_kind *kind, const void *cfg,
                           zoo_model **m, ds_vocab **src, ds_vocab **tgt) {
-    *m = zoo_model_new(kind, cfg, ds_vocab_size(*src), ds_vocab_size(*tgt), 0);
+    *m = zoo_model_new_zero(kind, cfg, ds_vocab_size(*src), ds_vocab_size(*tgt));
     if (!*m || nn_ckpt_load_params(ck, (*m)->ps, 0)) {
         zoo_model_free(*m);
         ds_vocab_free(*src);

@@ -3,15 +3,25 @@
 
 #include <stdio.h>
 
-zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab, int tgt_vocab,
-                         uint64_t seed) {
+static zoo_model *model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab,
+                            int tgt_vocab, bool zero, uint64_t seed) {
     zoo_model *m = kind->create(cfg ? cfg : kind->defaults, src_vocab, tgt_vocab);
     if (!m) return NULL;
-    if (nn_params_finalize(m->ps, seed)) {
+    if (zero ? nn_params_finalize_zero(m->ps) : nn_params_finalize(m->ps, seed)) {
         zoo_model_free(m);
         return NULL;
     }
     return m;
+}
+
+zoo_model *zoo_model_new(const zoo_model_kind *kind, const void *cfg, int src_vocab, int tgt_vocab,
+                         uint64_t seed) {
+    return model_new(kind, cfg, src_vocab, tgt_vocab, false, seed);
+}
+
+zoo_model *zoo_model_new_zero(const zoo_model_kind *kind, const void *cfg, int src_vocab,
+                              int tgt_vocab) {
+    return model_new(kind, cfg, src_vocab, tgt_vocab, true, 0);
 }
 
 void zoo_model_free(zoo_model *m) {
