@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     nn_quant q = NN_QUANT_NONE;
     for (int i = 0; argc > 7 && nn_quant_names[i]; i++)
         if (!strcmp(argv[7], nn_quant_names[i])) q = (nn_quant)i;
-    if (zoo_decode_quantize(m, q)) return fprintf(stderr, "%s\n", ag_last_error()), 1;
+    if (zoo_decode_quantize(m, q, false)) return fprintf(stderr, "%s\n", ag_last_error()), 1;
     printf("vocab %d/%d, %d sentences, num_steps %d, %s batch %d%s, %s (%s), rss after load "
            "%.0f MB\n",
            ds_vocab_size(sv), ds_vocab_size(tv), N, T, greedy ? "greedy" : "beam", batch,

@@ -149,12 +149,14 @@ int zoo__load(const zoo_cli *c, zoo_loaded *l) {
     int rc = 0;
     if (!cfg->files.checkpoint) {
         rc = zoo__usage(c, "--checkpoint is required");
+    } else if (cfg->exec.quantize_output && cfg->exec.quantize == NN_QUANT_NONE) {
+        rc = zoo__usage(c, "--quantize-output: the output layer follows --quantize, which is "
+                           "none; give --quantize int8 or bf16");
     } else if (!(l->t = ag_tape_new())) {
         rc = zoo__fail(c, "out of memory");
-    } else if (nn_ckpt_load_with(
-                   &l->ck, cfg->files.checkpoint,
-                   &(nn_ckpt_load_opts){.allow_nonfinite = cfg->exec.allow_nonfinite,
-                                        .map = true}) ||
+    } else if (nn_ckpt_load_with(&l->ck, cfg->files.checkpoint,
+                                 &(nn_ckpt_load_opts){.allow_nonfinite = cfg->exec.allow_nonfinite,
+                                                      .map = true}) ||
                (nn_ckpt_meta(l->ck, "tapegrad.model")
                     ? zoo_ckpt_load_model(l->ck, c->run.kind, &l->m, &l->sv, &l->tv)
                     : zoo_ckpt_import_state_dict(l->ck, c->run.kind, cfg->model,
@@ -162,7 +164,7 @@ int zoo__load(const zoo_cli *c, zoo_loaded *l) {
                                                  &l->sv, &l->tv)) ||
                use_subword(c, l)) {
         rc = zoo__fail(c, ag_last_error());
-    } else if (zoo_decode_quantize(l->m, (nn_quant)cfg->exec.quantize)) {
+    } else if (zoo_decode_quantize(l->m, (nn_quant)cfg->exec.quantize, cfg->exec.quantize_output)) {
         rc = zoo__fail(c, ag_last_error()); /* --quantize: translate and eval */
     }
     if (rc) zoo__unload(l);

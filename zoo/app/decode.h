@@ -53,12 +53,13 @@ int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t 
 
 /* Decoding of m in int8 (q = NN_QUANT_INT8) or bf16 (NN_QUANT_BF16) from now on (nn/quant.h):
  * the Linear layers of attention and FFN quantized once (per output channel; bf16: rounded),
- * at their first use, and shared by the decoding threads through m->packs; the output layer (over the target vocabulary), the
- * attention scores and softmax, LayerNorm and the embeddings stay float. NN_QUANT_NONE goes
- * back to float decoding (the weights packed per call, the default's bits). The model's
- * parameters must not change afterwards (the quantized copies would not follow). Returns 0 or
- * -1 (ag_last_error). */
-int zoo_decode_quantize(zoo_model *m, nn_quant q);
+ * at their first use, and shared by the decoding threads through m->packs; the output layer
+ * (over the target vocabulary) too when output is true, else it stays float. The attention
+ * scores and softmax, LayerNorm and the embeddings stay float. NN_QUANT_NONE goes back to
+ * float decoding (the weights packed per call, the default's bits; output is then ignored).
+ * The model's parameters must not change afterwards (the quantized copies would not follow).
+ * Returns 0 or -1 (ag_last_error). */
+int zoo_decode_quantize(zoo_model *m, nn_quant q, bool output);
 
 /* Rows (sentences times beam) decoded together by zoo_translate_batch. */
 #define ZOO_DECODE_ROWS 512

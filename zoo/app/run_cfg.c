@@ -227,8 +227,14 @@ static const zoo_cfg_opt EXEC[] = {
      "a"},
     {{"quantize", ZOO_CHOICE, X(quantize), 0, 0,
       "the attention and FFN projections in int8 (weights per output channel, activations per "
-      "row) or bf16, or float (none); the output layer and the attention scores stay float",
+      "row) or bf16, or float (none); the output layer (unless --quantize-output) and the "
+      "attention scores stay float",
       nn_quant_names},
+     "re"},
+    {{"quantize-output", ZOO_SWITCH, X(quantize_output), 0, 1,
+      "with --quantize int8 or bf16: the output layer over the target vocabulary in that "
+      "arithmetic too (faster; not the same tokens as float: see docs/zoo.md)",
+      NULL},
      "re"},
 };
 #undef X

@@ -64,6 +64,7 @@ typedef struct zoo_exec {
     double dist_timeout; /* train under mpirun: a collective's deadline, seconds (0: none) */
     int last;            /* average: the N most recent kept copies of --checkpoint (0: none) */
     int quantize;        /* translate, eval: nn_quant (nn/quant.h), the Linear layers' arithmetic */
+    int quantize_output; /* translate, eval: the output layer in that arithmetic too */
 } zoo_exec;
 
 /* The vocabularies of a new training run (train only: --resume, translate and eval take the
