@@ -47,6 +47,19 @@ check "translate args" run 0 translate --checkpoint "$ck" "go ." "i lost ."
 check "translate: one line each" test "$(wc -l <"$dir/out")" = 2
 echo "he's calm ." | "$prog" translate --checkpoint "$ck" >"$dir/stdin_out" 2>"$dir/err"
 check "translate stdin" test "$(wc -l <"$dir/stdin_out")" = 1
+# a line at a time, as a person types: each translation comes while stdin is still open
+interactive() {
+    local a b rc=0
+    coproc TR { "$prog" translate --checkpoint "$ck" 2>"$dir/err"; }
+    echo "go ." >&"${TR[1]}"
+    IFS= read -r -t 60 a <&"${TR[0]}" || rc=1
+    echo "i lost ." >&"${TR[1]}"
+    IFS= read -r -t 60 b <&"${TR[0]}" || rc=1
+    exec {TR[1]}>&-
+    wait "$TR_PID" || rc=1
+    [ "$rc" = 0 ] && [ -n "$a" ] && [ -n "$b" ] || { echo "  got '${a-}' and '${b-}'"; return 1; }
+}
+check "translate stdin: a line at a time" interactive
 check "translate beam" run 0 translate --checkpoint "$ck" --beam 3 --alpha 0.7 "go ."
 check "translate beam: one line" test "$(wc -l <"$dir/out")" = 1
 # text in, text out: typed text is put in the corpus form (the d2l-form input gives the same

@@ -5,9 +5,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/cli_internal.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "datasets/text.h"
 #include "zoo/app/decode.h"
@@ -46,7 +49,8 @@ static int pieces_vocab(zoo_loaded *l) {
  * number: first_line is the number of lines[0]). Each line is first put in the form the
  * model's data had (ds_text_source with the checkpoint's preprocessing `scheme`). lens: the
  * lines' lengths as read (NULL: their strlen), so that a line holding a NUL byte is refused,
- * not cut. Returns 0, or -1 after printing a line's or the decoder's error. */
+ * not cut. Returns 0, 1 when a line was bad (reported), or -1 after printing the decoder's
+ * error. */
 static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, int steps,
                            char **lines, const size_t *lens, int n, long first_line,
                            bool numbered) {
@@ -105,6 +109,96 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
     return rc < 0 ? -1 : rc;
 }
 
+/* ---- standard input ----
+ * Lines are read with read(2) into a buffer of our own, so that the program can tell whether
+ * more input is there at once: a batch takes up to ZOO_DECODE_ROWS lines, but no more than
+ * have arrived, so a person typing at a terminal (or a program writing one line and waiting)
+ * gets each translation at once, and a file is decoded in full batches. */
+typedef struct line_in {
+    char *buf;
+    size_t cap, start, end; /* the unread bytes are buf[start, end) */
+    bool eof, failed;
+} line_in;
+
+/* Whether a line can be had without waiting: a whole one in the buffer, the last one at end of
+ * input, or bytes ready on stdin (poll, no timeout). */
+static bool line_ready(const line_in *r) {
+    if (r->start < r->end && memchr(r->buf + r->start, '\n', r->end - r->start)) return true;
+    if (r->eof) return r->start < r->end;
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* The next line, without its "\n" or "\r\n", copied into *line (grown as getline does), its
+ * length in *len. Returns 1, 0 at the end of input, -1 on a read error or out of memory. */
+static int next_line(line_in *r, char **line, size_t *cap, size_t *len) {
+    for (;;) {
+        char *nl = r->start < r->end ? memchr(r->buf + r->start, '\n', r->end - r->start) : NULL;
+        if (nl || (r->eof && r->start < r->end)) {
+            size_t n = nl ? (size_t)(nl - (r->buf + r->start)) : r->end - r->start;
+            if (n + 1 > *cap) {
+                char *g = realloc(*line, n + 1);
+                if (!g) return -1;
+                *line = g, *cap = n + 1;
+            }
+            memcpy(*line, r->buf + r->start, n);
+            r->start += n + (nl != NULL);
+            while (n > 0 && (*line)[n - 1] == '\r') n--;
+            (*line)[n] = '\0';
+            *len = n;
+            return 1;
+        }
+        if (r->eof) return 0;
+        if (r->start > 0) { /* keep the partial line at the front */
+            memmove(r->buf, r->buf + r->start, r->end - r->start);
+            r->end -= r->start, r->start = 0;
+        }
+        if (r->end == r->cap) {
+            size_t cap2 = r->cap ? 2 * r->cap : 65536;
+            char *g = realloc(r->buf, cap2);
+            if (!g) return -1;
+            r->buf = g, r->cap = cap2;
+        }
+        ssize_t got = read(STDIN_FILENO, r->buf + r->end, r->cap - r->end);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            r->failed = true;
+            return -1;
+        }
+        if (got == 0) r->eof = true;
+        r->end += (size_t)got;
+    }
+}
+
+/* translate_lines over stdin, batch by batch (above). Returns as translate_lines. */
+static int translate_stdin(const zoo_cli *c, zoo_loaded *l, const char *scheme, int steps) {
+    enum { BATCH = ZOO_DECODE_ROWS };
+    char **lines = calloc(BATCH, sizeof *lines);
+    size_t *caps = calloc(BATCH, sizeof *caps), *lens = calloc(BATCH, sizeof *lens);
+    line_in r = {0};
+    long line_no = 0;
+    int rc = lines && caps && lens ? 0 : (zoo__fail(c, "out of memory"), -1), any_bad = 0;
+    for (bool end = false; !end && !rc;) {
+        int n = 0, got = 1;
+        while (n < BATCH && (n == 0 || line_ready(&r)) &&
+               (got = next_line(&r, &lines[n], &caps[n], &lens[n])) == 1)
+            n++;
+        end = got < 1;
+        if (got < 0)
+            rc = (zoo__fail(c, r.failed ? "reading standard input failed" : "out of memory"), -1);
+        if (n && !rc) {
+            int t = translate_lines(c, l, scheme, steps, lines, lens, n, line_no + 1, true);
+            any_bad |= t > 0;
+            if (t < 0) rc = -1;
+            fflush(stdout);
+        }
+        line_no += n;
+    }
+    for (int i = 0; lines && i < BATCH; i++) free(lines[i]);
+    free(lines), free(caps), free(lens), free(r.buf);
+    return rc ? rc : any_bad;
+}
+
 /* Sentences from the command line, or every line of stdin, translated in batches. A line that
  * cannot be read (invalid UTF-8, a NUL) is reported with its number and printed as an empty
  * line; the others are translated, and the exit status is then 1. */
@@ -147,33 +241,9 @@ int zoo__cmd_translate(zoo_cli *c) {
         any_bad = r > 0;
         if (r < 0) rc = ZOO_EXIT_RUNTIME;
     } else {
-        /* stdin, in batches of ZOO_DECODE_ROWS lines (so a long stream starts printing early) */
-        enum { BATCH = ZOO_DECODE_ROWS };
-        char *lines[BATCH] = {0};
-        size_t caps[BATCH] = {0}, lens[BATCH];
-        long line_no = 0;
-        for (bool eof = false; !eof && !rc;) {
-            int n = 0;
-            while (n < BATCH) {
-                ssize_t got = getline(&lines[n], &caps[n], stdin);
-                if (got < 0) {
-                    eof = true;
-                    break;
-                }
-                while (got > 0 && (lines[n][got - 1] == '\n' || lines[n][got - 1] == '\r'))
-                    lines[n][--got] = '\0';
-                lens[n++] = (size_t)got;
-            }
-            if (n) {
-                int r = translate_lines(c, &l, scheme, steps, lines, lens, n, line_no + 1, true);
-                any_bad |= r > 0;
-                if (r < 0) rc = ZOO_EXIT_RUNTIME;
-                fflush(stdout);
-            }
-            line_no += n;
-        }
-        if (ferror(stdin)) rc = zoo__fail(c, "reading standard input failed");
-        for (int i = 0; i < BATCH; i++) free(lines[i]);
+        int r = translate_stdin(c, &l, scheme, steps);
+        any_bad = r > 0;
+        if (r < 0) rc = ZOO_EXIT_RUNTIME;
     }
     if (!rc && any_bad) rc = ZOO_EXIT_RUNTIME;
     zoo__unload(&l);

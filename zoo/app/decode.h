@@ -61,8 +61,9 @@ int zoo_beam_search(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t 
  * Returns 0 or -1 (ag_last_error). */
 int zoo_decode_quantize(zoo_model *m, nn_quant q, bool output);
 
-/* Rows (sentences times beam) decoded together by zoo_translate_batch. */
-#define ZOO_DECODE_ROWS 512
+/* Rows (sentences times beam) decoded together by zoo_translate_batch: enough for 8 chunks,
+ * longest first, so that the threads finish together. */
+#define ZOO_DECODE_ROWS 2048
 
 /* n sentences, d2l's way: each lowercased, split on spaces, ids, <eos>, padded to num_steps;
  * decoded greedily (beam <= 1) or with beam search, ZOO_DECODE_ROWS / max(beam, 1) sentences at
