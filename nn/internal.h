@@ -24,7 +24,7 @@ int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix
 /* The quantized Linear ops' common part (quant.c, quant_bf16.c), `op` naming the op in
  * messages: checks x (..., in) (not NULL: `weight` says whether the op's weight is), bias
  * (out,) or NULL, and that nothing is recorded; makes *x contiguous and returns y (..., out) on
- * t, or NULL (reported). */
+ * t, uninitialised (the op writes every element), or NULL (reported). */
 ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **x, bool weight, int in,
                              int out, ag_tensor *bias);
 /* True when the environment variable TG_QUANT_KERNEL is "portable". */

@@ -258,7 +258,7 @@ ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **xp, bool we
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out;
-    return ag_tensor_new(t, x->ndim, shape);
+    return ag_op_new(t, x->ndim, shape, false); /* not zeroed: the op writes every element */
 }
 
 bool nn_quant_portable_forced(void) {
