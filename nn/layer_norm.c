@@ -24,20 +24,33 @@
  *             dz = rstd (dxh - mean(dxh) - xh mean(dxh xh)), added into dz when accumulate
  *             (an input's gradient), assigned when not (a scratch buffer); dz NULL: skipped. */
 
+/* The forward, LN_RB rows at a time: each row's mean and variance are its own sums in order of
+ * k, as one row alone would make them (the same bits), but the rows' chains of additions
+ * interleave, so they advance together instead of one addition's latency per element. */
+enum { LN_RB = 8 };
 static void ln_rows(const ag_real *z, ag_real *y, ptrdiff_t rows, ptrdiff_t d, const ag_real *gm,
                     const ag_real *bt, double eps, ag_real *mean, ag_real *rstd) {
-    for (ptrdiff_t r = 0; r < rows; r++) {
-        const ag_real *zr = z + r * d;
-        ag_real *yr = y + r * d, mu = 0, var = 0;
-        for (ptrdiff_t k = 0; k < d; k++) mu += zr[k];
-        mu /= (ag_real)d;
-        for (ptrdiff_t k = 0; k < d; k++) var += (zr[k] - mu) * (zr[k] - mu);
-        var /= (ag_real)d;
-        ag_real rs = 1 / (ag_real)sqrt((double)var + eps);
-        mean[r] = mu;
-        rstd[r] = rs;
+    for (ptrdiff_t r0 = 0; r0 < rows; r0 += LN_RB) {
+        const int nb = rows - r0 < LN_RB ? (int)(rows - r0) : LN_RB;
+        const ag_real *z0 = z + r0 * d;
+        ag_real mu[LN_RB] = {0}, var[LN_RB] = {0};
         for (ptrdiff_t k = 0; k < d; k++)
-            yr[k] = (zr[k] - mu) * rs * (gm ? gm[k] : 1) + (bt ? bt[k] : 0);
+            for (int i = 0; i < nb; i++) mu[i] += z0[i * d + k];
+        for (int i = 0; i < nb; i++) mu[i] /= (ag_real)d;
+        for (ptrdiff_t k = 0; k < d; k++)
+            for (int i = 0; i < nb; i++) {
+                const ag_real c = z0[i * d + k] - mu[i];
+                var[i] += c * c;
+            }
+        for (int i = 0; i < nb; i++) {
+            const ag_real *zr = z0 + i * d;
+            ag_real *yr = y + (r0 + i) * d, m = mu[i];
+            ag_real rs = 1 / (ag_real)sqrt((double)(var[i] / (ag_real)d) + eps);
+            mean[r0 + i] = m;
+            rstd[r0 + i] = rs;
+            for (ptrdiff_t k = 0; k < d; k++)
+                yr[k] = (zr[k] - m) * rs * (gm ? gm[k] : 1) + (bt ? bt[k] : 0);
+        }
     }
 }
 
