@@ -27,6 +27,7 @@
  * test_gemm_bf16.c), much more slowly. The AVX512-BF16 path also packs with the CPU's
  * conversion, 16 values at a time (pack_panel_avx512); the portable one rounds in C
  * (ag_bf16_round, the same bits). */
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_internal.h"
 
 #include <math.h>
@@ -34,9 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
+#if AG_CPU_X86_KERNELS
 #include <immintrin.h>
-#define TG_HAVE_BF16_KERNEL 1
 #endif
 
 #define MR 12
@@ -85,15 +85,7 @@ float ag_bf16_to_float(uint16_t h) {
 
 static _Atomic int chosen = -1; /* -1: not yet; 0: emulated; 1: AVX512-BF16 (any thread) */
 
-/* Whether the CPU (and its OS) run AVX512-BF16 and the compiler could build the kernel. */
-static bool cpu_has_bf16(void) {
-#ifdef TG_HAVE_BF16_KERNEL
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-#else
-    return false;
-#endif
-}
+static bool cpu_has_bf16(void) { return ag_cpu_has(AG_CPU_AVX512BF16 | AG_CPU_AVX512BW); }
 
 static int hw_kernel(void) {
     if (chosen < 0) {
@@ -160,7 +152,7 @@ static void pack_block(int R, int lines, int kc, const float *src, ptrdiff_t ls,
                    dst + r0 / R * kp * R);
 }
 
-#ifdef TG_HAVE_BF16_KERNEL
+#if AG_CPU_X86_KERNELS
 /* pack_panel with the CPU's conversion (vcvtneps2bf16: ag_bf16_round's bits, NaNs included;
  * test_gemm_bf16 compares them), 16 values at a time where the layout allows: a line
  * contiguous along k is rounded 16 values at a time, then dealt out; lines contiguous across
@@ -247,7 +239,7 @@ static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float 
     }
 }
 
-#ifdef TG_HAVE_BF16_KERNEL
+#if AG_CPU_X86_KERNELS
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
                   bool load) {
@@ -347,7 +339,7 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
     if (!bpack_buf && !(bpack_buf = malloc(sizeof(uint32_t) * NC * (KC / 2))))
         return ag_error("ag_gemm_bf16: out of memory for a %d x %d packed block", KC, NC);
     bf16_job j = {.m = m, .rsa = rsa, .csa = csa, .bpack = bpack_buf, .rsc = rsc, .csc = csc};
-#ifdef TG_HAVE_BF16_KERNEL
+#if AG_CPU_X86_KERNELS
     j.kern = hw_kernel() ? kernel_avx512bf16 : kernel_emulated;
     j.pack = hw_kernel() ? pack_block_avx512 : pack_block;
 #else

@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
 
 const char *const nn_quant_names[] = {"none", "int8", "bf16", NULL};
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TG_HAVE_VNNI 1
+#if AG_CPU_X86_KERNELS
 #include <immintrin.h>
 #endif
 
@@ -124,7 +124,7 @@ static void qgemm_portable(int m, const uint8_t *u, const nn_qweight *w, int32_t
     }
 }
 
-#ifdef TG_HAVE_VNNI
+#if AG_CPU_X86_KERNELS
 /* R rows (R <= QR) of u against NB (1 or 2) blocks of 16 channels from block b: R x NB
  * accumulators, each group of 4 bytes one vpdpbusd per row and block, the group's weight
  * bytes (64 per block) loaded once for the R rows. Each 32-bit lane j accumulates
@@ -181,12 +181,7 @@ qgemm_vnni(int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
 
 bool nn_qkernel_available(nn_qkernel k) {
     if (k != NN_QK_VNNI) return k == NN_QK_AUTO || k == NN_QK_PORTABLE;
-#ifdef TG_HAVE_VNNI
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
+    return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512VNNI);
 }
 
 nn_qkernel nn_qkernel_auto(void) {
@@ -210,7 +205,7 @@ int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int
     if (!nn_qkernel_available(k))
         return ag_error("nn_qgemm_s32: kernel %s is not available on this CPU", nn_qkernel_name(k));
     if (m <= 0) return 0;
-#ifdef TG_HAVE_VNNI
+#if AG_CPU_X86_KERNELS
     if (k == NN_QK_VNNI) {
         qgemm_vnni(m, u, w, acc);
         return 0;

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TG_HAVE_BF16 1
+#if AG_CPU_X86_KERNELS
 #include <immintrin.h>
 #endif
 
@@ -83,7 +83,7 @@ static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float 
     }
 }
 
-#ifdef TG_HAVE_BF16
+#if AG_CPU_X86_KERNELS
 /* R rows (R <= BR) against NB (1 or 2) blocks from block b: R x NB registers of 16 float sums,
  * the pair's weights (64 bytes per block) loaded once for the R rows, one vdpbf16ps per row
  * and block. */
@@ -137,12 +137,7 @@ bgemm_avx512(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
 
 bool nn_bkernel_available(nn_bkernel k) {
     if (k != NN_BK_AVX512BF16) return k == NN_BK_AUTO || k == NN_BK_PORTABLE;
-#ifdef TG_HAVE_BF16
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-#else
-    return false;
-#endif
+    return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512BF16);
 }
 
 nn_bkernel nn_bkernel_auto(void) {
@@ -166,7 +161,7 @@ int nn_bgemm_f32(nn_bkernel k, int m, const uint16_t *x, const nn_bweight *w, fl
     if (!nn_bkernel_available(k))
         return ag_error("nn_bgemm_f32: kernel %s is not available on this CPU", nn_bkernel_name(k));
     if (m <= 0) return 0;
-#ifdef TG_HAVE_BF16
+#if AG_CPU_X86_KERNELS
     if (k == NN_BK_AVX512BF16) {
         bgemm_avx512(m, x, w, acc);
         return 0;
