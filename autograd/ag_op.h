@@ -62,6 +62,12 @@ typedef struct ag_op {
     void (*backward)(ag_node *n);
 } ag_op;
 
+/* For a backward that cannot finish (a product that found no memory: ag_op_gemm), called from
+ * it on the thread running the pass, after the cause was recorded (ag_error): once the backward
+ * returns, ag_backward reports "backward: <op name>: <cause>", marks the tape failed and returns
+ * -1 (the gradients are then incomplete). */
+void ag_op_fail_backward(void);
+
 struct ag_node {
     const ag_op *op;
     ag_tensor *out;
@@ -307,13 +313,16 @@ const char *ag_gemm_bf16_kernel(void);
 bool ag_bf16_emulate(bool on);
 
 /* The product of an op that follows the engine's precision (ag_set_precision, ag.h): ag_gemm
- * with alpha 1 under AG_FP32 (its bits); under AG_BF16 (float32 engine), ag_gemm_bf16, or
- * ag_gemm should that fail (out of memory: C untouched). matmul and linear run their forward and
- * backward products through it, and so should a fused op's products whose inputs may be bf16.
- * beta: 0 or 1. */
-void ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
-                const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
-                ptrdiff_t rsc, ptrdiff_t csc);
+ * with alpha 1 under AG_FP32 (its bits; returns 0); under AG_BF16 (float32 engine),
+ * ag_gemm_bf16 and its result: -1 when it fails (reported: no memory for the calling thread's
+ * packed block, "ag_gemm_bf16: out of memory ..."; C untouched), never a float32 product in its
+ * place. A forward reports it for its op (`return ag_report(t, "linear: %s",
+ * ag_last_error())`), a backward with ag_op_fail_backward. matmul and linear run their forward
+ * and backward products through it, and so should a fused op's products whose inputs may be
+ * bf16. beta: 0 or 1. */
+int ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
+               const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
+               ptrdiff_t rsc, ptrdiff_t csc);
 
 /* ---- B packed once, for many products (gemm_kernel.c) ----
  * For inference with a fixed right operand (a Linear layer's weight while decoding): ag_gemm

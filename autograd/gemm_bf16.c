@@ -337,7 +337,9 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
                         m, n, k, (double)beta);
     if (m == 0 || n == 0) return 0;
     if (!bpack_buf && !(bpack_buf = malloc(sizeof(uint32_t) * NC * (KC / 2))))
-        return ag_error("ag_gemm_bf16: out of memory for a %d x %d packed block", KC, NC);
+        return ag_error("ag_gemm_bf16: out of memory for the packed block of B (%d KB, %d x %d "
+                        "bf16) of a %d x %d x %d product (m x n x k)",
+                        (int)(sizeof(uint32_t) * NC * (KC / 2) / 1024), KC, NC, m, n, k);
     bf16_job j = {.m = m, .rsa = rsa, .csa = csa, .bpack = bpack_buf, .rsc = rsc, .csc = csc};
 #if AG_CPU_X86_KERNELS
     j.kern = hw_kernel() ? kernel_avx512bf16 : kernel_emulated;
