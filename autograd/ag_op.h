@@ -33,6 +33,7 @@
 #ifndef TG_AG_OP_H
 #define TG_AG_OP_H
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -304,6 +305,26 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
  * value past bf16's largest rounds to inf. */
 uint16_t ag_bf16_round(float x);
 float ag_bf16_to_float(uint16_t h); /* exact */
+/* One step of AVX512-BF16's vdpbf16ps, written in C: the instruction's bits, the one portable
+ * reference of ag_gemm_bf16's emulated kernel and nn's bf16 inference kernel. Returns
+ *   acc + a b  as one FMA rounded to nearest even, a, b (bf16) and acc read as zero when
+ *   denormal (DAZ), a denormal result flushed to a zero of its sign (FTZ).
+ * A lane of vdpbf16ps is two steps per pair of k, the odd element's first. The product of two
+ * bf16 is exact in float32 unless it leaves the normal range: there the addition gives the
+ * FMA's bits without a call; outside it (and for inf, NaN) fmaf does. */
+static inline float ag_bf16_fma(float acc, uint16_t a, uint16_t b) {
+    uint32_t ua = (uint32_t)a << 16, ub = (uint32_t)b << 16;
+    if (!(ua & 0x7f800000u)) ua &= 0x80000000u;
+    if (!(ub & 0x7f800000u)) ub &= 0x80000000u;
+    float fa, fb;
+    memcpy(&fa, &ua, sizeof fa);
+    memcpy(&fb, &ub, sizeof fb);
+    if (fabsf(acc) < FLT_MIN) acc = copysignf(0.0f, acc);
+    const float p = fa * fb;
+    const float r =
+        isfinite(p) && (fabsf(p) >= FLT_MIN || fa == 0 || fb == 0) ? acc + p : fmaf(fa, fb, acc);
+    return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
+}
 /* The kernel ag_gemm_bf16 runs (a static string): "avx512bf16 12x32" or "emulated 12x32" (no
  * AVX512-BF16, or the environment sets TG_BF16_KERNEL=emulated). */
 const char *ag_gemm_bf16_kernel(void);

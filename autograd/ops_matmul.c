@@ -388,8 +388,8 @@ static void linear_backward(ag_node *nd) {
     int rows = out ? (int)(y->numel / out) : 0;
     if ((x->requires_grad && ag_op_gemm(rows, in, out, y->grad, out, 1, w->data, w->stride[0],
                                         w->stride[1], 1, x->grad, in, 1)) ||
-        (w->requires_grad && ag_op_gemm(out, in, rows, y->grad, 1, out, x->data, in, 1, 1,
-                                        w->grad, w->stride[0], w->stride[1]))) {
+        (w->requires_grad && ag_op_gemm(out, in, rows, y->grad, 1, out, x->data, in, 1, 1, w->grad,
+                                        w->stride[0], w->stride[1]))) {
         ag_op_fail_backward();
         return;
     }

@@ -1,9 +1,15 @@
 /* quant_bf16.c -- bf16 Linear for inference: weights rounded to bf16 once, activations rounded
  * to bf16 at each product, float sums by AVX512-BF16's vdpbf16ps or its exact emulation (the
- * math and the layout in nn/quant.h). */
+ * math and the layout in nn/quant.h).
+ *
+ * Shared with training's bf16 product (autograd/gemm_bf16.c, ag_gemm_bf16): the rounding
+ * (ag_bf16_round) and the emulation of the instruction (ag_bf16_fma), so both give its bits.
+ * Not shared: the AVX512-BF16 kernel. Training's packs both operands at every call into 12-row
+ * and 32-column panels for a 12 x 32 tile; here the weight is packed once (16-channel blocks)
+ * and a decoding step's few rows are read in place by tiles of 1 to 8 rows, with no padded
+ * rows computed. */
 #include "nn/quant.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,12 +61,10 @@ uint16_t nn_bweight_at(const nn_bweight *w, int j, int k) {
 
 /* ---- the kernels ----
  * acc[i][16 b + j] = 0, then for each pair g: acc += x[2g+1] w[2g+1], then acc += x[2g] w[2g]
- * (vdpbf16ps's order: the odd product first, each addition rounded to float, to nearest even;
- * the products of two bf16 are exact in float). */
-
-/* A float below the smallest normal flushed to zero (vdpbf16ps: DAZ on its inputs, FTZ on its
- * result). */
-static inline float ftz(float v) { return fabsf(v) < 1.17549435e-38f ? 0.0f * v : v; }
+ * (vdpbf16ps's order: the odd product first, each step an FMA rounded to float, to nearest
+ * even, denormals read and written as zero; the products of two bf16 are exact in float). The
+ * portable kernel runs the steps with ag_bf16_fma (ag_op.h), the C reference of the instruction
+ * that ag_gemm_bf16's emulated kernel runs too. */
 
 static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
     int blocks = (w->out + BB - 1) / BB, pairs = w->kp / 2;
@@ -69,14 +73,11 @@ static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float 
         for (int b = 0; b < blocks; b++) {
             const uint16_t *blk = w->w + (size_t)b * BB * (size_t)w->kp;
             float s[BB] = {0};
-            for (int g = 0; g < pairs; g++) {
-                float x0 = ftz(ag_bf16_to_float(xr[2 * g])), x1 = ftz(ag_bf16_to_float(xr[2 * g + 1]));
+            for (int g = 0; g < pairs; g++)
                 for (int j = 0; j < BB; j++) {
                     const uint16_t *wp = blk + ((size_t)g * BB + (size_t)j) * 2;
-                    float p1 = x1 * ftz(ag_bf16_to_float(wp[1])), p0 = x0 * ftz(ag_bf16_to_float(wp[0]));
-                    s[j] = ftz(ftz(s[j] + ftz(p1)) + ftz(p0));
+                    s[j] = ag_bf16_fma(ag_bf16_fma(s[j], xr[2 * g + 1], wp[1]), xr[2 * g], wp[0]);
                 }
-            }
             int n = w->out - b * BB < BB ? w->out - b * BB : BB;
             memcpy(acc + (size_t)i * (size_t)w->out + (size_t)b * BB, s, sizeof *s * (size_t)n);
         }

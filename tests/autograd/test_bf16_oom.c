@@ -80,7 +80,8 @@ static void *child_thread(void *arg) {
         if (x->grad[i] != 0) return NULL;
     ag_tape_reset(t);
     *rc = 6; /* linear's forward */
-    if (ag_linear(t, x, w, b) || !has("linear: ag_gemm_bf16: out of memory", "512 KB", "50 x 30 x 40"))
+    if (ag_linear(t, x, w, b) ||
+        !has("linear: ag_gemm_bf16: out of memory", "512 KB", "50 x 30 x 40"))
         return NULL;
     ag_tape_reset(t);
     *rc = 7; /* matmul's, batches in parallel */
