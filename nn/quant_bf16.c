@@ -7,7 +7,7 @@
  * Not shared: the AVX512-BF16 kernel. Training's packs both operands at every call into 12-row
  * and 32-column panels for a 12 x 32 tile; here the weight is packed once (16-channel blocks)
  * and a decoding step's few rows are read in place by tiles of 1 to 8 rows, with no padded
- * rows computed. */
+ * rows computed (the tiles of the int8 kernel: one template, nn/quant_tile_internal.h). */
 #include "nn/quant.h"
 
 #include <stdlib.h>
@@ -16,10 +16,6 @@
 #include "autograd/ag_cpu.h"
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
-
-#if AG_CPU_X86_KERNELS
-#include <immintrin.h>
-#endif
 
 #define BB 16 /* channels per block: one register of 16 float sums */
 
@@ -85,55 +81,14 @@ static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float 
 }
 
 #if AG_CPU_X86_KERNELS
-/* R rows (R <= BR) against NB (1 or 2) blocks from block b: R x NB registers of 16 float sums,
- * the pair's weights (64 bytes per block) loaded once for the R rows, one vdpbf16ps per row
- * and block. */
-#define BR 8
-__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
-bf16_tile(int R, int NB, const uint16_t *x, const nn_bweight *w, int b, float *acc) {
-    const size_t kp = (size_t)w->kp, bs = BB * kp;
-    const int pairs = w->kp / 2;
-    const uint16_t *blk0 = w->w + (size_t)b * bs, *blk1 = blk0 + bs;
-    __m512 s[BR][2]; /* in registers when R is a constant (the loops fully unrolled) */
-#pragma GCC unroll 8
-    for (int i = 0; i < BR; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
-    for (int g = 0; g < pairs; g++) {
-        __m512i w0 = _mm512_loadu_si512((const void *)(blk0 + (size_t)g * BB * 2));
-        __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(blk1 + (size_t)g * BB * 2)) : w0;
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            uint32_t xp;
-            memcpy(&xp, x + (size_t)i * kp + 2 * (size_t)g, 4);
-            __m512i xv = _mm512_set1_epi32((int)xp);
-            s[i][0] = _mm512_dpbf16_ps(s[i][0], (__m512bh)xv, (__m512bh)w0);
-            if (NB > 1) s[i][1] = _mm512_dpbf16_ps(s[i][1], (__m512bh)xv, (__m512bh)w1);
-        }
-    }
-    for (int nb = 0; nb < NB; nb++) {
-        int c0 = (b + nb) * BB, n = w->out - c0 < BB ? w->out - c0 : BB;
-        __mmask16 mask = (__mmask16)((1u << n) - 1u);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++)
-            _mm512_mask_storeu_ps(acc + (size_t)i * (size_t)w->out + (size_t)c0, mask, s[i][nb]);
-    }
-}
-
-__attribute__((target("avx512f,avx512bf16"))) static void
-bgemm_avx512(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
-    int blocks = (w->out + BB - 1) / BB;
-    for (int i = 0; i < m; i += BR) {
-        const uint16_t *xi = x + (size_t)i * (size_t)w->kp;
-        float *ai = acc + (size_t)i * (size_t)w->out;
-        int b = 0;
-        if (m - i >= BR) { /* full tiles, the registers' shape known at compile time */
-            for (; b + 2 <= blocks; b += 2) bf16_tile(BR, 2, xi, w, b, ai);
-            if (b < blocks) bf16_tile(BR, 1, xi, w, b, ai);
-        } else {
-            for (; b + 2 <= blocks; b += 2) bf16_tile(m - i, 2, xi, w, b, ai);
-            if (b < blocks) bf16_tile(m - i, 1, xi, w, b, ai);
-        }
-    }
-}
+/* bgemm_avx512(m, x, 2 kp, w, out, acc): acc = x W^T by the register tiles of
+ * nn/quant_tile_internal.h, one vdpbf16ps per row, block and pair of k (float sums kept in
+ * integer registers: the casts cost nothing). */
+#define NN_TILE_KERNEL bgemm_avx512
+#define NN_TILE_TARGET "avx512f,avx512bf16"
+#define NN_TILE_STEP(s, xw, ww)                                                                    \
+    _mm512_castps_si512(_mm512_dpbf16_ps(_mm512_castsi512_ps(s), (__m512bh)(xw), (__m512bh)(ww)))
+#include "nn/quant_tile_internal.h"
 #endif
 
 bool nn_bkernel_available(nn_bkernel k) {
@@ -164,7 +119,7 @@ int nn_bgemm_f32(nn_bkernel k, int m, const uint16_t *x, const nn_bweight *w, fl
     if (m <= 0) return 0;
 #if AG_CPU_X86_KERNELS
     if (k == NN_BK_AVX512BF16) {
-        bgemm_avx512(m, x, w, acc);
+        bgemm_avx512(m, (const uint8_t *)x, 2 * (size_t)w->kp, (const uint8_t *)w->w, w->out, acc);
         return 0;
     }
 #endif
