@@ -137,15 +137,8 @@ bool nn_qkernel_available(nn_qkernel k) {
 }
 
 nn_qkernel nn_qkernel_auto(void) {
-    static _Atomic int chosen; /* 0: not yet; else the nn_qkernel (the same in every thread) */
-    int k = chosen;
-    if (!k) {
-        k = nn_quant_portable_forced() || !nn_qkernel_available(NN_QK_VNNI)
-                ? NN_QK_PORTABLE
-                : NN_QK_VNNI;
-        chosen = k;
-    }
-    return (nn_qkernel)k;
+    return nn_quant_portable_forced() || !nn_qkernel_available(NN_QK_VNNI) ? NN_QK_PORTABLE
+                                                                           : NN_QK_VNNI;
 }
 
 const char *nn_qkernel_name(nn_qkernel k) {
@@ -209,8 +202,13 @@ ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **xp, bool we
 }
 
 bool nn_quant_portable_forced(void) {
-    const char *env = getenv("TG_QUANT_KERNEL");
-    return env && !strcmp(env, "portable");
+    static _Atomic int forced; /* 0: not read yet; 1: no; 2: yes (the same in every thread) */
+    int f = forced;
+    if (!f) {
+        const char *env = getenv("TG_QUANT_KERNEL");
+        forced = f = env && !strcmp(env, "portable") ? 2 : 1;
+    }
+    return f == 2;
 }
 
 ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias) {

@@ -97,15 +97,8 @@ bool nn_bkernel_available(nn_bkernel k) {
 }
 
 nn_bkernel nn_bkernel_auto(void) {
-    static _Atomic int chosen; /* 0: not yet; else the nn_bkernel */
-    int k = chosen;
-    if (!k) {
-        k = nn_quant_portable_forced() || !nn_bkernel_available(NN_BK_AVX512BF16)
-                ? NN_BK_PORTABLE
-                : NN_BK_AVX512BF16;
-        chosen = k;
-    }
-    return (nn_bkernel)k;
+    return nn_quant_portable_forced() || !nn_bkernel_available(NN_BK_AVX512BF16) ? NN_BK_PORTABLE
+                                                                                 : NN_BK_AVX512BF16;
 }
 
 const char *nn_bkernel_name(nn_bkernel k) {
