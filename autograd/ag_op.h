@@ -33,6 +33,7 @@
 #ifndef TG_AG_OP_H
 #define TG_AG_OP_H
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -61,6 +62,12 @@ typedef struct ag_op {
      * keep them from the forward or past the call. */
     void (*backward)(ag_node *n);
 } ag_op;
+
+/* For a backward that cannot finish (a product that found no memory: ag_op_gemm), called from
+ * it on the thread running the pass, after the cause was recorded (ag_error): once the backward
+ * returns, ag_backward reports "backward: <op name>: <cause>", marks the tape failed and returns
+ * -1 (the gradients are then incomplete). */
+void ag_op_fail_backward(void);
 
 struct ag_node {
     const ag_op *op;
@@ -298,6 +305,26 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
  * value past bf16's largest rounds to inf. */
 uint16_t ag_bf16_round(float x);
 float ag_bf16_to_float(uint16_t h); /* exact */
+/* One step of AVX512-BF16's vdpbf16ps, written in C: the instruction's bits, the one portable
+ * reference of ag_gemm_bf16's emulated kernel and nn's bf16 inference kernel. Returns
+ *   acc + a b  as one FMA rounded to nearest even, a, b (bf16) and acc read as zero when
+ *   denormal (DAZ), a denormal result flushed to a zero of its sign (FTZ).
+ * A lane of vdpbf16ps is two steps per pair of k, the odd element's first. The product of two
+ * bf16 is exact in float32 unless it leaves the normal range: there the addition gives the
+ * FMA's bits without a call; outside it (and for inf, NaN) fmaf does. */
+static inline float ag_bf16_fma(float acc, uint16_t a, uint16_t b) {
+    uint32_t ua = (uint32_t)a << 16, ub = (uint32_t)b << 16;
+    if (!(ua & 0x7f800000u)) ua &= 0x80000000u;
+    if (!(ub & 0x7f800000u)) ub &= 0x80000000u;
+    float fa, fb;
+    memcpy(&fa, &ua, sizeof fa);
+    memcpy(&fb, &ub, sizeof fb);
+    if (fabsf(acc) < FLT_MIN) acc = copysignf(0.0f, acc);
+    const float p = fa * fb;
+    const float r =
+        isfinite(p) && (fabsf(p) >= FLT_MIN || fa == 0 || fb == 0) ? acc + p : fmaf(fa, fb, acc);
+    return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
+}
 /* The kernel ag_gemm_bf16 runs (a static string): "avx512bf16 12x32" or "emulated 12x32" (no
  * AVX512-BF16, or the environment sets TG_BF16_KERNEL=emulated). */
 const char *ag_gemm_bf16_kernel(void);
@@ -307,13 +334,16 @@ const char *ag_gemm_bf16_kernel(void);
 bool ag_bf16_emulate(bool on);
 
 /* The product of an op that follows the engine's precision (ag_set_precision, ag.h): ag_gemm
- * with alpha 1 under AG_FP32 (its bits); under AG_BF16 (float32 engine), ag_gemm_bf16, or
- * ag_gemm should that fail (out of memory: C untouched). matmul and linear run their forward and
- * backward products through it, and so should a fused op's products whose inputs may be bf16.
- * beta: 0 or 1. */
-void ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
-                const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
-                ptrdiff_t rsc, ptrdiff_t csc);
+ * with alpha 1 under AG_FP32 (its bits; returns 0); under AG_BF16 (float32 engine),
+ * ag_gemm_bf16 and its result: -1 when it fails (reported: no memory for the calling thread's
+ * packed block, "ag_gemm_bf16: out of memory ..."; C untouched), never a float32 product in its
+ * place. A forward reports it for its op (`return ag_report(t, "linear: %s",
+ * ag_last_error())`), a backward with ag_op_fail_backward. matmul and linear run their forward
+ * and backward products through it, and so should a fused op's products whose inputs may be
+ * bf16. beta: 0 or 1. */
+int ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
+               const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
+               ptrdiff_t rsc, ptrdiff_t csc);
 
 /* ---- B packed once, for many products (gemm_kernel.c) ----
  * For inference with a fixed right operand (a Linear layer's weight while decoding): ag_gemm

@@ -23,10 +23,19 @@
  * q, two loads of B's panel and, for each row, a broadcast word of A into two vdpbf16ps
  * (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo). On a CPU without
  * AVX512-BF16 (or with TG_BF16_KERNEL=emulated, or ag_bf16_emulate) a portable kernel computes
- * the same chain with fmaf on the same packed panels: the same bits (tests/autograd/
- * test_gemm_bf16.c), much more slowly. The AVX512-BF16 path also packs with the CPU's
- * conversion, 16 values at a time (pack_panel_avx512); the portable one rounds in C
- * (ag_bf16_round, the same bits). */
+ * the same chain with ag_bf16_fma (ag_op.h: the instruction's step in C) on the same packed
+ * panels: the same bits (tests/autograd/test_gemm_bf16.c), much more slowly. The AVX512-BF16
+ * path also packs with the CPU's conversion, 16 values at a time (pack_panel_avx512); the
+ * portable one rounds in C (ag_bf16_round, the same bits).
+ *
+ * nn's bf16 inference product (nn/quant_bf16.c) shares the rounding (ag_bf16_round) and the
+ * step (ag_bf16_fma), hence its bits, with this file, not the AVX512-BF16 kernel: this one packs
+ * both operands at every call, A in 12-row panels and B in 32-column ones, for a 12 x 32 tile of
+ * 24 accumulators, which pays for training's products of hundreds of rows; inference packs its
+ * weight once, in 16-channel blocks, and reads the activations in place with tiles of 1 to 8
+ * rows, because a decoding step has few rows (a beam of 4, a handful of sentences), where a
+ * 12-row tile would mostly compute padding and packing A would add a pass over x. */
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_internal.h"
 
 #include <math.h>
@@ -34,9 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
+#if AG_CPU_X86_KERNELS
 #include <immintrin.h>
-#define TG_HAVE_BF16_KERNEL 1
 #endif
 
 #define MR 12
@@ -85,15 +93,7 @@ float ag_bf16_to_float(uint16_t h) {
 
 static _Atomic int chosen = -1; /* -1: not yet; 0: emulated; 1: AVX512-BF16 (any thread) */
 
-/* Whether the CPU (and its OS) run AVX512-BF16 and the compiler could build the kernel. */
-static bool cpu_has_bf16(void) {
-#ifdef TG_HAVE_BF16_KERNEL
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-#else
-    return false;
-#endif
-}
+static bool cpu_has_bf16(void) { return ag_cpu_has(AG_CPU_AVX512BF16 | AG_CPU_AVX512BW); }
 
 static int hw_kernel(void) {
     if (chosen < 0) {
@@ -160,7 +160,7 @@ static void pack_block(int R, int lines, int kc, const float *src, ptrdiff_t ls,
                    dst + r0 / R * kp * R);
 }
 
-#ifdef TG_HAVE_BF16_KERNEL
+#if AG_CPU_X86_KERNELS
 /* pack_panel with the CPU's conversion (vcvtneps2bf16: ag_bf16_round's bits, NaNs included;
  * test_gemm_bf16 compares them), 16 values at a time where the layout allows: a line
  * contiguous along k is rounded 16 values at a time, then dealt out; lines contiguous across
@@ -225,29 +225,24 @@ pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
 
 /* ---- micro-kernels: tile c (MR x NR, row stride rsc, columns contiguous) = [c +] a b ---- */
 
-static inline float daz_ftz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
-
+/* vdpbf16ps in C (ag_bf16_fma, ag_op.h: the instruction's bits), row by row. */
 static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
                             bool load) {
     float acc[NR];
     for (int i = 0; i < MR; i++) {
         for (int j = 0; j < NR; j++) acc[j] = load ? c[i * rsc + j] : 0.0f;
         for (int q = 0; q < kp; q++) {
-            const uint32_t wa = a[q * MR + i];
-            const float ahi = ag_bf16_to_float((uint16_t)(wa >> 16)),
-                        alo = ag_bf16_to_float((uint16_t)wa);
-            const uint32_t *bq = b + q * NR;
+            const uint32_t wa = a[q * MR + i], *bq = b + q * NR;
             for (int j = 0; j < NR; j++) {
-                float t =
-                    daz_ftz(fmaf(ahi, ag_bf16_to_float((uint16_t)(bq[j] >> 16)), daz_ftz(acc[j])));
-                acc[j] = daz_ftz(fmaf(alo, ag_bf16_to_float((uint16_t)bq[j]), t));
+                const float t = ag_bf16_fma(acc[j], (uint16_t)(wa >> 16), (uint16_t)(bq[j] >> 16));
+                acc[j] = ag_bf16_fma(t, (uint16_t)wa, (uint16_t)bq[j]);
             }
         }
         for (int j = 0; j < NR; j++) c[i * rsc + j] = acc[j];
     }
 }
 
-#ifdef TG_HAVE_BF16_KERNEL
+#if AG_CPU_X86_KERNELS
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
                   bool load) {
@@ -345,9 +340,11 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
                         m, n, k, (double)beta);
     if (m == 0 || n == 0) return 0;
     if (!bpack_buf && !(bpack_buf = malloc(sizeof(uint32_t) * NC * (KC / 2))))
-        return ag_error("ag_gemm_bf16: out of memory for a %d x %d packed block", KC, NC);
+        return ag_error("ag_gemm_bf16: out of memory for the packed block of B (%d KB, %d x %d "
+                        "bf16) of a %d x %d x %d product (m x n x k)",
+                        (int)(sizeof(uint32_t) * NC * (KC / 2) / 1024), KC, NC, m, n, k);
     bf16_job j = {.m = m, .rsa = rsa, .csa = csa, .bpack = bpack_buf, .rsc = rsc, .csc = csc};
-#ifdef TG_HAVE_BF16_KERNEL
+#if AG_CPU_X86_KERNELS
     j.kern = hw_kernel() ? kernel_avx512bf16 : kernel_emulated;
     j.pack = hw_kernel() ? pack_block_avx512 : pack_block;
 #else

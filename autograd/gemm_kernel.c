@@ -33,9 +33,10 @@
  * gathers a row-major A, or a column-major B, one value at a time).
  *
  * Chosen once, at the first product: when the engine is float32, the compiler can target
- * AVX-512F, the CPU (and its OS) supports it, BLIS has chosen one of the configurations above
- * (never its own AVX-512 ones, "skx" and "knl"), and the environment variable TG_GEMM_KERNEL is
- * not "blis" (which keeps BLIS's own kernels, for comparison). */
+ * AVX-512F, the CPU (and its OS) supports it (ag_cpu_has), BLIS has chosen one of the
+ * configurations above (never its own AVX-512 ones, "skx" and "knl"), and the environment
+ * variable TG_GEMM_KERNEL is not "blis" (which keeps BLIS's own kernels, for comparison). */
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_internal.h"
 
 #include <blis.h>
@@ -44,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if !defined(TG_DOUBLE) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if !defined(TG_DOUBLE) && AG_CPU_X86_KERNELS
 #define TG_HAVE_AVX512_KERNEL 1
 #include <immintrin.h>
 
@@ -196,8 +197,7 @@ static void choose(void) {
 #ifdef TG_HAVE_AVX512_KERNEL
     const char *env = getenv("TG_GEMM_KERNEL");
     if (env && strcmp(env, "blis") == 0) return;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f")) return;
+    if (!ag_cpu_has(AG_CPU_AVX512F)) return;
     /* The configurations whose float micro-kernel is BLIS's haswell 6x16 (row-preferring, an
      * FMA per k): the bits this kernel keeps. BLIS initialised first: the environment variable
      * BLIS_ARCH_TYPE (a configuration forced by hand) needs its contexts to choose from. */

@@ -6,6 +6,8 @@
 #include "autograd/ag_internal.h"
 
 #include <blis.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,16 +220,17 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
     else gemm_rows(&g, 0, m);
 }
 
-/* ag_gemm, or ag_gemm_bf16 when the engine's precision is AG_BF16 (ag_op.h). */
-void ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
-                const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
-                ptrdiff_t rsc, ptrdiff_t csc) {
+/* ag_gemm, or ag_gemm_bf16 when the engine's precision is AG_BF16 (ag_op.h): its failure is
+ * the caller's, never a product in another precision. */
+int ag_op_gemm(int m, int n, int k, const ag_real *a, ptrdiff_t rsa, ptrdiff_t csa,
+               const ag_real *b, ptrdiff_t rsb, ptrdiff_t csb, ag_real beta, ag_real *c,
+               ptrdiff_t rsc, ptrdiff_t csc) {
 #ifndef TG_DOUBLE
-    if (ag_get_precision() == AG_BF16 &&
-        !ag_gemm_bf16(m, n, k, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc))
-        return;
+    if (ag_get_precision() == AG_BF16)
+        return ag_gemm_bf16(m, n, k, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
 #endif
     ag_gemm(m, n, k, 1, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+    return 0;
 }
 
 /* ---- matmul ----
@@ -295,31 +298,38 @@ static ptrdiff_t mm_batches(const mm_plan *p) {
 typedef struct mm_job {
     const mm_plan *p;
     ag_tensor *a, *b, *y;
-    int what; /* 0: forward y; 1: backward da; 2: backward db */
+    int what;           /* 0: forward y; 1: backward da; 2: backward db */
+    _Atomic int failed; /* a product failed (bf16: no memory); the first one's message: */
+    char error[256];
 } mm_job;
 
 static void mm_batch_range(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
-    const mm_job *j = ctx;
+    mm_job *j = ctx;
     const mm_plan *p = j->p;
-    for (ptrdiff_t i = i0; i < i1; i++) {
+    for (ptrdiff_t i = i0; i < i1 && !j->failed; i++) {
         ptrdiff_t oa, ob, oy;
         mm_offsets(p, i, &oa, &ob, &oy);
+        int rc;
         if (j->what == 0)
-            ag_op_gemm(p->m, p->n, p->k, j->a->data + oa, p->rsa, p->csa, j->b->data + ob, p->rsb,
-                       p->csb, 0, j->y->data + oy, p->n, 1);
+            rc = ag_op_gemm(p->m, p->n, p->k, j->a->data + oa, p->rsa, p->csa, j->b->data + ob,
+                            p->rsb, p->csb, 0, j->y->data + oy, p->n, 1);
         else if (j->what == 1) /* da_i += dy_i b_i^T */
-            ag_op_gemm(p->m, p->k, p->n, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb, p->rsb,
-                       1, j->a->grad + oa, p->rsa, p->csa);
+            rc = ag_op_gemm(p->m, p->k, p->n, j->y->grad + oy, p->n, 1, j->b->data + ob, p->csb,
+                            p->rsb, 1, j->a->grad + oa, p->rsa, p->csa);
         else /* db_i += a_i^T dy_i */
-            ag_op_gemm(p->k, p->n, p->m, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy, p->n, 1,
-                       1, j->b->grad + ob, p->rsb, p->csb);
+            rc = ag_op_gemm(p->k, p->n, p->m, j->a->data + oa, p->csa, p->rsa, j->y->grad + oy,
+                            p->n, 1, 1, j->b->grad + ob, p->rsb, p->csb);
+        int first = 0;
+        if (rc && atomic_compare_exchange_strong(&j->failed, &first, 1))
+            snprintf(j->error, sizeof j->error, "%s", ag_last_error()); /* this thread's */
     }
 }
 
 /* Runs one kind of product over every batch: in parallel when the batches write to distinct
- * memory (an operand shared by every batch gathers all their gradients: serial then). */
-static void mm_run(const mm_plan *p, ag_tensor *a, ag_tensor *b, ag_tensor *y, int what) {
-    mm_job j = {p, a, b, y, what};
+ * memory (an operand shared by every batch gathers all their gradients: serial then). Returns
+ * 0, or -1 with the first failed product's message in the caller's ag_last_error. */
+static int mm_run(const mm_plan *p, ag_tensor *a, ag_tensor *b, ag_tensor *y, int what) {
+    mm_job j = {p, a, b, y, what, 0, ""};
     ptrdiff_t nb = mm_batches(p);
     bool shared = (what == 1 && a->ndim == 2) || (what == 2 && b->ndim == 2);
     ptrdiff_t per_batch = (ptrdiff_t)p->m * p->n * p->k;
@@ -327,14 +337,16 @@ static void mm_run(const mm_plan *p, ag_tensor *a, ag_tensor *b, ag_tensor *y, i
     else
         ag_parallel_for(nb, per_batch >= 32768 ? 1 : 32768 / (per_batch + 1) + 1, mm_batch_range,
                         &j);
+    return j.failed ? ag_error("%s", j.error) : 0;
 }
 
 static void matmul_backward(ag_node *nd) {
     ag_tensor *a = nd->in[0], *b = nd->in[1], *y = nd->out;
     mm_plan p;
     mm_plan_of(a, b, &p);
-    if (a->requires_grad) mm_run(&p, a, b, y, 1);
-    if (b->requires_grad) mm_run(&p, a, b, y, 2);
+    if ((a->requires_grad && mm_run(&p, a, b, y, 1)) ||
+        (b->requires_grad && mm_run(&p, a, b, y, 2)))
+        ag_op_fail_backward();
 }
 static const ag_op matmul_op = {"matmul", matmul_backward};
 
@@ -360,7 +372,7 @@ ag_tensor *ag_matmul(ag_tape *t, ag_tensor *a, ag_tensor *b) {
     if (!y) return NULL;
     mm_plan p;
     mm_plan_of(a, b, &p);
-    mm_run(&p, a, b, y, 0);
+    if (mm_run(&p, a, b, y, 0)) return ag_report(t, "matmul: %s", ag_last_error());
     ag_op_record(t, &matmul_op, y, 2, in, 0);
     return y;
 }
@@ -374,12 +386,13 @@ static void linear_backward(ag_node *nd) {
     ag_tensor *y = nd->out;
     int out = w->shape[0], in = w->shape[1];
     int rows = out ? (int)(y->numel / out) : 0;
-    if (x->requires_grad)
-        ag_op_gemm(rows, in, out, y->grad, out, 1, w->data, w->stride[0], w->stride[1], 1, x->grad,
-                   in, 1);
-    if (w->requires_grad)
-        ag_op_gemm(out, in, rows, y->grad, 1, out, x->data, in, 1, 1, w->grad, w->stride[0],
-                   w->stride[1]);
+    if ((x->requires_grad && ag_op_gemm(rows, in, out, y->grad, out, 1, w->data, w->stride[0],
+                                        w->stride[1], 1, x->grad, in, 1)) ||
+        (w->requires_grad && ag_op_gemm(out, in, rows, y->grad, 1, out, x->data, in, 1, 1, w->grad,
+                                        w->stride[0], w->stride[1]))) {
+        ag_op_fail_backward();
+        return;
+    }
     if (bias && bias->requires_grad) { /* bias is contiguous (ag_linear) */
         for (int r = 0; r < rows; r++) {
             const ag_real *restrict g = y->grad + (ptrdiff_t)r * out;
@@ -463,8 +476,9 @@ ag_tensor *ag_linear(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_tensor *bias) {
             for (int o = 0; o < out; o++) yr[o] = bd[o];
         }
     }
-    ag_op_gemm(rows, out, inf, x->data, inf, 1, w->data, w->stride[1], w->stride[0], bias ? 1 : 0,
-               y->data, out, 1);
+    if (ag_op_gemm(rows, out, inf, x->data, inf, 1, w->data, w->stride[1], w->stride[0],
+                   bias ? 1 : 0, y->data, out, 1))
+        return ag_report(t, "linear: %s", ag_last_error());
     ag_op_record(t, &linear_op, y, n_in, in, 0);
     return y;
 }

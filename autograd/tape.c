@@ -508,6 +508,11 @@ static void seed_strided(ag_tensor *root, const ag_real *seed) {
     }
 }
 
+/* Set by ag_op_fail_backward during the node's backward (on the thread running the pass). */
+static _Thread_local bool backward_failed;
+
+void ag_op_fail_backward(void) { backward_failed = true; }
+
 int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
     if (!ag_op_check(t, "backward", 1, &root)) {
         if (!root) ag_report(t, "backward: the root is NULL (an op of the forward pass failed)");
@@ -535,7 +540,12 @@ int ag_backward_seed(ag_tape *t, ag_tensor *root, const ag_real *seed) {
         if (!grad_ready(t, nd->out)) return -1;
         for (int i = 0; i < nd->n_in; i++)
             if (nd->in[i]->requires_grad && !grad_ready(t, nd->in[i])) return -1;
+        backward_failed = false;
         nd->op->backward(nd);
+        if (backward_failed) {
+            ag_report(t, "backward: %s: %s", nd->op->name, ag_last_error());
+            return -1;
+        }
         for (int i = 0; i < nd->n_in; i++) grad_unset_view(nd->in[i]);
         grad_release(t, nd->out);
     }

@@ -27,7 +27,9 @@ int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix
  * t, uninitialised (the op writes every element), or NULL (reported). */
 ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **x, bool weight, int in,
                              int out, ag_tensor *bias);
-/* True when the environment variable TG_QUANT_KERNEL is "portable". */
+/* True when the environment variable TG_QUANT_KERNEL is "portable", read at the first call
+ * (the answer kept: the int8 and bf16 kernels' choices, nn_qkernel_auto and nn_bkernel_auto,
+ * stay the same for the process, as ag_cpu_has's). */
 bool nn_quant_portable_forced(void);
 
 #endif

@@ -246,14 +246,16 @@ static ag_tensor *linear_ce_fused(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_ten
                 memcpy(Xc + i * H, x->data + (ptrdiff_t)rows[i0 + i] * H, sizeof *Xc * (size_t)H);
             xc = Xc;
         }
-        ag_op_gemm((int)m, (int)V, (int)H, xc, H, 1, w->data, ws1, ws0, 0, Z, V, 1);
+        if (ag_op_gemm((int)m, (int)V, (int)H, xc, H, 1, w->data, ws1, ws0, 0, Z, V, 1))
+            return ag_report(t, "%s: %s", op, ag_last_error());
         lce_chunk cj = {Z, lab + i0,     wk + i0, per + i0, bias ? bias->data : NULL,
                         V, (ag_real)eps, grad};
         ag_parallel_for(m, 16384 / V + 1, lce_rows, &cj);
         if (!grad) continue;
-        if (s.dx)
-            ag_op_gemm((int)m, (int)H, (int)V, Z, V, 1, w->data, ws0, ws1, 0, s.dx + i0 * H, H, 1);
-        if (s.dw) ag_op_gemm((int)V, (int)H, (int)m, Z, 1, V, xc, H, 1, i0 ? 1 : 0, s.dw, H, 1);
+        if ((s.dx && ag_op_gemm((int)m, (int)H, (int)V, Z, V, 1, w->data, ws0, ws1, 0,
+                                s.dx + i0 * H, H, 1)) ||
+            (s.dw && ag_op_gemm((int)V, (int)H, (int)m, Z, 1, V, xc, H, 1, i0 ? 1 : 0, s.dw, H, 1)))
+            return ag_report(t, "%s: %s", op, ag_last_error());
         if (s.db) {
             lce_colsum cs = {Z, s.db, m, V, i0 == 0};
             ag_parallel_for(V, 4096, lce_colsum_range, &cs);

@@ -7,15 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
 
 const char *const nn_quant_names[] = {"none", "int8", "bf16", NULL};
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TG_HAVE_VNNI 1
-#include <immintrin.h>
-#endif
 
 #define QB 16 /* channels per block: one 512-bit register of int32 sums */
 
@@ -124,81 +120,25 @@ static void qgemm_portable(int m, const uint8_t *u, const nn_qweight *w, int32_t
     }
 }
 
-#ifdef TG_HAVE_VNNI
-/* R rows (R <= QR) of u against NB (1 or 2) blocks of 16 channels from block b: R x NB
- * accumulators, each group of 4 bytes one vpdpbusd per row and block, the group's weight
- * bytes (64 per block) loaded once for the R rows. Each 32-bit lane j accumulates
- * u[4g .. 4g + 3] . blk[g][j][0 .. 3] (4 products u8 x s8 of at most 32,385 in size: the sum
- * of 4 cannot wrap), the lanes the 16 channels of the block. */
-#define QR 8
-__attribute__((target("avx512f,avx512vnni"), always_inline)) static inline void
-vnni_tile(int R, int NB, const uint8_t *u, const nn_qweight *w, int b, int32_t *acc) {
-    const size_t kp = (size_t)w->kp;
-    const int groups = w->kp / 4;
-    const int8_t *blk0 = w->q + (size_t)b * QB * kp, *blk1 = blk0 + QB * kp;
-    __m512i s[QR][2]; /* in registers when R is a constant (the loops below fully unrolled) */
-#pragma GCC unroll 8
-    for (int i = 0; i < QR; i++) s[i][0] = s[i][1] = _mm512_setzero_si512();
-    for (int g = 0; g < groups; g++) {
-        __m512i w0 = _mm512_loadu_si512((const void *)(blk0 + (size_t)g * QB * 4));
-        __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(blk1 + (size_t)g * QB * 4)) : w0;
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            int32_t a;
-            memcpy(&a, u + (size_t)i * kp + 4 * (size_t)g, 4);
-            __m512i av = _mm512_set1_epi32(a);
-            s[i][0] = _mm512_dpbusd_epi32(s[i][0], av, w0);
-            if (NB > 1) s[i][1] = _mm512_dpbusd_epi32(s[i][1], av, w1);
-        }
-    }
-    for (int nb = 0; nb < NB; nb++) {
-        int c0 = (b + nb) * QB, n = w->out - c0 < QB ? w->out - c0 : QB;
-        __mmask16 mask = (__mmask16)((1u << n) - 1u);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++)
-            _mm512_mask_storeu_epi32(acc + (size_t)i * (size_t)w->out + (size_t)c0, mask,
-                                     s[i][nb]);
-    }
-}
-
-__attribute__((target("avx512f,avx512vnni"))) static void
-qgemm_vnni(int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
-    int blocks = (w->out + QB - 1) / QB;
-    for (int i = 0; i < m; i += QR) {
-        const uint8_t *ui = u + (size_t)i * (size_t)w->kp;
-        int32_t *ai = acc + (size_t)i * (size_t)w->out;
-        int b = 0;
-        if (m - i >= QR) { /* full tiles, the registers' shape known at compile time */
-            for (; b + 2 <= blocks; b += 2) vnni_tile(QR, 2, ui, w, b, ai);
-            if (b < blocks) vnni_tile(QR, 1, ui, w, b, ai);
-        } else {
-            for (; b + 2 <= blocks; b += 2) vnni_tile(m - i, 2, ui, w, b, ai);
-            if (b < blocks) vnni_tile(m - i, 1, ui, w, b, ai);
-        }
-    }
-}
+#if AG_CPU_X86_KERNELS
+/* qgemm_vnni(m, u, kp, q, out, acc): acc = u qw^T by the register tiles of
+ * nn/quant_tile_internal.h, one vpdpbusd per row, block and group of 4 bytes (each 32-bit lane
+ * j adds u[4g .. 4g + 3] . blk[g][j][0 .. 3]: 4 products u8 x s8 of at most 32,385 in size, so
+ * the sum of 4 cannot wrap; the lanes are the block's 16 channels). */
+#define NN_TILE_KERNEL qgemm_vnni
+#define NN_TILE_TARGET "avx512f,avx512vnni"
+#define NN_TILE_STEP(s, xw, ww) _mm512_dpbusd_epi32(s, xw, ww)
+#include "nn/quant_tile_internal.h"
 #endif
 
 bool nn_qkernel_available(nn_qkernel k) {
     if (k != NN_QK_VNNI) return k == NN_QK_AUTO || k == NN_QK_PORTABLE;
-#ifdef TG_HAVE_VNNI
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
-#else
-    return false;
-#endif
+    return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512VNNI);
 }
 
 nn_qkernel nn_qkernel_auto(void) {
-    static _Atomic int chosen; /* 0: not yet; else the nn_qkernel (the same in every thread) */
-    int k = chosen;
-    if (!k) {
-        k = nn_quant_portable_forced() || !nn_qkernel_available(NN_QK_VNNI)
-                ? NN_QK_PORTABLE
-                : NN_QK_VNNI;
-        chosen = k;
-    }
-    return (nn_qkernel)k;
+    return nn_quant_portable_forced() || !nn_qkernel_available(NN_QK_VNNI) ? NN_QK_PORTABLE
+                                                                           : NN_QK_VNNI;
 }
 
 const char *nn_qkernel_name(nn_qkernel k) {
@@ -210,9 +150,9 @@ int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int
     if (!nn_qkernel_available(k))
         return ag_error("nn_qgemm_s32: kernel %s is not available on this CPU", nn_qkernel_name(k));
     if (m <= 0) return 0;
-#ifdef TG_HAVE_VNNI
+#if AG_CPU_X86_KERNELS
     if (k == NN_QK_VNNI) {
-        qgemm_vnni(m, u, w, acc);
+        qgemm_vnni(m, u, (size_t)w->kp, (const uint8_t *)w->q, w->out, acc);
         return 0;
     }
 #endif
@@ -262,8 +202,13 @@ ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **xp, bool we
 }
 
 bool nn_quant_portable_forced(void) {
-    const char *env = getenv("TG_QUANT_KERNEL");
-    return env && !strcmp(env, "portable");
+    static _Atomic int forced; /* 0: not read yet; 1: no; 2: yes (the same in every thread) */
+    int f = forced;
+    if (!f) {
+        const char *env = getenv("TG_QUANT_KERNEL");
+        forced = f = env && !strcmp(env, "portable") ? 2 : 1;
+    }
+    return f == 2;
 }
 
 ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias) {

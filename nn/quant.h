@@ -89,8 +89,9 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
  * in float, each addition rounded to nearest even (a product of two bf16 is exact in float):
  * AVX512-BF16's vdpbf16ps, which adds the odd product of a pair first (checked against this
  * order on random inputs: the other order, or one rounding per pair, differ), where the CPU has
- * it, else the same operations in C, which give the same bits for values in float's normal
- * range; both flush subnormal inputs and results to zero, as the instruction does. Against a
+ * it, else the same steps in C (ag_bf16_fma, autograd/ag_op.h: each an FMA, subnormal inputs
+ * and results flushed to zero as the instruction does), which give the same bits, products
+ * below float's normal range included (test_gemm_bf16 compares them with the CPU's). Against a
  * float product of the bf16-rounded operands summed in another order the error is the float
  * summation's (in ulps of the sum of |products|: at most in / 2 of them), and against the float
  * product of the original operands add the bf16 rounding: a relative 2^-8 per operand. */

@@ -1,19 +1,21 @@
 /* quant_bf16.c -- bf16 Linear for inference: weights rounded to bf16 once, activations rounded
  * to bf16 at each product, float sums by AVX512-BF16's vdpbf16ps or its exact emulation (the
- * math and the layout in nn/quant.h). */
+ * math and the layout in nn/quant.h).
+ *
+ * Shared with training's bf16 product (autograd/gemm_bf16.c, ag_gemm_bf16): the rounding
+ * (ag_bf16_round) and the emulation of the instruction (ag_bf16_fma), so both give its bits.
+ * Not shared: the AVX512-BF16 kernel. Training's packs both operands at every call into 12-row
+ * and 32-column panels for a 12 x 32 tile; here the weight is packed once (16-channel blocks)
+ * and a decoding step's few rows are read in place by tiles of 1 to 8 rows, with no padded
+ * rows computed (the tiles of the int8 kernel: one template, nn/quant_tile_internal.h). */
 #include "nn/quant.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_op.h"
 #include "nn/internal.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TG_HAVE_BF16 1
-#include <immintrin.h>
-#endif
 
 #define BB 16 /* channels per block: one register of 16 float sums */
 
@@ -55,12 +57,10 @@ uint16_t nn_bweight_at(const nn_bweight *w, int j, int k) {
 
 /* ---- the kernels ----
  * acc[i][16 b + j] = 0, then for each pair g: acc += x[2g+1] w[2g+1], then acc += x[2g] w[2g]
- * (vdpbf16ps's order: the odd product first, each addition rounded to float, to nearest even;
- * the products of two bf16 are exact in float). */
-
-/* A float below the smallest normal flushed to zero (vdpbf16ps: DAZ on its inputs, FTZ on its
- * result). */
-static inline float ftz(float v) { return fabsf(v) < 1.17549435e-38f ? 0.0f * v : v; }
+ * (vdpbf16ps's order: the odd product first, each step an FMA rounded to float, to nearest
+ * even, denormals read and written as zero; the products of two bf16 are exact in float). The
+ * portable kernel runs the steps with ag_bf16_fma (ag_op.h), the C reference of the instruction
+ * that ag_gemm_bf16's emulated kernel runs too. */
 
 static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
     int blocks = (w->out + BB - 1) / BB, pairs = w->kp / 2;
@@ -69,92 +69,36 @@ static void bgemm_portable(int m, const uint16_t *x, const nn_bweight *w, float 
         for (int b = 0; b < blocks; b++) {
             const uint16_t *blk = w->w + (size_t)b * BB * (size_t)w->kp;
             float s[BB] = {0};
-            for (int g = 0; g < pairs; g++) {
-                float x0 = ftz(ag_bf16_to_float(xr[2 * g])), x1 = ftz(ag_bf16_to_float(xr[2 * g + 1]));
+            for (int g = 0; g < pairs; g++)
                 for (int j = 0; j < BB; j++) {
                     const uint16_t *wp = blk + ((size_t)g * BB + (size_t)j) * 2;
-                    float p1 = x1 * ftz(ag_bf16_to_float(wp[1])), p0 = x0 * ftz(ag_bf16_to_float(wp[0]));
-                    s[j] = ftz(ftz(s[j] + ftz(p1)) + ftz(p0));
+                    s[j] = ag_bf16_fma(ag_bf16_fma(s[j], xr[2 * g + 1], wp[1]), xr[2 * g], wp[0]);
                 }
-            }
             int n = w->out - b * BB < BB ? w->out - b * BB : BB;
             memcpy(acc + (size_t)i * (size_t)w->out + (size_t)b * BB, s, sizeof *s * (size_t)n);
         }
     }
 }
 
-#ifdef TG_HAVE_BF16
-/* R rows (R <= BR) against NB (1 or 2) blocks from block b: R x NB registers of 16 float sums,
- * the pair's weights (64 bytes per block) loaded once for the R rows, one vdpbf16ps per row
- * and block. */
-#define BR 8
-__attribute__((target("avx512f,avx512bf16"), always_inline)) static inline void
-bf16_tile(int R, int NB, const uint16_t *x, const nn_bweight *w, int b, float *acc) {
-    const size_t kp = (size_t)w->kp, bs = BB * kp;
-    const int pairs = w->kp / 2;
-    const uint16_t *blk0 = w->w + (size_t)b * bs, *blk1 = blk0 + bs;
-    __m512 s[BR][2]; /* in registers when R is a constant (the loops fully unrolled) */
-#pragma GCC unroll 8
-    for (int i = 0; i < BR; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
-    for (int g = 0; g < pairs; g++) {
-        __m512i w0 = _mm512_loadu_si512((const void *)(blk0 + (size_t)g * BB * 2));
-        __m512i w1 = NB > 1 ? _mm512_loadu_si512((const void *)(blk1 + (size_t)g * BB * 2)) : w0;
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            uint32_t xp;
-            memcpy(&xp, x + (size_t)i * kp + 2 * (size_t)g, 4);
-            __m512i xv = _mm512_set1_epi32((int)xp);
-            s[i][0] = _mm512_dpbf16_ps(s[i][0], (__m512bh)xv, (__m512bh)w0);
-            if (NB > 1) s[i][1] = _mm512_dpbf16_ps(s[i][1], (__m512bh)xv, (__m512bh)w1);
-        }
-    }
-    for (int nb = 0; nb < NB; nb++) {
-        int c0 = (b + nb) * BB, n = w->out - c0 < BB ? w->out - c0 : BB;
-        __mmask16 mask = (__mmask16)((1u << n) - 1u);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++)
-            _mm512_mask_storeu_ps(acc + (size_t)i * (size_t)w->out + (size_t)c0, mask, s[i][nb]);
-    }
-}
-
-__attribute__((target("avx512f,avx512bf16"))) static void
-bgemm_avx512(int m, const uint16_t *x, const nn_bweight *w, float *acc) {
-    int blocks = (w->out + BB - 1) / BB;
-    for (int i = 0; i < m; i += BR) {
-        const uint16_t *xi = x + (size_t)i * (size_t)w->kp;
-        float *ai = acc + (size_t)i * (size_t)w->out;
-        int b = 0;
-        if (m - i >= BR) { /* full tiles, the registers' shape known at compile time */
-            for (; b + 2 <= blocks; b += 2) bf16_tile(BR, 2, xi, w, b, ai);
-            if (b < blocks) bf16_tile(BR, 1, xi, w, b, ai);
-        } else {
-            for (; b + 2 <= blocks; b += 2) bf16_tile(m - i, 2, xi, w, b, ai);
-            if (b < blocks) bf16_tile(m - i, 1, xi, w, b, ai);
-        }
-    }
-}
+#if AG_CPU_X86_KERNELS
+/* bgemm_avx512(m, x, 2 kp, w, out, acc): acc = x W^T by the register tiles of
+ * nn/quant_tile_internal.h, one vdpbf16ps per row, block and pair of k (float sums kept in
+ * integer registers: the casts cost nothing). */
+#define NN_TILE_KERNEL bgemm_avx512
+#define NN_TILE_TARGET "avx512f,avx512bf16"
+#define NN_TILE_STEP(s, xw, ww)                                                                    \
+    _mm512_castps_si512(_mm512_dpbf16_ps(_mm512_castsi512_ps(s), (__m512bh)(xw), (__m512bh)(ww)))
+#include "nn/quant_tile_internal.h"
 #endif
 
 bool nn_bkernel_available(nn_bkernel k) {
     if (k != NN_BK_AVX512BF16) return k == NN_BK_AUTO || k == NN_BK_PORTABLE;
-#ifdef TG_HAVE_BF16
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-#else
-    return false;
-#endif
+    return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512BF16);
 }
 
 nn_bkernel nn_bkernel_auto(void) {
-    static _Atomic int chosen; /* 0: not yet; else the nn_bkernel */
-    int k = chosen;
-    if (!k) {
-        k = nn_quant_portable_forced() || !nn_bkernel_available(NN_BK_AVX512BF16)
-                ? NN_BK_PORTABLE
-                : NN_BK_AVX512BF16;
-        chosen = k;
-    }
-    return (nn_bkernel)k;
+    return nn_quant_portable_forced() || !nn_bkernel_available(NN_BK_AVX512BF16) ? NN_BK_PORTABLE
+                                                                                 : NN_BK_AVX512BF16;
 }
 
 const char *nn_bkernel_name(nn_bkernel k) {
@@ -166,9 +110,9 @@ int nn_bgemm_f32(nn_bkernel k, int m, const uint16_t *x, const nn_bweight *w, fl
     if (!nn_bkernel_available(k))
         return ag_error("nn_bgemm_f32: kernel %s is not available on this CPU", nn_bkernel_name(k));
     if (m <= 0) return 0;
-#ifdef TG_HAVE_BF16
+#if AG_CPU_X86_KERNELS
     if (k == NN_BK_AVX512BF16) {
-        bgemm_avx512(m, x, w, acc);
+        bgemm_avx512(m, (const uint8_t *)x, 2 * (size_t)w->kp, (const uint8_t *)w->w, w->out, acc);
         return 0;
     }
 #endif

@@ -114,6 +114,90 @@ static void test_round_matches_cpu(void) {
 #endif
 }
 
+#ifdef HAVE_HW_ROUND
+/* 16 lanes of vdpbf16ps: acc[j] += a[j].hi b[j].hi, then += a[j].lo b[j].lo. */
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
+hw_dot16(float *acc, const uint32_t *a, const uint32_t *b) {
+    __m512 r = _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512(a),
+                                (__m512bh)_mm512_loadu_si512(b));
+    _mm512_storeu_ps(acc, r);
+}
+#endif
+
+/* A random bf16 of exponent near 2^-63 (products near the bottom of float's range) one time in
+ * four, else a random bit pattern. */
+static uint16_t some_bf16(ag_rng *r) {
+    uint32_t u = (uint32_t)ag_rng_next(r);
+    if (u & 3) return (uint16_t)(u >> 16);
+    return (uint16_t)((u & 0x8000) | ((0x40 + (u >> 4) % 8) << 7) | ((u >> 8) & 0x7f));
+}
+
+/* Against the CPU's own instruction, where it has one: NaNs compared as NaNs (their payloads
+ * are not pinned), every other result bit for bit. */
+static void test_fma_matches_cpu(void) {
+#ifdef HAVE_HW_ROUND
+    bool was = ag_bf16_emulate(false), has = ag_bf16_native();
+    ag_bf16_emulate(was);
+    if (!has) {
+        printf("(no AVX512-BF16: vdpbf16ps not compared) ");
+        return;
+    }
+    ag_rng r;
+    ag_rng_seed(&r, 9);
+    int bad = 0, tiny = 0;
+    for (int it = 0; it < 1 << 16; it++) {
+        uint32_t a[16], b[16];
+        float hw[16], sw[16];
+        for (int j = 0; j < 16; j++) {
+            a[j] = some_bf16(&r) | (uint32_t)some_bf16(&r) << 16;
+            b[j] = some_bf16(&r) | (uint32_t)some_bf16(&r) << 16;
+            uint32_t c = (uint32_t)ag_rng_next(&r);
+            hw[j] = sw[j] = from_bits(c & 1 ? c : (c & 0x807fffffu) | 0x00800000u); /* tiny */
+            float p =
+                ag_bf16_to_float((uint16_t)(a[j] >> 16)) * ag_bf16_to_float((uint16_t)(b[j] >> 16));
+            tiny += p != 0 && fabsf(p) < 0x1p-126f;
+            sw[j] = ag_bf16_fma(ag_bf16_fma(sw[j], (uint16_t)(a[j] >> 16), (uint16_t)(b[j] >> 16)),
+                                (uint16_t)a[j], (uint16_t)b[j]);
+        }
+        hw_dot16(hw, a, b);
+        for (int j = 0; j < 16; j++)
+            bad += isnan(hw[j]) ? !isnan(sw[j]) : bits(hw[j]) != bits(sw[j]);
+    }
+    printf("(%d of 1M lanes with a product below float's normal range) ", tiny);
+    CU_ASSERT(tiny > 1000);
+    CU_ASSERT_EQUAL(bad, 0);
+#endif
+}
+
+/* ---- one step of vdpbf16ps in C (ag_bf16_fma) ---- */
+
+static void test_fma_step(void) {
+    const float big = 0x1.fffffep127f;
+    /* {acc, a, b, expected}: a and b bf16 bit patterns */
+    static const struct {
+        float acc;
+        uint16_t a, b;
+        float want;
+    } cases[] = {
+        {1.0f, 0x4040, 0x4000, 7.0f},             /* 1 + 3 x 2 */
+        {0x1p-126f, 0x1f80, 0x1f80, 0x1.4p-126f}, /* 2^-128: the product's exact value counts */
+        {0x1p-126f, 0x9f80, 0x1f80, 0.0f},        /* 2^-126 - 2^-128: denormal, to +0 */
+        {-0x1.8p-126f, 0x3f80, 0x0080, -0.0f},    /* -1.5 2^-126 + 2^-126: to -0 */
+        {1.0f, 0x0001, 0x3f80, 1.0f},             /* a denormal: read as zero */
+        {0x1p-130f, 0x3f80, 0x0000, 0.0f},        /* acc denormal: read as zero */
+        {0.0f, 0x7f00, 0x4000, INFINITY},         /* 2^127 x 2 */
+        {0.0f, 0x0000, 0x7f80, NAN},              /* 0 x inf */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        float got = ag_bf16_fma(cases[i].acc, cases[i].a, cases[i].b);
+        if (isnan(cases[i].want) ? !isnan(got) : bits(got) != bits(cases[i].want))
+            TG_FAIL("case %zu: %a + bf16 0x%04x x 0x%04x = %a, expected %a", i, cases[i].acc,
+                    cases[i].a, cases[i].b, got, cases[i].want);
+    }
+    /* fused: 2^127 x 2 - the largest float is 2^128 - (2^128 - 2^104) = 2^104, finite */
+    CU_ASSERT_EQUAL(bits(ag_bf16_fma(-big, 0x7f00, 0x4000)), bits(0x1p104f));
+}
+
 /* ---- the product against the chain written out ---- */
 
 static float flush(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
@@ -402,6 +486,8 @@ static void test_train_follows_fp32(void) {
 static CU_TestInfo tests[] = {
     {"bf16 rounding: ties to even, NaN, inf, denormals, every bf16", test_round},
     {"bf16 rounding: the CPU's vcvtneps2bf16 bits", test_round_matches_cpu},
+    {"one step of vdpbf16ps in C: FMA, DAZ, FTZ, overflow", test_fma_step},
+    {"one step of vdpbf16ps in C: the CPU's bits", test_fma_matches_cpu},
     {"emulated kernel: the chain's bits over shapes, layouts, beta", test_emulated_is_the_chain},
     {"AVX512-BF16 kernel: the chain's bits over shapes, layouts, beta", test_native_is_the_chain},
     {"within the float64 bound", test_float64_bound},

@@ -1,0 +1,72 @@
+/* test_cpu.c -- ag_cpu_has (autograd/ag_cpu.h): each feature as the compiler's own CPU check
+ * reads it, an OR of features as all of them, the empty set always, and the same answers from
+ * threads that ask at once, the first time (the cache being filled while they ask). */
+#include "autograd/ag_base.h"
+#include "autograd/ag_cpu.h"
+#include "tests/tg_test.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+enum { NF = 4, NT = 4 };
+static const unsigned feats[NF] = {AG_CPU_AVX512F, AG_CPU_AVX512BW, AG_CPU_AVX512VNNI,
+                                   AG_CPU_AVX512BF16};
+static const char *const names[NF] = {"avx512f", "avx512bw", "avx512vnni", "avx512bf16"};
+static unsigned answers[NT]; /* per thread: bit s set when subset s (of feats) is reported */
+
+static void *ask(void *arg) {
+    unsigned *out = arg, got = 0;
+    for (unsigned s = 0; s < 1u << NF; s++) {
+        unsigned want = 0;
+        for (int i = 0; i < NF; i++)
+            if (s >> i & 1) want |= feats[i];
+        if (ag_cpu_has(want)) got |= 1u << s;
+    }
+    *out = got;
+    return NULL;
+}
+
+/* The compiler's check, independently of the library (false where no kernel is built). */
+static bool direct(int i) {
+#if AG_CPU_X86_KERNELS
+    __builtin_cpu_init();
+    switch (i) { /* __builtin_cpu_supports takes a literal */
+    case 0: return __builtin_cpu_supports("avx512f");
+    case 1: return __builtin_cpu_supports("avx512bw");
+    case 2: return __builtin_cpu_supports("avx512vnni");
+    default: return __builtin_cpu_supports("avx512bf16");
+    }
+#else
+    (void)i;
+    return false;
+#endif
+}
+
+static void test_features(void) {
+    /* first calls of the process, from NT threads at once */
+    pthread_t th[NT];
+    for (int t = 0; t < NT; t++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[t], NULL, ask, &answers[t]), 0);
+    for (int t = 0; t < NT; t++) pthread_join(th[t], NULL);
+    for (int t = 1; t < NT; t++) CU_ASSERT_EQUAL(answers[t], answers[0]);
+    CU_ASSERT(ag_cpu_has(0));
+    printf("\n    this CPU:");
+    for (int i = 0; i < NF; i++) {
+        bool has = ag_cpu_has(feats[i]);
+        CU_ASSERT_EQUAL(has, direct(i));
+        printf(" %s %s", names[i], has ? "yes" : "no");
+    }
+    printf(" ");
+    /* an OR: every feature in it */
+    for (unsigned s = 0; s < 1u << NF; s++) {
+        bool all = true;
+        for (int i = 0; i < NF; i++)
+            if (s >> i & 1) all = all && direct(i);
+        CU_ASSERT_EQUAL((answers[0] >> s & 1) != 0, all);
+    }
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {{"features, ORs, threads", test_features}, CU_TEST_INFO_NULL};
+    return tg_test_main("ag_cpu_has", tests);
+}
