@@ -240,7 +240,7 @@ static ag_real *alloc_zeroed(size_t n, void **mem) {
 }
 
 /* nn_params_finalize up to the initialisers. */
-static int finalize_zero(nn_params *ps) {
+int nn_params_finalize_zero(nn_params *ps) {
     if (!ps) return ag_error("nn_params_finalize: store is NULL");
     if (ps->failed) return ag_error("%s", ps->err);
     if (ps->finalized) return ag_error("nn_params_finalize: store already finalized");
@@ -284,10 +284,8 @@ static int finalize_zero(nn_params *ps) {
 }
 
 int nn_params_finalize(nn_params *ps, uint64_t seed) {
-    return finalize_zero(ps) ? -1 : run_inits(ps, seed);
+    return nn_params_finalize_zero(ps) ? -1 : run_inits(ps, seed);
 }
-
-int nn_params_finalize_zero(nn_params *ps) { return finalize_zero(ps); }
 
 int nn_params_reinit(nn_params *ps, uint64_t seed) {
     if (!ps || !ps->finalized) return ag_error("nn_params_reinit: store not finalized");

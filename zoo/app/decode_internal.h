@@ -48,9 +48,10 @@ typedef int (*zoo__chunk_fn)(zoo_model *m, ag_tape *t, nn_packs *packs, const zo
  * out_len (B,)) in chunks of about 256 / rows_each sentences (rows_each: decoder rows per
  * sentence, the beam), taken whole by the engine's threads (ag_run_tasks), the caller's on t,
  * the others on tapes of their own; the model's Linear weights packed once for the call. The
- * chunks take the sentences by length, longest first, and each is cut to its longest source
- * (Ts of the chunk = min(Ts, its largest src_len)): the padding no row attends to is not
- * encoded. Returns 0, or -1 with the error of the first chunk that failed. */
+ * chunks take the sentences by length, longest first; a pad_free model's chunk is cut to its
+ * longest source (when none of its sources is empty), so the padding no row attends to is not
+ * encoded. A source id outside the vocabulary is refused first, naming the sentence. Returns 0,
+ * or -1 with the error of the first chunk that failed. */
 int zoo__in_chunks(zoo_model *m, ag_tape *t, const int32_t *src, const int32_t *src_len, int B,
                    int Ts, int max_steps, int32_t *out, int *out_len, int rows_each,
                    zoo__chunk_fn fn, const void *args);
