@@ -10,6 +10,13 @@
 
 /* ---- Linear ------------------------------------------------------------------------------ */
 
+/* prefix.bias (l->out), PyTorch's U(-1/sqrt(in), 1/sqrt(in)). 0 or -1. */
+static int add_bias(nn_linear *l, nn_params *ps, const char *prefix) {
+    double k = 1.0 / sqrt((double)l->in);
+    l->bias = nn_params_add(ps, prefix, "bias", AG_SHAPE(l->out), nn_init_uniform(-k, k));
+    return l->bias ? 0 : -1;
+}
+
 int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int out, bool bias) {
     if (!l)
         return nn_params_fail(ps, "nn_linear_init: layer is NULL (prefix '%s')",
@@ -21,12 +28,16 @@ int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int 
     /* d2l: weight Xavier-uniform; bias keeps PyTorch's U(-1/sqrt(in), 1/sqrt(in)). */
     l->weight = nn_params_add(ps, prefix, "weight", AG_SHAPE(out, in), nn_init_xavier_uniform());
     if (!l->weight) return -1;
-    if (bias) {
-        double k = 1.0 / sqrt((double)in);
-        l->bias = nn_params_add(ps, prefix, "bias", AG_SHAPE(out), nn_init_uniform(-k, k));
-        if (!l->bias) return -1;
-    }
-    return 0;
+    return bias ? add_bias(l, ps, prefix) : 0;
+}
+
+int nn_linear_init_tied(nn_linear *l, nn_params *ps, const char *prefix, ag_tensor *weight,
+                        bool bias) {
+    if (!l || !weight || weight->ndim != 2)
+        return nn_params_fail(ps, "nn_linear_init_tied '%s': %s", prefix ? prefix : "(null)",
+                              !l ? "layer is NULL" : "the weight must be a 2-D parameter");
+    *l = (nn_linear){.weight = weight, .in = weight->shape[1], .out = weight->shape[0]};
+    return bias ? add_bias(l, ps, prefix) : 0;
 }
 
 /* x (..., in) -> y (..., out) = x W^T + b, W (out, in), b (out). */

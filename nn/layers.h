@@ -32,6 +32,13 @@ typedef struct nn_linear {
 
 /* Registers prefix.weight and, when bias is true, prefix.bias. in, out > 0. */
 int nn_linear_init(nn_linear *l, nn_params *ps, const char *prefix, int in, int out, bool bias);
+/* Weight tying (Press and Wolf, 2017): a Linear whose weight is the registered parameter
+ * `weight` of shape (out, in), e.g. an embedding table (num, dim) as the output layer of num
+ * classes over dim features. Registers only prefix.bias (when bias is true, initialised as
+ * nn_linear_init's). The gradients of both uses add up in weight's. Returns 0, or -1 (the store
+ * fails) when weight is NULL or not 2-D. */
+int nn_linear_init_tied(nn_linear *l, nn_params *ps, const char *prefix, ag_tensor *weight,
+                        bool bias);
 /* x (..., in) -> (..., out), any number of leading dims. With c->packs set and nothing to
  * record, from the weight packed once (below): the same bits; or, in a set quantizing to int8
  * (nn_packs_set_quant), nn_qlinear_forward (nn/quant.h) unless the set keeps w float. */

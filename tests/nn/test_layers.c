@@ -118,6 +118,50 @@ static void test_embedding(void) {
     nn_params_free(ps);
 }
 
+/* Weight tying: head(emb(ids)) with head's weight the embedding table. */
+typedef struct tied_case {
+    nn_embedding e;
+    nn_linear head;
+    int32_t ids[6];
+} tied_case;
+
+static ag_tensor *f_tied(ag_tape *t, ag_tensor *const *in, void *u) {
+    (void)in;
+    tied_case *k = u;
+    nn_ctx c = {.tape = t};
+    return nn_linear_forward(&k->head, &c,
+                             ag_tanh(t, nn_embedding_forward(&k->e, &c, k->ids, AG_SHAPE(2, 3))));
+}
+
+static void test_linear_tied(void) {
+    nn_params *ps = nn_params_new();
+    tied_case k = {.ids = {4, 0, 4, 2, 1, 0}};
+    nn_embedding_init(&k.e, ps, "emb", 5, 4);
+    CU_ASSERT_EQUAL_FATAL(nn_linear_init_tied(&k.head, ps, "head", k.e.weight, true), 0);
+    CU_ASSERT_PTR_EQUAL(k.head.weight, k.e.weight);
+    CU_ASSERT_EQUAL(k.head.in, 4);
+    CU_ASSERT_EQUAL(k.head.out, 5);
+    CU_ASSERT_EQUAL_FATAL(nn_params_finalize(ps, 5), 0);
+    /* the store: the table once, and the head's bias */
+    CU_ASSERT_EQUAL(nn_params_count(ps), 2);
+    CU_ASSERT_PTR_NOT_NULL(nn_params_find(ps, "head.bias"));
+    CU_ASSERT_PTR_NULL(nn_params_find(ps, "head.weight"));
+    /* the table's gradient: both uses summed (row 3 only through the head) */
+    check("linear tied to an embedding", f_tied, 2, (ag_tensor *[]){k.e.weight, k.head.bias}, &k,
+          false);
+    /* bad weights */
+    ag_set_error_handler(tg_capture, NULL);
+    nn_params *bad = nn_params_new();
+    nn_linear l;
+    CU_ASSERT_EQUAL(nn_linear_init_tied(&l, bad, "l", k.head.bias, true), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "2-D"));
+    CU_ASSERT_EQUAL(nn_linear_init_tied(&l, bad, "l", NULL, true), -1);
+    CU_ASSERT_NOT_EQUAL(nn_params_finalize(bad, 1), 0);
+    ag_set_error_handler(NULL, NULL);
+    nn_params_free(bad);
+    nn_params_free(ps);
+}
+
 static ag_tensor *f_layer_norm(ag_tape *t, ag_tensor *const *in, void *u) {
     nn_ctx c = {.tape = t};
     return nn_layer_norm_forward(u, &c, in[0]);
@@ -411,6 +455,7 @@ static void test_composite(void) {
 static CU_TestInfo tests[] = {
     {"linear: gradcheck (3-D input, no bias) and value", test_linear},
     {"embedding: gradcheck with repeated ids", test_embedding},
+    {"linear tied to an embedding: gradcheck, one table in the store", test_linear_tied},
     {"layer_norm: gradcheck (1 and 2 dims), spec literal", test_layer_norm},
     {"dropout and relu: gradcheck, statistics, eval", test_dropout_relu},
     {"gru: gradcheck 2 layers x 3 steps (eval, dropout, step)", test_gru_gradcheck},

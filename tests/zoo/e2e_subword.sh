@@ -118,6 +118,18 @@ check "train --vocab-share separate" run 0 train "${common[@]}" --vocab subword 
 check "  two models" test "$(grep -Ec '^subword: an? (English|French) model' "$dir/err")" = 2
 check "  translate" run 0 translate --checkpoint "$dir/sep.safetensors" "Go."
 
+# one matrix for both embeddings and the output layer: stored once, exported under all three
+# names (PyTorch's state_dict of the tied model has each)
+check "train --share-embeddings 1" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --share-embeddings 1 --embed-std 0.18 --epochs 1 --checkpoint "$dir/tied.safetensors"
+check "  stored once" test "$(st_header "$dir/tied.safetensors" | grep -oE '"(en|de)coder\.(embedding|dense)\.weight"' | sort -u | tr '\n' ' ')" = '"encoder.embedding.weight" '
+check "  translate" run 0 translate --checkpoint "$dir/tied.safetensors" "Go."
+check "  export" run 0 export --checkpoint "$dir/tied.safetensors" --out "$dir/tied_plain.safetensors" --src-vocab "$dir/ts.txt" --tgt-vocab "$dir/tt.txt"
+check "  exported under the three names" test "$(st_header "$dir/tied_plain.safetensors" | grep -oE '"(en|de)coder\.(embedding|dense)\.weight"' | sort -u | wc -l)" = 3
+check "--share-embeddings with word vocabularies" run 2 train --data "$data" --share-embeddings 1
+check "  message" has err -- '--share-embeddings needs one vocabulary for both languages'
+check "--share-embeddings with one model per language" run 2 train --data "$data" --vocab subword --vocab-share separate --share-embeddings 1
+check "  message" has err -- '--vocab-share joint'
+
 # bad flags
 check "--vocab-size without --vocab subword" run 2 train --data "$data" --vocab-size 500
 check "  message" has err -- '--vocab-size is for subword vocabularies: give --vocab subword'

@@ -113,12 +113,46 @@ static void test_transformer_loss(void) {
     zoo_transformer_free(&tf);
 }
 
+/* One matrix for both embeddings and the output layer: its gradient sums the three uses, the
+ * output layer's through the fused cross-entropy (the trainer's loss) on a shared vocabulary. */
+static ag_tensor *run_tied(ag_tape *t, ag_tensor *const *x, void *u) {
+    (void)x;
+    const zoo_model *m = u;
+    nn_ctx c = gc_eval_ctx(t);
+    static const int32_t src[2 * 3] = {4, 5, 3, 6, 3, 1}, src_len[2] = {3, 2};
+    static const int32_t dec_in[2 * 3] = {2, 7, 8, 2, 5, 3}, labels[2 * 3] = {7, 8, 3, 5, 3, 1};
+    static const int32_t tgt_len[2] = {3, 2};
+    const nn_linear *out = NULL;
+    ag_tensor *h = m->ops->decode_features(
+        m, &c, m->ops->encode(m, &c, src, src_len, 2, 3, NULL), dec_in, 2, 3, &out);
+    return nn_seq_ce_loss_fused(out, &c, h, labels, tgt_len, 3, 0.1);
+}
+
+static void test_transformer_tied(void) {
+    gc_harness h = {.ps = nn_params_new()};
+    zoo_transformer tf;
+    zoo_transformer_cfg cfg = zoo_transformer_defaults(10, 10);
+    cfg.hiddens = 4;
+    cfg.ffn_hiddens = 6;
+    cfg.heads = 2;
+    cfg.layers = 1;
+    cfg.embed_std = 0.5;
+    cfg.share_embeddings = true;
+    CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&tf, h.ps, &cfg), 0);
+    CU_ASSERT_PTR_EQUAL(tf.dense.weight, tf.enc_embedding.weight);
+    CU_ASSERT_PTR_EQUAL(tf.dec_embedding.weight, tf.enc_embedding.weight);
+    gc_check(&h, "transformer, shared embeddings and output layer, fused loss", run_tied, &tf.base,
+             true);
+    zoo_transformer_free(&tf);
+}
+
 static CU_TestInfo tests[] = {
     {"additive attention", test_additive},
     {"multi-head attention", test_mha},
     {"encoder block", test_encoder_block},
     {"decoder block (causal pass and cached step)", test_decoder_block},
     {"whole transformer with its loss", test_transformer_loss},
+    {"transformer with shared embeddings", test_transformer_tied},
     CU_TEST_INFO_NULL,
 };
 

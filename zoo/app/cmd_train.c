@@ -82,6 +82,10 @@ static int check_config(const zoo_cli *c) {
                              "--vocab-size pieces (--vocab word to use it)");
     if (subword && !c->subword)
         return zoo__usage(c, "--vocab subword: this program was built without SentencePiece");
+    if (c->run.kind->one_vocab && c->run.kind->one_vocab(cfg->model) &&
+        !(subword && cfg->vocab.share == ZOO_VOCAB_JOINT))
+        return zoo__usage(c, "--share-embeddings needs one vocabulary for both languages: give "
+                             "--vocab subword --vocab-share joint");
     int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
     zoo_model *probe = rc ? NULL : zoo_model_new(c->run.kind, cfg->model, 4, 4, 0);
     if (!rc && !probe) rc = zoo__usage(c, "%s", ag_last_error());

@@ -80,6 +80,10 @@ typedef struct zoo_model_ops {
     bool pad_free;
     /* Heads of the attention of this kind (0: the model has none). */
     int (*attn_heads)(const zoo_model *m, zoo_attn_kind kind);
+    /* NULL, or adds to ck each parameter the model shares (tied weights) under the names it
+     * also has in PyTorch's state_dict, which saves a tied tensor under every name (ck borrows
+     * the data as for nn_ckpt_add_params). Returns 0 or -1 (reported). */
+    int (*add_tied)(const zoo_model *m, nn_ckpt *ck);
     void (*free)(zoo_model *m);
 } zoo_model_ops;
 
@@ -102,6 +106,9 @@ typedef struct zoo_model_kind {
      * positional-encoding table is --max-len long), or NULL when any length runs. Returns 0,
      * or -1 with ag_last_error() naming both values. */
     int (*check_steps)(const void *cfg, int num_steps);
+    /* NULL, or true when a model of config cfg needs one vocabulary for both languages (the
+     * Transformer with --share-embeddings): a run then needs a joint subword vocabulary. */
+    bool (*one_vocab)(const void *cfg);
 } zoo_model_kind;
 
 /* A model's own struct begins with its zoo_model (zoo_transformer, zoo_bahdanau, zoo_encdec:

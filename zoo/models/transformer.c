@@ -190,6 +190,11 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
                               "multiple of heads",
                               k->src_vocab, k->tgt_vocab, k->hiddens, k->ffn_hiddens, k->heads,
                               k->layers);
+    if (k->share_embeddings && k->src_vocab != k->tgt_vocab)
+        return nn_params_fail(ps,
+                              "transformer: shared embeddings need one vocabulary for both "
+                              "languages, got %d source and %d target tokens",
+                              k->src_vocab, k->tgt_vocab);
     if (zoo_pos_encoding_init(&tf->pos, k->hiddens, k->dropout, k->max_len))
         return nn_params_fail(ps, "%s", ag_last_error());
     tf->enc = calloc((size_t)k->layers, sizeof *tf->enc);
@@ -206,16 +211,22 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
                                    nn_join(p, sizeof p, "encoder.blks", "block%d", i), k->hiddens,
                                    1, norm, k->ffn_hiddens, k->heads, k->dropout))
             return -1;
-    if (nn_embedding_init(&tf->dec_embedding, ps, "decoder.embedding", k->tgt_vocab, k->hiddens) ||
-        (k->embed_std > 0 &&
-         nn_params_set_init(ps, tf->dec_embedding.weight, nn_init_normal(0, k->embed_std))))
+    if (k->share_embeddings)
+        tf->dec_embedding = tf->enc_embedding;
+    else if (nn_embedding_init(&tf->dec_embedding, ps, "decoder.embedding", k->tgt_vocab,
+                               k->hiddens) ||
+             (k->embed_std > 0 &&
+              nn_params_set_init(ps, tf->dec_embedding.weight, nn_init_normal(0, k->embed_std))))
         return -1;
     for (int i = 0; i < k->layers; i++)
         if (zoo_decoder_block_init(&tf->dec[i], ps,
                                    nn_join(p, sizeof p, "decoder.blks", "block%d", i), k->hiddens,
                                    1, norm, k->ffn_hiddens, k->heads, k->dropout))
             return -1;
-    return nn_linear_init(&tf->dense, ps, "decoder.dense", k->hiddens, k->tgt_vocab, true);
+    return k->share_embeddings
+               ? nn_linear_init_tied(&tf->dense, ps, "decoder.dense", tf->enc_embedding.weight,
+                                     true)
+               : nn_linear_init(&tf->dense, ps, "decoder.dense", k->hiddens, k->tgt_vocab, true);
 }
 
 void zoo_transformer_free(zoo_transformer *tf) {
@@ -468,6 +479,21 @@ static void tf_free(zoo_model *m) {
     free(m);
 }
 
+/* The shared matrix under its other two names (cfg.share_embeddings). */
+static int tf_add_tied(const zoo_model *m, nn_ckpt *ck) {
+    const zoo_transformer *tf = (const zoo_transformer *)m;
+    if (!tf->cfg.share_embeddings) return 0;
+    const ag_tensor *w = tf->enc_embedding.weight;
+    return nn_ckpt_add(ck, "decoder.embedding.weight", w->ndim, w->shape, w->data) ||
+                   nn_ckpt_add(ck, "decoder.dense.weight", w->ndim, w->shape, w->data)
+               ? -1
+               : 0;
+}
+
+static bool tf_one_vocab(const void *config) {
+    return ((const zoo_transformer_cfg *)config)->share_embeddings;
+}
+
 static const zoo_model_ops tf_ops = {.encode = tf_encode,
                                      .decode = tf_decode,
                                      .decode_features = tf_decode_features,
@@ -476,6 +502,7 @@ static const zoo_model_ops tf_ops = {.encode = tf_encode,
                                      .reserve = tf_reserve,
                                      .pad_free = true,
                                      .attn_heads = tf_attn_heads,
+                                     .add_tied = tf_add_tied,
                                      .free = tf_free};
 
 static zoo_model *tf_create(const void *config, int src_vocab, int tgt_vocab) {
@@ -519,6 +546,10 @@ static const zoo_field tf_fields[] = {
      "1: decode steps add P[0] at every step, as d2l's predict (0: true positions)", NULL},
     {"embed-std", ZOO_REAL, F(embed_std), 0, 100,
      "embeddings drawn from N(0, std^2) (0: N(0, 1), PyTorch's nn.Embedding)", NULL},
+    {"share-embeddings", ZOO_BOOL, F(share_embeddings), 0, 1,
+     "1: one matrix for both embeddings and the output layer (needs --vocab subword "
+     "--vocab-share joint; --embed-std about 1 / sqrt(--hiddens))",
+     NULL},
 };
 #undef F
 
@@ -527,11 +558,12 @@ const zoo_model_kind zoo_transformer_kind = {
     .program = "transformer_nmt",
     .config = tf_fields,
     .n_config = sizeof tf_fields / sizeof *tf_fields,
-    .n_first = 7, /* --embed-std came later */
+    .n_first = 7, /* --embed-std and --share-embeddings came later */
     .config_size = sizeof(zoo_transformer_cfg),
     .defaults = &zoo_transformer_default_cfg,
     .epochs = 200,
     .lr = 0.005,
     .create = tf_create,
     .check_steps = tf_check_steps,
+    .one_vocab = tf_one_vocab,
 };

@@ -43,6 +43,12 @@ typedef struct zoo_transformer_cfg {
     int max_len;             /* positional-encoding table length (1000) */
     bool d2l_step_positions; /* step decoding adds P[0] at every step, as d2l (false) */
     double embed_std;        /* embeddings ~ N(0, embed_std^2); 0: N(0, 1), PyTorch's (0) */
+    /* one matrix (V, hiddens) for the encoder's embedding, the decoder's and the output
+     * layer's weight (fairseq's --share-all-embeddings; Press and Wolf, 2017): needs
+     * src_vocab == tgt_vocab, one vocabulary for both languages. It is registered as
+     * encoder.embedding.weight; decoder.embedding.weight and decoder.dense.weight are the same
+     * tensor, absent from the store (false) */
+    bool share_embeddings;
 } zoo_transformer_cfg;
 
 /* docs/spec.md section 3's default configuration (vocabulary sizes 0), the one place it is written;
