@@ -125,6 +125,14 @@ check "  stored once" test "$(st_header "$dir/tied.safetensors" | grep -oE '"(en
 check "  translate" run 0 translate --checkpoint "$dir/tied.safetensors" "Go."
 check "  export" run 0 export --checkpoint "$dir/tied.safetensors" --out "$dir/tied_plain.safetensors" --src-vocab "$dir/ts.txt" --tgt-vocab "$dir/tt.txt"
 check "  exported under the three names" test "$(st_header "$dir/tied_plain.safetensors" | grep -oE '"(en|de)coder\.(embedding|dense)\.weight"' | sort -u | wc -l)" = 3
+check "  imported back (a plain state_dict with the three names)" run 0 translate --checkpoint "$dir/tied_plain.safetensors" --src-vocab "$dir/ts.txt" --tgt-vocab "$dir/tt.txt" --share-embeddings 1 --embed-std 0.18 "▁Go ."
+# as PyTorch would write it (no tapegrad metadata), with the output layer's copy changed
+sed -e 's/"tapegrad\.checksum"/"userdata.checksum"/' -e 's/"tapegrad\.format"/"userdata.format"/' "$dir/tied_plain.safetensors" >"$dir/untied.safetensors"
+hdr=$(st_header "$dir/untied.safetensors")
+off=$(grep -o '"decoder.dense.weight":{[^}]*}' <<<"$hdr" | grep -o 'data_offsets":\[[0-9]*' | grep -o '[0-9]*$')
+printf '\x3f' | dd of="$dir/untied.safetensors" bs=1 seek=$((8 + ${#hdr} + off + 1)) conv=notrunc 2>/dev/null
+check "  a copy that differs is refused" run 1 translate --checkpoint "$dir/untied.safetensors" --src-vocab "$dir/ts.txt" --tgt-vocab "$dir/tt.txt" --share-embeddings 1 --embed-std 0.18 "▁Go ."
+check "  message" has err "'decoder.dense.weight' differs from 'encoder.embedding.weight'"
 check "--share-embeddings with word vocabularies" run 2 train --data "$data" --share-embeddings 1
 check "  message" has err -- '--share-embeddings needs one vocabulary for both languages'
 check "--share-embeddings with one model per language" run 2 train --data "$data" --vocab subword --vocab-share separate --share-embeddings 1

@@ -57,7 +57,7 @@ int zoo__cmd_export(zoo_cli *c) {
     }
     nn_ckpt *plain = nn_ckpt_new();
     if (!plain || nn_ckpt_set_borrow(plain, true) || nn_ckpt_add_params(plain, l.m->ps) ||
-        (l.m->ops->add_tied && l.m->ops->add_tied(l.m, plain)) || write_all(f, plain, l.sv, l.tv))
+        zoo_ckpt_add_tied(plain, l.m) || write_all(f, plain, l.sv, l.tv))
         rc = zoo__fail(c, ag_last_error());
     if (!rc)
         printf("state_dict: %s (%zu tensors); vocabularies: %s, %s\n", f->out, nn_ckpt_count(plain),

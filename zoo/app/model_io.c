@@ -61,10 +61,61 @@ static int vocab_from_meta(const nn_ckpt *ck, const char *key, ds_vocab **out) {
     return 0;
 }
 
+#define MAX_TIED 8
+
+/* m's tied weights: the count, names and parameters (zoo_model_ops.tied). */
+static int tied_of(const zoo_model *m, const char **names, ag_tensor **params) {
+    return m->ops->tied ? m->ops->tied(m, names, params, MAX_TIED) : 0;
+}
+
+int zoo_ckpt_add_tied(nn_ckpt *ck, const zoo_model *m) {
+    const char *names[MAX_TIED];
+    ag_tensor *params[MAX_TIED];
+    int n = tied_of(m, names, params);
+    for (int i = 0; i < n; i++)
+        if (nn_ckpt_add(ck, names[i], params[i]->ndim, params[i]->shape, params[i]->data))
+            return -1;
+    return 0;
+}
+
+/* ck's tensors into m's parameters, strictly (every parameter, nothing else), except that a
+ * tied weight may also come under its other names, each equal to it. 0 or -1. */
+static int load_params(const nn_ckpt *ck, zoo_model *m) {
+    const char *names[MAX_TIED];
+    ag_tensor *params[MAX_TIED];
+    int n = tied_of(m, names, params), present = 0;
+    for (int i = 0; i < n; i++) present += nn_ckpt_find(ck, names[i]) != NULL;
+    if (nn_ckpt_load_params(ck, m->ps, present ? NN_CKPT_ALLOW_EXTRA : 0)) return -1;
+    for (size_t t = 0; present && t < nn_ckpt_count(ck); t++) { /* the extras: only those */
+        const char *name = nn_ckpt_at(ck, t)->name;
+        bool known = !strncmp(name, NN_CKPT_OPTIM_PREFIX, strlen(NN_CKPT_OPTIM_PREFIX)) ||
+                     nn_params_find(m->ps, name);
+        for (int i = 0; i < n && !known; i++) known = !strcmp(name, names[i]);
+        if (!known)
+            return ag_error("%s: unexpected tensor '%s': not a tensor of the model",
+                            nn_ckpt_source(ck), name);
+    }
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        if (!nn_ckpt_find(ck, names[i])) continue;
+        const ag_tensor *p = params[i];
+        size_t count = (size_t)p->numel;
+        ag_real *v = malloc(sizeof *v * count);
+        if (!v) return ag_error("%s: out of memory", nn_ckpt_source(ck));
+        rc = nn_ckpt_read(ck, names[i], p->ndim, p->shape, v);
+        if (!rc && memcmp(v, p->data, sizeof *v * count))
+            rc = ag_error("%s: '%s' differs from '%s': the model ties them (one matrix), so they "
+                          "must hold the same values",
+                          nn_ckpt_source(ck), names[i], p->name);
+        free(v);
+    }
+    return rc;
+}
+
 static int build_and_load(const nn_ckpt *ck, const zoo_model_kind *kind, const void *cfg,
                           zoo_model **m, ds_vocab **src, ds_vocab **tgt) {
     *m = zoo_model_new_zero(kind, cfg, ds_vocab_size(*src), ds_vocab_size(*tgt));
-    if (!*m || nn_ckpt_load_params(ck, (*m)->ps, 0)) {
+    if (!*m || load_params(ck, *m)) {
         zoo_model_free(*m);
         ds_vocab_free(*src);
         ds_vocab_free(*tgt);

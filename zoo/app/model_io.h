@@ -19,6 +19,9 @@ extern "C" {
 
 /* Adds the model's parameters and metadata to ck. Returns 0 or -1 (ag_last_error). */
 int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, const ds_vocab *tgt);
+/* Adds the model's tied weights (zoo_model_ops.tied) under their other names, as PyTorch's
+ * state_dict has them (borrowed when ck borrows). 0 or -1. */
+int zoo_ckpt_add_tied(nn_ckpt *ck, const zoo_model *m);
 /* Adds the model bytes of the vocabularies that carry a codec (subword models, datasets/vocab.h)
  * as metadata vocab.src_model / vocab.tgt_model (base64 of the model file); nothing for a
  * word-level vocabulary. Called by zoo_ckpt_add_model. 0 or -1. (zoo/app/subword_run.c) */
@@ -37,7 +40,9 @@ int zoo_ckpt_subword(const struct zoo_subword_ops *ops, const nn_ckpt *ck, ds_vo
 int zoo_ckpt_load_model(const nn_ckpt *ck, const zoo_model_kind *kind, zoo_model **m,
                         ds_vocab **src, ds_vocab **tgt);
 /* A plain state_dict (e.g. safetensors.torch.save_file(net.state_dict(), ...)): builds the
- * model from the given config (of kind `kind`) and vocabulary files and loads the tensors. */
+ * model from the given config (of kind `kind`) and vocabulary files and loads the tensors.
+ * A tied weight may come under its other names too (zoo_ckpt_add_tied), each then equal to it
+ * (an error names both tensors otherwise). */
 int zoo_ckpt_import_state_dict(const nn_ckpt *ck, const zoo_model_kind *kind, const void *cfg,
                                const char *src_vocab_path, const char *tgt_vocab_path,
                                zoo_model **m, ds_vocab **src, ds_vocab **tgt);

@@ -80,10 +80,10 @@ typedef struct zoo_model_ops {
     bool pad_free;
     /* Heads of the attention of this kind (0: the model has none). */
     int (*attn_heads)(const zoo_model *m, zoo_attn_kind kind);
-    /* NULL, or adds to ck each parameter the model shares (tied weights) under the names it
-     * also has in PyTorch's state_dict, which saves a tied tensor under every name (ck borrows
-     * the data as for nn_ckpt_add_params). Returns 0 or -1 (reported). */
-    int (*add_tied)(const zoo_model *m, nn_ckpt *ck);
+    /* NULL, or the model's tied weights: the names PyTorch's state_dict of the model has
+     * beside its parameters' own (it saves a tied tensor under every name), each with the
+     * parameter it denotes. Fills names[i], params[i] and returns how many (at most max). */
+    int (*tied)(const zoo_model *m, const char **names, ag_tensor **params, int max);
     void (*free)(zoo_model *m);
 } zoo_model_ops;
 

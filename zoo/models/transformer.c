@@ -480,14 +480,15 @@ static void tf_free(zoo_model *m) {
 }
 
 /* The shared matrix under its other two names (cfg.share_embeddings). */
-static int tf_add_tied(const zoo_model *m, nn_ckpt *ck) {
+static int tf_tied(const zoo_model *m, const char **names, ag_tensor **params, int max) {
     const zoo_transformer *tf = (const zoo_transformer *)m;
-    if (!tf->cfg.share_embeddings) return 0;
-    const ag_tensor *w = tf->enc_embedding.weight;
-    return nn_ckpt_add(ck, "decoder.embedding.weight", w->ndim, w->shape, w->data) ||
-                   nn_ckpt_add(ck, "decoder.dense.weight", w->ndim, w->shape, w->data)
-               ? -1
-               : 0;
+    static const char *const other[] = {"decoder.embedding.weight", "decoder.dense.weight"};
+    int n = 0;
+    for (int i = 0; tf->cfg.share_embeddings && i < 2 && n < max; i++, n++) {
+        names[n] = other[i];
+        params[n] = tf->enc_embedding.weight;
+    }
+    return n;
 }
 
 static bool tf_one_vocab(const void *config) {
@@ -502,7 +503,7 @@ static const zoo_model_ops tf_ops = {.encode = tf_encode,
                                      .reserve = tf_reserve,
                                      .pad_free = true,
                                      .attn_heads = tf_attn_heads,
-                                     .add_tied = tf_add_tied,
+                                     .tied = tf_tied,
                                      .free = tf_free};
 
 static zoo_model *tf_create(const void *config, int src_vocab, int tgt_vocab) {
