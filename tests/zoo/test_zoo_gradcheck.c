@@ -100,14 +100,20 @@ static ag_tensor *run_transformer(ag_tape *t, ag_tensor *const *x, void *u) {
     return ag_sum(t, l, AG_ALL, false);
 }
 
-static void test_transformer_loss(void) {
-    gc_harness h = {.ps = nn_params_new()};
-    zoo_transformer tf;
-    zoo_transformer_cfg cfg = zoo_transformer_defaults(9, 10);
+/* d = 4, FFN 6, 2 heads */
+static zoo_transformer_cfg tiny(int src_vocab, int tgt_vocab, int layers) {
+    zoo_transformer_cfg cfg = zoo_transformer_defaults(src_vocab, tgt_vocab);
     cfg.hiddens = 4;
     cfg.ffn_hiddens = 6;
     cfg.heads = 2;
-    cfg.layers = 2;
+    cfg.layers = layers;
+    return cfg;
+}
+
+static void test_transformer_loss(void) {
+    gc_harness h = {.ps = nn_params_new()};
+    zoo_transformer tf;
+    zoo_transformer_cfg cfg = tiny(9, 10, 2);
     CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&tf, h.ps, &cfg), 0);
     gc_check(&h, "transformer with the masked cross-entropy", run_transformer, &tf, true);
     zoo_transformer_free(&tf);
@@ -131,11 +137,7 @@ static ag_tensor *run_tied(ag_tape *t, ag_tensor *const *x, void *u) {
 static void test_transformer_tied(void) {
     gc_harness h = {.ps = nn_params_new()};
     zoo_transformer tf;
-    zoo_transformer_cfg cfg = zoo_transformer_defaults(10, 10);
-    cfg.hiddens = 4;
-    cfg.ffn_hiddens = 6;
-    cfg.heads = 2;
-    cfg.layers = 1;
+    zoo_transformer_cfg cfg = tiny(10, 10, 1);
     cfg.embed_std = 0.5;
     cfg.share_embeddings = true;
     CU_ASSERT_EQUAL_FATAL(zoo_transformer_init(&tf, h.ps, &cfg), 0);
