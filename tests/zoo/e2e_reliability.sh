@@ -175,7 +175,7 @@ check "  the same parameters, bit for bit" same "$dir/tw.sd" "$dir/tp.sd"
 check "  --batch-tokens cannot change on --resume" run 2 train "${val[@]}" --epochs 3 --batch-tokens 300 --checkpoint "$dir/tp.safetensors" --resume
 check "--preset full, flags given override it" run 0 train --data "$data" --preset full --num-examples 300 --valid-frac 0.1 --test-frac 0 --batch-tokens 400 --hiddens 32 --ffn-hiddens 64 --max-steps 2 --valid-steps 2 --log-steps 0 --checkpoint "$dir/pf.safetensors"
 st_header "$dir/pf.safetensors" | tr ',' '\n' > "$dir/pf.header"
-for kv in '"config.heads":"8"' '"train.lr_schedule":"invsqrt"' '"config.d2l-step-positions":"0"' '"data.num_examples":"300"'; do
+for kv in '"config.heads":"8"' '"train.lr_schedule":"linear"' '"config.d2l-step-positions":"0"' '"data.num_examples":"300"'; do
     check "  the preset's or the flags' $kv" has pf.header "$kv"
 done
 check "  the flags' --hiddens" has pf.header '"config.hiddens":"32"'

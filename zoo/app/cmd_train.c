@@ -85,7 +85,7 @@ static int check_config(const zoo_cli *c) {
     if (c->run.kind->one_vocab && c->run.kind->one_vocab(cfg->model) &&
         !(subword && cfg->vocab.share == ZOO_VOCAB_JOINT))
         return zoo__usage(c, "--share-embeddings needs one vocabulary for both languages: give "
-                             "--vocab subword --vocab-share joint");
+                             "--vocab subword --vocab-share joint, or --share-embeddings 0");
     int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
     zoo_model *probe = rc ? NULL : zoo_model_new(c->run.kind, cfg->model, 4, 4, 0);
     if (!rc && !probe) rc = zoo__usage(c, "%s", ag_last_error());
