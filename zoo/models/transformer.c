@@ -483,10 +483,10 @@ static void tf_free(zoo_model *m) {
 static int tf_tied(const zoo_model *m, const char **names, ag_tensor **params, int max) {
     const zoo_transformer *tf = (const zoo_transformer *)m;
     static const char *const other[] = {"decoder.embedding.weight", "decoder.dense.weight"};
-    int n = 0;
-    for (int i = 0; tf->cfg.share_embeddings && i < 2 && n < max; i++, n++) {
-        names[n] = other[i];
-        params[n] = tf->enc_embedding.weight;
+    int n = tf->cfg.share_embeddings ? (max < 2 ? max : 2) : 0;
+    for (int i = 0; i < n; i++) {
+        names[i] = other[i];
+        params[i] = tf->enc_embedding.weight;
     }
     return n;
 }
