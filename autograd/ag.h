@@ -124,16 +124,18 @@ int ag_threads(void);
  * storage, every other op (softmax, layer norm statistics, losses, reductions), the optimizers
  * -- stays float32. A global setting of the engine like ag_set_threads: set it at start-up or
  * between steps, never while ops run; a scope saves ag_get_precision() and sets it back.
- * Products run on the CPU's AVX512-BF16 instructions when it has them (ag_bf16_native), else
- * through a portable emulation with the same bits, many times slower: a program should then
- * stay in float32 (the zoo's trainers print a line and do). Returns 0, or -1 (reported) for
- * an unknown value, or AG_BF16 in the float64 engine (gradient checks run float64 products). */
+ * Products run on the CPU's AMX tiles or AVX512-BF16 instructions when it has them
+ * (ag_bf16_native), else through a portable emulation with the same bits, many times slower: a
+ * program should then stay in float32 (the zoo's trainers print a line and do). Returns 0, or
+ * -1 (reported) for an unknown value, or AG_BF16 in the float64 engine (gradient checks run
+ * float64 products). */
 typedef enum ag_precision { AG_FP32 = 0, AG_BF16 = 1 } ag_precision;
 int ag_set_precision(ag_precision p);
 ag_precision ag_get_precision(void);
-/* True when bf16 products run on the CPU's AVX512-BF16 (vdpbf16ps): the CPU and the compiler
- * have it, and neither the environment (TG_BF16_KERNEL=emulated) nor ag_bf16_emulate (ag_op.h)
- * chose the portable emulation. */
+/* True when bf16 products run on the CPU's own instructions (AMX's tdpbf16ps or AVX512-BF16's
+ * vdpbf16ps; ag_gemm_bf16_kernel, ag_op.h, names the kernel): the CPU and the compiler have
+ * them, and neither the environment (TG_BF16_KERNEL=emulated) nor ag_bf16_emulate chose a
+ * portable emulation. */
 bool ag_bf16_native(void);
 
 /* Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread, the caller

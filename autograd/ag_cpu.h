@@ -30,6 +30,10 @@ enum {
     AG_CPU_AVX512BW = 1 << 1,
     AG_CPU_AVX512VNNI = 1 << 2,
     AG_CPU_AVX512BF16 = 1 << 3,
+    /* AMX tiles with bf16 products (AMX-TILE and AMX-BF16), and Linux's permission for this
+     * process to use them: asked once, at the first call of ag_cpu_has (arch_prctl
+     * ARCH_REQ_XCOMP_PERM for the tile data; granted per process, for all its threads). */
+    AG_CPU_AMX_BF16 = 1 << 4,
 };
 
 /* True when the CPU runs every feature in `features` (an OR of AG_CPU_*; 0: true) with the

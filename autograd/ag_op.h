@@ -292,11 +292,17 @@ const char *ag_gemm_kernel(void);
 /* ---- bf16 products (gemm_bf16.c) ----
  * C (m x n) = A (m x k) B (k x n) + beta C, beta 0 (C not read) or 1, float32 operands given
  * by element strides as ag_gemm's (no alpha). A and B are rounded to bf16 (ag_bf16_round)
- * as they are packed; each C(i, j) is one float32 chain over k in pairs, the odd element of
- * each pair first, every step an FMA rounded to nearest even with denormals read and written
- * as zero (vdpbf16ps's semantics): its bits depend on row i of A, column j of B and k only,
- * never on blocking or threads, and are the same on the AVX512-BF16 kernel and the portable
- * one. Shares large products between the engine's threads. Returns 0, or -1 (reported, C
+ * as they are packed, and every sum is float32, each step rounded to nearest even with
+ * denormals read and written as zero. Each C(i, j) is a fixed chain of such steps over k: its
+ * bits depend on row i of A, column j of B, k and the kernel's chain only, never on blocking
+ * or threads. Two chains, each with a kernel on the CPU's instructions and a portable one of
+ * the same bits (ag_gemm_bf16_kernel names the one in use):
+ *   - vdpbf16ps's (AVX512-BF16; "avx512bf16 12x32", "emulated 12x32"): one FMA chain over
+ *     the pairs of k, the odd element of each pair first;
+ *   - tdpbf16ps's (AMX; "amx 32x32", "amx-emulated 32x32"), as Intel's SDM writes it: for
+ *     each 16 pairs of k from k = 0, two FMA chains from zero (the pairs' even elements, and
+ *     their odd ones), then c = c + (even + odd).
+ * Shares large products between the engine's threads. Returns 0, or -1 (reported, C
  * unchanged) for a negative size, another beta, or no memory for the packed block (512 KB). */
 int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b,
                  ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c, ptrdiff_t rsc, ptrdiff_t csc);
@@ -305,8 +311,9 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
  * value past bf16's largest rounds to inf. */
 uint16_t ag_bf16_round(float x);
 float ag_bf16_to_float(uint16_t h); /* exact */
-/* One step of AVX512-BF16's vdpbf16ps, written in C: the instruction's bits, the one portable
- * reference of ag_gemm_bf16's emulated kernel and nn's bf16 inference kernel. Returns
+/* One step of AVX512-BF16's vdpbf16ps (and of AMX's tdpbf16ps chains), written in C: the
+ * instruction's bits, the one portable reference of ag_gemm_bf16's emulated kernels and nn's
+ * bf16 inference kernel. Returns
  *   acc + a b  as one FMA rounded to nearest even, a, b (bf16) and acc read as zero when
  *   denormal (DAZ), a denormal result flushed to a zero of its sign (FTZ).
  * A lane of vdpbf16ps is two steps per pair of k, the odd element's first. The product of two
@@ -325,13 +332,21 @@ static inline float ag_bf16_fma(float acc, uint16_t a, uint16_t b) {
         isfinite(p) && (fabsf(p) >= FLT_MIN || fa == 0 || fb == 0) ? acc + p : fmaf(fa, fb, acc);
     return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
 }
-/* The kernel ag_gemm_bf16 runs (a static string): "avx512bf16 12x32" or "emulated 12x32" (no
- * AVX512-BF16, or the environment sets TG_BF16_KERNEL=emulated). */
+/* The kernel ag_gemm_bf16 runs (a static string): the CPU's best by default -- "amx 32x32"
+ * (AMX-BF16 tiles, where the CPU has them and Linux lets the process use them), else
+ * "avx512bf16 12x32", else "emulated 12x32" -- or what the environment asks for at the first
+ * product: TG_BF16_KERNEL=emulated (the portable kernel of the best one's chain),
+ * TG_BF16_KERNEL=avx512bf16 (not AMX). */
 const char *ag_gemm_bf16_kernel(void);
-/* Forces the portable kernel (true) or the CPU's best (false, whatever the environment says),
- * for tests and comparisons; returns whether the portable one was in use. Not while products
- * run. */
+/* Forces the portable kernel of the CPU's best chain (true) or the CPU's best (false, whatever
+ * the environment says), for tests and comparisons; returns whether a portable one was in use.
+ * Not while products run. */
 bool ag_bf16_emulate(bool on);
+/* Selects a kernel by its name or the name's first word ("avx512bf16", "emulated", "amx",
+ * "amx-emulated"), or "auto" (the CPU's best), for tests and comparisons. Returns 0, or -1
+ * (reported) for an unknown name or a kernel this CPU cannot run (the one in use stays). Not
+ * while products run. */
+int ag_bf16_set_kernel(const char *name);
 
 /* The product of an op that follows the engine's precision (ag_set_precision, ag.h): ag_gemm
  * with alpha 1 under AG_FP32 (its bits; returns 0); under AG_BF16 (float32 engine),

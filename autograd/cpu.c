@@ -1,11 +1,39 @@
 /* cpu.c -- the CPU's features, read once (ag_cpu.h). */
+#define _GNU_SOURCE /* syscall */
 #include "autograd/ag_cpu.h"
 
 #include <stdatomic.h>
 
+#if AG_CPU_X86_KERNELS
+#include <cpuid.h>
+#endif
+#if AG_CPU_X86_KERNELS && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #define READ (1u << 31) /* set once the CPU was read: 0 means "not yet" */
 
 static _Atomic unsigned features;
+
+#if AG_CPU_X86_KERNELS
+/* AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24 and 22), and Linux's permission: it enables
+ * the 8 KB of tile data per process on request (5.16 and later), until then a tile instruction
+ * faults. Asks for it, then checks that it was granted. */
+static bool amx_bf16(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 22 & 1)) return false;
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    enum { GET_XCOMP_PERM = 0x1022, REQ_XCOMP_PERM = 0x1023, XTILEDATA = 18 };
+    unsigned long granted = 0;
+    return syscall(SYS_arch_prctl, REQ_XCOMP_PERM, XTILEDATA) == 0 &&
+           syscall(SYS_arch_prctl, GET_XCOMP_PERM, &granted) == 0 &&
+           (granted >> XTILEDATA & 1);
+#else
+    return false;
+#endif
+}
+#endif
 
 static unsigned read_cpu(void) {
     unsigned f = READ;
@@ -17,6 +45,7 @@ static unsigned read_cpu(void) {
     if (__builtin_cpu_supports("avx512bw")) f |= AG_CPU_AVX512BW;
     if (__builtin_cpu_supports("avx512vnni")) f |= AG_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= AG_CPU_AVX512BF16;
+    if (amx_bf16()) f |= AG_CPU_AMX_BF16;
 #endif
     return f;
 }

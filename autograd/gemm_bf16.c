@@ -2,15 +2,21 @@
  * the engine's precision switch (ag_set_precision).
  *
  * ag_gemm_bf16: C (m x n) (+)= A (m x k) B (k x n), A and B rounded to bf16 while they are
- * packed, every sum in float32. Each element of C is one chain over k taken in pairs
- * (2q, 2q + 1), q = 0, 1, ..., the odd element of a pair first (the order of vdpbf16ps):
- *   acc = beta ? C(i, j) : 0
- *   acc = S(acc, A(i, 2q + 1) B(2q + 1, j)),  then  acc = S(acc, A(i, 2q) B(2q, j))
- * S(acc, p) = an FMA rounded to nearest even, a denormal acc read as zero (DAZ) and a denormal
- * result flushed to zero (FTZ); an odd k pads its last pair with zeros. The product of two bf16
- * values (8-bit significands) is exact in float32 unless it leaves float32's normal range. The
- * chain is the same whatever the blocking, the tile an element falls in or the number of
- * threads: C's bits depend on its own row of A, column of B, and k only.
+ * packed, every sum in float32. Each element of C is a chain over k taken in pairs
+ * (2q, 2q + 1), q = 0, 1, ...; an odd k pads its last pair with zeros. S(acc, p) = an FMA
+ * rounded to nearest even, a denormal acc read as zero (DAZ) and a denormal result flushed to
+ * zero (FTZ); the product of two bf16 values (8-bit significands) is exact in float32 unless
+ * it leaves float32's normal range. Two chains, by the kernel in use:
+ *   vdpbf16ps's (the AVX512-BF16 kernel and "emulated"), the odd element of a pair first:
+ *     acc = beta ? C(i, j) : 0
+ *     acc = S(acc, A(i, 2q + 1) B(2q + 1, j)),  then  acc = S(acc, A(i, 2q) B(2q, j))
+ *   tdpbf16ps's (the AMX kernel and "amx-emulated"), per 16 pairs q0 .. q0 + 15 from q0 = 0
+ *   (pairs past k zero):
+ *     even = S(... S(0, A(i, 2 q0) B(2 q0, j)) ..., A(i, 2 q0 + 30) B(2 q0 + 30, j))
+ *     odd  = the same over the odd elements
+ *     acc  = acc + (even + odd), both sums rounded to nearest even with DAZ and FTZ.
+ * A chain is the same whatever the blocking, the tile an element falls in or the number of
+ * threads: C's bits depend on its own row of A, column of B, k and the kernel's chain only.
  *
  * Blocking (BLIS's loops): columns of C in blocks of NC, k in blocks of KC (even: a pair never
  * straddles two blocks; C is stored and read back in float32 between them, which is exact),
@@ -19,14 +25,20 @@
  * A or columns of B) holds, for pair q, R 32-bit words: word (q, r) = bf16(line r, k = 2q) in
  * its low half, bf16(line r, 2q + 1) in its high half.
  *
- * Micro-kernel (MR = 12 rows x NR = 32 columns): 24 float32 accumulators of 16 lanes; per pair
- * q, two loads of B's panel and, for each row, a broadcast word of A into two vdpbf16ps
- * (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo). On a CPU without
- * AVX512-BF16 (or with TG_BF16_KERNEL=emulated, or ag_bf16_emulate) a portable kernel computes
- * the same chain with ag_bf16_fma (ag_op.h: the instruction's step in C) on the same packed
- * panels: the same bits (tests/autograd/test_gemm_bf16.c), much more slowly. The AVX512-BF16
- * path also packs with the CPU's conversion, 16 values at a time (pack_panel_avx512); the
- * portable one rounds in C (ag_bf16_round, the same bits).
+ * AVX512-BF16 micro-kernel (MR = 12 rows x NR = 32 columns): 24 float32 accumulators of 16
+ * lanes; per pair q, two loads of B's panel and, for each row, a broadcast word of A into two
+ * vdpbf16ps (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo).
+ * AMX micro-kernel (32 x 32): C in four 16 x 16 float32 tiles; per 16 pairs of k, two tiles of
+ * A (16 rows of 16 pairs: A is packed row by row for it, a row's pairs contiguous) and two of B
+ * (B's usual NR-wide panel, 16 pairs of 16 columns: the layout tdpbf16ps reads), four
+ * tdpbf16ps. Panels hold a multiple of 16 pairs (zero past k). Each thread loads the tile
+ * configuration before its row blocks and releases it after.
+ * On a CPU without the instructions (or with TG_BF16_KERNEL=emulated, ag_bf16_emulate,
+ * ag_bf16_set_kernel) a portable kernel computes the same chain with ag_bf16_fma (ag_op.h: the
+ * instruction's step in C) on the same packed panels: the same bits
+ * (tests/autograd/test_gemm_bf16.c), much more slowly. The native kernels also pack with the
+ * CPU's conversion, 16 values at a time (pack_panel_avx512); the portable ones round in C
+ * (ag_bf16_round, the same bits).
  *
  * nn's bf16 inference product (nn/quant_bf16.c) shares the rounding (ag_bf16_round) and the
  * step (ag_bf16_fma), hence its bits, with this file, not the AVX512-BF16 kernel: this one packs
@@ -38,6 +50,7 @@
 #include "autograd/ag_cpu.h"
 #include "autograd/ag_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,11 +60,14 @@
 #include <immintrin.h>
 #endif
 
-#define MR 12
+#define MR 12     /* the AVX512-BF16 kernel's tile of C (and its emulation's) */
 #define NR 32
-#define KC 256  /* even */
-#define MC 96   /* multiple of MR */
-#define NC 1024 /* multiple of NR */
+#define AMX_MR 32 /* the AMX kernel's: 2 x 2 tiles of 16 x 16 (and its emulation's) */
+#define AMX_NR 32
+#define AMX_PAIRS 16 /* pairs of k in one tile of A (64 bytes a row) */
+#define KC 256       /* multiple of 2 AMX_PAIRS: a pair, or a tile's 16, never straddles blocks */
+#define MC 96        /* multiple of MR and AMX_MR */
+#define NC 1024      /* multiple of NR and AMX_NR */
 
 /* ---- the precision switch ---- */
 
@@ -89,32 +105,6 @@ float ag_bf16_to_float(uint16_t h) {
     return x;
 }
 
-/* ---- the kernel in use ---- */
-
-static _Atomic int chosen = -1; /* -1: not yet; 0: emulated; 1: AVX512-BF16 (any thread) */
-
-static bool cpu_has_bf16(void) { return ag_cpu_has(AG_CPU_AVX512BF16 | AG_CPU_AVX512BW); }
-
-static int hw_kernel(void) {
-    if (chosen < 0) {
-        const char *env = getenv("TG_BF16_KERNEL");
-        chosen = cpu_has_bf16() && !(env && !strcmp(env, "emulated"));
-    }
-    return chosen;
-}
-
-bool ag_bf16_native(void) { return hw_kernel() == 1; }
-
-bool ag_bf16_emulate(bool on) {
-    bool was = hw_kernel() == 0;
-    chosen = on ? 0 : cpu_has_bf16();
-    return was;
-}
-
-const char *ag_gemm_bf16_kernel(void) {
-    return hw_kernel() ? "avx512bf16 12x32" : "emulated 12x32";
-}
-
 /* ---- packing ---- */
 
 /* Panel of R lines (lines <= R of them real, the rest zero) over kc values of k: line r's value
@@ -150,14 +140,22 @@ static void pack_panel(int R, int lines, int kc, const float *src, ptrdiff_t ls,
     }
 }
 
+/* Pairs [kp, kpp) of every panel of R lines (an AMX tile's depth): zero. */
+static void zero_pad_pairs(int R, int lines, int kp, int kpp, uint32_t *dst) {
+    if (kpp == kp) return;
+    for (int r0 = 0; r0 < lines; r0 += R)
+        memset(dst + (ptrdiff_t)(r0 / R) * kpp * R + (ptrdiff_t)kp * R, 0,
+               sizeof *dst * (size_t)(kpp - kp) * R);
+}
+
 /* Panels of R lines each for `lines` lines (the last one zero-padded): panel p at
- * dst + p kp R, kp = (kc + 1) / 2. */
+ * dst + p kpp R, its pairs from kp = (kc + 1) / 2 to kpp zero. */
 static void pack_block(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
-                       uint32_t *restrict dst) {
-    const ptrdiff_t kp = (kc + 1) / 2;
+                       int kpp, uint32_t *restrict dst) {
     for (int r0 = 0; r0 < lines; r0 += R)
         pack_panel(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
-                   dst + r0 / R * kp * R);
+                   dst + (ptrdiff_t)(r0 / R) * kpp * R);
+    zero_pad_pairs(R, lines, (kc + 1) / 2, kpp, dst);
 }
 
 #if AG_CPU_X86_KERNELS
@@ -196,12 +194,13 @@ pack_panel_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
  * else panel by panel (pack_panel_avx512). */
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
-                  uint32_t *restrict dst) {
+                  int kpp, uint32_t *restrict dst) {
     const int kp = (kc + 1) / 2;
     if (ls != 1 || ps == 1) {
         for (int r0 = 0; r0 < lines; r0 += R)
             pack_panel_avx512(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
-                              dst + (ptrdiff_t)(r0 / R) * kp * R);
+                              dst + (ptrdiff_t)(r0 / R) * kpp * R);
+        zero_pad_pairs(R, lines, kp, kpp, dst);
         return;
     }
     const int padded = (lines + R - 1) / R * R;
@@ -216,16 +215,51 @@ pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
             __m256bh hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(odd ? m : 0, s1 + r));
             __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32((__m256i)lo),
                                         _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hi), 16));
-            _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(r / R) * kp * R + q * R + r % R, st, w);
+            _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(r / R) * kpp * R + q * R + r % R, st, w);
             r += n;
         }
     }
+    zero_pad_pairs(R, lines, kp, kpp, dst);
 }
 #endif
 
-/* ---- micro-kernels: tile c (MR x NR, row stride rsc, columns contiguous) = [c +] a b ---- */
+typedef void (*bf16_packer)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, int, uint32_t *);
 
-/* vdpbf16ps in C (ag_bf16_fma, ag_op.h: the instruction's bits), row by row. */
+/* A's block for the AMX kernels, row by row: row i's pairs at dst + i kpp (a tile of A is 16
+ * rows of 16 pairs), rows up to a multiple of R and pairs from kp to kpp zero. Packed panel by
+ * panel with `block` (pack_block or pack_block_avx512: the same words), then transposed. */
+static void pack_rows_with(bf16_packer block, int R, int lines, int kc, const float *src,
+                           ptrdiff_t ls, ptrdiff_t ps, int kpp, uint32_t *restrict dst) {
+    const int kp = (kc + 1) / 2;
+    _Alignas(64) uint32_t panel[AMX_MR * (KC / 2)];
+    for (int r0 = 0; r0 < lines; r0 += R) {
+        block(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps, kp, panel);
+        for (int r = 0; r < R; r++) {
+            uint32_t *row = dst + (ptrdiff_t)(r0 + r) * kpp;
+            for (int q = 0; q < kp; q++) row[q] = panel[q * R + r];
+            for (int q = kp; q < kpp; q++) row[q] = 0;
+        }
+    }
+}
+
+static void pack_rows(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                      int kpp, uint32_t *restrict dst) {
+    pack_rows_with(pack_block, R, lines, kc, src, ls, ps, kpp, dst);
+}
+
+#if AG_CPU_X86_KERNELS
+static void pack_rows_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls,
+                             ptrdiff_t ps, int kpp, uint32_t *restrict dst) {
+    pack_rows_with(pack_block_avx512, R, lines, kc, src, ls, ps, kpp, dst);
+}
+#endif
+
+/* ---- micro-kernels: tile c (mr x nr, row stride rsc, columns contiguous) = [c +] a b ----
+ * kp: the pairs of k in the packed panels (a multiple of AMX_PAIRS for the AMX kernels). */
+
+/* vdpbf16ps in C (ag_bf16_fma, ag_op.h: the instruction's bits), row by row. A: an MR-line
+ * panel (pair q of row i at a[q MR + i]); B: an NR-line panel (pair q of column j at
+ * b[q NR + j]). */
 static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
                             bool load) {
     float acc[NR];
@@ -270,21 +304,191 @@ kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdif
 }
 #endif
 
+/* x + y with denormals read and written as zero, rounded to nearest even (the sums of
+ * tdpbf16ps). */
+static float add_daz_ftz(float x, float y) {
+    if (fabsf(x) < FLT_MIN) x = copysignf(0.0f, x);
+    if (fabsf(y) < FLT_MIN) y = copysignf(0.0f, y);
+    const float r = x + y;
+    return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
+}
+
+/* tdpbf16ps in C, as Intel's SDM writes its operation: for each 16 pairs of k (one tile of A
+ * against one of B), an element of C gets two chains from zero -- the even elements of the
+ * pairs, and the odd ones, each step an FMA with denormals read and written as zero
+ * (ag_bf16_fma) -- then c = c + (even + odd), both sums likewise. A: AMX_MR rows, row i's pair
+ * q at a[i kp + q]; B: an AMX_NR-line panel (b[q AMX_NR + j]). */
+static void kernel_amx_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c,
+                                ptrdiff_t rsc, bool load) {
+    for (int i = 0; i < AMX_MR; i++) {
+        const uint32_t *ai = a + (ptrdiff_t)i * kp;
+        for (int j = 0; j < AMX_NR; j++) {
+            float acc = load ? c[i * rsc + j] : 0.0f;
+            for (int q0 = 0; q0 < kp; q0 += AMX_PAIRS) {
+                float even = 0.0f, odd = 0.0f;
+                for (int q = q0; q < q0 + AMX_PAIRS; q++) {
+                    const uint32_t wa = ai[q], wb = b[q * AMX_NR + j];
+                    even = ag_bf16_fma(even, (uint16_t)wa, (uint16_t)wb);
+                    odd = ag_bf16_fma(odd, (uint16_t)(wa >> 16), (uint16_t)(wb >> 16));
+                }
+                acc = add_daz_ftz(acc, add_daz_ftz(even, odd));
+            }
+            c[i * rsc + j] = acc;
+        }
+    }
+}
+
+#if AG_CPU_X86_KERNELS
+/* The tile configuration (palette 1): tiles 0-3 C's four 16 x 16 float32 blocks, 4-5 two tiles
+ * of A (16 rows of 16 pairs), 6-7 two of B (16 pairs of 16 columns); 64 bytes a row each. */
+typedef struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+static const amx_config AMX_CONFIG = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+__attribute__((target("amx-tile"))) static void amx_begin(void) { _tile_loadconfig(&AMX_CONFIG); }
+__attribute__((target("amx-tile"))) static void amx_end(void) { _tile_release(); }
+
+/* C (32 x 32) [+]= A B on AMX tiles: C0 C1 / C2 C3 = (A0 / A1) (B0 B1), 16 pairs of k a step.
+ * The calling thread has loaded AMX_CONFIG (amx_begin). */
+__attribute__((target("amx-tile,amx-bf16"))) static void
+kernel_amx(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc, bool load) {
+    const size_t sc = (size_t)rsc * sizeof *c, sa = (size_t)kp * sizeof *a,
+                 sb = AMX_NR * sizeof *b;
+    float *c2 = c + 16 * rsc;
+    if (load) {
+        _tile_loadd(0, c, sc);
+        _tile_loadd(1, c + 16, sc);
+        _tile_loadd(2, c2, sc);
+        _tile_loadd(3, c2 + 16, sc);
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+    for (int q = 0; q < kp; q += AMX_PAIRS) {
+        _tile_loadd(4, a + q, sa);
+        _tile_loadd(5, a + 16 * (ptrdiff_t)kp + q, sa);
+        _tile_loadd(6, b + q * AMX_NR, sb);
+        _tile_loadd(7, b + q * AMX_NR + 16, sb);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, sc);
+    _tile_stored(1, c + 16, sc);
+    _tile_stored(2, c2, sc);
+    _tile_stored(3, c2 + 16, sc);
+}
+#endif
+
 typedef void (*bf16_kernel)(int, const uint32_t *, const uint32_t *, float *, ptrdiff_t, bool);
-typedef void (*bf16_packer)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, uint32_t *);
+
+/* ---- the kernels, and the one in use ---- */
+
+typedef struct bf16_kernel_desc {
+    const char *name; /* ag_gemm_bf16_kernel's answer */
+    int mr, nr;       /* the tile of C */
+    int pairs;        /* a panel's pairs of k are padded to a multiple of this */
+    bf16_kernel kern;
+    bf16_packer pack_a, pack_b;
+    bool tiles; /* AMX: each thread loads the tile configuration, then releases it */
+} bf16_kernel_desc;
+
+enum { K_EMULATED, K_AVX512, K_AMX_EMULATED, K_AMX, N_KERNELS };
+
+static const bf16_kernel_desc KERNELS[N_KERNELS] = {
+    [K_EMULATED] = {"emulated 12x32", MR, NR, 1, kernel_emulated, pack_block, pack_block, false},
+#if AG_CPU_X86_KERNELS
+    [K_AVX512] = {"avx512bf16 12x32", MR, NR, 1, kernel_avx512bf16, pack_block_avx512,
+                  pack_block_avx512, false},
+    [K_AMX] = {"amx 32x32", AMX_MR, AMX_NR, AMX_PAIRS, kernel_amx, pack_rows_avx512,
+               pack_block_avx512, true},
+#endif
+    [K_AMX_EMULATED] = {"amx-emulated 32x32", AMX_MR, AMX_NR, AMX_PAIRS, kernel_amx_emulated,
+                        pack_rows, pack_block, false},
+};
+
+static bool runs(int k) { /* this CPU can run kernel k */
+    switch (k) {
+    case K_AVX512: return ag_cpu_has(AG_CPU_AVX512BF16 | AG_CPU_AVX512BW);
+    case K_AMX: return ag_cpu_has(AG_CPU_AMX_BF16 | AG_CPU_AVX512BF16 | AG_CPU_AVX512BW);
+    default: return true;
+    }
+}
+
+/* The CPU's best kernel, or the emulation of its chain. */
+static int best(bool emulated) {
+    if (runs(K_AMX)) return emulated ? K_AMX_EMULATED : K_AMX;
+    return runs(K_AVX512) && !emulated ? K_AVX512 : K_EMULATED;
+}
+
+static _Atomic int chosen = -1; /* -1: not yet; else K_* (any thread) */
+
+static int kernel_in_use(void) {
+    if (chosen < 0) {
+        const char *env = getenv("TG_BF16_KERNEL");
+        if (env && !strcmp(env, "emulated")) chosen = best(true);
+        else if (env && !strcmp(env, "avx512bf16")) chosen = runs(K_AVX512) ? K_AVX512 : K_EMULATED;
+        else chosen = best(false);
+    }
+    return chosen;
+}
+
+bool ag_bf16_native(void) {
+    const int k = kernel_in_use();
+    return k == K_AVX512 || k == K_AMX;
+}
+
+bool ag_bf16_emulate(bool on) {
+    const bool was = !ag_bf16_native();
+    chosen = best(on);
+    return was;
+}
+
+int ag_bf16_set_kernel(const char *name) {
+    for (int k = 0; k < N_KERNELS; k++) {
+        const char *kn = KERNELS[k].name;
+        const size_t word = kn ? strcspn(kn, " ") : 0;
+        if (!kn || (strcmp(name, kn) && (strncmp(name, kn, word) || name[word]))) continue;
+        if (!runs(k))
+            return ag_error("ag_bf16_set_kernel: '%s' needs %s, which this CPU (or the operating "
+                            "system) does not give",
+                            name, k == K_AMX ? "AMX-BF16 tiles" : "AVX512-BF16");
+        chosen = k;
+        return 0;
+    }
+    if (!strcmp(name, "auto")) {
+        chosen = best(false);
+        return 0;
+    }
+    return ag_error("ag_bf16_set_kernel: unknown kernel '%s' (expected auto, avx512bf16, "
+                    "emulated, amx or amx-emulated)",
+                    name);
+}
+
+const char *ag_gemm_bf16_kernel(void) { return KERNELS[kernel_in_use()].name; }
 
 /* ---- the blocked product ---- */
 
 typedef struct bf16_job {
-    int m, nc, kc;
-    const float *a; /* A at column pc */
+    const bf16_kernel_desc *k;
+    int m, nc, kc, kpp; /* kpp: (kc + 1) / 2 pairs, padded to a multiple of k->pairs */
+    const float *a;     /* A at column pc */
     ptrdiff_t rsa, csa;
     const uint32_t *bpack; /* B's block, packed */
     float *c;              /* C at column jc */
     ptrdiff_t rsc, csc;
     bool load; /* accumulate into C (beta = 1 or a later k block) */
-    bf16_kernel kern;
-    bf16_packer pack; /* pack_block or pack_block_avx512 */
 } bf16_job;
 
 /* The calling thread's buffer for B's packed block, kept between calls (freed by
@@ -298,38 +502,45 @@ void ag__bf16_scratch_free(void) {
 
 /* One tile of C (mr x nr at c): in place when whole with contiguous columns, else through a
  * zero-padded copy (the padded lanes are computed and dropped). */
-static void tile(const bf16_job *j, int kp, const uint32_t *ap, const uint32_t *bp, float *c,
-                 int mr, int nr) {
-    if (mr == MR && nr == NR && j->csc == 1) {
-        j->kern(kp, ap, bp, c, j->rsc, j->load);
+static void tile(const bf16_job *j, const uint32_t *ap, const uint32_t *bp, float *c, int mr,
+                 int nr) {
+    const int MT = j->k->mr, NT = j->k->nr;
+    if (mr == MT && nr == NT && j->csc == 1) {
+        j->k->kern(j->kpp, ap, bp, c, j->rsc, j->load);
         return;
     }
-    float t[MR * NR];
+    float t[AMX_MR * AMX_NR];
     if (j->load)
-        for (int i = 0; i < MR; i++)
-            for (int jj = 0; jj < NR; jj++)
-                t[i * NR + jj] = i < mr && jj < nr ? c[i * j->rsc + jj * j->csc] : 0.0f;
-    j->kern(kp, ap, bp, t, NR, j->load);
+        for (int i = 0; i < MT; i++)
+            for (int jj = 0; jj < NT; jj++)
+                t[i * NT + jj] = i < mr && jj < nr ? c[i * j->rsc + jj * j->csc] : 0.0f;
+    j->k->kern(j->kpp, ap, bp, t, NT, j->load);
     for (int i = 0; i < mr; i++)
-        for (int jj = 0; jj < nr; jj++) c[i * j->rsc + jj * j->csc] = t[i * NR + jj];
+        for (int jj = 0; jj < nr; jj++) c[i * j->rsc + jj * j->csc] = t[i * NT + jj];
 }
 
 /* Row blocks [b0, b1) of MC rows: pack A's block, run its tiles against every panel of B. */
 static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
     const bf16_job *j = ctx;
-    const int kp = (j->kc + 1) / 2;
+    const int MT = j->k->mr, NT = j->k->nr;
     _Alignas(64) uint32_t apack_buf[MC * (KC / 2)];
+#if AG_CPU_X86_KERNELS
+    if (j->k->tiles) amx_begin();
+#endif
     for (ptrdiff_t blk = b0; blk < b1; blk++) {
         const int i0 = (int)blk * MC, mc = j->m - i0 < MC ? j->m - i0 : MC;
-        j->pack(MR, mc, j->kc, j->a + i0 * j->rsa, j->rsa, j->csa, apack_buf);
-        for (int jr = 0; jr < j->nc; jr += NR) {
-            const uint32_t *bp = j->bpack + (ptrdiff_t)jr * kp;
-            const int nr = j->nc - jr < NR ? j->nc - jr : NR;
-            for (int ir = 0; ir < mc; ir += MR)
-                tile(j, kp, apack_buf + (ptrdiff_t)ir * kp, bp,
-                     j->c + (i0 + ir) * j->rsc + jr * j->csc, mc - ir < MR ? mc - ir : MR, nr);
+        j->k->pack_a(MT, mc, j->kc, j->a + i0 * j->rsa, j->rsa, j->csa, j->kpp, apack_buf);
+        for (int jr = 0; jr < j->nc; jr += NT) {
+            const uint32_t *bp = j->bpack + (ptrdiff_t)jr * j->kpp;
+            const int nr = j->nc - jr < NT ? j->nc - jr : NT;
+            for (int ir = 0; ir < mc; ir += MT)
+                tile(j, apack_buf + (ptrdiff_t)ir * j->kpp, bp,
+                     j->c + (i0 + ir) * j->rsc + jr * j->csc, mc - ir < MT ? mc - ir : MT, nr);
         }
     }
+#if AG_CPU_X86_KERNELS
+    if (j->k->tiles) amx_end();
+#endif
 }
 
 int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b,
@@ -343,21 +554,17 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
         return ag_error("ag_gemm_bf16: out of memory for the packed block of B (%d KB, %d x %d "
                         "bf16) of a %d x %d x %d product (m x n x k)",
                         (int)(sizeof(uint32_t) * NC * (KC / 2) / 1024), KC, NC, m, n, k);
-    bf16_job j = {.m = m, .rsa = rsa, .csa = csa, .bpack = bpack_buf, .rsc = rsc, .csc = csc};
-#if AG_CPU_X86_KERNELS
-    j.kern = hw_kernel() ? kernel_avx512bf16 : kernel_emulated;
-    j.pack = hw_kernel() ? pack_block_avx512 : pack_block;
-#else
-    j.kern = kernel_emulated;
-    j.pack = pack_block;
-#endif
+    bf16_job j = {.k = &KERNELS[kernel_in_use()], .m = m, .rsa = rsa, .csa = csa,
+                  .bpack = bpack_buf, .rsc = rsc, .csc = csc};
+    const int P = j.k->pairs;
     const ptrdiff_t nblocks = (m + MC - 1) / MC;
     for (int jc = 0; jc < n; jc += NC) {
         j.nc = n - jc < NC ? n - jc : NC;
         j.c = c + jc * csc;
         for (int pc = 0; pc == 0 || pc < k; pc += KC) {
             j.kc = k - pc < KC ? k - pc : KC;
-            j.pack(NR, j.nc, j.kc, b + pc * rsb + jc * csb, csb, rsb, bpack_buf);
+            j.kpp = ((j.kc + 1) / 2 + P - 1) / P * P;
+            j.k->pack_b(j.k->nr, j.nc, j.kc, b + pc * rsb + jc * csb, csb, rsb, j.kpp, bpack_buf);
             j.a = a + pc * csa;
             j.load = beta != 0 || pc > 0;
             const double work = (double)m * j.nc * j.kc;

@@ -5,14 +5,20 @@
  *     float32 denormals to a zero of their sign, past the largest bf16 to inf; every bf16
  *     value goes back to itself; where the CPU has AVX512-BF16, the same bits as its
  *     vcvtneps2bf16 over specials and a million random bit patterns.
- *   - ag_gemm_bf16 against a reference written here (the chain of ag_op.h: per element, pairs of
- *     k, the odd element first, FMA with denormals read and written as zero) on bf16-rounded
- *     inputs: the SAME bits (0 ulp), on odd shapes across every block edge of the kernel
- *     (MR 12, NR 32, MC 96, KC 256, NC 1024), A and B transposed or not, C by rows or by columns,
+ *   - ag_gemm_bf16 against references written here (the two chains of ag_op.h, one element at
+ *     a time: vdpbf16ps's, pairs of k with the odd element first; tdpbf16ps's, per 16 pairs an
+ *     even and an odd chain from zero, then c + (even + odd); every step rounded to nearest
+ *     even with denormals read and written as zero) on bf16-rounded inputs: the SAME bits
+ *     (0 ulp), on odd shapes across every block edge of the kernels (tiles 12 x 32 and
+ *     32 x 32, MC 96, KC 256, NC 1024), A and B transposed or not, C by rows or by columns,
  *     beta 0 (C full of NaN: not read) and 1, k = 0 and odd k, a denormal in C (read as zero)
- *     -- with the emulated kernel always, and with the AVX512-BF16 kernel where the CPU has it;
- *     within the rounding bound of a float64 product of the same rounded inputs;
- *     1 and 2 threads: the same bits; bad beta and sizes reported.
+ *     -- with both emulated kernels always, and with the AVX512-BF16 kernel where the CPU has
+ *     it. The AMX kernel, where the CPU has it, is held to the float64 bound below on the same
+ *     cases, and the number of its elements whose bits differ from the emulated tdpbf16ps
+ *     chain is printed: that Intel's hardware computes exactly the SDM's chain is measured
+ *     there, not assumed. Every kernel this CPU runs: within the rounding bound of a float64
+ *     product of the same rounded inputs; 1 and 2 threads give the same bits; bad beta,
+ *     sizes and kernel names reported.
  *   - the switch: AG_FP32 by default with ag_gemm's bits; linear and matmul forward and backward
  *     under AG_BF16 give ag_gemm_bf16's bits; back to AG_FP32, the first bits again; an unknown
  *     value refused; a small network trained 300 steps in both follows the float32 loss curve
@@ -217,6 +223,28 @@ static float chain(int k, const float *a, ptrdiff_t csa, const float *b, ptrdiff
     return acc;
 }
 
+/* C(i, j) by tdpbf16ps's chain (AMX): per 16 pairs of k from k = 0 (zero past k), an even and
+ * an odd chain from zero, then acc = acc + (even + odd), every sum with denormals as zero. */
+static float sum_ftz(float x, float y) { return flush(flush(x) + flush(y)); }
+
+static float chain_amx(int k, const float *a, ptrdiff_t csa, const float *b, ptrdiff_t rsb,
+                       float start) {
+    float acc = start;
+    for (int g = 0; g < k; g += 32) {
+        float even = 0, odd = 0;
+        for (int p = g; p < g + 32 && p < k; p += 2) {
+            even = flush(fmaf(rnd(a[p * csa]), rnd(b[p * rsb]), even));
+            float a1 = p + 1 < k ? rnd(a[(p + 1) * csa]) : 0,
+                  b1 = p + 1 < k ? rnd(b[(p + 1) * rsb]) : 0;
+            odd = flush(fmaf(a1, b1, odd));
+        }
+        acc = sum_ftz(acc, sum_ftz(even, odd));
+    }
+    return acc;
+}
+
+static bool amx_chain(void) { return !strncmp(ag_gemm_bf16_kernel(), "amx", 3); }
+
 typedef struct layout {
     bool at, bt, cc; /* A transposed, B transposed, C by columns */
 } layout;
@@ -227,8 +255,11 @@ static void fill(float *x, size_t n, ag_rng *r) {
         x[i] = (float)((2 * ag_rng_uniform(r) - 1) * ldexp(1, (int)ag_rng_below(r, 12) - 6));
 }
 
-/* One case: the kernel in use against the chain, bit for bit. Returns the mismatches. */
-static int check_case(int m, int n, int k, layout L, float beta, uint64_t seed) {
+/* One case: the kernel in use against its chain. exact: bit for bit, returns the mismatches;
+ * else within the float64 bound (see test_float64_bound), returns the elements outside it and
+ * adds those whose bits differ from the chain to *differ. */
+static int check_case(int m, int n, int k, layout L, float beta, uint64_t seed, bool exact,
+                      int *differ) {
     ag_rng r;
     ag_rng_seed(&r, seed);
     size_t na = (size_t)m * k + 1, nb = (size_t)k * n + 1, nc = (size_t)m * n;
@@ -242,14 +273,25 @@ static int check_case(int m, int n, int k, layout L, float beta, uint64_t seed) 
     ptrdiff_t rsa = L.at ? 1 : k, csa = L.at ? m : 1, rsb = L.bt ? 1 : n, csb = L.bt ? k : 1;
     ptrdiff_t rsc = L.cc ? 1 : n, csc = L.cc ? m : 1;
     int bad = ag_gemm_bf16(m, n, k, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc) != 0;
+    float (*ref)(int, const float *, ptrdiff_t, const float *, ptrdiff_t, float) =
+        amx_chain() ? chain_amx : chain;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             ptrdiff_t o = i * rsc + j * csc;
-            float want = chain(k, a + i * rsa, csa, b + j * csb, rsb, beta ? c0[o] : 0);
-            if (bits(want) != bits(c[o]) && bad++ < 3)
+            float start = beta ? c0[o] : 0, want = ref(k, a + i * rsa, csa, b + j * csb, rsb, start);
+            double exact_sum = k ? flush(start) : start, mag = fabs(exact_sum);
+            for (int p = 0; p < k; p++) {
+                double t = (double)rnd(a[i * rsa + p * csa]) * rnd(b[p * rsb + j * csb]);
+                exact_sum += t;
+                mag += fabs(t);
+            }
+            bool off = exact ? bits(want) != bits(c[o])
+                             : !(fabs(c[o] - exact_sum) <= (k + k / 16 + 4) * 0x1p-24 * mag);
+            if (!exact) *differ += bits(want) != bits(c[o]);
+            if (off && bad++ < 3)
                 TG_FAIL("%s: %dx%dx%d at%d bt%d cc%d beta %g: C(%d, %d) = %a, expected %a",
                         ag_gemm_bf16_kernel(), m, n, k, L.at, L.bt, L.cc, (double)beta, i, j,
-                        (double)c[o], (double)want);
+                        (double)c[o], exact ? (double)want : exact_sum);
         }
     free(a), free(b), free(c), free(c0);
     return bad;
@@ -260,33 +302,58 @@ static const int SHAPES[][3] = {
     {5, 3, 0}, {25, 70, 2}, {200, 40, 31}, {7, 1100, 9},  {96, 64, 512},
 };
 
-static void run_shapes(void) {
-    int bad = 0;
+/* Every shape, layout and beta on the kernel in use; returns the elements whose bits differ
+ * from its chain (asserted zero when exact, else only the float64 bound is asserted). */
+static int run_shapes(bool exact) {
+    int bad = 0, differ = 0;
     for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++)
         for (int l = 0; l < 8; l++)
             for (int beta = 0; beta < 2; beta++)
                 bad += check_case(SHAPES[s][0], SHAPES[s][1], SHAPES[s][2],
-                                  (layout){l & 1, l & 2, l & 4}, (float)beta, 100 * s + l);
+                                  (layout){l & 1, l & 2, l & 4}, (float)beta, 100 * s + l, exact,
+                                  &differ);
     CU_ASSERT_EQUAL(bad, 0);
+    return exact ? bad : differ;
+}
+
+static const char *const KERNEL_NAMES[] = {"emulated", "avx512bf16", "amx-emulated", "amx"};
+
+/* Runs the kernel named `name` (its first word) through run_shapes; false when this CPU cannot
+ * run it. The kernel in use is restored. */
+static bool on_kernel(const char *name, const char *full, bool exact, int *differ) {
+    const char *was = ag_gemm_bf16_kernel();
+    if (ag_bf16_set_kernel(name)) return false;
+    CU_ASSERT_STRING_EQUAL(ag_gemm_bf16_kernel(), full);
+    *differ = run_shapes(exact);
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);
+    return true;
 }
 
 static void test_emulated_is_the_chain(void) {
-    bool was = ag_bf16_emulate(true);
-    CU_ASSERT_STRING_EQUAL(ag_gemm_bf16_kernel(), "emulated 12x32");
-    run_shapes();
-    ag_bf16_emulate(was);
+    int differ;
+    CU_ASSERT(on_kernel("emulated", "emulated 12x32", true, &differ));
+}
+
+static void test_amx_emulated_is_the_chain(void) {
+    int differ;
+    CU_ASSERT(on_kernel("amx-emulated", "amx-emulated 32x32", true, &differ));
 }
 
 static void test_native_is_the_chain(void) {
-    bool was = ag_bf16_emulate(false); /* the CPU's best, whatever TG_BF16_KERNEL says */
-    if (!ag_bf16_native()) {
-        printf("(no AVX512-BF16 on this CPU: only the emulated kernel ran) ");
-        ag_bf16_emulate(was);
+    int differ;
+    if (!on_kernel("avx512bf16", "avx512bf16 12x32", true, &differ))
+        printf("(no AVX512-BF16 on this CPU: its kernel not run) ");
+}
+
+static void test_amx_native(void) {
+    int differ;
+    if (!on_kernel("amx", "amx 32x32", false, &differ)) {
+        printf("(no AMX-BF16 tiles for this process: the AMX kernel not run) ");
         return;
     }
-    CU_ASSERT_STRING_EQUAL(ag_gemm_bf16_kernel(), "avx512bf16 12x32");
-    run_shapes();
-    ag_bf16_emulate(was);
+    printf("(AMX: within the float64 bound; %d elements of the cases differ in bits from the "
+           "SDM's tdpbf16ps chain) ",
+           differ);
 }
 
 /* A (m x k) and B (k x n) of fill's values from seed; the caller frees them. */
@@ -299,25 +366,31 @@ static void operands(int m, int n, int k, uint64_t seed, float **a, float **b) {
     fill(*b, (size_t)k * n, &r);
 }
 
-/* Within the bound of a float64 product of the same rounded inputs: k + 1 roundings of at most
- * 2^-24 each of a partial sum bounded by sum |a b|. */
+/* Within the bound of a float64 product of the same rounded inputs, on every kernel this CPU
+ * runs: k + 1 roundings of at most 2^-24 each of a partial sum bounded by sum |a b| (the AMX
+ * chain adds two sums per 16 pairs: k + k / 16 + 4 of them, at most). */
 static void test_float64_bound(void) {
     enum { M = 37, N = 45, K = 700 };
     float *a, *b, *c = malloc(sizeof *c * M * N);
     operands(M, N, K, 3, &a, &b);
-    CU_ASSERT_EQUAL_FATAL(ag_gemm_bf16(M, N, K, a, K, 1, b, N, 1, 0, c, N, 1), 0);
-    int bad = 0;
-    for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
-            double exact = 0, mag = 0;
-            for (int p = 0; p < K; p++) {
-                double t = (double)rnd(a[i * K + p]) * rnd(b[p * N + j]);
-                exact += t;
-                mag += fabs(t);
+    const char *was = ag_gemm_bf16_kernel();
+    for (size_t kn = 0; kn < sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES; kn++) {
+        if (ag_bf16_set_kernel(KERNEL_NAMES[kn])) continue;
+        CU_ASSERT_EQUAL_FATAL(ag_gemm_bf16(M, N, K, a, K, 1, b, N, 1, 0, c, N, 1), 0);
+        int bad = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double exact = 0, mag = 0;
+                for (int p = 0; p < K; p++) {
+                    double t = (double)rnd(a[i * K + p]) * rnd(b[p * N + j]);
+                    exact += t;
+                    mag += fabs(t);
+                }
+                bad += !(fabs(c[i * N + j] - exact) <= (K + K / 16 + 4) * 0x1p-24 * mag);
             }
-            bad += fabs(c[i * N + j] - exact) > (K + 1) * 0x1p-24 * mag;
-        }
-    CU_ASSERT_EQUAL(bad, 0);
+        if (bad) TG_FAIL("%s: %d of %d elements outside the bound", KERNEL_NAMES[kn], bad, M * N);
+    }
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);
     free(a), free(b), free(c);
 }
 
@@ -325,12 +398,17 @@ static void test_threads_same_bits(void) {
     enum { M = 300, N = 200, K = 300 };
     float *a, *b, *c1 = malloc(sizeof *c1 * M * N), *c2 = malloc(sizeof *c2 * M * N);
     operands(M, N, K, 5, &a, &b);
-    CU_ASSERT_EQUAL_FATAL(ag_set_threads(1), 0);
-    ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c1, N, 1);
-    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
-    ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c2, N, 1);
-    CU_ASSERT_EQUAL(memcmp(c1, c2, sizeof *c1 * M * N), 0);
+    const char *was = ag_gemm_bf16_kernel();
+    for (size_t kn = 0; kn < sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES; kn++) {
+        if (ag_bf16_set_kernel(KERNEL_NAMES[kn])) continue;
+        CU_ASSERT_EQUAL_FATAL(ag_set_threads(1), 0);
+        ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c1, N, 1);
+        CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+        ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c2, N, 1);
+        if (memcmp(c1, c2, sizeof *c1 * M * N)) TG_FAIL("%s: 1 and 2 threads differ", KERNEL_NAMES[kn]);
+    }
     CU_ASSERT_EQUAL(ag_set_threads(1), 0);
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);
     free(a), free(b), free(c1), free(c2);
 }
 
@@ -341,6 +419,19 @@ static void test_bad_input(void) {
     TG_EXPECT_ERROR(ag_gemm_bf16(-1, 2, 1, x, 1, 1, x, 2, 1, 0, c, 2, 1), "ag_gemm_bf16", "m -1");
     CU_ASSERT_EQUAL(c[0], 9); /* untouched */
     TG_EXPECT_ERROR(ag_set_precision((ag_precision)7), "ag_set_precision", "unknown precision 7");
+    const char *was = ag_gemm_bf16_kernel();
+    TG_EXPECT_ERROR(ag_bf16_set_kernel("amx512"), "ag_bf16_set_kernel", "unknown kernel 'amx512'",
+                    "auto, avx512bf16, emulated, amx or amx-emulated");
+    TG_EXPECT_ERROR(ag_bf16_set_kernel("emulated 12"), "unknown kernel 'emulated 12'");
+    CU_ASSERT_STRING_EQUAL(ag_gemm_bf16_kernel(), was); /* the one in use stays */
+    if (ag_bf16_set_kernel("amx")) {
+        TG_EXPECT_ERROR(ag_bf16_set_kernel("amx"), "ag_bf16_set_kernel", "'amx' needs AMX-BF16");
+        CU_ASSERT_STRING_EQUAL(ag_gemm_bf16_kernel(), was);
+    }
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel("emulated 12x32"), 0); /* the whole name too */
+    CU_ASSERT_STRING_EQUAL(ag_gemm_bf16_kernel(), "emulated 12x32");
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel("auto"), 0);
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);
     CU_ASSERT_EQUAL(ag_get_precision(), AG_FP32);
 }
 
@@ -468,7 +559,13 @@ static void test_train_follows_fp32(void) {
         if (run == 2) ag_bf16_emulate(was);
     }
     CU_ASSERT_EQUAL(ag_set_precision(AG_FP32), 0);
-    CU_ASSERT_EQUAL(memcmp(loss[1], loss[2], sizeof loss[1]), 0); /* either kernel: same bits */
+    /* the CPU's kernel and its emulation: the same bits (AMX: measured, printed below) */
+    const bool same = !memcmp(loss[1], loss[2], sizeof loss[1]);
+    if (strcmp(ag_gemm_bf16_kernel(), "amx 32x32")) {
+        CU_ASSERT(same);
+    } else {
+        printf("(AMX and its emulation: %s bits) ", same ? "the same" : "different");
+    }
     double worst = 0;
     for (int s = 0; s < STEPS; s++) {
         double d = fabs(loss[1][s] - loss[0][s]) / loss[0][s];
@@ -490,6 +587,8 @@ static CU_TestInfo tests[] = {
     {"one step of vdpbf16ps in C: the CPU's bits", test_fma_matches_cpu},
     {"emulated kernel: the chain's bits over shapes, layouts, beta", test_emulated_is_the_chain},
     {"AVX512-BF16 kernel: the chain's bits over shapes, layouts, beta", test_native_is_the_chain},
+    {"emulated AMX kernel: tdpbf16ps's chain, its bits", test_amx_emulated_is_the_chain},
+    {"AMX kernel: the float64 bound over shapes, layouts, beta", test_amx_native},
     {"within the float64 bound", test_float64_bound},
     {"1 and 2 threads: the same bits", test_threads_same_bits},
     {"bad beta, size, precision reported", test_bad_input},

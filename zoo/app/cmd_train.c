@@ -205,8 +205,8 @@ static int prepare(zoo_cli *c, train_run *t) {
         return zoo__fail(c, ag_last_error());
     if (tr->recipe.precision == ZOO_PRECISION_BF16 && !ag_bf16_native() && t->rank0)
         fprintf(stderr,
-                "%s train: --precision bf16: no AVX512-BF16 kernel (the CPU lacks it, or "
-                "TG_BF16_KERNEL=emulated); training in float32\n",
+                "%s train: --precision bf16: no bf16 kernel on the CPU's instructions (it lacks "
+                "AMX and AVX512-BF16, or TG_BF16_KERNEL=emulated); training in float32\n",
                 c->run.program);
     if (ds_batches_new(t->d, DS_TRAIN, true, &t->it))
         return cfg->data.batch_tokens ? zoo__usage(c, "--batch-tokens: %s", ag_last_error())
