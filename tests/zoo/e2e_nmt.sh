@@ -70,6 +70,25 @@ check "  one line each" test "$(wc -l <"$dir/out")" = 3
 check "  typed = the corpus form" test "$(sort -u "$dir/out" | wc -l)" = 1
 check "  no <unk>" lacks out '<unk>'
 check "  no space before a period" lacks out ' \.'
+# an empty or blank line gives an empty line (never a translation of nothing), in its place
+printf 'go .\n\n \t \ni lost .\n' | "$prog" translate --checkpoint "$ck" >"$dir/blank_out" 2>"$dir/err"
+check "translate: blank lines" test "$?" = 0
+check "  four lines" test "$(wc -l <"$dir/blank_out")" = 4
+check "  the blank ones empty" test "$(sed -n '2p;3p' "$dir/blank_out" | tr -d '\n')" = ""
+check "  the others translated" test -n "$(sed -n 1p "$dir/blank_out")" -a -n "$(sed -n 4p "$dir/blank_out")"
+# a sentence longer than the checkpoint's --num-steps (10 here) is translated whole, in a call of
+# its own, not cut to its first 10 tokens
+long="i think that tom will be able to finish the report by monday because he has time ."
+check "translate: longer than --num-steps" run 0 translate --checkpoint "$ck" --raw-output "$long" "go ."
+check "  two lines" test "$(wc -l <"$dir/out")" = 2
+check "  the second as alone" test "$(sed -n 2p "$dir/out")" = "$("$prog" translate --checkpoint "$ck" --raw-output "go ." 2>/dev/null)"
+if [ "$(basename "$prog")" = transformer_nmt ]; then # a positional-encoding table of 12
+    check "a model of 12 positions" run 0 train --data "$data" --num-examples 80 --epochs 1 --max-len 12 --log-every 0 --checkpoint "$dir/p12.safetensors"
+    check "  takes 11 words and <eos>" run 0 translate --checkpoint "$dir/p12.safetensors" "a b c d e f g h i j k"
+    check "  refuses 12 words and <eos>" run 1 translate --checkpoint "$dir/p12.safetensors" "go ." "a b c d e f g h i j k l" "go ."
+    check "  names the line, the length, the limit" has err "sentence 2: 13 tokens with <eos>, more than this model.s 12 positions: split the sentence"
+    check "  an empty line in its place" test "$(sed -n 2p "$dir/out")" = "" -a "$(wc -l <"$dir/out")" = 3
+fi
 check "translate --raw-output" run 0 translate --checkpoint "$ck" --raw-output --beam 1 "I'm home." "i'm home ."
 check "  the same tokens" test "$(sort -u "$dir/out" | wc -l)" = 1
 sed -n "s/^i'm home \. => \(.*\), bleu [01]\.[0-9]*$/\1/p" "$dir/resumed" >"$dir/by_train"

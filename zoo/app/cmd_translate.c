@@ -6,6 +6,7 @@
 #include "zoo/app/cli_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,68 +45,112 @@ static int pieces_vocab(zoo_loaded *l) {
     return 0;
 }
 
-/* Translates the valid sentences of lines[0..n) in one batched call and prints every line's
- * translation in order (an empty line for a bad one, whose error was reported with its line
- * number: first_line is the number of lines[0]). Each line is first put in the form the
- * model's data had (ds_text_source with the checkpoint's preprocessing `scheme`). lens: the
- * lines' lengths as read (NULL: their strlen), so that a line holding a NUL byte is refused,
- * not cut. Returns 0, 1 when a line was bad (reported), or -1 after printing the decoder's
- * error. */
+/* The largest limit in [lo, hi] the model takes, fits(lo) given. */
+static int largest_fit(int (*fits)(const void *, int), const void *cfg, int lo, int hi) {
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (fits(cfg, mid)) hi = mid - 1;
+        else lo = mid;
+    }
+    return lo;
+}
+
+/* The limit for a sentence of `need` tokens (its <eos> included) longer than the checkpoint's
+ * --num-steps: its own call, the source whole and room for a translation twice as long, 10
+ * more, within what the model takes (the Transformer's positional-encoding table). Returns the
+ * limit, or -1 (reported) when the model cannot take the source at all. */
+static int long_steps(const zoo_cli *c, const zoo_loaded *l, int need) {
+    int (*fits)(const void *, int) = c->run.kind->check_steps; /* 0 when it fits */
+    int hi = need <= (INT_MAX - 10) / 2 ? 2 * need + 10 : INT_MAX;
+    if (!fits || !fits(l->m->cfg, hi)) return hi;
+    if (fits(l->m->cfg, need))
+        return ag_error("%d tokens with <eos>, more than this model's %d positions: split the "
+                        "sentence",
+                        need, largest_fit(fits, l->m->cfg, 1, need));
+    return largest_fit(fits, l->m->cfg, need, hi);
+}
+
+static bool blank(const char *s) {
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\r') return false;
+    return true;
+}
+
+/* Translates lines[0..n) and prints every line's translation in order: an empty line for an
+ * empty (or blank) one and for a bad one, whose error was reported with its number (first_line
+ * is the number of lines[0]). Each line is first put in the form the model's data had
+ * (ds_text_source with the checkpoint's preprocessing `scheme`). Sentences that fit the
+ * checkpoint's --num-steps (`steps`, their <eos> included) are translated in one batched call
+ * within it; a longer one in a call of its own, whole (long_steps). lens: the lines' lengths as
+ * read (NULL: their strlen), so that a line holding a NUL byte is refused, not cut. Returns 0, 1
+ * when a line was bad (reported), or -1 after printing the decoder's error. */
 static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, int steps,
                            char **lines, const size_t *lens, int n, long first_line,
                            bool numbered) {
+    enum { BAD, EMPTY, FITS, LONG };
     char **outs = calloc((size_t)n, sizeof *outs), **model = calloc((size_t)n, sizeof *model),
-         **typed = calloc((size_t)n, sizeof *typed);
+         **typed = calloc((size_t)n, sizeof *typed), **got = calloc((size_t)n, sizeof *got);
     const char **ok = malloc(sizeof *ok * (size_t)n);
-    bool *bad = calloc((size_t)n, sizeof *bad);
+    int *kind = calloc((size_t)n, sizeof *kind), *need = calloc((size_t)n, sizeof *need);
     int32_t *ids = malloc(sizeof *ids * (size_t)steps);
     int rc = 0, n_ok = 0;
-    if (!outs || !model || !typed || !ok || !bad || !ids) {
+    const ds_vocab *tv = l->out_tv ? l->out_tv : l->tv;
+    if (!outs || !model || !typed || !got || !ok || !kind || !need || !ids) {
         zoo__fail(c, "out of memory");
         rc = -1;
     }
-    for (int i = 0; i < n && rc >= 0;
-         i++) { /* a line that cannot be encoded is reported, not fatal */
-        int32_t len;
+    for (int i = 0; i < n && rc >= 0; i++) { /* a line that cannot be encoded is reported */
+        int32_t len = 0;
         size_t text = strlen(lines[i]);
         if (lens && lens[i] != text)
             ag_error("a NUL byte at byte %zu: not a line of text", text + 1);
-        if ((lens && lens[i] != text) || ds_text_source(lines[i], scheme, &model[i], &typed[i]) ||
-            ds_encode_sentence(l->sv, model[i], steps, ids, &len)) {
-            bad[i] = true;
+        bool bad = (lens && lens[i] != text) ||
+                   ds_text_source(lines[i], scheme, &model[i], &typed[i]) ||
+                   (!blank(model[i]) && ds_encode_sentence(l->sv, model[i], steps, ids, &len));
+        if (!bad && len > steps && (need[i] = long_steps(c, l, len)) < 0) bad = true;
+        if (bad) {
             rc = 1;
-            if (numbered)
-                fprintf(stderr, "%s %s: line %ld: %s\n", c->run.program, c->run.cmd, first_line + i,
-                        ag_last_error());
-            else
-                fprintf(stderr, "%s %s: sentence %ld: %s\n", c->run.program, c->run.cmd,
-                        first_line + i, ag_last_error());
+            fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
+                    numbered ? "line" : "sentence", first_line + i, ag_last_error());
+        } else if (blank(model[i])) {
+            kind[i] = EMPTY;
         } else {
-            ok[n_ok++] = model[i];
+            kind[i] = len > steps ? LONG : FITS;
+            if (kind[i] == FITS) ok[n_ok++] = model[i];
         }
     }
     if (rc >= 0 && n_ok &&
-        zoo_translate_batch(l->m, l->t, l->sv, l->out_tv ? l->out_tv : l->tv, ok, n_ok, steps,
-                            c->run.cfg.exec.beam, c->run.cfg.exec.alpha, outs)) {
+        zoo_translate_batch(l->m, l->t, l->sv, tv, ok, n_ok, steps, c->run.cfg.exec.beam,
+                            c->run.cfg.exec.alpha, got)) {
         zoo__fail(c, ag_last_error());
         rc = -1;
     }
     for (int i = 0, k = 0; i < n && rc >= 0; i++) {
+        const char *tokens = kind[i] == FITS ? got[k++] : NULL;
+        if (kind[i] == LONG) {
+            if (zoo_translate_batch(l->m, l->t, l->sv, tv, (const char *const *)&model[i], 1,
+                                    need[i], c->run.cfg.exec.beam, c->run.cfg.exec.alpha,
+                                    &outs[i])) {
+                zoo__fail(c, ag_last_error());
+                rc = -1;
+                break;
+            }
+            tokens = outs[i];
+        }
         char *text = NULL;
-        if (!bad[i] && text_out(c, l, model[i], typed[i], outs[k++], &text)) {
+        if (tokens && text_out(c, l, model[i], typed[i], tokens, &text)) {
             zoo__fail(c, ag_last_error());
             rc = -1;
             break;
         }
-        printf("%s\n", bad[i] ? "" : text);
+        printf("%s\n", text ? text : "");
         free(text);
     }
-    for (int i = 0; i < n_ok; i++) free(outs[i]);
+    for (int i = 0; got && i < n_ok; i++) free(got[i]);
+    for (int i = 0; outs && i < n; i++) free(outs[i]);
     for (int i = 0; model && typed && i < n; i++) free(model[i]), free(typed[i]);
-    free(outs), free(model), free(typed);
-    free(ok);
-    free(bad);
-    free(ids);
+    free(outs), free(got), free(model), free(typed);
+    free(ok), free(kind), free(need), free(ids);
     return rc < 0 ? -1 : rc;
 }
 
