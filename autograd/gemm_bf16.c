@@ -35,7 +35,8 @@
  * configuration before its row blocks and releases it after.
  * On a CPU without the instructions (or with TG_BF16_KERNEL=emulated, ag_bf16_emulate,
  * ag_bf16_set_kernel) a portable kernel computes the same chain with ag_bf16_fma (ag_op.h: the
- * instruction's step in C) on the same packed panels: the same bits
+ * instruction's step in C) on the same packed panels -- for AMX, the kernel's own code on tiles
+ * in memory (AMX_KERNEL_BODY) -- the same bits
  * (tests/autograd/test_gemm_bf16.c), much more slowly. The native kernels also pack with the
  * CPU's conversion, 16 values at a time (pack_panel_avx512); the portable ones round in C
  * (ag_bf16_round, the same bits).
@@ -304,6 +305,50 @@ kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdif
 }
 #endif
 
+/* The AMX micro-kernel, C (32 x 32) [+]= A B: C0 C1 / C2 C3 = (A0 / A1) (B0 B1), 16 pairs of k
+ * a step, on tiles 0-3 (C), 4-5 (A), 6-7 (B) of 16 rows x 64 bytes, through the operations
+ * ZERO(t), LOAD(t, p, stride), DP(c, a, b) (c += a b) and STORE(t, p, stride), strides in
+ * bytes. A: AMX_MR rows, row i's pair q at a[i kp + q]; B: an AMX_NR-line panel (b[q AMX_NR +
+ * j]). One body for the AMX instructions and for their emulation (kernel_amx_emulated), so that
+ * the emulation tests the kernel's tiles, loads and stores on any CPU. */
+#define AMX_KERNEL_BODY(ZERO, LOAD, DP, STORE)                                                     \
+    do {                                                                                           \
+        const size_t sc = (size_t)rsc * sizeof *c, sa = (size_t)kp * sizeof *a,                   \
+                     sb = AMX_NR * sizeof *b;                                                      \
+        float *c2 = c + 16 * rsc;                                                                  \
+        if (load) {                                                                                \
+            LOAD(0, c, sc);                                                                        \
+            LOAD(1, c + 16, sc);                                                                   \
+            LOAD(2, c2, sc);                                                                       \
+            LOAD(3, c2 + 16, sc);                                                                  \
+        } else {                                                                                   \
+            ZERO(0);                                                                               \
+            ZERO(1);                                                                               \
+            ZERO(2);                                                                               \
+            ZERO(3);                                                                               \
+        }                                                                                          \
+        for (int q = 0; q < kp; q += AMX_PAIRS) {                                                  \
+            LOAD(4, a + q, sa);                                                                    \
+            LOAD(5, a + 16 * (ptrdiff_t)kp + q, sa);                                               \
+            LOAD(6, b + q * AMX_NR, sb);                                                           \
+            LOAD(7, b + q * AMX_NR + 16, sb);                                                      \
+            DP(0, 4, 6);                                                                           \
+            DP(1, 4, 7);                                                                           \
+            DP(2, 5, 6);                                                                           \
+            DP(3, 5, 7);                                                                           \
+        }                                                                                          \
+        STORE(0, c, sc);                                                                           \
+        STORE(1, c + 16, sc);                                                                      \
+        STORE(2, c2, sc);                                                                          \
+        STORE(3, c2 + 16, sc);                                                                     \
+    } while (0)
+
+/* ---- tdpbf16ps and its tiles in C ---- */
+
+typedef struct soft_tile {
+    uint32_t w[16][16]; /* 16 rows of 64 bytes: float32 (C) or pairs of bf16 (A, B) */
+} soft_tile;
+
 /* x + y with denormals read and written as zero, rounded to nearest even (the sums of
  * tdpbf16ps). */
 static float add_daz_ftz(float x, float y) {
@@ -313,34 +358,47 @@ static float add_daz_ftz(float x, float y) {
     return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
 }
 
-/* tdpbf16ps in C, as Intel's SDM writes its operation: for each 16 pairs of k (one tile of A
- * against one of B), an element of C gets two chains from zero -- the even elements of the
- * pairs, and the odd ones, each step an FMA with denormals read and written as zero
- * (ag_bf16_fma) -- then c = c + (even + odd), both sums likewise. A: AMX_MR rows, row i's pair
- * q at a[i kp + q]; B: an AMX_NR-line panel (b[q AMX_NR + j]). */
+/* tdpbf16ps c, a, b, as Intel's SDM writes its operation: each element of c gets two chains
+ * from zero over the 16 pairs of its row of a and column of b -- the pairs' even elements, and
+ * their odd ones, each step an FMA with denormals read and written as zero (ag_bf16_fma) --
+ * then c = c + (even + odd), both sums likewise. */
+static void soft_dpbf16ps(soft_tile *c, const soft_tile *a, const soft_tile *b) {
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 16; n++) {
+            float even = 0.0f, odd = 0.0f, acc;
+            for (int k = 0; k < 16; k++) {
+                const uint32_t wa = a->w[m][k], wb = b->w[k][n];
+                even = ag_bf16_fma(even, (uint16_t)wa, (uint16_t)wb);
+                odd = ag_bf16_fma(odd, (uint16_t)(wa >> 16), (uint16_t)(wb >> 16));
+            }
+            memcpy(&acc, &c->w[m][n], sizeof acc);
+            acc = add_daz_ftz(acc, add_daz_ftz(even, odd));
+            memcpy(&c->w[m][n], &acc, sizeof acc);
+        }
+}
+
+static void soft_load(soft_tile *t, const void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy(t->w[r], (const char *)p + r * stride, 64);
+}
+
+static void soft_store(const soft_tile *t, void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy((char *)p + r * stride, t->w[r], 64);
+}
+
+#define SOFT_ZERO(t) memset(&tm[t], 0, sizeof tm[t])
+#define SOFT_LOAD(t, p, stride) soft_load(&tm[t], p, stride)
+#define SOFT_DP(c, a, b) soft_dpbf16ps(&tm[c], &tm[a], &tm[b])
+#define SOFT_STORE(t, p, stride) soft_store(&tm[t], p, stride)
+
+/* The AMX kernel on tiles in memory: its bits, on any CPU. */
 static void kernel_amx_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c,
                                 ptrdiff_t rsc, bool load) {
-    for (int i = 0; i < AMX_MR; i++) {
-        const uint32_t *ai = a + (ptrdiff_t)i * kp;
-        for (int j = 0; j < AMX_NR; j++) {
-            float acc = load ? c[i * rsc + j] : 0.0f;
-            for (int q0 = 0; q0 < kp; q0 += AMX_PAIRS) {
-                float even = 0.0f, odd = 0.0f;
-                for (int q = q0; q < q0 + AMX_PAIRS; q++) {
-                    const uint32_t wa = ai[q], wb = b[q * AMX_NR + j];
-                    even = ag_bf16_fma(even, (uint16_t)wa, (uint16_t)wb);
-                    odd = ag_bf16_fma(odd, (uint16_t)(wa >> 16), (uint16_t)(wb >> 16));
-                }
-                acc = add_daz_ftz(acc, add_daz_ftz(even, odd));
-            }
-            c[i * rsc + j] = acc;
-        }
-    }
+    soft_tile tm[8];
+    AMX_KERNEL_BODY(SOFT_ZERO, SOFT_LOAD, SOFT_DP, SOFT_STORE);
 }
 
 #if AG_CPU_X86_KERNELS
-/* The tile configuration (palette 1): tiles 0-3 C's four 16 x 16 float32 blocks, 4-5 two tiles
- * of A (16 rows of 16 pairs), 6-7 two of B (16 pairs of 16 columns); 64 bytes a row each. */
+/* The tile configuration (palette 1): tiles 0-7 of 16 rows x 64 bytes. */
 typedef struct amx_config {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -356,38 +414,10 @@ static const amx_config AMX_CONFIG = {
 __attribute__((target("amx-tile"))) static void amx_begin(void) { _tile_loadconfig(&AMX_CONFIG); }
 __attribute__((target("amx-tile"))) static void amx_end(void) { _tile_release(); }
 
-/* C (32 x 32) [+]= A B on AMX tiles: C0 C1 / C2 C3 = (A0 / A1) (B0 B1), 16 pairs of k a step.
- * The calling thread has loaded AMX_CONFIG (amx_begin). */
+/* The AMX kernel on the CPU's tiles; the calling thread has loaded AMX_CONFIG (amx_begin). */
 __attribute__((target("amx-tile,amx-bf16"))) static void
 kernel_amx(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc, bool load) {
-    const size_t sc = (size_t)rsc * sizeof *c, sa = (size_t)kp * sizeof *a,
-                 sb = AMX_NR * sizeof *b;
-    float *c2 = c + 16 * rsc;
-    if (load) {
-        _tile_loadd(0, c, sc);
-        _tile_loadd(1, c + 16, sc);
-        _tile_loadd(2, c2, sc);
-        _tile_loadd(3, c2 + 16, sc);
-    } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-    }
-    for (int q = 0; q < kp; q += AMX_PAIRS) {
-        _tile_loadd(4, a + q, sa);
-        _tile_loadd(5, a + 16 * (ptrdiff_t)kp + q, sa);
-        _tile_loadd(6, b + q * AMX_NR, sb);
-        _tile_loadd(7, b + q * AMX_NR + 16, sb);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    _tile_stored(0, c, sc);
-    _tile_stored(1, c + 16, sc);
-    _tile_stored(2, c2, sc);
-    _tile_stored(3, c2 + 16, sc);
+    AMX_KERNEL_BODY(_tile_zero, _tile_loadd, _tile_dpbf16ps, _tile_stored);
 }
 #endif
 
