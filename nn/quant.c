@@ -120,11 +120,45 @@ static void qgemm_portable(int m, const uint8_t *u, const nn_qweight *w, int32_t
     }
 }
 
+/* Where the VNNI kernel's sums go: the int32 sums themselves (y NULL: acc, (m, out)), or the
+ * layer's output y (m, out) through nn_qepilogue's arithmetic, lane by lane (qstore), so that
+ * the sums never leave the registers. sx: the rows' scales; bias: NULL or out values. */
+typedef struct qdest {
+    int32_t *acc;
+    ag_real *y;
+    const float *sx;
+    const nn_qweight *w;
+    const ag_real *bias;
+} qdest;
+
 #if AG_CPU_X86_KERNELS
-/* qgemm_vnni(m, u, kp, q, out, acc): acc = u qw^T by the register tiles of
+#include <immintrin.h>
+
+/* The sums of channels col .. col + 15 (mask) of row `row` to d: stored, or through
+ * nn_qepilogue's y_ij = (float)(acc_ij - 128 c_j) * (sx_i sw_j) + b_j with the same operations
+ * in the same order (an exact conversion of the int32 difference, two products, one sum; no
+ * FMA), hence the same bits (the float32 engine; the float64 one stores its sums). */
+__attribute__((target("avx512f,avx512vnni"), always_inline)) static inline void
+qstore(const qdest *d, int out, int row, int col, __mmask16 mask, __m512i s) {
+    if (!d->y) {
+        _mm512_mask_storeu_epi32(d->acc + (size_t)row * (size_t)out + (size_t)col, mask, s);
+        return;
+    }
+#ifndef TG_DOUBLE
+    const __m512i c128 = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(mask, d->w->csum + col), 7);
+    const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(d->sx[row]),
+                                    _mm512_maskz_loadu_ps(mask, d->w->scale + col));
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, c128)), sc);
+    if (d->bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, d->bias + col));
+    _mm512_mask_storeu_ps(d->y + (size_t)row * (size_t)out + (size_t)col, mask, v);
+#endif
+}
+#define NN_TILE_STORE(ctx, out, row, col, mask, s) qstore((const qdest *)(ctx), out, row, col, mask, s)
+
+/* qgemm_vnni(m, u, kp, q, out, dest): u qw^T by the register tiles of
  * nn/quant_tile_internal.h, one vpdpbusd per row, block and group of 4 bytes (each 32-bit lane
  * j adds u[4g .. 4g + 3] . blk[g][j][0 .. 3]: 4 products u8 x s8 of at most 32,385 in size, so
- * the sum of 4 cannot wrap; the lanes are the block's 16 channels). */
+ * the sum of 4 cannot wrap; the lanes are the block's 16 channels), the sums to a qdest. */
 #define NN_TILE_KERNEL qgemm_vnni
 #define NN_TILE_TARGET "avx512f,avx512vnni"
 #define NN_TILE_STEP(s, xw, ww) _mm512_dpbusd_epi32(s, xw, ww)
@@ -152,7 +186,7 @@ int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int
     if (m <= 0) return 0;
 #if AG_CPU_X86_KERNELS
     if (k == NN_QK_VNNI) {
-        qgemm_vnni(m, u, (size_t)w->kp, (const uint8_t *)w->q, w->out, acc);
+        qgemm_vnni(m, u, (size_t)w->kp, (const uint8_t *)w->q, w->out, &(qdest){.acc = acc});
         return 0;
     }
 #endif
@@ -223,14 +257,23 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
     float *sx = ag_tape_alloc(t, sizeof *sx * (size_t)qm + 1);
     int32_t *acc = ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
     if (!u || !sx || !acc) return NULL;
+    const bool vnni = nn_qkernel_auto() == NN_QK_VNNI;
+    (void)vnni; /* a float64 build has no fused epilogue */
     for (int i0 = 0; i0 < m; i0 += QM) {
         int r = m - i0 < QM ? m - i0 : QM;
         for (int i = 0; i < r; i++)
             sx[i] = nn_qrow(x->data + (size_t)(i0 + i) * (size_t)w->in, w->in, w->kp,
                             u + (size_t)i * (size_t)w->kp);
+        ag_real *yr = y->data + (size_t)i0 * (size_t)w->out;
+#if AG_CPU_X86_KERNELS && !defined(TG_DOUBLE)
+        if (vnni) { /* the epilogue in the kernel's registers: the same bits */
+            qdest d = {.y = yr, .sx = sx, .w = w, .bias = bias ? bias->data : NULL};
+            qgemm_vnni(r, u, (size_t)w->kp, (const uint8_t *)w->q, w->out, &d);
+            continue;
+        }
+#endif
         if (nn_qgemm_s32(NN_QK_AUTO, r, u, w, acc)) return ag_report(t, "%s", ag_last_error());
-        nn_qepilogue(r, acc, sx, w, bias ? bias->data : NULL,
-                     y->data + (size_t)i0 * (size_t)w->out);
+        nn_qepilogue(r, acc, sx, w, bias ? bias->data : NULL, yr);
     }
     return y;
 }

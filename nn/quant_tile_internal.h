@@ -7,7 +7,12 @@
  *                           xw (a 32-bit word of a row of x, in every lane) and ww (one 32-bit
  *                           word per channel), as the instruction defines them: vpdpbusd adds
  *                           4 u8 x s8 products into int32; vdpbf16ps 2 bf16 products into float,
- *                           the odd one first.
+ *                           the odd one first;
+ * and, optionally,
+ *   NN_TILE_STORE(acc, out, row, col, mask, s)  what becomes of the finished sums s of channels
+ *                           col .. col + 15 (those in mask) of row `row`: an epilogue that
+ *                           writes the layer's output in their place, acc then being its context.
+ *                           Without it they are stored at acc (below).
  *
  * static void NN_TILE_KERNEL(int m, const uint8_t *x, size_t rb, const uint8_t *wb, int out,
  *                            void *acc):
@@ -24,9 +29,16 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifndef NN_TILE_STORE
+#define NN_TILE_STORE(acc, out, row, col, mask, s)                                                 \
+    _mm512_mask_storeu_epi32((uint8_t *)(acc) + ((size_t)(row) * (size_t)(out) + (size_t)(col)) * 4, \
+                             mask, s)
+#endif
+
+/* Rows row0 .. row0 + R - 1 (x at their first) against blocks c0 / 16 .. + NB - 1. */
 __attribute__((target(NN_TILE_TARGET), always_inline)) static inline void
 nn_tile(int R, int NB, const uint8_t *x, size_t rb, const uint8_t *blk0, int out, int c0,
-        uint8_t *acc) {
+        void *acc, int row0) {
     const uint8_t *blk1 = blk0 + 16 * rb;
     const int groups = (int)(rb / 4);
     __m512i s[8][2]; /* in registers when R is a constant (the loops fully unrolled) */
@@ -48,9 +60,7 @@ nn_tile(int R, int NB, const uint8_t *x, size_t rb, const uint8_t *blk0, int out
         int c = c0 + 16 * nb, n = out - c < 16 ? out - c : 16;
         __mmask16 mask = (__mmask16)((1u << n) - 1u);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; i++)
-            _mm512_mask_storeu_epi32(acc + ((size_t)i * (size_t)out + (size_t)c) * 4, mask,
-                                     s[i][nb]);
+        for (int i = 0; i < R; i++) NN_TILE_STORE(acc, out, row0 + i, c, mask, s[i][nb]);
     }
 }
 
@@ -59,16 +69,15 @@ NN_TILE_KERNEL(int m, const uint8_t *x, size_t rb, const uint8_t *wb, int out, v
     const int blocks = (out + 15) / 16;
     for (int i = 0; i < m; i += 8) {
         const uint8_t *xi = x + (size_t)i * rb;
-        uint8_t *ai = (uint8_t *)acc + (size_t)i * (size_t)out * 4;
         int b = 0;
         if (m - i >= 8) { /* full tiles, the registers' shape known at compile time */
             for (; b + 2 <= blocks; b += 2)
-                nn_tile(8, 2, xi, rb, wb + 16 * b * rb, out, 16 * b, ai);
-            if (b < blocks) nn_tile(8, 1, xi, rb, wb + 16 * b * rb, out, 16 * b, ai);
+                nn_tile(8, 2, xi, rb, wb + 16 * b * rb, out, 16 * b, acc, i);
+            if (b < blocks) nn_tile(8, 1, xi, rb, wb + 16 * b * rb, out, 16 * b, acc, i);
         } else {
             for (; b + 2 <= blocks; b += 2)
-                nn_tile(m - i, 2, xi, rb, wb + 16 * b * rb, out, 16 * b, ai);
-            if (b < blocks) nn_tile(m - i, 1, xi, rb, wb + 16 * b * rb, out, 16 * b, ai);
+                nn_tile(m - i, 2, xi, rb, wb + 16 * b * rb, out, 16 * b, acc, i);
+            if (b < blocks) nn_tile(m - i, 1, xi, rb, wb + 16 * b * rb, out, 16 * b, acc, i);
         }
     }
 }

@@ -1,7 +1,8 @@
 /* test_quant.c -- the int8 Linear of nn/quant.h: exact quantized values (ties to even), the
  * round-trip bounds, the int32 kernels (portable, and AVX512-VNNI where the CPU has it) equal
- * to a naive int64 sum on odd shapes and at the extremes, the op against the dequantized
- * reference and against the float product within the quantization bound, the hook in
+ * to a naive int64 sum on odd shapes and at the extremes, the op (with and without bias; on the
+ * VNNI kernel its epilogue runs in the kernel's registers) against the dequantized reference,
+ * bit for bit, and against the float product within the quantization bound, the hook in
  * nn_linear_forward (nn_packs in int8 mode, a weight kept float), and bad input. */
 #include "autograd/ag_op.h"
 #include "nn/nn.h"
@@ -127,8 +128,9 @@ static void test_op_against_references(void) {
     for (int i = 0; i < OUT * IN; i++) w->data[i] = uniform(-0.5f, 0.5f);
     for (int i = 0; i < OUT; i++) b->data[i] = uniform(-1, 1);
     nn_qweight *q = nn_qweight_new(w->data, OUT, IN, IN);
-    ag_tensor *y = nn_qlinear_forward(t, x, q, b);
+    ag_tensor *y = nn_qlinear_forward(t, x, q, b), *y0 = nn_qlinear_forward(t, x, q, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y0);
     CU_ASSERT_EQUAL(y->ndim, 3);
     CU_ASSERT_EQUAL(y->shape[2], OUT);
     uint8_t u[48];
@@ -146,8 +148,9 @@ static void test_op_against_references(void) {
                 bound += fabs(xr[k]) * q->scale[j] / 2 + fabs(w->data[j * IN + k]) * sx / 2 +
                          sx * q->scale[j] / 4;
             }
-            float want = (float)s * (sx * q->scale[j]) + (float)b->data[j];
+            float want0 = (float)s * (sx * q->scale[j]), want = want0 + (float)b->data[j];
             bad_bits += y->data[(size_t)i * OUT + j] != want;
+            bad_bits += y0->data[(size_t)i * OUT + j] != want0; /* no bias */
             bad_bound += fabs(y->data[(size_t)i * OUT + j] - ref) > bound;
         }
     }
