@@ -255,10 +255,13 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
     int m = (int)(x->numel / w->in), qm = m < QM ? m : QM;
     uint8_t *u = ag_tape_alloc(t, (size_t)qm * (size_t)w->kp + 1);
     float *sx = ag_tape_alloc(t, sizeof *sx * (size_t)qm + 1);
-    int32_t *acc = ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
-    if (!u || !sx || !acc) return NULL;
-    const bool vnni = nn_qkernel_auto() == NN_QK_VNNI;
-    (void)vnni; /* a float64 build has no fused epilogue */
+#if AG_CPU_X86_KERNELS && !defined(TG_DOUBLE)
+    const bool fused = nn_qkernel_auto() == NN_QK_VNNI; /* the epilogue in the kernel */
+#else
+    const bool fused = false;
+#endif
+    int32_t *acc = fused ? NULL : ag_tape_alloc(t, sizeof *acc * (size_t)qm * (size_t)w->out + 1);
+    if (!u || !sx || (!fused && !acc)) return NULL;
     for (int i0 = 0; i0 < m; i0 += QM) {
         int r = m - i0 < QM ? m - i0 : QM;
         for (int i = 0; i < r; i++)
@@ -266,7 +269,7 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
                             u + (size_t)i * (size_t)w->kp);
         ag_real *yr = y->data + (size_t)i0 * (size_t)w->out;
 #if AG_CPU_X86_KERNELS && !defined(TG_DOUBLE)
-        if (vnni) { /* the epilogue in the kernel's registers: the same bits */
+        if (fused) { /* the epilogue on the kernel's registers: the same bits */
             qdest d = {.y = yr, .sx = sx, .w = w, .bias = bias ? bias->data : NULL};
             qgemm_vnni(r, u, (size_t)w->kp, (const uint8_t *)w->q, w->out, &d);
             continue;
