@@ -486,6 +486,8 @@ bool ag_bf16_emulate(bool on) {
 }
 
 int ag_bf16_set_kernel(const char *name) {
+    if (!name) return ag_error("ag_bf16_set_kernel: no name (expected auto, avx512bf16, "
+                               "emulated, amx or amx-emulated)");
     for (int k = 0; k < N_KERNELS; k++) {
         const char *kn = KERNELS[k].name;
         const size_t word = kn ? strcspn(kn, " ") : 0;

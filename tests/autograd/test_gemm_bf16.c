@@ -423,6 +423,7 @@ static void test_bad_input(void) {
     TG_EXPECT_ERROR(ag_bf16_set_kernel("amx512"), "ag_bf16_set_kernel", "unknown kernel 'amx512'",
                     "auto, avx512bf16, emulated, amx or amx-emulated");
     TG_EXPECT_ERROR(ag_bf16_set_kernel("emulated 12"), "unknown kernel 'emulated 12'");
+    TG_EXPECT_ERROR(ag_bf16_set_kernel(NULL), "ag_bf16_set_kernel", "no name");
     CU_ASSERT_STRING_EQUAL(ag_gemm_bf16_kernel(), was); /* the one in use stays */
     if (ag_bf16_set_kernel("amx")) {
         TG_EXPECT_ERROR(ag_bf16_set_kernel("amx"), "ag_bf16_set_kernel", "'amx' needs AMX-BF16");
