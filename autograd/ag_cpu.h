@@ -31,8 +31,9 @@ enum {
     AG_CPU_AVX512VNNI = 1 << 2,
     AG_CPU_AVX512BF16 = 1 << 3,
     /* AMX tiles with bf16 products (AMX-TILE and AMX-BF16), and Linux's permission for this
-     * process to use them: asked once, at the first call of ag_cpu_has (arch_prctl
-     * ARCH_REQ_XCOMP_PERM for the tile data; granted per process, for all its threads). */
+     * process to use them: asked once, at the first call of ag_cpu_has that asks for this
+     * feature (arch_prctl ARCH_REQ_XCOMP_PERM for the tile data; granted per process, for all
+     * its threads), so that a process that never would use tiles never asks. */
     AG_CPU_AMX_BF16 = 1 << 4,
 };
 

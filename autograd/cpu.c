@@ -45,7 +45,6 @@ static unsigned read_cpu(void) {
     if (__builtin_cpu_supports("avx512bw")) f |= AG_CPU_AVX512BW;
     if (__builtin_cpu_supports("avx512vnni")) f |= AG_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= AG_CPU_AVX512BF16;
-    if (amx_bf16()) f |= AG_CPU_AMX_BF16;
 #endif
     return f;
 }
@@ -55,6 +54,17 @@ bool ag_cpu_has(unsigned want) {
     if (!f) { /* threads racing here all read the same answer */
         f = read_cpu();
         atomic_store_explicit(&features, f, memory_order_relaxed);
+    }
+    if (want & AG_CPU_AMX_BF16) { /* asked apart: only a process that would use tiles asks */
+        static _Atomic int amx = -1; /* -1: not yet; 0 or 1 */
+        int a = atomic_load_explicit(&amx, memory_order_relaxed);
+#if AG_CPU_X86_KERNELS
+        if (a < 0) atomic_store_explicit(&amx, a = amx_bf16(), memory_order_relaxed);
+#else
+        a = 0;
+#endif
+        if (!a) return false;
+        want &= ~(unsigned)AG_CPU_AMX_BF16;
     }
     return (f & want) == want;
 }
