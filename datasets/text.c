@@ -260,3 +260,108 @@ fail:
     free(b.s);
     return -1;
 }
+
+/* ---- sentences ---- */
+
+static bool blank_byte(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* The abbreviations (lowercase, without their last period) after which a period does not end
+ * a sentence. */
+static const char *const ABBREV[] = {
+    "mr",  "mrs", "ms",   "dr",   "prof", "st",   "jr",   "sr",  "vs",  "etc", "e.g", "i.e",
+    "a.m", "p.m", "no",   "mt",   "ft",   "gen",  "col",  "lt",  "sgt", "capt", "rev", "hon",
+    "inc", "ltd", "co",   "corp", "dept", "approx", "fig", "u.s", "u.k", "jan", "feb", "mar",
+    "apr", "jun", "jul", "aug",  "sep",  "sept", "oct",  "nov",  "dec", "mon", "tue", "wed",
+    "thu", "fri", "sat", "sun",
+};
+
+/* True when the period at line[dot] ends an abbreviation or an initial: the word before it
+ * (letters and periods back to a blank or the line's start). */
+static bool abbreviation(const char *line, size_t dot) {
+    size_t w = dot;
+    while (w > 0 && !blank_byte(line[w - 1]) && line[w - 1] != '(' && line[w - 1] != '"') w--;
+    const size_t len = dot - w;
+    if (len == 1 && line[w] >= 'A' && line[w] <= 'Z' && line[w] != 'I') return true;
+    if (len == 0 || len > 6) return false;
+    char low[8];
+    for (size_t i = 0; i < len; i++) {
+        char c = line[w + i];
+        low[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+    low[len] = '\0';
+    for (size_t i = 0; i < sizeof ABBREV / sizeof *ABBREV; i++)
+        if (!strcmp(low, ABBREV[i])) return true;
+    return false;
+}
+
+/* The bytes of an end mark at p (. ! ? or U+2026), else 0. */
+static size_t end_mark(const char *p) {
+    if (*p == '.' || *p == '!' || *p == '?') return 1;
+    return (unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x80 &&
+                   (unsigned char)p[2] == 0xA6
+               ? 3
+               : 0;
+}
+
+/* The bytes of a closing quote or bracket at p (" ' ) ] U+00BB U+201D U+2019), else 0. */
+static size_t closer(const char *p) {
+    if (*p == '"' || *p == '\'' || *p == ')' || *p == ']') return 1;
+    const unsigned char *u = (const unsigned char *)p;
+    if (u[0] == 0xC2 && u[1] == 0xBB) return 2;
+    if (u[0] == 0xE2 && u[1] == 0x80 && (u[2] == 0x9D || u[2] == 0x99)) return 3;
+    return 0;
+}
+
+static bool starts_sentence(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '"' || c == '\'' ||
+           c == '(' || c == '[' || (unsigned char)c >= 0x80;
+}
+
+static int push_sentence(const char *p, size_t len, char ***out, int *n, size_t *cap) {
+    while (len && blank_byte(*p)) p++, len--;
+    while (len && blank_byte(p[len - 1])) len--;
+    if (!len) return 0;
+    if ((size_t)*n == *cap) {
+        char **g = ds_regrow(*out, cap, (size_t)*n + 1, sizeof **out);
+        if (!g) return -1;
+        *out = g;
+    }
+    char *s = malloc(len + 1);
+    if (!s) return -1;
+    memcpy(s, p, len);
+    s[len] = '\0';
+    (*out)[(*n)++] = s;
+    return 0;
+}
+
+int ds_text_sentences(const char *line, char ***out) {
+    *out = NULL;
+    if (check_utf8(line)) return -1;
+    int n = 0;
+    size_t cap = 0, start = 0, i = 0;
+    const size_t len = strlen(line);
+    while (i < len) {
+        size_t m = end_mark(line + i);
+        if (!m) {
+            i++;
+            continue;
+        }
+        const size_t mark = i;
+        size_t end = i + m, k;
+        while ((k = end_mark(line + end)) || (k = closer(line + end))) end += k;
+        size_t next = end;
+        while (next < len && blank_byte(line[next])) next++;
+        i = end;
+        if (next == end || next == len || !starts_sentence(line[next])) continue;
+        if (line[mark] == '.' && end == mark + 1 && abbreviation(line, mark)) continue;
+        if (push_sentence(line + start, end - start, out, &n, &cap)) goto oom;
+        start = i = next;
+    }
+    if (push_sentence(line + start, len - start, out, &n, &cap)) goto oom;
+    return n;
+oom:
+    for (int j = 0; j < n; j++) free((*out)[j]);
+    free(*out);
+    *out = NULL;
+    return ag_error("ds_text_sentences: out of memory");
+}

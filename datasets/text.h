@@ -55,6 +55,19 @@ int ds_text_normalize(const char *raw, char **out);
  * NULL). */
 int ds_text_source(const char *raw, const char *scheme, char **model, char **typed);
 
+/* The sentences of a typed English line, to translate one at a time (a model trained on
+ * sentences drops or merges the later ones of a paragraph): the line is cut after . ! ? or an
+ * ellipsis (U+2026), with any further ones and any closing quotes or brackets after it, where
+ * blanks follow and then an uppercase ASCII letter, a digit, an opening quote or bracket, or a
+ * non-ASCII character -- but never after a period that ends a known abbreviation (Mr. Dr. St.
+ * p.m. e.g. etc. ..., compared without case) or a single capital letter other than I
+ * (initials: "J. K. Rowling"). Lowercase text (the corpus form "i'm home . go .") is never
+ * cut. Each sentence keeps its characters as typed, without the blanks around it. *out gets
+ * the n sentences (malloc'd strings, and the array; the caller frees each and the array; NULL
+ * when n = 0). Returns n (0 for an empty or blank line), or -1 (invalid UTF-8, out of memory;
+ * *out NULL). */
+int ds_text_sentences(const char *line, char ***out);
+
 /* The source words a vocabulary does not know: the number of space-separated tokens of
  * `model` that v lacks (they encode as <unk>), and when there is exactly one, *word = a copy
  * of it as typed (the same token of `typed`; of `model` if typed is NULL or has another

@@ -213,6 +213,52 @@ static void test_detokenize(void) {
     CU_ASSERT_PTR_NULL(out);
 }
 
+/* ds_text_sentences(in) == the sentences in want, separated by '|' ("" for none). */
+static void expect_sentences(const char *in, const char *want) {
+    char **out = NULL, got[512] = "";
+    int n = ds_text_sentences(in, &out);
+    CU_ASSERT_FATAL(n >= 0);
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(got, "|");
+        strcat(got, out[i]);
+        free(out[i]);
+    }
+    free(out);
+    if (strcmp(got, want)) TG_FAIL("sentences('%s') = '%s', want '%s'", in, got, want);
+}
+
+static void test_sentences(void) {
+    expect_sentences("I am tired. I want to go home.", "I am tired.|I want to go home.");
+    expect_sentences("It's nice today. Let's walk!  Can we take the dog?   ",
+                     "It's nice today.|Let's walk!|Can we take the dog?");
+    expect_sentences("Go on.", "Go on.");
+    expect_sentences("", "");
+    expect_sentences(" \t ", "");
+    /* abbreviations and initials stay inside a sentence; "I" ends one */
+    expect_sentences("Dr. Smith arrived at 3 p.m. and left.", "Dr. Smith arrived at 3 p.m. and left.");
+    expect_sentences("Mr. and Mrs. Brown came. MR. Lee too.", "Mr. and Mrs. Brown came.|MR. Lee too.");
+    expect_sentences("J. K. Rowling wrote it. So did I. Really?",
+                     "J. K. Rowling wrote it.|So did I.|Really?");
+    expect_sentences("We met at 5 p.m. Then we ate.", "We met at 5 p.m. Then we ate.");
+    /* closing quotes and brackets stay with their sentence; repeated marks, ellipses */
+    expect_sentences("He said \"Stop.\" Then he left.", "He said \"Stop.\"|Then he left.");
+    expect_sentences("(It was late.) We slept.", "(It was late.)|We slept.");
+    expect_sentences("Really?! Yes... Wait\xE2\x80\xA6 Now.", "Really?!|Yes...|Wait\xE2\x80\xA6|Now.");
+    expect_sentences("\xE2\x80\x9CHi.\xE2\x80\x9D \xC3\x89lodie smiled.",
+                     "\xE2\x80\x9CHi.\xE2\x80\x9D|\xC3\x89lodie smiled.");
+    /* the next sentence starts with a digit or a quote; no cut without a blank or before
+     * lowercase (the corpus form, numbers, e-mail-like text) */
+    expect_sentences("It costs $5. 10 people came. \"Why?\" he asked.",
+                     "It costs $5.|10 people came.|\"Why?\" he asked.");
+    expect_sentences("i'm home . he's calm . go .", "i'm home . he's calm . go .");
+    expect_sentences("Version 2.0 is out. see www.example.com now.",
+                     "Version 2.0 is out. see www.example.com now.");
+    expect_sentences("Stop! ", "Stop!");
+    char **out = (char **)1;
+    TG_EXPECT_ERROR(ds_text_sentences("Go. \xE9t\xE9.", &out), "invalid UTF-8 byte 0xE9 at byte 5");
+    CU_ASSERT_PTR_NULL(out);
+}
+
 int main(void) {
     static const CU_TestInfo tests[] = {
         {"ds_preprocess: d2l's preprocess_nmt on one sentence", test_preprocess},
@@ -221,6 +267,7 @@ int main(void) {
         {"source: typed text -> the model's form and the typed tokens", test_source},
         {"unknown source words", test_unk_word},
         {"French detokenization: spacing, capitals, <unk>, UTF-8", test_detokenize},
+        {"sentences of a typed line: marks, abbreviations, initials, quotes", test_sentences},
         CU_TEST_INFO_NULL,
     };
     return tg_test_main("datasets_text", tests);

@@ -76,6 +76,9 @@ check "translate: blank lines" test "$?" = 0
 check "  four lines" test "$(wc -l <"$dir/blank_out")" = 4
 check "  the blank ones empty" test "$(sed -n '2p;3p' "$dir/blank_out" | tr -d '\n')" = ""
 check "  the others translated" test -n "$(sed -n 1p "$dir/blank_out")" -a -n "$(sed -n 4p "$dir/blank_out")"
+# a line of several sentences: each translated alone, joined by a space
+check "translate: two sentences in a line" run 0 translate --checkpoint "$ck" "Go. I lost." "Go." "I lost."
+check "  each alone, joined" test "$(sed -n 1p "$dir/out")" = "$(sed -n 2p "$dir/out") $(sed -n 3p "$dir/out")"
 # a sentence longer than the checkpoint's --num-steps (10 here) is translated whole, in a call of
 # its own, not cut to its first 10 tokens
 long="i think that tom will be able to finish the report by monday because he has time ."

@@ -70,87 +70,117 @@ static int long_steps(const zoo_cli *c, const zoo_loaded *l, int need) {
     return largest_fit(fits, l->m->cfg, need, hi);
 }
 
-static bool blank(const char *s) {
-    for (; *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\r') return false;
-    return true;
-}
-
-/* Translates lines[0..n) and prints every line's translation in order: an empty line for an
- * empty (or blank) one and for a bad one, whose error was reported with its number (first_line
- * is the number of lines[0]). Each line is first put in the form the model's data had
- * (ds_text_source with the checkpoint's preprocessing `scheme`). Sentences that fit the
- * checkpoint's --num-steps (`steps`, their <eos> included) are translated in one batched call
- * within it; a longer one in a call of its own, whole (long_steps). lens: the lines' lengths as
- * read (NULL: their strlen), so that a line holding a NUL byte is refused, not cut. Returns 0, 1
- * when a line was bad (reported), or -1 after printing the decoder's error. */
+/* Translates lines[0..n) and prints every line's translation in order. A line is cut into its
+ * sentences (ds_text_sentences), each translated alone and their translations joined by a
+ * space; a line with nothing to translate (empty, blank, or nothing left once preprocessed:
+ * <eos> alone) gives an empty line, and so does a bad one, whose error is
+ * reported with its number (first_line is the number of lines[0]). Each sentence is first put
+ * in the form the model's data had (ds_text_source with the checkpoint's preprocessing
+ * `scheme`). Those that fit the checkpoint's --num-steps (`steps`, their <eos> included) are
+ * translated in one batched call within it; a longer one in a call of its own, whole
+ * (long_steps). lens: the lines' lengths as read (NULL: their strlen), so that a line holding a
+ * NUL byte is refused, not cut. Returns 0, 1 when a line was bad (reported), or -1 after
+ * printing the error that stopped it. */
 static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, int steps,
                            char **lines, const size_t *lens, int n, long first_line,
                            bool numbered) {
     enum { BAD, EMPTY, FITS, LONG };
-    char **outs = calloc((size_t)n, sizeof *outs), **model = calloc((size_t)n, sizeof *model),
-         **typed = calloc((size_t)n, sizeof *typed), **got = calloc((size_t)n, sizeof *got);
-    const char **ok = malloc(sizeof *ok * (size_t)n);
-    int *kind = calloc((size_t)n, sizeof *kind), *need = calloc((size_t)n, sizeof *need);
+    int *first = malloc(sizeof *first * ((size_t)n + 1)); /* line i: sentences first[i] .. */
+    bool *bad = calloc((size_t)n, sizeof *bad);
+    char **sent = NULL; /* every line's sentences, in order */
+    size_t cap = 0;
+    int ns = 0, rc = first && bad ? 0 : -1;
+    for (int i = 0; i < n && !rc; i++) {
+        first[i] = ns;
+        char **ss = NULL;
+        size_t text = strlen(lines[i]);
+        int k = lens && lens[i] != text
+                    ? ag_error("a NUL byte at byte %zu: not a line of text", text + 1)
+                    : ds_text_sentences(lines[i], &ss);
+        if (k < 0) {
+            bad[i] = true;
+            fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
+                    numbered ? "line" : "sentence", first_line + i, ag_last_error());
+            continue;
+        }
+        char **g = (size_t)(ns + k) > cap ? realloc(sent, sizeof *sent * (cap = 2 * cap + (size_t)k))
+                                          : sent;
+        if (!g) {
+            for (int j = 0; j < k; j++) free(ss[j]);
+            free(ss);
+            rc = -1;
+            break;
+        }
+        sent = g;
+        for (int j = 0; j < k; j++) sent[ns++] = ss[j];
+        free(ss);
+    }
+    if (first && !rc) first[n] = ns;
+    char **outs = calloc((size_t)ns + 1, sizeof *outs), **model = calloc((size_t)ns + 1, sizeof *model),
+         **typed = calloc((size_t)ns + 1, sizeof *typed), **text = calloc((size_t)ns + 1, sizeof *text);
+    const char **ok = malloc(sizeof *ok * ((size_t)ns + 1));
+    int *kind = calloc((size_t)ns + 1, sizeof *kind), *need = calloc((size_t)ns + 1, sizeof *need);
     int32_t *ids = malloc(sizeof *ids * (size_t)steps);
-    int rc = 0, n_ok = 0;
+    int n_ok = 0;
     const ds_vocab *tv = l->out_tv ? l->out_tv : l->tv;
-    if (!outs || !model || !typed || !got || !ok || !kind || !need || !ids) {
+    if (rc || !outs || !model || !typed || !text || !ok || !kind || !need || !ids) {
         zoo__fail(c, "out of memory");
         rc = -1;
     }
-    for (int i = 0; i < n && rc >= 0; i++) { /* a line that cannot be encoded is reported */
-        int32_t len = 0;
-        size_t text = strlen(lines[i]);
-        if (lens && lens[i] != text)
-            ag_error("a NUL byte at byte %zu: not a line of text", text + 1);
-        bool bad = (lens && lens[i] != text) ||
-                   ds_text_source(lines[i], scheme, &model[i], &typed[i]) ||
-                   (!blank(model[i]) && ds_encode_sentence(l->sv, model[i], steps, ids, &len));
-        if (!bad && len > steps && (need[i] = long_steps(c, l, len)) < 0) bad = true;
-        if (bad) {
-            rc = 1;
-            fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
-                    numbered ? "line" : "sentence", first_line + i, ag_last_error());
-        } else if (blank(model[i])) {
-            kind[i] = EMPTY;
-        } else {
-            kind[i] = len > steps ? LONG : FITS;
-            if (kind[i] == FITS) ok[n_ok++] = model[i];
+    for (int i = 0; i < n && rc >= 0; i++) /* a sentence that cannot be encoded: its line is bad */
+        for (int s = first[i]; s < first[i + 1] && !bad[i]; s++) {
+            int32_t len = 0;
+            if (ds_text_source(sent[s], scheme, &model[s], &typed[s]) ||
+                ds_encode_sentence(l->sv, model[s], steps, ids, &len) ||
+                (len > steps && (need[s] = long_steps(c, l, len)) < 0)) {
+                bad[i] = true;
+                rc = 1;
+                fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
+                        numbered ? "line" : "sentence", first_line + i, ag_last_error());
+                break;
+            }
+            kind[s] = len <= 1 ? EMPTY : len > steps ? LONG : FITS; /* EMPTY: <eos> alone */
+            if (kind[s] == FITS) ok[n_ok++] = model[s];
         }
-    }
+    for (int i = 0; i < n && rc == 0; i++) rc = bad[i]; /* a NUL or UTF-8 error above */
     if (rc >= 0 && n_ok &&
         zoo_translate_batch(l->m, l->t, l->sv, tv, ok, n_ok, steps, c->run.cfg.exec.beam,
-                            c->run.cfg.exec.alpha, got)) {
+                            c->run.cfg.exec.alpha, outs)) {
         zoo__fail(c, ag_last_error());
         rc = -1;
     }
-    for (int i = 0, k = 0; i < n && rc >= 0; i++) {
-        const char *tokens = kind[i] == FITS ? got[k++] : NULL;
-        if (kind[i] == LONG) {
-            if (zoo_translate_batch(l->m, l->t, l->sv, tv, (const char *const *)&model[i], 1,
-                                    need[i], c->run.cfg.exec.beam, c->run.cfg.exec.alpha,
-                                    &outs[i])) {
+    /* outs[0 .. n_ok) hold the batch's translations, in the order of the sentences that fit;
+     * each sentence's text goes to text[s] */
+    for (int i = 0, k = 0; i < n && rc >= 0; i++)
+        for (int s = first[i]; s < first[i + 1] && rc >= 0; s++) {
+            if (kind[s] == BAD || kind[s] == EMPTY) continue; /* a bad line; nothing to say */
+            char *tokens = NULL;
+            if (kind[s] == FITS) tokens = outs[k++];
+            else if (zoo_translate_batch(l->m, l->t, l->sv, tv, (const char *const *)&model[s], 1,
+                                         need[s], c->run.cfg.exec.beam, c->run.cfg.exec.alpha,
+                                         &tokens)) {
                 zoo__fail(c, ag_last_error());
                 rc = -1;
                 break;
             }
-            tokens = outs[i];
+            if (text_out(c, l, model[s], typed[s], tokens, &text[s])) {
+                zoo__fail(c, ag_last_error());
+                rc = -1;
+            }
+            if (kind[s] == LONG) free(tokens);
         }
-        char *text = NULL;
-        if (tokens && text_out(c, l, model[i], typed[i], tokens, &text)) {
-            zoo__fail(c, ag_last_error());
-            rc = -1;
-            break;
-        }
-        printf("%s\n", text ? text : "");
-        free(text);
+    for (int i = 0; i < n && rc >= 0; i++) {
+        bool any = false;
+        for (int s = first[i]; s < first[i + 1] && !bad[i]; s++)
+            if (text[s] && *text[s]) printf("%s%s", any ? " " : "", text[s]), any = true;
+        putchar('\n');
     }
-    for (int i = 0; got && i < n_ok; i++) free(got[i]);
-    for (int i = 0; outs && i < n; i++) free(outs[i]);
-    for (int i = 0; model && typed && i < n; i++) free(model[i]), free(typed[i]);
-    free(outs), free(got), free(model), free(typed);
-    free(ok), free(kind), free(need), free(ids);
+    for (int s = 0; s < ns; s++) {
+        free(sent[s]), free(model[s]), free(typed[s]), free(text[s]);
+        if (s < n_ok) free(outs[s]);
+    }
+    free(sent), free(first), free(bad);
+    free(outs), free(model), free(typed), free(text), free(ok), free(kind), free(need), free(ids);
     return rc < 0 ? -1 : rc;
 }
 
