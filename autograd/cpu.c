@@ -27,8 +27,7 @@ static bool amx_bf16(void) {
     enum { GET_XCOMP_PERM = 0x1022, REQ_XCOMP_PERM = 0x1023, XTILEDATA = 18 };
     unsigned long granted = 0;
     return syscall(SYS_arch_prctl, REQ_XCOMP_PERM, XTILEDATA) == 0 &&
-           syscall(SYS_arch_prctl, GET_XCOMP_PERM, &granted) == 0 &&
-           (granted >> XTILEDATA & 1);
+           syscall(SYS_arch_prctl, GET_XCOMP_PERM, &granted) == 0 && (granted >> XTILEDATA & 1);
 #else
     return false;
 #endif
@@ -55,7 +54,8 @@ bool ag_cpu_has(unsigned want) {
         f = read_cpu();
         atomic_store_explicit(&features, f, memory_order_relaxed);
     }
-    if (want & AG_CPU_AMX_BF16) { /* asked apart: only a process that would use tiles asks */
+    /* AMX is asked apart: only a process that would use tiles asks Linux for them */
+    if (want & AG_CPU_AMX_BF16) {
         static _Atomic int amx = -1; /* -1: not yet; 0 or 1 */
         int a = atomic_load_explicit(&amx, memory_order_relaxed);
 #if AG_CPU_X86_KERNELS

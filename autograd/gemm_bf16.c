@@ -36,7 +36,7 @@
  * On a CPU without the instructions (or with TG_BF16_KERNEL=emulated, ag_bf16_emulate,
  * ag_bf16_set_kernel) a portable kernel computes the same chain with ag_bf16_fma (ag_op.h: the
  * instruction's step in C) on the same packed panels -- for AMX, the kernel's own code on tiles
- * in memory (AMX_KERNEL_BODY) -- the same bits
+ * in memory (gemm_bf16_amx.c) -- the same bits
  * (tests/autograd/test_gemm_bf16.c), much more slowly. The native kernels also pack with the
  * CPU's conversion, 16 values at a time (pack_panel_avx512); the portable ones round in C
  * (ag_bf16_round, the same bits).
@@ -50,6 +50,7 @@
  * 12-row tile would mostly compute padding and packing A would add a pass over x. */
 #include "autograd/ag_cpu.h"
 #include "autograd/ag_internal.h"
+#include "autograd/gemm_bf16_internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -61,14 +62,14 @@
 #include <immintrin.h>
 #endif
 
-#define MR 12     /* the AVX512-BF16 kernel's tile of C (and its emulation's) */
+#define MR 12 /* the AVX512-BF16 kernel's tile of C (and its emulation's) */
 #define NR 32
-#define AMX_MR 32 /* the AMX kernel's: 2 x 2 tiles of 16 x 16 (and its emulation's) */
-#define AMX_NR 32
-#define AMX_PAIRS 16 /* pairs of k in one tile of A (64 bytes a row) */
-#define KC 256       /* multiple of 2 AMX_PAIRS: a pair, or a tile's 16, never straddles blocks */
-#define MC 96        /* multiple of MR and AMX_MR */
-#define NC 1024      /* multiple of NR and AMX_NR */
+#define AMX_MR AG_AMX_MR /* the AMX kernel's (gemm_bf16_amx.c) */
+#define AMX_NR AG_AMX_NR
+#define AMX_PAIRS AG_AMX_PAIRS
+#define KC 256  /* multiple of 2 AMX_PAIRS: a pair, or a tile's 16, never straddles blocks */
+#define MC 96   /* multiple of MR and AMX_MR */
+#define NC 1024 /* multiple of NR and AMX_NR */
 
 /* ---- the precision switch ---- */
 
@@ -194,8 +195,8 @@ pack_panel_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
  * transposed A) are read a whole row of the block at a time, 16 words of a pair per store;
  * else panel by panel (pack_panel_avx512). */
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
-pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
-                  int kpp, uint32_t *restrict dst) {
+pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps, int kpp,
+                  uint32_t *restrict dst) {
     const int kp = (kc + 1) / 2;
     if (ls != 1 || ps == 1) {
         for (int r0 = 0; r0 < lines; r0 += R)
@@ -249,8 +250,8 @@ static void pack_rows(int R, int lines, int kc, const float *src, ptrdiff_t ls, 
 }
 
 #if AG_CPU_X86_KERNELS
-static void pack_rows_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls,
-                             ptrdiff_t ps, int kpp, uint32_t *restrict dst) {
+static void pack_rows_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
+                             int kpp, uint32_t *restrict dst) {
     pack_rows_with(pack_block_avx512, R, lines, kc, src, ls, ps, kpp, dst);
 }
 #endif
@@ -305,122 +306,6 @@ kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdif
 }
 #endif
 
-/* The AMX micro-kernel, C (32 x 32) [+]= A B: C0 C1 / C2 C3 = (A0 / A1) (B0 B1), 16 pairs of k
- * a step, on tiles 0-3 (C), 4-5 (A), 6-7 (B) of 16 rows x 64 bytes, through the operations
- * ZERO(t), LOAD(t, p, stride), DP(c, a, b) (c += a b) and STORE(t, p, stride), strides in
- * bytes. A: AMX_MR rows, row i's pair q at a[i kp + q]; B: an AMX_NR-line panel (b[q AMX_NR +
- * j]). One body for the AMX instructions and for their emulation (kernel_amx_emulated), so that
- * the emulation tests the kernel's tiles, loads and stores on any CPU. */
-#define AMX_KERNEL_BODY(ZERO, LOAD, DP, STORE)                                                     \
-    do {                                                                                           \
-        const size_t sc = (size_t)rsc * sizeof *c, sa = (size_t)kp * sizeof *a,                   \
-                     sb = AMX_NR * sizeof *b;                                                      \
-        float *c2 = c + 16 * rsc;                                                                  \
-        if (load) {                                                                                \
-            LOAD(0, c, sc);                                                                        \
-            LOAD(1, c + 16, sc);                                                                   \
-            LOAD(2, c2, sc);                                                                       \
-            LOAD(3, c2 + 16, sc);                                                                  \
-        } else {                                                                                   \
-            ZERO(0);                                                                               \
-            ZERO(1);                                                                               \
-            ZERO(2);                                                                               \
-            ZERO(3);                                                                               \
-        }                                                                                          \
-        for (int q = 0; q < kp; q += AMX_PAIRS) {                                                  \
-            LOAD(4, a + q, sa);                                                                    \
-            LOAD(5, a + 16 * (ptrdiff_t)kp + q, sa);                                               \
-            LOAD(6, b + q * AMX_NR, sb);                                                           \
-            LOAD(7, b + q * AMX_NR + 16, sb);                                                      \
-            DP(0, 4, 6);                                                                           \
-            DP(1, 4, 7);                                                                           \
-            DP(2, 5, 6);                                                                           \
-            DP(3, 5, 7);                                                                           \
-        }                                                                                          \
-        STORE(0, c, sc);                                                                           \
-        STORE(1, c + 16, sc);                                                                      \
-        STORE(2, c2, sc);                                                                          \
-        STORE(3, c2 + 16, sc);                                                                     \
-    } while (0)
-
-/* ---- tdpbf16ps and its tiles in C ---- */
-
-typedef struct soft_tile {
-    uint32_t w[16][16]; /* 16 rows of 64 bytes: float32 (C) or pairs of bf16 (A, B) */
-} soft_tile;
-
-/* x + y with denormals read and written as zero, rounded to nearest even (the sums of
- * tdpbf16ps). */
-static float add_daz_ftz(float x, float y) {
-    if (fabsf(x) < FLT_MIN) x = copysignf(0.0f, x);
-    if (fabsf(y) < FLT_MIN) y = copysignf(0.0f, y);
-    const float r = x + y;
-    return fabsf(r) < FLT_MIN ? copysignf(0.0f, r) : r;
-}
-
-/* tdpbf16ps c, a, b, as Intel's SDM writes its operation: each element of c gets two chains
- * from zero over the 16 pairs of its row of a and column of b -- the pairs' even elements, and
- * their odd ones, each step an FMA with denormals read and written as zero (ag_bf16_fma) --
- * then c = c + (even + odd), both sums likewise. */
-static void soft_dpbf16ps(soft_tile *c, const soft_tile *a, const soft_tile *b) {
-    for (int m = 0; m < 16; m++)
-        for (int n = 0; n < 16; n++) {
-            float even = 0.0f, odd = 0.0f, acc;
-            for (int k = 0; k < 16; k++) {
-                const uint32_t wa = a->w[m][k], wb = b->w[k][n];
-                even = ag_bf16_fma(even, (uint16_t)wa, (uint16_t)wb);
-                odd = ag_bf16_fma(odd, (uint16_t)(wa >> 16), (uint16_t)(wb >> 16));
-            }
-            memcpy(&acc, &c->w[m][n], sizeof acc);
-            acc = add_daz_ftz(acc, add_daz_ftz(even, odd));
-            memcpy(&c->w[m][n], &acc, sizeof acc);
-        }
-}
-
-static void soft_load(soft_tile *t, const void *p, size_t stride) {
-    for (int r = 0; r < 16; r++) memcpy(t->w[r], (const char *)p + r * stride, 64);
-}
-
-static void soft_store(const soft_tile *t, void *p, size_t stride) {
-    for (int r = 0; r < 16; r++) memcpy((char *)p + r * stride, t->w[r], 64);
-}
-
-#define SOFT_ZERO(t) memset(&tm[t], 0, sizeof tm[t])
-#define SOFT_LOAD(t, p, stride) soft_load(&tm[t], p, stride)
-#define SOFT_DP(c, a, b) soft_dpbf16ps(&tm[c], &tm[a], &tm[b])
-#define SOFT_STORE(t, p, stride) soft_store(&tm[t], p, stride)
-
-/* The AMX kernel on tiles in memory: its bits, on any CPU. */
-static void kernel_amx_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c,
-                                ptrdiff_t rsc, bool load) {
-    soft_tile tm[8];
-    AMX_KERNEL_BODY(SOFT_ZERO, SOFT_LOAD, SOFT_DP, SOFT_STORE);
-}
-
-#if AG_CPU_X86_KERNELS
-/* The tile configuration (palette 1): tiles 0-7 of 16 rows x 64 bytes. */
-typedef struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} amx_config;
-
-static const amx_config AMX_CONFIG = {
-    .palette = 1,
-    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
-};
-
-__attribute__((target("amx-tile"))) static void amx_begin(void) { _tile_loadconfig(&AMX_CONFIG); }
-__attribute__((target("amx-tile"))) static void amx_end(void) { _tile_release(); }
-
-/* The AMX kernel on the CPU's tiles; the calling thread has loaded AMX_CONFIG (amx_begin). */
-__attribute__((target("amx-tile,amx-bf16"))) static void
-kernel_amx(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc, bool load) {
-    AMX_KERNEL_BODY(_tile_zero, _tile_loadd, _tile_dpbf16ps, _tile_stored);
-}
-#endif
-
 typedef void (*bf16_kernel)(int, const uint32_t *, const uint32_t *, float *, ptrdiff_t, bool);
 
 /* ---- the kernels, and the one in use ---- */
@@ -441,11 +326,11 @@ static const bf16_kernel_desc KERNELS[N_KERNELS] = {
 #if AG_CPU_X86_KERNELS
     [K_AVX512] = {"avx512bf16 12x32", MR, NR, 1, kernel_avx512bf16, pack_block_avx512,
                   pack_block_avx512, false},
-    [K_AMX] = {"amx 32x32", AMX_MR, AMX_NR, AMX_PAIRS, kernel_amx, pack_rows_avx512,
+    [K_AMX] = {"amx 32x32", AMX_MR, AMX_NR, AMX_PAIRS, ag__bf16_kernel_amx, pack_rows_avx512,
                pack_block_avx512, true},
 #endif
-    [K_AMX_EMULATED] = {"amx-emulated 32x32", AMX_MR, AMX_NR, AMX_PAIRS, kernel_amx_emulated,
-                        pack_rows, pack_block, false},
+    [K_AMX_EMULATED] = {"amx-emulated 32x32", AMX_MR, AMX_NR, AMX_PAIRS,
+                        ag__bf16_kernel_amx_emulated, pack_rows, pack_block, false},
 };
 
 static bool runs(int k) { /* this CPU can run kernel k */
@@ -486,8 +371,9 @@ bool ag_bf16_emulate(bool on) {
 }
 
 int ag_bf16_set_kernel(const char *name) {
-    if (!name) return ag_error("ag_bf16_set_kernel: no name (expected auto, avx512bf16, "
-                               "emulated, amx or amx-emulated)");
+    if (!name)
+        return ag_error("ag_bf16_set_kernel: no name (expected auto, avx512bf16, "
+                        "emulated, amx or amx-emulated)");
     for (int k = 0; k < N_KERNELS; k++) {
         const char *kn = KERNELS[k].name;
         const size_t word = kn ? strcspn(kn, " ") : 0;
@@ -557,7 +443,7 @@ static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
     const int MT = j->k->mr, NT = j->k->nr;
     _Alignas(64) uint32_t apack_buf[MC * (KC / 2)];
 #if AG_CPU_X86_KERNELS
-    if (j->k->tiles) amx_begin();
+    if (j->k->tiles) ag__bf16_amx_begin();
 #endif
     for (ptrdiff_t blk = b0; blk < b1; blk++) {
         const int i0 = (int)blk * MC, mc = j->m - i0 < MC ? j->m - i0 : MC;
@@ -571,7 +457,7 @@ static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
         }
     }
 #if AG_CPU_X86_KERNELS
-    if (j->k->tiles) amx_end();
+    if (j->k->tiles) ag__bf16_amx_end();
 #endif
 }
 
@@ -586,8 +472,13 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
         return ag_error("ag_gemm_bf16: out of memory for the packed block of B (%d KB, %d x %d "
                         "bf16) of a %d x %d x %d product (m x n x k)",
                         (int)(sizeof(uint32_t) * NC * (KC / 2) / 1024), KC, NC, m, n, k);
-    bf16_job j = {.k = &KERNELS[kernel_in_use()], .m = m, .rsa = rsa, .csa = csa,
-                  .bpack = bpack_buf, .rsc = rsc, .csc = csc};
+    bf16_job j = {.k = &KERNELS[kernel_in_use()],
+                  .m = m,
+                  .rsa = rsa,
+                  .csa = csa,
+                  .bpack = bpack_buf,
+                  .rsc = rsc,
+                  .csc = csc};
     const int P = j.k->pairs;
     const ptrdiff_t nblocks = (m + MC - 1) / MC;
     for (int jc = 0; jc < n; jc += NC) {

@@ -268,11 +268,11 @@ static bool blank_byte(char c) { return c == ' ' || c == '\t' || c == '\r' || c 
 /* The abbreviations (lowercase, without their last period) after which a period does not end
  * a sentence. */
 static const char *const ABBREV[] = {
-    "mr",  "mrs", "ms",   "dr",   "prof", "st",   "jr",   "sr",  "vs",  "etc", "e.g", "i.e",
-    "a.m", "p.m", "no",   "mt",   "ft",   "gen",  "col",  "lt",  "sgt", "capt", "rev", "hon",
-    "inc", "ltd", "co",   "corp", "dept", "approx", "fig", "u.s", "u.k", "jan", "feb", "mar",
-    "apr", "jun", "jul", "aug",  "sep",  "sept", "oct",  "nov",  "dec", "mon", "tue", "wed",
-    "thu", "fri", "sat", "sun",
+    "mr",  "mrs", "ms",  "dr",  "prof", "st",   "jr",   "sr",     "vs",   "etc", "e.g",
+    "i.e", "a.m", "p.m", "no",  "mt",   "ft",   "gen",  "col",    "lt",   "sgt", "capt",
+    "rev", "hon", "inc", "ltd", "co",   "corp", "dept", "approx", "fig",  "u.s", "u.k",
+    "jan", "feb", "mar", "apr", "jun",  "jul",  "aug",  "sep",    "sept", "oct", "nov",
+    "dec", "mon", "tue", "wed", "thu",  "fri",  "sat",  "sun",
 };
 
 /* True when the period at line[dot] ends an abbreviation or an initial: the word before it
@@ -297,8 +297,7 @@ static bool abbreviation(const char *line, size_t dot) {
 /* The bytes of an end mark at p (. ! ? or U+2026), else 0. */
 static size_t end_mark(const char *p) {
     if (*p == '.' || *p == '!' || *p == '?') return 1;
-    return (unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x80 &&
-                   (unsigned char)p[2] == 0xA6
+    return (unsigned char)p[0] == 0xE2 && (unsigned char)p[1] == 0x80 && (unsigned char)p[2] == 0xA6
                ? 3
                : 0;
 }
@@ -313,8 +312,8 @@ static size_t closer(const char *p) {
 }
 
 static bool starts_sentence(char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '"' || c == '\'' ||
-           c == '(' || c == '[' || (unsigned char)c >= 0x80;
+    return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '"' || c == '\'' || c == '(' ||
+           c == '[' || (unsigned char)c >= 0x80;
 }
 
 static int push_sentence(const char *p, size_t len, char ***out, int *n, size_t *cap) {

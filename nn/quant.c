@@ -146,14 +146,15 @@ qstore(const qdest *d, int out, int row, int col, __mmask16 mask, __m512i s) {
     }
 #ifndef TG_DOUBLE
     const __m512i c128 = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(mask, d->w->csum + col), 7);
-    const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(d->sx[row]),
-                                    _mm512_maskz_loadu_ps(mask, d->w->scale + col));
+    const __m512 sc =
+        _mm512_mul_ps(_mm512_set1_ps(d->sx[row]), _mm512_maskz_loadu_ps(mask, d->w->scale + col));
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, c128)), sc);
     if (d->bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, d->bias + col));
     _mm512_mask_storeu_ps(d->y + (size_t)row * (size_t)out + (size_t)col, mask, v);
 #endif
 }
-#define NN_TILE_STORE(ctx, out, row, col, mask, s) qstore((const qdest *)(ctx), out, row, col, mask, s)
+#define NN_TILE_STORE(ctx, out, row, col, mask, s)                                                 \
+    qstore((const qdest *)(ctx), out, row, col, mask, s)
 
 /* qgemm_vnni(m, u, kp, q, out, dest): u qw^T by the register tiles of
  * nn/quant_tile_internal.h, one vpdpbusd per row, block and group of 4 bytes (each 32-bit lane

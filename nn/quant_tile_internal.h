@@ -31,14 +31,14 @@
 
 #ifndef NN_TILE_STORE
 #define NN_TILE_STORE(acc, out, row, col, mask, s)                                                 \
-    _mm512_mask_storeu_epi32((uint8_t *)(acc) + ((size_t)(row) * (size_t)(out) + (size_t)(col)) * 4, \
-                             mask, s)
+    _mm512_mask_storeu_epi32(                                                                      \
+        (uint8_t *)(acc) + ((size_t)(row) * (size_t)(out) + (size_t)(col)) * 4, mask, s)
 #endif
 
 /* Rows row0 .. row0 + R - 1 (x at their first) against blocks c0 / 16 .. + NB - 1. */
 __attribute__((target(NN_TILE_TARGET), always_inline)) static inline void
-nn_tile(int R, int NB, const uint8_t *x, size_t rb, const uint8_t *blk0, int out, int c0,
-        void *acc, int row0) {
+nn_tile(int R, int NB, const uint8_t *x, size_t rb, const uint8_t *blk0, int out, int c0, void *acc,
+        int row0) {
     const uint8_t *blk1 = blk0 + 16 * rb;
     const int groups = (int)(rb / 4);
     __m512i s[8][2]; /* in registers when R is a constant (the loops fully unrolled) */

@@ -278,7 +278,8 @@ static int check_case(int m, int n, int k, layout L, float beta, uint64_t seed, 
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             ptrdiff_t o = i * rsc + j * csc;
-            float start = beta ? c0[o] : 0, want = ref(k, a + i * rsa, csa, b + j * csb, rsb, start);
+            float start = beta ? c0[o] : 0,
+                  want = ref(k, a + i * rsa, csa, b + j * csb, rsb, start);
             double exact_sum = k ? flush(start) : start, mag = fabs(exact_sum);
             for (int p = 0; p < k; p++) {
                 double t = (double)rnd(a[i * rsa + p * csa]) * rnd(b[p * rsb + j * csb]);
@@ -405,7 +406,8 @@ static void test_threads_same_bits(void) {
         ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c1, N, 1);
         CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
         ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c2, N, 1);
-        if (memcmp(c1, c2, sizeof *c1 * M * N)) TG_FAIL("%s: 1 and 2 threads differ", KERNEL_NAMES[kn]);
+        if (memcmp(c1, c2, sizeof *c1 * M * N))
+            TG_FAIL("%s: 1 and 2 threads differ", KERNEL_NAMES[kn]);
     }
     CU_ASSERT_EQUAL(ag_set_threads(1), 0);
     CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);

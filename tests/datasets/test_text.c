@@ -235,15 +235,18 @@ static void test_sentences(void) {
     expect_sentences("", "");
     expect_sentences(" \t ", "");
     /* abbreviations and initials stay inside a sentence; "I" ends one */
-    expect_sentences("Dr. Smith arrived at 3 p.m. and left.", "Dr. Smith arrived at 3 p.m. and left.");
-    expect_sentences("Mr. and Mrs. Brown came. MR. Lee too.", "Mr. and Mrs. Brown came.|MR. Lee too.");
+    expect_sentences("Dr. Smith arrived at 3 p.m. and left.",
+                     "Dr. Smith arrived at 3 p.m. and left.");
+    expect_sentences("Mr. and Mrs. Brown came. MR. Lee too.",
+                     "Mr. and Mrs. Brown came.|MR. Lee too.");
     expect_sentences("J. K. Rowling wrote it. So did I. Really?",
                      "J. K. Rowling wrote it.|So did I.|Really?");
     expect_sentences("We met at 5 p.m. Then we ate.", "We met at 5 p.m. Then we ate.");
     /* closing quotes and brackets stay with their sentence; repeated marks, ellipses */
     expect_sentences("He said \"Stop.\" Then he left.", "He said \"Stop.\"|Then he left.");
     expect_sentences("(It was late.) We slept.", "(It was late.)|We slept.");
-    expect_sentences("Really?! Yes... Wait\xE2\x80\xA6 Now.", "Really?!|Yes...|Wait\xE2\x80\xA6|Now.");
+    expect_sentences("Really?! Yes... Wait\xE2\x80\xA6 Now.",
+                     "Really?!|Yes...|Wait\xE2\x80\xA6|Now.");
     expect_sentences("\xE2\x80\x9CHi.\xE2\x80\x9D \xC3\x89lodie smiled.",
                      "\xE2\x80\x9CHi.\xE2\x80\x9D|\xC3\x89lodie smiled.");
     /* the next sentence starts with a digit or a quote; no cut without a blank or before

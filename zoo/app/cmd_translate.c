@@ -70,6 +70,46 @@ static int long_steps(const zoo_cli *c, const zoo_loaded *l, int need) {
     return largest_fit(fits, l->m->cfg, need, hi);
 }
 
+/* The sentences of lines[0..n) (ds_text_sentences), in order, into *sent (malloc'd): line i's
+ * are first[i] .. first[i + 1] - 1. A line holding a NUL byte (lens) or invalid UTF-8 is
+ * reported with its number and marked bad (no sentences). Returns their number, or -1 (out of
+ * memory). */
+static int split_lines(const zoo_cli *c, char **lines, const size_t *lens, int n, long first_line,
+                       bool numbered, int *first, bool *bad, char ***sent) {
+    size_t cap = 0;
+    int ns = 0;
+    *sent = NULL;
+    for (int i = 0; i < n; i++) {
+        first[i] = ns;
+        char **ss = NULL;
+        size_t text = strlen(lines[i]);
+        int k = lens && lens[i] != text
+                    ? ag_error("a NUL byte at byte %zu: not a line of text", text + 1)
+                    : ds_text_sentences(lines[i], &ss);
+        if (k < 0) {
+            bad[i] = true;
+            fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
+                    numbered ? "line" : "sentence", first_line + i, ag_last_error());
+            continue;
+        }
+        char **g = (size_t)(ns + k) > cap
+                       ? realloc(*sent, sizeof **sent * (cap = 2 * cap + (size_t)k))
+                       : *sent;
+        if (!g) {
+            for (int j = 0; j < k; j++) free(ss[j]);
+            for (int j = 0; j < ns; j++) free((*sent)[j]);
+            free(ss), free(*sent);
+            *sent = NULL;
+            return -1;
+        }
+        *sent = g;
+        for (int j = 0; j < k; j++) g[ns++] = ss[j];
+        free(ss);
+    }
+    first[n] = ns;
+    return ns;
+}
+
 /* Translates lines[0..n) and prints every line's translation in order. A line is cut into its
  * sentences (ds_text_sentences), each translated alone and their translations joined by a
  * space; a line with nothing to translate (empty, blank, or nothing left once preprocessed:
@@ -88,36 +128,14 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
     int *first = malloc(sizeof *first * ((size_t)n + 1)); /* line i: sentences first[i] .. */
     bool *bad = calloc((size_t)n, sizeof *bad);
     char **sent = NULL; /* every line's sentences, in order */
-    size_t cap = 0;
-    int ns = 0, rc = first && bad ? 0 : -1;
-    for (int i = 0; i < n && !rc; i++) {
-        first[i] = ns;
-        char **ss = NULL;
-        size_t text = strlen(lines[i]);
-        int k = lens && lens[i] != text
-                    ? ag_error("a NUL byte at byte %zu: not a line of text", text + 1)
-                    : ds_text_sentences(lines[i], &ss);
-        if (k < 0) {
-            bad[i] = true;
-            fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
-                    numbered ? "line" : "sentence", first_line + i, ag_last_error());
-            continue;
-        }
-        char **g = (size_t)(ns + k) > cap ? realloc(sent, sizeof *sent * (cap = 2 * cap + (size_t)k))
-                                          : sent;
-        if (!g) {
-            for (int j = 0; j < k; j++) free(ss[j]);
-            free(ss);
-            rc = -1;
-            break;
-        }
-        sent = g;
-        for (int j = 0; j < k; j++) sent[ns++] = ss[j];
-        free(ss);
-    }
-    if (first && !rc) first[n] = ns;
-    char **outs = calloc((size_t)ns + 1, sizeof *outs), **model = calloc((size_t)ns + 1, sizeof *model),
-         **typed = calloc((size_t)ns + 1, sizeof *typed), **text = calloc((size_t)ns + 1, sizeof *text);
+    int ns =
+        first && bad ? split_lines(c, lines, lens, n, first_line, numbered, first, bad, &sent) : -1;
+    int rc = ns < 0 ? -1 : 0;
+    if (ns < 0) ns = 0;
+    char **outs = calloc((size_t)ns + 1, sizeof *outs),
+         **model = calloc((size_t)ns + 1, sizeof *model),
+         **typed = calloc((size_t)ns + 1, sizeof *typed),
+         **text = calloc((size_t)ns + 1, sizeof *text);
     const char **ok = malloc(sizeof *ok * ((size_t)ns + 1));
     int *kind = calloc((size_t)ns + 1, sizeof *kind), *need = calloc((size_t)ns + 1, sizeof *need);
     int32_t *ids = malloc(sizeof *ids * (size_t)steps);
