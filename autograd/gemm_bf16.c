@@ -52,7 +52,6 @@
 #include "autograd/ag_internal.h"
 #include "autograd/gemm_bf16_internal.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
