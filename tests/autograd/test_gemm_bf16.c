@@ -255,8 +255,24 @@ static void fill(float *x, size_t n, ag_rng *r) {
         x[i] = (float)((2 * ag_rng_uniform(r) - 1) * ldexp(1, (int)ag_rng_below(r, 12) - 6));
 }
 
+/* Whether got is within the rounding bound of the float64 value of start + sum_p a_p b_p over
+ * the k bf16-rounded values of a and b (strides sa, sb): k + k / 16 + 4 roundings (the AMX
+ * chain's two sums per 16 pairs included) of at most 2^-24 each of a partial sum bounded by
+ * |start| + sum |a_p b_p|. *sum gets the float64 value. */
+static bool within_bound(float got, int k, const float *a, ptrdiff_t sa, const float *b,
+                         ptrdiff_t sb, double start, double *sum) {
+    double exact = start, mag = fabs(start);
+    for (int p = 0; p < k; p++) {
+        double t = (double)rnd(a[p * sa]) * rnd(b[p * sb]);
+        exact += t;
+        mag += fabs(t);
+    }
+    *sum = exact;
+    return fabs(got - exact) <= (k + k / 16 + 4) * 0x1p-24 * mag;
+}
+
 /* One case: the kernel in use against its chain. exact: bit for bit, returns the mismatches;
- * else within the float64 bound (see test_float64_bound), returns the elements outside it and
+ * else within the float64 bound (within_bound), returns the elements outside it and
  * adds those whose bits differ from the chain to *differ. */
 static int check_case(int m, int n, int k, layout L, float beta, uint64_t seed, bool exact,
                       int *differ) {
@@ -280,19 +296,15 @@ static int check_case(int m, int n, int k, layout L, float beta, uint64_t seed, 
             ptrdiff_t o = i * rsc + j * csc;
             float start = beta ? c0[o] : 0,
                   want = ref(k, a + i * rsa, csa, b + j * csb, rsb, start);
-            double exact_sum = k ? flush(start) : start, mag = fabs(exact_sum);
-            for (int p = 0; p < k; p++) {
-                double t = (double)rnd(a[i * rsa + p * csa]) * rnd(b[p * rsb + j * csb]);
-                exact_sum += t;
-                mag += fabs(t);
-            }
+            double exact_sum = want; /* the float64 sum only where the bound is the test */
             bool off = exact ? bits(want) != bits(c[o])
-                             : !(fabs(c[o] - exact_sum) <= (k + k / 16 + 4) * 0x1p-24 * mag);
+                             : !within_bound(c[o], k, a + i * rsa, csa, b + j * csb, rsb,
+                                             k ? flush(start) : start, &exact_sum);
             if (!exact) *differ += bits(want) != bits(c[o]);
             if (off && bad++ < 3)
                 TG_FAIL("%s: %dx%dx%d at%d bt%d cc%d beta %g: C(%d, %d) = %a, expected %a",
                         ag_gemm_bf16_kernel(), m, n, k, L.at, L.bt, L.cc, (double)beta, i, j,
-                        (double)c[o], exact ? (double)want : exact_sum);
+                        (double)c[o], exact_sum);
         }
     free(a), free(b), free(c), free(c0);
     return bad;
@@ -367,9 +379,8 @@ static void operands(int m, int n, int k, uint64_t seed, float **a, float **b) {
     fill(*b, (size_t)k * n, &r);
 }
 
-/* Within the bound of a float64 product of the same rounded inputs, on every kernel this CPU
- * runs: k + 1 roundings of at most 2^-24 each of a partial sum bounded by sum |a b| (the AMX
- * chain adds two sums per 16 pairs: k + k / 16 + 4 of them, at most). */
+/* Within the bound of a float64 product of the same rounded inputs (within_bound), on every
+ * kernel this CPU runs. */
 static void test_float64_bound(void) {
     enum { M = 37, N = 45, K = 700 };
     float *a, *b, *c = malloc(sizeof *c * M * N);
@@ -379,16 +390,10 @@ static void test_float64_bound(void) {
         if (ag_bf16_set_kernel(KERNEL_NAMES[kn])) continue;
         CU_ASSERT_EQUAL_FATAL(ag_gemm_bf16(M, N, K, a, K, 1, b, N, 1, 0, c, N, 1), 0);
         int bad = 0;
+        double sum;
         for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) {
-                double exact = 0, mag = 0;
-                for (int p = 0; p < K; p++) {
-                    double t = (double)rnd(a[i * K + p]) * rnd(b[p * N + j]);
-                    exact += t;
-                    mag += fabs(t);
-                }
-                bad += !(fabs(c[i * N + j] - exact) <= (K + K / 16 + 4) * 0x1p-24 * mag);
-            }
+            for (int j = 0; j < N; j++)
+                bad += !within_bound(c[i * N + j], K, a + i * K, 1, b + j, N, 0, &sum);
         if (bad) TG_FAIL("%s: %d of %d elements outside the bound", KERNEL_NAMES[kn], bad, M * N);
     }
     CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);
