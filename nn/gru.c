@@ -25,22 +25,6 @@ _Static_assert(NN_GRU_MAX_LAYERS <= NN_RNN_MAX_LAYERS, "the driver holds every l
  * then adds it into each input's gradient in its own loop (so gi, gh and h may be one tensor).
  */
 
-/* The inputs usable and shaped (B, 3H), (B, 3H), (B, H); false after reporting. */
-static bool gru_cell_check(ag_tape *t, const char *op, ag_tensor *const *in) {
-    if (!ag_op_check(t, op, 3, in)) return false;
-    const ag_tensor *gi = in[0], *gh = in[1], *h = in[2];
-    if (h->ndim != 2 || gi->ndim != 2 || gh->ndim != 2 || gi->shape[0] != h->shape[0] ||
-        gh->shape[0] != h->shape[0] || gi->shape[1] != 3 * h->shape[1] ||
-        gh->shape[1] != 3 * h->shape[1]) {
-        char si[64], sg[64], sh[64];
-        ag_report(t, "%s: gates %s and %s with state %s; expected (B, 3H), (B, 3H), (B, H)", op,
-                  ag_shape_str(gi, si, sizeof si), ag_shape_str(gh, sg, sizeof sg),
-                  ag_shape_str(h, sh, sizeof sh));
-        return false;
-    }
-    return true;
-}
-
 typedef struct gru_saved {
     ag_real *rzn; /* (B, 3H): r, z, n */
     ag_real *a;   /* (B, 3H) scratch for the backward */
@@ -92,7 +76,7 @@ static const ag_op gru_cell_op = {"gru_cell", gru_cell_backward};
 
 ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h) {
     ag_tensor *in[3] = {gi, gh, h};
-    if (!c || !gru_cell_check(c->tape, "gru_cell", in)) return NULL;
+    if (!c || !nn_rnn_cell_check(c->tape, "gru_cell", in, 3, "state")) return NULL;
     ag_tape *t = c->tape;
     for (int i = 0; i < 3; i++)
         if (!(in[i] = ag_op_contig(t, in[i]))) return NULL;
@@ -125,7 +109,8 @@ ag_tensor *nn_gru_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag
 
 /* The same from primitives: narrow the gates out of gi and gh, then sigmoid, tanh, mul, add. */
 ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *h) {
-    if (!c || !gru_cell_check(c->tape, "gru_cell_composite", (ag_tensor *[]){gi, gh, h}))
+    if (!c ||
+        !nn_rnn_cell_check(c->tape, "gru_cell_composite", (ag_tensor *[]){gi, gh, h}, 3, "state"))
         return NULL;
     ag_tape *t = c->tape;
     const int H = h->shape[1];
@@ -147,8 +132,9 @@ static int register_direction(nn_gru_layer *L, nn_params *ps, const char *prefix
 
 int nn_gru_init_opts(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
                      int num_layers, double dropout, const nn_rnn_opts *opts) {
-    const char *p = prefix ? prefix : "(null)";
-    if (!g) return nn_params_fail(ps, "nn_gru_init: layer is NULL (prefix '%s')", p);
+    if (!g)
+        return nn_params_fail(ps, "nn_gru_init: layer is NULL (prefix '%s')",
+                              prefix ? prefix : "(null)");
     const nn_rnn_opts o = opts ? *opts : (nn_rnn_opts){false, false};
     *g = (nn_gru){.input_size = input_size,
                   .hidden = hidden,
@@ -156,15 +142,9 @@ int nn_gru_init_opts(nn_gru *g, nn_params *ps, const char *prefix, int input_siz
                   .dropout = dropout,
                   .batch_first = o.batch_first,
                   .bidirectional = o.bidirectional};
-    if (input_size <= 0 || hidden <= 0)
-        return nn_params_fail(ps, "nn_gru_init '%s': input_size = %d, hidden = %d, expected > 0", p,
-                              input_size, hidden);
-    if (num_layers < 1 || num_layers > NN_GRU_MAX_LAYERS)
-        return nn_params_fail(ps, "nn_gru_init '%s': num_layers = %d, expected 1 to %d", p,
-                              num_layers, NN_GRU_MAX_LAYERS);
-    if (!(dropout >= 0 && dropout < 1))
-        return nn_params_fail(ps, "nn_gru_init '%s': dropout = %g, expected 0 <= p < 1", p,
-                              dropout);
+    if (nn_rnn_check_init(ps, "nn_gru_init", prefix, input_size, hidden, num_layers,
+                          NN_GRU_MAX_LAYERS, dropout))
+        return -1;
     const int H = hidden, D = o.bidirectional ? 2 : 1;
     for (int n = 0; n < num_layers; n++) {
         const int in = n == 0 ? input_size : D * H;
@@ -185,15 +165,6 @@ int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, in
  * failed. */
 static ag_tensor *gru_cell(const nn_ctx *c, const nn_gru_layer *L, ag_tensor *gi, ag_tensor *h) {
     return nn_gru_cell_forward(c, gi, ag_linear(c->tape, h, L->weight_hh, L->bias_hh), h);
-}
-
-/* Dropout between layers: training only; needs an rng when p > 0. */
-static ag_tensor *between_layers(const nn_gru *g, const nn_ctx *c, ag_tensor *x, const char *fn) {
-    if (!x || !c->training || g->dropout == 0) return x;
-    if (!c->rng)
-        return ag_report(c->tape, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)", fn,
-                         g->dropout);
-    return ag_dropout(c->tape, x, g->dropout, c->rng);
 }
 
 static int check_shape3(const nn_ctx *c, const ag_tensor *x, int d0, int d1, int d2,
@@ -280,7 +251,7 @@ ag_tensor *nn_gru_step(const nn_gru *g, const nn_ctx *c, ag_tensor *x, ag_tensor
     ag_tensor *in = x;
     for (int k = 0; k < g->num_layers; k++) {
         const nn_gru_layer *L = &g->layer[k];
-        if (k > 0) in = between_layers(g, c, in, "nn_gru_step");
+        if (k > 0) in = nn_rnn_between_layers(c, in, g->dropout, "nn_gru_step");
         ag_tensor *gi = ag_linear(c->tape, in, L->weight_ih, L->bias_ih); /* (B, 3H) */
         nh[k] = gru_cell(c, L, gi, h[k]);
         if (!nh[k]) return NULL;

@@ -21,6 +21,23 @@ char *nn_shape_fmt(char *buf, size_t len, int ndim, const int *shape);
 int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix, int gates, int in,
                     int H, ag_tensor **w_ih, ag_tensor **w_hh, ag_tensor **b_ih, ag_tensor **b_hh);
 
+/* nn_gru_init_opts's and nn_lstm_init_opts's checks, fn naming the caller: input_size and
+ * hidden > 0, 1 <= num_layers <= max_layers, 0 <= dropout < 1. 0, or -1 after nn_params_fail
+ * ("fn 'prefix': num_layers = 9, expected 1 to 8"). */
+int nn_rnn_check_init(nn_params *ps, const char *fn, const char *prefix, int input_size, int hidden,
+                      int num_layers, int max_layers, double dropout);
+
+/* Dropout p between two recurrent layers: x itself when not training, p = 0 or x is NULL; else
+ * ag_dropout with c->rng, or NULL after reporting "fn: training with dropout p needs
+ * nn_ctx.rng" when c->rng is NULL. */
+ag_tensor *nn_rnn_between_layers(const nn_ctx *c, ag_tensor *x, double p, const char *fn);
+
+/* The fused cells' input check (op "gru_cell" or "lstm_cell"): in = {gi, gh, s}, usable
+ * (ag_op_check), gi and gh (B, gates H), s (B, H), `state` naming s in the message ("state",
+ * "cell state"). True, or false after reporting all three shapes. */
+bool nn_rnn_cell_check(ag_tape *t, const char *op, ag_tensor *const *in, int gates,
+                       const char *state);
+
 /* The quantized Linear ops' common part (quant.c, quant_bf16.c), `op` naming the op in
  * messages: checks x (..., in) (not NULL: `weight` says whether the op's weight is), bias
  * (out,) or NULL, and that nothing is recorded; makes *x contiguous and returns y (..., out) on

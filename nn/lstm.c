@@ -27,22 +27,6 @@ _Static_assert(NN_LSTM_MAX_LAYERS <= NN_RNN_MAX_LAYERS, "the driver holds every 
  * may share memory).
  */
 
-/* The inputs usable and shaped (B, 4H), (B, 4H), (B, H); false after reporting. */
-static bool lstm_cell_check(ag_tape *t, const char *op, ag_tensor *const *in) {
-    if (!ag_op_check(t, op, 3, in)) return false;
-    const ag_tensor *gi = in[0], *gh = in[1], *cp = in[2];
-    if (cp->ndim != 2 || gi->ndim != 2 || gh->ndim != 2 || gi->shape[0] != cp->shape[0] ||
-        gh->shape[0] != cp->shape[0] || gi->shape[1] != 4 * cp->shape[1] ||
-        gh->shape[1] != 4 * cp->shape[1]) {
-        char si[64], sg[64], sc[64];
-        ag_report(t, "%s: gates %s and %s with cell state %s; expected (B, 4H), (B, 4H), (B, H)",
-                  op, ag_shape_str(gi, si, sizeof si), ag_shape_str(gh, sg, sizeof sg),
-                  ag_shape_str(cp, sc, sizeof sc));
-        return false;
-    }
-    return true;
-}
-
 typedef struct lstm_saved {
     ag_real *act; /* (B, 4H): i, f, g, o */
     ag_real *tc;  /* (B, H): tanh(c') */
@@ -104,7 +88,7 @@ int nn_lstm_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tenso
                          ag_tensor **h_new, ag_tensor **c_new) {
     ag_tensor *in[3] = {gi, gh, c_prev};
     cell_outputs(NULL, NULL, h_new, c_new);
-    if (!c || !lstm_cell_check(c->tape, "lstm_cell", in)) return -1;
+    if (!c || !nn_rnn_cell_check(c->tape, "lstm_cell", in, 4, "cell state")) return -1;
     ag_tape *t = c->tape;
     for (int k = 0; k < 3; k++)
         if (!(in[k] = ag_op_contig(t, in[k]))) return -1;
@@ -149,7 +133,8 @@ int nn_lstm_cell_forward(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tenso
 int nn_lstm_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_tensor *c_prev,
                            ag_tensor **h_new, ag_tensor **c_new) {
     cell_outputs(NULL, NULL, h_new, c_new);
-    if (!c || !lstm_cell_check(c->tape, "lstm_cell_composite", (ag_tensor *[]){gi, gh, c_prev}))
+    if (!c || !nn_rnn_cell_check(c->tape, "lstm_cell_composite", (ag_tensor *[]){gi, gh, c_prev}, 4,
+                                 "cell state"))
         return -1;
     ag_tape *t = c->tape;
     const int H = c_prev->shape[1];
@@ -173,8 +158,9 @@ static int register_direction(nn_lstm_layer *L, nn_params *ps, const char *prefi
 
 int nn_lstm_init_opts(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
                       int num_layers, double dropout, const nn_rnn_opts *opts) {
-    const char *p = prefix ? prefix : "(null)";
-    if (!l) return nn_params_fail(ps, "nn_lstm_init: layer is NULL (prefix '%s')", p);
+    if (!l)
+        return nn_params_fail(ps, "nn_lstm_init: layer is NULL (prefix '%s')",
+                              prefix ? prefix : "(null)");
     const nn_rnn_opts o = opts ? *opts : (nn_rnn_opts){false, false};
     *l = (nn_lstm){.input_size = input_size,
                    .hidden = hidden,
@@ -182,15 +168,9 @@ int nn_lstm_init_opts(nn_lstm *l, nn_params *ps, const char *prefix, int input_s
                    .dropout = dropout,
                    .batch_first = o.batch_first,
                    .bidirectional = o.bidirectional};
-    if (input_size <= 0 || hidden <= 0)
-        return nn_params_fail(ps, "nn_lstm_init '%s': input_size = %d, hidden = %d, expected > 0",
-                              p, input_size, hidden);
-    if (num_layers < 1 || num_layers > NN_LSTM_MAX_LAYERS)
-        return nn_params_fail(ps, "nn_lstm_init '%s': num_layers = %d, expected 1 to %d", p,
-                              num_layers, NN_LSTM_MAX_LAYERS);
-    if (!(dropout >= 0 && dropout < 1))
-        return nn_params_fail(ps, "nn_lstm_init '%s': dropout = %g, expected 0 <= p < 1", p,
-                              dropout);
+    if (nn_rnn_check_init(ps, "nn_lstm_init", prefix, input_size, hidden, num_layers,
+                          NN_LSTM_MAX_LAYERS, dropout))
+        return -1;
     const int H = hidden, D = o.bidirectional ? 2 : 1;
     for (int n = 0; n < num_layers; n++) {
         const int in = n == 0 ? input_size : D * H;
@@ -218,15 +198,6 @@ static void lstm_cell(const nn_ctx *c, const nn_lstm_layer *L, ag_tensor *gi, ag
 static int lstm_rnn_cell(const nn_ctx *c, const nn_rnn_w *w, ag_tensor *gi, ag_tensor **st) {
     ag_tensor *gh = st[0] ? ag_linear(c->tape, st[0], w->weight_hh, w->bias_hh) : NULL;
     return nn_lstm_cell_forward(c, gi, gh, st[1], &st[0], &st[1]);
-}
-
-/* Dropout between layers: training only; needs an rng when p > 0. */
-static ag_tensor *between_layers(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, const char *fn) {
-    if (!x || !c->training || l->dropout == 0) return x;
-    if (!c->rng)
-        return ag_report(c->tape, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)", fn,
-                         l->dropout);
-    return ag_dropout(c->tape, x, l->dropout, c->rng);
 }
 
 /* "[2, 4, 16]" for x, "(none)" for NULL. */
@@ -347,7 +318,7 @@ ag_tensor *nn_lstm_step(const nn_lstm *l, const nn_ctx *c, ag_tensor *x, ag_tens
     ag_tensor *in = x;
     for (int k = 0; k < l->num_layers; k++) {
         const nn_lstm_layer *L = &l->layer[k];
-        if (k > 0) in = between_layers(l, c, in, fn);
+        if (k > 0) in = nn_rnn_between_layers(c, in, l->dropout, fn);
         ag_tensor *gi = ag_linear(c->tape, in, L->weight_ih, L->bias_ih); /* (B, 4H) */
         nh[k] = h[k], nc[k] = cs[k];
         lstm_cell(c, L, gi, &nh[k], &nc[k]);

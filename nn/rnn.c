@@ -111,13 +111,12 @@ ag_tensor *nn_seq_last(ag_tape *t, ag_tensor *x, const int32_t *lengths) {
 
 /* ---- the driver ---- */
 
-/* Dropout between layers: training only; needs an rng when p > 0. */
-static ag_tensor *between_layers(const nn_rnn_spec *s, const nn_ctx *c, ag_tensor *x) {
-    if (!x || !c->training || s->dropout == 0) return x;
+ag_tensor *nn_rnn_between_layers(const nn_ctx *c, ag_tensor *x, double p, const char *fn) {
+    if (!x || !c->training || p == 0) return x;
     if (!c->rng)
-        return ag_report(c->tape, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)",
-                         s->fn, s->dropout);
-    return ag_dropout(c->tape, x, s->dropout, c->rng);
+        return ag_report(c->tape, "%s: training with dropout %g needs nn_ctx.rng (it is NULL)", fn,
+                         p);
+    return ag_dropout(c->tape, x, p, c->rng);
 }
 
 /* Slice idx of a state (NL D, B, H) as (B, H), or zeros when state is NULL. */
@@ -211,7 +210,7 @@ ag_tensor *nn_rnn_run(const nn_rnn_spec *s, const nn_ctx *c, ag_tensor *x, const
     if (!sc.outs || (lengths && s->nstate == 2 && !sc.couts)) return NULL;
     ag_tensor *fin[2][2 * NN_RNN_MAX_LAYERS];
     for (int k = 0; k < s->num_layers && in; k++) {
-        if (k > 0) in = between_layers(s, c, in);
+        if (k > 0) in = nn_rnn_between_layers(c, in, s->dropout, s->fn);
         if (in) in = run_layer(s, c, k, in, lengths, s0, &sc, fin);
     }
     if (!in) return NULL;
@@ -233,4 +232,34 @@ int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix
     snprintf(name, sizeof name, "bias_hh_l%d%s", n, suffix);
     *b_hh = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H), nn_init_uniform(-k, k));
     return *w_ih && *w_hh && *b_ih && *b_hh ? 0 : -1;
+}
+
+int nn_rnn_check_init(nn_params *ps, const char *fn, const char *prefix, int input_size, int hidden,
+                      int num_layers, int max_layers, double dropout) {
+    const char *p = prefix ? prefix : "(null)";
+    if (input_size <= 0 || hidden <= 0)
+        return nn_params_fail(ps, "%s '%s': input_size = %d, hidden = %d, expected > 0", fn, p,
+                              input_size, hidden);
+    if (num_layers < 1 || num_layers > max_layers)
+        return nn_params_fail(ps, "%s '%s': num_layers = %d, expected 1 to %d", fn, p, num_layers,
+                              max_layers);
+    if (!(dropout >= 0 && dropout < 1))
+        return nn_params_fail(ps, "%s '%s': dropout = %g, expected 0 <= p < 1", fn, p, dropout);
+    return 0;
+}
+
+bool nn_rnn_cell_check(ag_tape *t, const char *op, ag_tensor *const *in, int gates,
+                       const char *state) {
+    if (!ag_op_check(t, op, 3, in)) return false;
+    const ag_tensor *gi = in[0], *gh = in[1], *st = in[2];
+    if (st->ndim != 2 || gi->ndim != 2 || gh->ndim != 2 || gi->shape[0] != st->shape[0] ||
+        gh->shape[0] != st->shape[0] || gi->shape[1] != gates * st->shape[1] ||
+        gh->shape[1] != gates * st->shape[1]) {
+        char si[64], sg[64], ss[64];
+        ag_report(t, "%s: gates %s and %s with %s %s; expected (B, %dH), (B, %dH), (B, H)", op,
+                  ag_shape_str(gi, si, sizeof si), ag_shape_str(gh, sg, sizeof sg), state,
+                  ag_shape_str(st, ss, sizeof ss), gates, gates);
+        return false;
+    }
+    return true;
 }

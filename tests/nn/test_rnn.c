@@ -438,7 +438,39 @@ static void test_bad_inputs(void) {
                    "bidirectional");
     TG_EXPECT_ERROR(nn_gru_state_split(&g.g, &c, h2, parts), "nn_gru_state_split", "bidirectional");
     TG_EXPECT_NULL(nn_lstm_state_join(&l.l, &c, parts), "nn_lstm_state_join", "bidirectional");
+    /* the cells' inputs: gates (B, 4H) or (B, 3H) against the state (B, H) */
+    ag_tensor *g4 = ag_tensor_new(t, AG_SHAPE(B, 4 * H)),
+              *g3 = ag_tensor_new(t, AG_SHAPE(B, 3 * H));
+    ag_tensor *hs = ag_tensor_new(t, AG_SHAPE(B, H)), *hc = hs;
+    TG_EXPECT_ERROR(nn_lstm_cell_forward(&c, g4, g3, hs, &hs, &hc),
+                    "lstm_cell: gates [2, 8] and "
+                    "[2, 6] with cell state [2, 2]; expected (B, 4H), (B, 4H), (B, H)");
+    TG_EXPECT_NULL(nn_gru_cell_composite(&c, g3, g3, ag_tensor_new(t, AG_SHAPE(B, 3))),
+                   "gru_cell_composite: gates [2, 6] and [2, 6] with state [2, 3]; expected "
+                   "(B, 3H), (B, 3H), (B, H)");
+    /* dropout between layers, in training, needs an rng */
+    model d;
+    model_init(&d, false, E, H, 2, 0.5, false, false, 1);
+    nn_ctx ct = {.tape = t, .training = true};
+    TG_EXPECT_NULL(nn_gru_forward(&d.g, &ct, xt, NULL, NULL), "nn_gru_forward: training with "
+                                                              "dropout 0.5 needs nn_ctx.rng");
     ag_tape_free(t);
+    nn_params_free(d.ps);
+    /* the layers' arguments, each refused with the prefix named */
+    nn_params *ps = nn_params_new();
+    nn_lstm lb;
+    nn_gru gb;
+    TG_EXPECT_ERROR(nn_lstm_init(&lb, ps, "enc", 0, 4, 1, 0), "nn_lstm_init 'enc': input_size = 0, "
+                                                              "hidden = 4, expected > 0");
+    nn_params_free(ps);
+    ps = nn_params_new();
+    TG_EXPECT_ERROR(nn_gru_init(&gb, ps, "dec", 3, 4, 9, 0), "nn_gru_init 'dec': num_layers = 9, "
+                                                             "expected 1 to 8");
+    nn_params_free(ps);
+    ps = nn_params_new();
+    TG_EXPECT_ERROR(nn_lstm_init(&lb, ps, NULL, 3, 4, 1, 1.0), "nn_lstm_init '(null)': dropout = "
+                                                               "1, expected 0 <= p < 1");
+    nn_params_free(ps);
     ag_set_error_handler(NULL, NULL);
     nn_params_free(l.ps);
     nn_params_free(g.ps);
