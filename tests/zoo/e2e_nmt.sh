@@ -91,6 +91,9 @@ if [ "$(basename "$prog")" = transformer_nmt ]; then # a positional-encoding tab
     check "  refuses 12 words and <eos>" run 1 translate --checkpoint "$dir/p12.safetensors" "go ." "a b c d e f g h i j k l" "go ."
     check "  names the line, the length, the limit" has err "sentence 2: 13 tokens with <eos>, more than this model.s 12 positions: split the sentence"
     check "  an empty line in its place" test "$(sed -n 2p "$dir/out")" = "" -a "$(wc -l <"$dir/out")" = 3
+    check "  refuses a line whose second sentence is too long" run 1 translate --checkpoint "$dir/p12.safetensors" "Go. A b c d e f g h i j k l."
+    check "  names it" has err "sentence 1: 14 tokens with <eos>, more than this model.s 12 positions"
+    check "  one empty line, none of it translated" test "$(cat "$dir/out")" = "" -a "$(wc -l <"$dir/out")" = 1
 fi
 check "translate --raw-output" run 0 translate --checkpoint "$ck" --raw-output --beam 1 "I'm home." "i'm home ."
 check "  the same tokens" test "$(sort -u "$dir/out" | wc -l)" = 1

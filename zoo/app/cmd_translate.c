@@ -145,7 +145,9 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
         zoo__fail(c, "out of memory");
         rc = -1;
     }
-    for (int i = 0; i < n && rc >= 0; i++) /* a sentence that cannot be encoded: its line is bad */
+    /* a sentence that cannot be encoded makes its line bad: none of the line is translated */
+    for (int i = 0; i < n && rc >= 0; i++) {
+        const int line_ok = n_ok; /* the line's sentences that fit go after ok[line_ok] */
         for (int s = first[i]; s < first[i + 1] && !bad[i]; s++) {
             int32_t len = 0;
             if (ds_text_source(sent[s], scheme, &model[s], &typed[s]) ||
@@ -155,11 +157,14 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
                 rc = 1;
                 fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
                         numbered ? "line" : "sentence", first_line + i, ag_last_error());
+                for (int r = first[i]; r < s; r++) kind[r] = BAD;
+                n_ok = line_ok;
                 break;
             }
             kind[s] = len <= 1 ? EMPTY : len > steps ? LONG : FITS; /* EMPTY: <eos> alone */
             if (kind[s] == FITS) ok[n_ok++] = model[s];
         }
+    }
     for (int i = 0; i < n && rc == 0; i++) rc = bad[i]; /* a NUL or UTF-8 error above */
     if (rc >= 0 && n_ok &&
         zoo_translate_batch(l->m, l->t, l->sv, tv, ok, n_ok, steps, c->run.cfg.exec.beam,
