@@ -51,6 +51,7 @@
 
 #define MR 24
 #define NR 16
+#define C_AHEAD 48 /* steps of k before a tile's end at which its C is prefetched */
 
 /* How a tile's first k block meets C: BLIS's beta (0, 1 or any), or a bias row (C = bias + A B,
  * the bits of C preset to the bias and beta = 1). */
@@ -66,14 +67,27 @@ static inline void tile(dim_t m, dim_t n, dim_t k, float al, const float *restri
     __m512 acc[MR];
 #pragma GCC unroll 24
     for (int i = 0; i < MR; i++) acc[i] = _mm512_setzero_ps();
-    for (dim_t p = 0; p < k; p++) {
-        const __m512 bv = _mm512_loadu_ps(b);
-        _mm_prefetch((const char *)(a + 8 * MR), _MM_HINT_T0);
-#pragma GCC unroll 24
-        for (int i = 0; i < MR; i++) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), bv, acc[i]);
-        a += MR;
-        b += NR;
+#define TILE_STEPS(count)                                                                          \
+    for (dim_t p = 0; p < (count); p++) {                                                          \
+        const __m512 bv = _mm512_loadu_ps(b);                                                      \
+        _mm_prefetch((const char *)(a + 8 * MR), _MM_HINT_T0);                                     \
+        _Pragma("GCC unroll 24") for (int i = 0; i < MR; i++) acc[i] =                             \
+            _mm512_fmadd_ps(_mm512_set1_ps(a[i]), bv, acc[i]);                                     \
+        a += MR;                                                                                   \
+        b += NR;                                                                                   \
     }
+    /* C's rows are fetched while the last C_AHEAD steps run: C is the one operand not in cache
+     * (a tile's rows lie a row stride apart in a matrix of megabytes), and fetched at the start
+     * they would be evicted by the A panel streaming through L1. Both lines a row may straddle. */
+    const dim_t k_first = k > C_AHEAD ? k - C_AHEAD : 0;
+    TILE_STEPS(k_first)
+    if (cs_c == 1)
+        for (dim_t i = 0; i < m; i++) {
+            _mm_prefetch((const char *)(c + i * rs_c), _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + i * rs_c + n - 1), _MM_HINT_T0);
+        }
+    TILE_STEPS(k - k_first)
+#undef TILE_STEPS
     const __m512 va = _mm512_set1_ps(al), vb = _mm512_set1_ps(be);
     const __mmask16 mask = (__mmask16)((1u << n) - 1u);
     const __m512 bias_v = mode == TILE_BIAS ? _mm512_maskz_loadu_ps(mask, bias) : vb;
