@@ -110,6 +110,31 @@ static int split_lines(const zoo_cli *c, char **lines, const size_t *lens, int n
     return ns;
 }
 
+/* What a sentence is once encoded: on a bad line, <eos> alone, within --num-steps, longer. */
+enum { BAD, EMPTY, FITS, LONG };
+
+/* Puts sentences [s0, s1) of one line in the model's form (model[s], typed[s]: ds_text_source),
+ * sets their kind and the positions a LONG one needs (need[s]), and appends those that FIT to
+ * ok[*n_ok ..]. When one cannot be encoded, the line's sentences are all BAD (none of the line
+ * is translated) and -1 is returned with ag_last_error(); the caller restores *n_ok. ids: steps
+ * values of scratch. */
+static int encode_line(const zoo_cli *c, const zoo_loaded *l, const char *scheme, int steps,
+                       char **sent, int s0, int s1, char **model, char **typed, int *kind,
+                       int *need, int32_t *ids, const char **ok, int *n_ok) {
+    for (int s = s0; s < s1; s++) {
+        int32_t len = 0;
+        if (ds_text_source(sent[s], scheme, &model[s], &typed[s]) ||
+            ds_encode_sentence(l->sv, model[s], steps, ids, &len) ||
+            (len > steps && (need[s] = long_steps(c, l, len)) < 0)) {
+            for (int r = s0; r < s; r++) kind[r] = BAD;
+            return -1;
+        }
+        kind[s] = len <= 1 ? EMPTY : len > steps ? LONG : FITS;
+        if (kind[s] == FITS) ok[(*n_ok)++] = model[s];
+    }
+    return 0;
+}
+
 /* Translates lines[0..n) and prints every line's translation in order. A line is cut into its
  * sentences (ds_text_sentences), each translated alone and their translations joined by a
  * space; a line with nothing to translate (empty, blank, or nothing left once preprocessed:
@@ -124,7 +149,6 @@ static int split_lines(const zoo_cli *c, char **lines, const size_t *lens, int n
 static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, int steps,
                            char **lines, const size_t *lens, int n, long first_line,
                            bool numbered) {
-    enum { BAD, EMPTY, FITS, LONG };
     int *first = malloc(sizeof *first * ((size_t)n + 1)); /* line i: sentences first[i] .. */
     bool *bad = calloc((size_t)n, sizeof *bad);
     char **sent = NULL; /* every line's sentences, in order */
@@ -145,24 +169,15 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
         zoo__fail(c, "out of memory");
         rc = -1;
     }
-    /* a sentence that cannot be encoded makes its line bad: none of the line is translated */
     for (int i = 0; i < n && rc >= 0; i++) {
-        const int line_ok = n_ok; /* the line's sentences that fit go after ok[line_ok] */
-        for (int s = first[i]; s < first[i + 1] && !bad[i]; s++) {
-            int32_t len = 0;
-            if (ds_text_source(sent[s], scheme, &model[s], &typed[s]) ||
-                ds_encode_sentence(l->sv, model[s], steps, ids, &len) ||
-                (len > steps && (need[s] = long_steps(c, l, len)) < 0)) {
-                bad[i] = true;
-                rc = 1;
-                fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
-                        numbered ? "line" : "sentence", first_line + i, ag_last_error());
-                for (int r = first[i]; r < s; r++) kind[r] = BAD;
-                n_ok = line_ok;
-                break;
-            }
-            kind[s] = len <= 1 ? EMPTY : len > steps ? LONG : FITS; /* EMPTY: <eos> alone */
-            if (kind[s] == FITS) ok[n_ok++] = model[s];
+        const int line_ok = n_ok;
+        if (!bad[i] && encode_line(c, l, scheme, steps, sent, first[i], first[i + 1], model, typed,
+                                   kind, need, ids, ok, &n_ok)) {
+            bad[i] = true;
+            rc = 1;
+            fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
+                    numbered ? "line" : "sentence", first_line + i, ag_last_error());
+            n_ok = line_ok;
         }
     }
     for (int i = 0; i < n && rc == 0; i++) rc = bad[i]; /* a NUL or UTF-8 error above */
