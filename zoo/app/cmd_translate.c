@@ -116,17 +116,19 @@ enum { BAD, EMPTY, FITS, LONG };
 /* Puts sentences [s0, s1) of one line in the model's form (model[s], typed[s]: ds_text_source),
  * sets their kind and the positions a LONG one needs (need[s]), and appends those that FIT to
  * ok[*n_ok ..]. When one cannot be encoded, the line's sentences are all BAD (none of the line
- * is translated) and -1 is returned with ag_last_error(); the caller restores *n_ok. ids: steps
+ * is translated, *n_ok is as it was) and -1 is returned with ag_last_error(). ids: steps
  * values of scratch. */
 static int encode_line(const zoo_cli *c, const zoo_loaded *l, const char *scheme, int steps,
                        char **sent, int s0, int s1, char **model, char **typed, int *kind,
                        int *need, int32_t *ids, const char **ok, int *n_ok) {
+    const int n0 = *n_ok;
     for (int s = s0; s < s1; s++) {
         int32_t len = 0;
         if (ds_text_source(sent[s], scheme, &model[s], &typed[s]) ||
             ds_encode_sentence(l->sv, model[s], steps, ids, &len) ||
             (len > steps && (need[s] = long_steps(c, l, len)) < 0)) {
             for (int r = s0; r < s; r++) kind[r] = BAD;
+            *n_ok = n0;
             return -1;
         }
         kind[s] = len <= 1 ? EMPTY : len > steps ? LONG : FITS;
@@ -170,14 +172,12 @@ static int translate_lines(const zoo_cli *c, zoo_loaded *l, const char *scheme, 
         rc = -1;
     }
     for (int i = 0; i < n && rc >= 0; i++) {
-        const int line_ok = n_ok;
         if (!bad[i] && encode_line(c, l, scheme, steps, sent, first[i], first[i + 1], model, typed,
                                    kind, need, ids, ok, &n_ok)) {
             bad[i] = true;
             rc = 1;
             fprintf(stderr, "%s %s: %s %ld: %s\n", c->run.program, c->run.cmd,
                     numbered ? "line" : "sentence", first_line + i, ag_last_error());
-            n_ok = line_ok;
         }
     }
     for (int i = 0; i < n && rc == 0; i++) rc = bad[i]; /* a NUL or UTF-8 error above */
