@@ -22,6 +22,41 @@ static optim_group group_of_cfg(const optim_cfg *c) {
     return g;
 }
 
+/* Checks a schedule; 0 or -1 with a message that starts with `where` and names the field and
+ * the allowed range. */
+static int check_schedule(const optim_schedule *s, const char *where) {
+    switch (s->kind) {
+    case OPTIM_LR_CONSTANT: return 0;
+    case OPTIM_LR_STEP:
+        if (s->step_size <= 0 || !(s->gamma > 0))
+            return ag_error("%s: step schedule with step_size = %d, gamma = %g, "
+                            "expected step_size > 0 and gamma > 0",
+                            where, s->step_size, s->gamma);
+        return 0;
+    case OPTIM_LR_NOAM:
+        if (s->d_model <= 0 || s->warmup <= 0)
+            return ag_error("%s: Noam schedule with d_model = %d, warmup = %d, "
+                            "expected both > 0",
+                            where, s->d_model, s->warmup);
+        return 0;
+    case OPTIM_LR_INVSQRT:
+        if (s->warmup <= 0)
+            return ag_error("%s: inverse-square-root schedule with warmup = %d, "
+                            "expected > 0",
+                            where, s->warmup);
+        return 0;
+    case OPTIM_LR_COSINE:
+    case OPTIM_LR_LINEAR:
+        if (s->warmup < 0 || s->total <= s->warmup || !(s->min_ratio >= 0 && s->min_ratio <= 1))
+            return ag_error("%s: %s schedule with warmup = %d, total = %lld, "
+                            "min_ratio = %g, expected 0 <= warmup < total and min_ratio 0 to 1",
+                            where, s->kind == OPTIM_LR_COSINE ? "cosine" : "linear", s->warmup,
+                            (long long)s->total, s->min_ratio);
+        return 0;
+    }
+    return ag_error("%s: unknown schedule kind %d", where, (int)s->kind);
+}
+
 /* Checks cfg; 0 or -1 with a message naming the field and the allowed range. */
 static int check_cfg(const optim_cfg *c) {
     const char *k = optim_kind_name(c->kind);
@@ -34,37 +69,7 @@ static int check_cfg(const optim_cfg *c) {
     if (!(c->clip_norm >= 0) || !isfinite(c->clip_norm))
         return ag_error("optim_new (%s): clip_norm = %g, expected > 0 (or 0: no clipping)", k,
                         c->clip_norm);
-    const optim_schedule *s = &c->schedule;
-    switch (s->kind) {
-    case OPTIM_LR_CONSTANT: return 0;
-    case OPTIM_LR_STEP:
-        if (s->step_size <= 0 || !(s->gamma > 0))
-            return ag_error("optim_new (%s): step schedule with step_size = %d, gamma = %g, "
-                            "expected step_size > 0 and gamma > 0",
-                            k, s->step_size, s->gamma);
-        return 0;
-    case OPTIM_LR_NOAM:
-        if (s->d_model <= 0 || s->warmup <= 0)
-            return ag_error("optim_new (%s): Noam schedule with d_model = %d, warmup = %d, "
-                            "expected both > 0",
-                            k, s->d_model, s->warmup);
-        return 0;
-    case OPTIM_LR_INVSQRT:
-        if (s->warmup <= 0)
-            return ag_error("optim_new (%s): inverse-square-root schedule with warmup = %d, "
-                            "expected > 0",
-                            k, s->warmup);
-        return 0;
-    case OPTIM_LR_COSINE:
-    case OPTIM_LR_LINEAR:
-        if (s->warmup < 0 || s->total <= s->warmup || !(s->min_ratio >= 0 && s->min_ratio <= 1))
-            return ag_error("optim_new (%s): %s schedule with warmup = %d, total = %lld, "
-                            "min_ratio = %g, expected 0 <= warmup < total and min_ratio 0 to 1",
-                            k, s->kind == OPTIM_LR_COSINE ? "cosine" : "linear", s->warmup,
-                            (long long)s->total, s->min_ratio);
-        return 0;
-    }
-    return ag_error("optim_new (%s): unknown schedule kind %d", k, (int)s->kind);
+    return check_schedule(&c->schedule, where);
 }
 
 static ag_real *alloc_state(size_t n) {
@@ -299,6 +304,14 @@ int optim_set_lr(optim *o, double lr) {
         return ag_error("optim_set_lr (%s): lr = %g, expected a finite value >= 0",
                         optim_kind_name(o->cfg.kind), lr);
     return optim_set_group_lr(o, 0, lr);
+}
+int optim_set_schedule(optim *o, optim_schedule s) {
+    if (!o) return ag_error("optim_set_schedule: optimizer is NULL");
+    char where[64];
+    snprintf(where, sizeof where, "optim_set_schedule (%s)", optim_kind_name(o->cfg.kind));
+    if (check_schedule(&s, where)) return -1;
+    o->cfg.schedule = s;
+    return 0;
 }
 double optim_last_grad_norm(const optim *o) { return o ? o->last_norm : NAN; }
 const optim_cfg *optim_config(const optim *o) { return o ? &o->cfg : NULL; }

@@ -213,6 +213,13 @@ double optim_lr(const optim *o);     /* lr the next optim_step will use in group
  * also when the optimizer has several groups: set each with optim_set_group_lr).
  * The base rate is part of the saved state (see Checkpoints). */
 int optim_set_lr(optim *o, double lr);
+/* Replaces the schedule (cfg.schedule) from the next step on: update t = optim_steps + 1 runs
+ * at optim_schedule_lr(s, base lr, t), the count of updates going on as it was (e.g. the end
+ * of a decay moved once a run knows how many steps its time holds). The schedule is not part
+ * of the saved state: a resumed run passes it in its cfg. Returns 0, or -1 for an invalid
+ * schedule (the message names the field and the allowed range, as optim_new's; nothing
+ * changed). */
+int optim_set_schedule(optim *o, optim_schedule s);
 double optim_last_grad_norm(const optim *o); /* norm before clipping, at the last step */
 /* The cfg given to optim_new, its hyperparameters those of group 0 now (lr after
  * optim_set_lr or a load). Owned by o. */

@@ -311,6 +311,41 @@ static void test_set_lr(void) {
     nn_params_free(ps);
 }
 
+/* A linear decay whose end moves after the warm-up: SGD on a constant gradient of 1 moves by
+ * -lr_t, lr_t from the first schedule for updates 1-2 and from the second after. */
+static void test_set_schedule(void) {
+    ag_tensor *p;
+    nn_params *ps = one_param(&p, 0, 0);
+    optim_cfg c = optim_sgd(1.0);
+    c.schedule = optim_lr_warmup_linear(2, 100, 0);
+    optim *o = optim_new(ps, c);
+    for (int t = 1; t <= 2; t++) { /* warm-up: 0.5, 1 */
+        set_grad(p, 1, 0);
+        optim_step(o);
+    }
+    NEAR(p->data[0], -1.5);
+    CU_ASSERT_EQUAL(optim_set_schedule(o, optim_lr_warmup_linear(2, 6, 0)), 0);
+    CU_ASSERT_EQUAL(optim_config(o)->schedule.total, 6);
+    NEAR(optim_lr(o), 0.75);       /* t = 3: 1 - 1/4, not 1 - 1/98 */
+    for (int t = 3; t <= 7; t++) { /* 0.75, 0.5, 0.25, 0, 0 */
+        set_grad(p, 1, 0);
+        optim_step(o);
+    }
+    NEAR(p->data[0], -3);
+    CU_ASSERT_EQUAL(optim_steps(o), 7);
+    /* refused as optim_new would, the schedule unchanged */
+    TG_EXPECT_ERROR(optim_set_schedule(o, optim_lr_warmup_linear(2, 2, 0)),
+                    "optim_set_schedule (sgd): linear schedule with warmup = 2, total = 2, "
+                    "min_ratio = 0, expected 0 <= warmup < total");
+    TG_EXPECT_ERROR(optim_set_schedule(o, optim_lr_step(0, 0.5)),
+                    "optim_set_schedule (sgd): step schedule with step_size = 0");
+    CU_ASSERT_EQUAL(optim_config(o)->schedule.total, 6);
+    TG_EXPECT_ERROR(optim_set_schedule(NULL, optim_lr_constant()),
+                    "optim_set_schedule: optimizer is NULL");
+    optim_free(o);
+    nn_params_free(ps);
+}
+
 /* A store of a small model: two weight matrices, a bias and a norm weight, odd sizes (each
  * parameter padded to 16 elements). */
 static nn_params *groups_store(void) {
@@ -500,6 +535,7 @@ static CU_TestInfo tests[] = {
     {"schedules: constant, step, noam", test_schedules},
     {"schedules: warm-up then cosine, linear, inverse square root", test_warmup_schedules},
     {"optim_set_lr between steps", test_set_lr},
+    {"optim_set_schedule between steps: the decay's end moved", test_set_schedule},
     {"weight-decay groups: 1-D parameters, a name rule", test_decay_groups},
     {"weight-decay groups cut between threads: same bits", test_decay_groups_threads},
     {"configuration errors name the field", test_config_errors},

@@ -180,6 +180,23 @@ for kv in '"config.heads":"8"' '"train.lr_schedule":"linear"' '"config.d2l-step-
 done
 check "  the flags' --hiddens" has pf.header '"config.hiddens":"32"'
 check "  the flags' --batch-tokens" has pf.header '"data.batch_tokens":"400"'
+check "--fit-decay without --time-budget refused" run 2 train "${small[@]}" --fit-decay 1 --lr-schedule linear --warmup-steps 2 --decay-steps 10
+check "  says what it needs" has err "--fit-decay needs --time-budget and --lr-schedule linear or cosine: give them, or --fit-decay 0"
+check "--fit-decay with a constant rate refused" run 2 train "${small[@]}" --fit-decay 1 --time-budget 5
+check "a run with its decay fitted to --time-budget" run 0 train --data "$data" --num-examples 200 --epochs 100000 --log-every 0 --lr-schedule linear --warmup-steps 3 --decay-steps 1000 --fit-decay 1 --time-budget 2 --checkpoint "$dir/fit.safetensors"
+check "  the fitted end on the log" has err "^schedule: the warm-up ended at step 3 after [0-9.]+s \([0-9.]+s a step\); the decay ends at step [0-9]+, where the rest of --time-budget ends \(--decay-steps [0-9]+ --max-steps [0-9]+ repeat it\)$"
+check "  stopped there or by the budget" has out "^stopped at step [0-9]+ \(epoch [0-9]+, batch [0-9]+\) by (the end of the decay \(--fit-decay\)|--time-budget);"
+fitted=$(sed -n 's/^schedule: .* the decay ends at step \([0-9]*\),.*/\1/p' "$dir/err")
+st_header "$dir/fit.safetensors" | tr ',' '\n' > "$dir/fit.header"
+check "  the checkpoint's recipe has it" has fit.header "\"train.decay_steps\":\"$fitted\""
+fit=(train --data "$data" --num-examples 200 --epochs 100000 --log-every 0 --fit-decay 1 --time-budget 60 --checkpoint "$dir/fit.safetensors" --resume)
+if grep -q "by the end of the decay" "$dir/out"; then
+    check "  the run ends there: --resume has nothing to train" run 1 "${fit[@]}"
+    check "  says so" has err "the run is at step $fitted, where it ends \(its decay $fitted\): nothing to train"
+else # the budget came first: --resume trains to the decay's end
+    check "  --resume trains on to the decay's end" run 0 "${fit[@]}"
+    check "  and stops there" has out "^stopped at step $fitted .* by the end of the decay"
+fi
 
 # 9. the second audit (2026-11-24): outputs that collide, runs that race, faults
 a="$dir/a2"

@@ -2,12 +2,14 @@
  * value, overfitting, determinism, exact resume, beam search against greedy, checkpoints. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "datasets/common.h"
+#include "optim/optim.h"
 #include "tests/tg_test.h"
 #include "tests/zoo/zoo_test.h"
 #include "zoo/app/decode.h"
@@ -509,6 +511,99 @@ static void test_validation(void) {
     ds_fra_free(d);
 }
 
+/* ---- the decay fitted to the time budget ---- */
+
+/* A trainer of the tiny model, linear warm-up 4 then decay to 0 at `decay`. */
+static zoo_trainer *linear_trainer(const ds_fra *d, int64_t decay) {
+    zoo_trainer *tr = new_trainer(d, 0.1, 5);
+    zoo_recipe r = tr->recipe;
+    r.schedule = ZOO_SCHEDULE_LINEAR;
+    r.warmup = 4;
+    r.decay_steps = decay;
+    r.min_lr_ratio = 0;
+    CU_ASSERT_EQUAL(zoo_trainer_set_recipe(tr, &r), 0);
+    return tr;
+}
+
+static int run_opts(zoo_trainer *tr, const ds_fra *d, const zoo_train_opts *o) {
+    ds_batches *it;
+    if (ds_batches_new(d, DS_TRAIN, true, &it)) return -1;
+    int rc = zoo_train(tr, d, it, o);
+    ds_batches_free(it);
+    return rc;
+}
+
+static void test_fit_decay_end(void) {
+    /* warm-up over at step 100 after 100 steps in 50 s: 3550 s more hold 7100 steps */
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 100, 50, 3600, 0), 7200);
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 40, 50, 3600, 0), 100 + 2840); /* a resumed call */
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 100, 50, 3600, 5000), 5000);   /* --max-steps */
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 100, 50, 3600, 100), 7200);    /* not above: none */
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 100, 50, 50.4, 0), 101);       /* no time left */
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 100, 3700, 3600, 0), 101);
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 0, 0, 3600, 0), 101);
+    CU_ASSERT_EQUAL(zoo_fit_decay_end(10, 10, 1e-9, 1e9, 0), INT32_MAX);
+}
+
+/* Capped by max_steps, a fitted run is the run with that decay: the same bits. Past its end it
+ * refuses to train on; a budget alone fits an end that stops the run at rate 0 (or the budget
+ * stops it first). */
+static void test_fit_decay_run(void) {
+    ds_fra *d = load();
+    zoo_trainer *fit = linear_trainer(d, 1000), *plain = linear_trainer(d, 12);
+    FILE *log = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+    zoo_train_opts o = {
+        .epochs = 100, .max_steps = 12, .time_budget = 3600, .fit_decay = true, .log = log};
+    CU_ASSERT_EQUAL(run_opts(fit, d, &o), ZOO_TRAIN_LIMIT);
+    zoo_train_opts p = {.epochs = 100, .max_steps = 12};
+    CU_ASSERT_EQUAL(run_opts(plain, d, &p), ZOO_TRAIN_LIMIT);
+    CU_ASSERT_EQUAL(fit->steps, 12);
+    CU_ASSERT_EQUAL(fit->recipe.decay_steps, 12);
+    CU_ASSERT_EQUAL(optim_config(fit->opt)->schedule.total, 12);
+    size_t n = nn_params_flat_size(fit->model->ps);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(fit->model->ps), nn_params_values(plain->model->ps),
+                           n * sizeof(ag_real)),
+                    0);
+    char line[512] = "";
+    rewind(log);
+    CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, log));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "schedule: the warm-up ended at step 4 after "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "the decay ends at step 12, --max-steps (--decay-steps "
+                                        "12 --max-steps 12 repeat it)"));
+    fclose(log);
+    /* at its end: nothing to train, with or without --max-steps */
+    o.max_steps = 0;
+    o.log = NULL;
+    TG_EXPECT_ERROR(run_opts(fit, d, &o), "the run is at step 12, where it ends (its decay 12)");
+    CU_ASSERT_EQUAL(fit->steps, 12);
+    /* refused without a budget or a decaying schedule */
+    zoo_trainer *t = linear_trainer(d, 1000);
+    o.time_budget = 0;
+    TG_EXPECT_ERROR(run_opts(t, d, &o), "--fit-decay needs --time-budget and --lr-schedule "
+                                        "linear or cosine (they are 0 and linear)");
+    zoo_recipe r = t->recipe;
+    r.schedule = ZOO_SCHEDULE_INVSQRT;
+    CU_ASSERT_EQUAL(zoo_trainer_set_recipe(t, &r), 0);
+    o.time_budget = 1;
+    TG_EXPECT_ERROR(run_opts(t, d, &o), "(they are 1 and invsqrt)");
+    CU_ASSERT_EQUAL(t->steps, 0);
+    zoo_trainer_free(t);
+    /* a budget of 0.5 s: an end fitted after the warm-up, the run stopped there (at rate 0) or
+     * by the budget before it */
+    t = linear_trainer(d, 1000);
+    o.time_budget = 0.5;
+    o.epochs = 1000000;
+    CU_ASSERT_EQUAL(run_opts(t, d, &o), ZOO_TRAIN_LIMIT);
+    CU_ASSERT(t->recipe.decay_steps > 4 && t->steps <= t->recipe.decay_steps);
+    CU_ASSERT_EQUAL(optim_config(t->opt)->schedule.total, t->recipe.decay_steps);
+    if (t->steps == t->recipe.decay_steps) CU_ASSERT_EQUAL(optim_lr(t->opt), 0);
+    zoo_trainer_free(t);
+    zoo_trainer_free(fit);
+    zoo_trainer_free(plain);
+    ds_fra_free(d);
+}
+
 static CU_TestInfo tests[] = {
     {"metadata values: strict, named once, in range", test_metadata_values},
     {"masked cross-entropy and teacher forcing", test_masked_ce_value},
@@ -521,6 +616,8 @@ static CU_TestInfo tests[] = {
     {"hyperparameter errors", test_hparam_errors},
     {"the output layer fused with the loss: the same objective", test_fused_loss_same_objective},
     {"validation: loss per token, BLEU, when, the best checkpoint", test_validation},
+    {"the decay's end fitted to a time budget", test_fit_decay_end},
+    {"a run with its decay fitted: the run with that decay; its refusals", test_fit_decay_run},
     CU_TEST_INFO_NULL,
 };
 

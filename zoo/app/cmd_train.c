@@ -86,6 +86,11 @@ static int check_config(const zoo_cli *c) {
         !(subword && cfg->vocab.share == ZOO_VOCAB_JOINT))
         return zoo__usage(c, "--share-embeddings needs one vocabulary for both languages: give "
                              "--vocab subword --vocab-share joint, or --share-embeddings 0");
+    int sched = cfg->recipe.schedule;
+    if (cfg->loop.fit_decay && (cfg->loop.time_budget <= 0 ||
+                                (sched != ZOO_SCHEDULE_LINEAR && sched != ZOO_SCHEDULE_COSINE)))
+        return zoo__usage(c, "--fit-decay needs --time-budget and --lr-schedule linear or "
+                             "cosine: give them, or --fit-decay 0");
     int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);
     zoo_model *probe = rc ? NULL : zoo_model_new(c->run.kind, cfg->model, 4, 4, 0);
     if (!rc && !probe) rc = zoo__usage(c, "%s", ag_last_error());
@@ -274,7 +279,9 @@ static void print_summary(const zoo_cli *c, const train_run *t, int trc) {
                (long long)tr->steps, tr->epochs_done + 1, tr->epoch_batches,
                trc == ZOO_TRAIN_EARLY                ? "--patience"
                : max_steps && tr->steps >= max_steps ? "--max-steps"
-                                                     : "--time-budget",
+               : c->run.cfg.loop.fit_decay && tr->steps >= tr->recipe.decay_steps
+                   ? "the end of the decay (--fit-decay)"
+                   : "--time-budget",
                t->ckpath);
     if (tr->n_valid) {
         int b = 0, metric = tr->recipe.valid_metric;

@@ -13,25 +13,27 @@
 
 /* ---- progress lines ---- */
 
-/* A progress line every o->log_steps steps: step, epoch (fractional), the epoch's running loss,
- * the learning rate, tokens/sec of the epoch so far, elapsed, and the time left to the nearest
- * limit. */
-/* The time left to the nearest limit: left (by the epochs), or less by --max-steps (at
- * per_step seconds a step) or by --time-budget (done: seconds since the run started). */
-static double time_left(const zoo_train_opts *o, const zoo_trainer *tr, double left,
-                        double per_step, double done) {
-    if (o->max_steps > 0 && (double)(o->max_steps - tr->steps) * per_step < left)
-        left = (double)(o->max_steps - tr->steps) * per_step;
-    if (o->time_budget > 0 && o->time_budget - done < left) left = o->time_budget - done;
+/* The time left to the nearest limit: left (by the epochs), or less by the run's end step
+ * (--max-steps or the fitted decay's end, at per_step seconds a step) or by --time-budget (done:
+ * seconds since the call started). */
+static double time_left(const zoo_run_state *r, const zoo_trainer *tr, double left, double per_step,
+                        double done) {
+    if (r->end > 0 && (double)(r->end - tr->steps) * per_step < left)
+        left = (double)(r->end - tr->steps) * per_step;
+    if (r->o->time_budget > 0 && r->o->time_budget - done < left) left = r->o->time_budget - done;
     return left > 0 ? left : 0;
 }
 
+/* A progress line every o->log_steps steps: step, epoch (fractional), the epoch's running loss,
+ * the learning rate, tokens/sec of the epoch so far, elapsed, and the time left to the nearest
+ * limit. */
 void zoo__report_step(const zoo_run_state *r, const zoo_trainer *tr, const ds_batches *it) {
     const zoo_train_opts *o = r->o;
     if (!o || !o->log || o->log_steps <= 0 || tr->steps % o->log_steps) return;
-    double done = zoo__now() - r->t0, per_step = done / (double)(tr->steps ? tr->steps : 1);
+    int64_t steps = tr->steps - r->steps0; /* this call's */
+    double done = zoo__now() - r->t0, per_step = done / (double)(steps ? steps : 1);
     double frac = zoo__epoch_fraction(tr, it),
-           left = time_left(o, tr, (o->epochs - frac) * ds_batches_count(it) * per_step, per_step,
+           left = time_left(r, tr, (o->epochs - frac) * ds_batches_count(it) * per_step, per_step,
                             done);
     fprintf(
         o->log,
@@ -45,13 +47,14 @@ void zoo__report_step(const zoo_run_state *r, const zoo_trainer *tr, const ds_ba
 
 /* An epoch's line; elapsed: the training seconds of the epochs so far, done: seconds since the
  * run started (the time budget's clock). */
-void zoo__report_epoch(const zoo_train_opts *o, const zoo_trainer *tr, const zoo_epoch_stats *s,
+void zoo__report_epoch(const zoo_run_state *r, const zoo_trainer *tr, const zoo_epoch_stats *s,
                        double elapsed, double done, bool last) {
+    const zoo_train_opts *o = r->o;
     if (!o->log || o->log_every <= 0) return;
     bool tty = isatty(fileno(o->log));
     if (!last && tr->epochs_done % o->log_every && !tty) return;
     double per_epoch = elapsed / (tr->epochs_done ? tr->epochs_done : 1);
-    double left = time_left(o, tr, per_epoch * (o->epochs - tr->epochs_done),
+    double left = time_left(r, tr, per_epoch * (o->epochs - tr->epochs_done),
                             elapsed / (double)(tr->steps ? tr->steps : 1), done);
     fprintf(o->log, "%sepoch %d/%d: loss %.4f, %.1f tokens/sec, elapsed %.1fs, remaining %.1fs%s",
             tty ? "\r" : "", tr->epochs_done, o->epochs, s->loss, s->tokens / s->seconds, elapsed,

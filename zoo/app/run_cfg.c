@@ -155,6 +155,12 @@ static const zoo_cfg_opt LOOP[] = {
     {{"time-budget", ZOO_REAL, L(time_budget), 0, 1e9,
       "stop, save and report after S seconds of training (0: no limit)", NULL},
      "t"},
+    {{"fit-decay", ZOO_BOOL, L(fit_decay), 0, 1,
+      "with --time-budget and --lr-schedule linear or cosine: at the end of the warm-up, move "
+      "--decay-steps to the last step the rest of the budget holds at the pace so far (at most "
+      "--max-steps), and stop there",
+      NULL},
+     "t"},
     {{"checkpoint-every", ZOO_INT, L(checkpoint_every), 0, 1e6,
       "also checkpoint every N epochs (0: at the end only)", NULL},
      "t"},

@@ -2,9 +2,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/trainer_internal.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "zoo/app/dist.h"
+#include "zoo/app/run_cfg.h"
 
 double zoo_trainer_seconds(const zoo_trainer *tr) {
     double s = tr->epoch_seconds;
@@ -63,6 +66,45 @@ static int agree_stop(zoo_trainer *tr, zoo_run_why *why) {
     return 0;
 }
 
+int64_t zoo_fit_decay_end(int64_t step, int64_t steps_done, double seconds, double budget,
+                          int64_t max_steps) {
+    double rest = budget - seconds, more = 1;
+    if (rest > 0 && seconds > 0 && steps_done > 0)
+        more = floor(rest * (double)steps_done / seconds);
+    if (more < 1) more = 1;
+    if (more > (double)(INT32_MAX - step)) more = (double)(INT32_MAX - step);
+    int64_t end = step + (int64_t)more;
+    return max_steps > step && max_steps < end ? max_steps : end;
+}
+
+/* fit_decay at the end of the warm-up (trainer.h): the decay's end from rank 0's clock into the
+ * recipe, the optimizer's schedule and the run's end step, and a line on the log. 0 or -1. */
+static int fit_decay(zoo_run_state *r, zoo_trainer *tr) {
+    const zoo_train_opts *o = r->o;
+    if (!o->fit_decay || tr->steps != tr->recipe.warmup) return 0;
+    double done = zoo__now() - r->t0;
+    int64_t n = tr->steps - r->steps0,
+            end = zoo_fit_decay_end(tr->steps, n, done, o->time_budget, o->max_steps);
+    if (zoo_dist_size(tr->dist) > 1) { /* end < 2^31 */
+        int32_t v = zoo_dist_rank(tr->dist) == 0 ? (int32_t)end : 0;
+        if (zoo_dist_max(tr->dist, &v, 1)) return -1;
+        end = v;
+    }
+    optim_schedule s = optim_config(tr->opt)->schedule;
+    s.total = end;
+    if (optim_set_schedule(tr->opt, s)) return -1;
+    tr->recipe.decay_steps = end;
+    r->end = o->max_steps && o->max_steps < end ? o->max_steps : end;
+    if (o->log)
+        fprintf(o->log,
+                "schedule: the warm-up ended at step %lld after %.1fs (%.3fs a step); the decay "
+                "ends at step %lld, %s (--decay-steps %lld --max-steps %lld repeat it)\n",
+                (long long)tr->steps, done, done / (double)n, (long long)end,
+                end == o->max_steps ? "--max-steps" : "where the rest of --time-budget ends",
+                (long long)end, (long long)end);
+    return 0;
+}
+
 /* Batches of epoch tr->epochs_done from tr->epoch_batches on, until the epoch ends (then its
  * stats go to the history) or a limit or a stop comes (*why). Returns 0 or -1. */
 static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_run_state *r,
@@ -89,9 +131,10 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_run_state
         if (o->valid_steps > 0 && tr->steps % o->valid_steps == 0 &&
             zoo__validate_now(r, tr, it, &early))
             return -1;
+        if (fit_decay(r, tr)) return -1;
         if (early) *why = ZOO_RUN_EARLY;
         else if (o->stop && *o->stop) *why = ZOO_RUN_STOP;
-        else if ((o->max_steps > 0 && tr->steps >= o->max_steps) ||
+        else if ((r->end > 0 && tr->steps >= r->end) ||
                  (o->time_budget > 0 && zoo__now() - r->t0 >= o->time_budget))
             *why = ZOO_RUN_LIMIT;
         if (agree_stop(tr, why)) return -1;
@@ -121,12 +164,33 @@ static int final_validation(zoo_run_state *r, zoo_trainer *tr, const ds_batches 
     return zoo__validate_now(r, tr, it, early);
 }
 
+/* The step a run stops after (*end; 0: none): max_steps, and with fit_decay past the warm-up the
+ * decay's end. Refuses fit_decay without its budget and schedule, and a run already there. */
+static int run_end(const zoo_trainer *tr, const zoo_train_opts *o, int64_t *end) {
+    const zoo_recipe *rc = &tr->recipe;
+    *end = o->max_steps;
+    if (o->fit_decay) {
+        if (o->time_budget <= 0 ||
+            (rc->schedule != ZOO_SCHEDULE_LINEAR && rc->schedule != ZOO_SCHEDULE_COSINE))
+            return ag_error("--fit-decay needs --time-budget and --lr-schedule linear or cosine "
+                            "(they are %g and %s)",
+                            o->time_budget, zoo_schedule_names[rc->schedule]);
+        if (tr->steps >= rc->warmup && (!*end || rc->decay_steps < *end)) *end = rc->decay_steps;
+    }
+    if (*end && tr->steps >= *end)
+        return ag_error("the run is at step %lld, where it ends (%s %lld): nothing to train",
+                        (long long)tr->steps, *end == o->max_steps ? "--max-steps" : "its decay",
+                        (long long)*end);
+    return 0;
+}
+
 int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *o) {
     int32_t bos = ds_vocab_id(ds_fra_vocab(data, DS_TGT), "<bos>");
     double elapsed = 0;
     for (int i = 0; i < tr->n_hist; i++) elapsed += tr->hist[i].seconds;
-    zoo_run_state r = {.o = o, .data = data, .t0 = zoo__now()};
+    zoo_run_state r = {.o = o, .data = data, .t0 = zoo__now(), .steps0 = tr->steps};
     r.last_ckpt = r.t0;
+    if (run_end(tr, o, &r.end)) return -1;
     if (o->valid_steps > 0 && !ds_fra_part_size(data, DS_VALID))
         return ag_error("validation every %lld steps: the data has no validation part",
                         (long long)o->valid_steps);
@@ -147,7 +211,7 @@ int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_tra
                                           : ZOO_TRAIN_LIMIT;
         }
         elapsed += s.seconds;
-        zoo__report_epoch(o, tr, &s, elapsed, zoo__now() - r.t0, tr->epochs_done == o->epochs);
+        zoo__report_epoch(&r, tr, &s, elapsed, zoo__now() - r.t0, tr->epochs_done == o->epochs);
         bool early = false;
         if (tr->epochs_done == o->epochs && final_validation(&r, tr, it, &early)) return -1;
         bool periodic = o->checkpoint_every > 0 && tr->epochs_done % o->checkpoint_every == 0;

@@ -159,6 +159,12 @@ typedef struct zoo_train_opts {
     int epochs;                /* total epochs of the run (a resumed run counts those done) */
     int64_t max_steps;         /* stop after this many steps of the whole run; 0: no limit */
     double time_budget;        /* stop once this call has trained this many seconds; 0: none */
+    /* With time_budget and a linear or cosine schedule: when the warm-up ends in this call, the
+     * decay's end (the recipe's decay_steps, saved with the run) moves to the last step the
+     * rest of the budget holds at the pace of the call so far (validations and saves
+     * included), at most max_steps, agreed by rank 0; a line on log says so. The run stops
+     * there: with fit_decay it never trains past the decay's end (a resumed run included). */
+    bool fit_decay;
     const char *checkpoint;    /* written at the end, at a stop and periodically; NULL: never */
     int checkpoint_every;      /* also every N epochs; 0: none */
     int64_t checkpoint_steps;  /* also every N steps; 0: none */
@@ -246,6 +252,13 @@ int zoo_train_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_epoch_stat
  * its vocabularies go into the checkpoints. Returns 0 when every epoch is done, or -1
  * (ag_last_error says why; checkpoints already written are intact). */
 int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_train_opts *opts);
+
+/* The decay's end fit_decay chooses (zoo_train_opts) when the warm-up ends at `step` after
+ * steps_done steps of this call in `seconds`: step + floor((budget - seconds) x steps_done /
+ * seconds), at least step + 1, at most max_steps when that is above step (0: no limit), and
+ * below 2^31. */
+int64_t zoo_fit_decay_end(int64_t step, int64_t steps_done, double seconds, double budget,
+                          int64_t max_steps);
 
 /* The seconds the run's training steps took, resumes included (validations excluded). */
 double zoo_trainer_seconds(const zoo_trainer *tr);

@@ -30,6 +30,8 @@ typedef struct zoo_run_state {
     const ds_fra *data;
     double t0;        /* when this call started training */
     double last_ckpt; /* when the last checkpoint of this call was written */
+    int64_t steps0;   /* the run's steps when this call started */
+    int64_t end;      /* the step to stop after: max_steps, or the fitted decay's end; 0: none */
 } zoo_run_state;
 
 /* The fractional epoch; the running loss of the epoch under way (d2l's: per-sequence losses /
@@ -51,7 +53,7 @@ int zoo__valid_metric_check(zoo_trainer *tr, const ds_fra *data, const zoo_train
 /* Progress lines (report.c): every o->log_steps steps, and an epoch's line (elapsed: training
  * seconds of the epochs so far; done: seconds since the call started). */
 void zoo__report_step(const zoo_run_state *r, const zoo_trainer *tr, const ds_batches *it);
-void zoo__report_epoch(const zoo_train_opts *o, const zoo_trainer *tr, const zoo_epoch_stats *s,
+void zoo__report_epoch(const zoo_run_state *r, const zoo_trainer *tr, const zoo_epoch_stats *s,
                        double elapsed, double done, bool last);
 
 #endif
