@@ -46,6 +46,36 @@ typedef struct lce_saved {
     ptrdiff_t n_kept;
 } lce_saved;
 
+/* The largest of z[0..V) (V >= 1) in 16 running maxima, then the largest of them: the serial
+ * loop's value (m = z[0], then m = z[c] > m ? z[c] : m), since a maximum is exact in any order;
+ * a NaN is passed over as there, unless it is z[0] (then NaN). Only the sign of a zero maximum
+ * may differ, which changes no later value (z - m, m + log s with log s >= 0). */
+#define LANES 16
+static ag_real row_max(const ag_real *restrict z, ptrdiff_t V) {
+    ag_real mx[LANES];
+    for (int l = 0; l < LANES; l++) mx[l] = z[0];
+    ptrdiff_t c = 0;
+    for (; c + LANES <= V; c += LANES)
+        for (int l = 0; l < LANES; l++) mx[l] = z[c + l] > mx[l] ? z[c + l] : mx[l];
+    ag_real m = mx[0];
+    for (int l = 1; l < LANES; l++) m = mx[l] > m ? mx[l] : m;
+    for (; c < V; c++) m = z[c] > m ? z[c] : m;
+    return m;
+}
+
+/* sum_c z[c] in 16 running sums (lane l: c = l mod 16), added in lane order, then the tail. */
+static ag_real row_sum(const ag_real *restrict z, ptrdiff_t V) {
+    ag_real acc[LANES] = {0};
+    ptrdiff_t c = 0;
+    for (; c + LANES <= V; c += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += z[c + l];
+    ag_real sum = 0;
+    for (int l = 0; l < LANES; l++) sum += acc[l];
+    for (; c < V; c++) sum += z[c];
+    return sum;
+}
+#undef LANES
+
 /* One chunk's softmax pass: rows [i0, i1) of Z. */
 typedef struct lce_chunk {
     ag_real *Z;
@@ -70,10 +100,10 @@ static void lce_rows(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
             const ag_real *restrict b = j->bias;
             for (ptrdiff_t c = 0; c < V; c++) z[c] += b[c];
         }
-        ag_real m = z[0], sum = 0, s = 0;
-        for (ptrdiff_t c = 1; c < V; c++) m = z[c] > m ? z[c] : m;
-        if (eps != 0) /* skipped at 0: a -inf logit (a masked class) leaves CE finite */
-            for (ptrdiff_t c = 0; c < V; c++) sum += z[c];
+        /* (s is summed in order, so that runs without smoothing keep their bits) */
+        ag_real m = row_max(z, V), s = 0;
+        /* skipped at 0: a -inf logit (a masked class) leaves CE finite */
+        const ag_real sum = eps != 0 ? row_sum(z, V) : 0;
         const ag_real zk = z[k];
         for (ptrdiff_t c = 0; c < V; c++) z[c] -= m;
         ag_vexp_inplace(z, V);
