@@ -159,6 +159,35 @@ static void test_exact_values(void) {
     ag_leaf_free(b);
 }
 
+/* The row's maximum found wherever it is (the first class, inside the 16-lane blocks, in the
+ * tail after them), and the smoothing's mean over all 37 classes: x = 0, so the logits are the
+ * bias, 0 but for 500 at class p; a missed maximum would overflow exp (e^500). */
+static void test_row_max_anywhere(void) {
+    enum { V = 37 };
+    ag_tensor *W = ag_leaf_new(AG_SHAPE(V, 2), true), *b = ag_leaf_new(AG_SHAPE(V), true);
+    nn_linear l = {.weight = W, .bias = b, .in = 2, .out = V};
+    ag_tape *t = ag_tape_new();
+    nn_ctx c = {.tape = t};
+    const int where[] = {0, 5, 16, 31, 32, 36};
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        const int p = where[i];
+        ag_tensor *x = ag_tensor_new(t, AG_SHAPE(2, 2)); /* zeros */
+        for (int v = 0; v < V; v++) b->data[v] = v == p ? 500 : 0;
+        const int32_t labels[2] = {p, (p + 1) % V}; /* CE ~ 0, CE ~ 500 */
+        ag_tensor *y = nn_linear_ce_forward(&l, &c, x, labels, NULL, 0, AG_IGNORE_INDEX, 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_DOUBLE_EQUAL(y->data[0], 500, 1e-3);
+        /* eps 0.5 on label p: lse - 0.5 z_p - 0.5 mean(z) = 250 - 250 / 37 */
+        ag_tensor *y2 = nn_linear_ce_forward(&l, &c, x, labels, NULL, 0.5, AG_IGNORE_INDEX, 2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y2);
+        CU_ASSERT_DOUBLE_EQUAL(y2->data[0], 250 - 250.0 / V + 500 - 0.5 * 500.0 / V, 1e-3);
+        ag_tape_reset(t);
+    }
+    ag_tape_free(t);
+    ag_leaf_free(W);
+    ag_leaf_free(b);
+}
+
 /* Every row skipped (weights 0, or every label ignored): the loss is exactly 0 and so are the
  * gradients; a row of weight 0 with an infinite input still gives 0. */
 static void test_all_rows_skipped(void) {
@@ -369,6 +398,7 @@ static void test_gradcheck(void) {
 static CU_TestInfo tests[] = {
     {"fused equals composite: values and gradients", test_fused_matches_composite},
     {"exact values of a small case", test_exact_values},
+    {"the row's maximum wherever it is; the smoothing's mean", test_row_max_anywhere},
     {"every row skipped: 0, no gradient", test_all_rows_skipped},
     {"evaluation: the same loss, nothing recorded", test_eval_same_loss},
     {"the same bits on 1 and 2 threads", test_threads_same_bits},
