@@ -86,10 +86,12 @@ static void test_preset(void) {
     CU_ASSERT_EQUAL(m->hiddens, 128);
     CU_ASSERT_EQUAL(m->heads, 8);
     CU_ASSERT(m->share_embeddings);
-    CU_ASSERT_EQUAL(r.cfg.data.batch_tokens, 2048);
+    CU_ASSERT_EQUAL(r.cfg.data.batch_tokens, 1024);
     CU_ASSERT_EQUAL(r.cfg.recipe.schedule, ZOO_SCHEDULE_LINEAR);
-    CU_ASSERT_EQUAL(r.cfg.recipe.decay_steps, 6000);
-    CU_ASSERT_EQUAL(r.cfg.loop.max_steps, 6000);
+    CU_ASSERT_EQUAL(r.cfg.recipe.warmup, 1600);
+    CU_ASSERT_EQUAL(r.cfg.recipe.decay_steps, 12000); /* moved by --fit-decay */
+    CU_ASSERT(r.cfg.loop.fit_decay);
+    CU_ASSERT_EQUAL(r.cfg.loop.max_steps, 0);
     CU_ASSERT_EQUAL(r.cfg.recipe.beta2, 0.98);
     CU_ASSERT_EQUAL(r.cfg.loop.time_budget, 3600);
     CU_ASSERT(zoo_run_given(&r, "valid-steps"));
