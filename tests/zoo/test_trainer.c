@@ -543,6 +543,11 @@ static void test_fit_decay_end(void) {
     CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 100, 3700, 3600, 0), 101);
     CU_ASSERT_EQUAL(zoo_fit_decay_end(100, 0, 0, 3600, 0), 101);
     CU_ASSERT_EQUAL(zoo_fit_decay_end(10, 10, 1e-9, 1e9, 0), INT32_MAX);
+    CU_ASSERT_TRUE(zoo_fit_decay_possible(3600, ZOO_SCHEDULE_LINEAR));
+    CU_ASSERT_TRUE(zoo_fit_decay_possible(0.5, ZOO_SCHEDULE_COSINE));
+    CU_ASSERT_FALSE(zoo_fit_decay_possible(0, ZOO_SCHEDULE_LINEAR));     /* no budget */
+    CU_ASSERT_FALSE(zoo_fit_decay_possible(3600, ZOO_SCHEDULE_INVSQRT)); /* no decay to fit */
+    CU_ASSERT_FALSE(zoo_fit_decay_possible(3600, ZOO_SCHEDULE_CONSTANT));
 }
 
 /* Capped by max_steps, a fitted run is the run with that decay: the same bits. Past its end it

@@ -86,9 +86,7 @@ static int check_config(const zoo_cli *c) {
         !(subword && cfg->vocab.share == ZOO_VOCAB_JOINT))
         return zoo__usage(c, "--share-embeddings needs one vocabulary for both languages: give "
                              "--vocab subword --vocab-share joint, or --share-embeddings 0");
-    int sched = cfg->recipe.schedule;
-    if (cfg->loop.fit_decay && (cfg->loop.time_budget <= 0 ||
-                                (sched != ZOO_SCHEDULE_LINEAR && sched != ZOO_SCHEDULE_COSINE)))
+    if (cfg->loop.fit_decay && !zoo_fit_decay_possible(cfg->loop.time_budget, cfg->recipe.schedule))
         return zoo__usage(c, "--fit-decay needs --time-budget and --lr-schedule linear or "
                              "cosine: give them, or --fit-decay 0");
     int rc = zoo__check_steps(c, cfg->model, cfg->data.num_steps);

@@ -77,6 +77,10 @@ int64_t zoo_fit_decay_end(int64_t step, int64_t steps_done, double seconds, doub
     return max_steps > step && max_steps < end ? max_steps : end;
 }
 
+bool zoo_fit_decay_possible(double time_budget, int schedule) {
+    return time_budget > 0 && (schedule == ZOO_SCHEDULE_LINEAR || schedule == ZOO_SCHEDULE_COSINE);
+}
+
 /* fit_decay at the end of the warm-up (trainer.h): the decay's end from rank 0's clock into the
  * recipe, the optimizer's schedule and the run's end step, and a line on the log. 0 or -1. */
 static int fit_decay(zoo_run_state *r, zoo_trainer *tr) {
@@ -170,8 +174,7 @@ static int run_end(const zoo_trainer *tr, const zoo_train_opts *o, int64_t *end)
     const zoo_recipe *rc = &tr->recipe;
     *end = o->max_steps;
     if (o->fit_decay) {
-        if (o->time_budget <= 0 ||
-            (rc->schedule != ZOO_SCHEDULE_LINEAR && rc->schedule != ZOO_SCHEDULE_COSINE))
+        if (!zoo_fit_decay_possible(o->time_budget, rc->schedule))
             return ag_error("--fit-decay needs --time-budget and --lr-schedule linear or cosine "
                             "(they are %g and %s)",
                             o->time_budget, zoo_schedule_names[rc->schedule]);

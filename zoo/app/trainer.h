@@ -260,6 +260,10 @@ int zoo_train(zoo_trainer *tr, const ds_fra *data, ds_batches *it, const zoo_tra
 int64_t zoo_fit_decay_end(int64_t step, int64_t steps_done, double seconds, double budget,
                           int64_t max_steps);
 
+/* Whether fit_decay can run: a time budget (> 0) and a decay to fit (zoo_lr_schedule linear or
+ * cosine). zoo_train refuses fit_decay otherwise. */
+bool zoo_fit_decay_possible(double time_budget, int schedule);
+
 /* The seconds the run's training steps took, resumes included (validations excluded). */
 double zoo_trainer_seconds(const zoo_trainer *tr);
 
