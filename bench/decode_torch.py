@@ -127,6 +127,7 @@ class Model:
         self.d = int(meta["config.hiddens"])
         self.heads = int(meta["config.heads"])
         self.layers = int(meta["config.layers"])
+        self.dec_layers = int(meta.get("config.dec-layers", "0")) or self.layers
         self.steps = int(meta.get("data.num_steps", 10))
         if meta.get("config.d2l-step-positions", "0") != "0":
             sys.exit(f"{path}: d2l-step-positions 1 is not ported")
@@ -202,19 +203,19 @@ class Model:
         enc, mask = self.encode(src, valid)
         h, dh = self.heads, self.d // self.heads
         cross = []
-        for i in range(self.layers):
+        for i in range(self.dec_layers):
             a = f"decoder.blks.block{i}.attention2"
             cross.append((self.split(self.lin(enc, a + ".W_k", False)),
                           self.split(self.lin(enc, a + ".W_v", False))))
-        selfk = [torch.empty(B, h, T, dh) for _ in range(self.layers)]
-        selfv = [torch.empty(B, h, T, dh) for _ in range(self.layers)]
+        selfk = [torch.empty(B, h, T, dh) for _ in range(self.dec_layers)]
+        selfv = [torch.empty(B, h, T, dh) for _ in range(self.dec_layers)]
         out = [[] for _ in range(B)]
         rows = torch.arange(B)  # sentence of each live row
         tok = torch.full((B,), self.bos, dtype=torch.long)
         for t in range(T):
             x = (F.embedding(tok, self.w["decoder.embedding.weight"]) * self.scale
                  + self.P[t])[:, None, :]
-            for i in range(self.layers):
+            for i in range(self.dec_layers):
                 p = f"decoder.blks.block{i}"
                 a = p + ".attention1"
                 selfk[i][:, :, t:t + 1] = self.split(self.lin(x, a + ".W_k", False))

@@ -78,7 +78,8 @@ static void test_model_kind(void) {
     CU_ASSERT_DOUBLE_EQUAL(def->dropout, 0.1, 1e-12);
     zoo_model *m = zoo_model_new(k, NULL, 20, 30, 3);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    CU_ASSERT_EQUAL(m->layers, 1); /* attention layers: the one cross-attention */
+    CU_ASSERT_EQUAL(m->layers, 0);     /* attention layers: none in the encoder, */
+    CU_ASSERT_EQUAL(m->dec_layers, 1); /* the one cross-attention in the decoder */
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS), 1);
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_ENC_SELF), 0);
     CU_ASSERT_EQUAL(m->ops->attn_heads(m, ZOO_ATTN_DEC_SELF), 0);

@@ -311,6 +311,67 @@ static void test_incremental_equals_full(void) {
     zoo_model_free(&m->base);
 }
 
+/* dec_layers: 3 encoder blocks and 1 decoder block. The blocks the state_dict names, the attention
+ * layers the model reports, step decoding equal to the full pass through the one block; 0 is
+ * --layers (the same parameters, bit for bit, as dec_layers = layers); a negative count refused. */
+static void test_decoder_depth(void) {
+    zoo_transformer_cfg cfg = zoo_transformer_default_cfg;
+    cfg.hiddens = 8;
+    cfg.ffn_hiddens = 12;
+    cfg.heads = 2;
+    cfg.layers = 3;
+    cfg.dec_layers = 1;
+    zoo_transformer *m = (zoo_transformer *)zt_tiny_model(&zoo_transformer_kind, &cfg);
+    const nn_params *ps = m->base.ps;
+    CU_ASSERT_EQUAL(nn_params_count(ps), 1 + 3 * (4 + 2 + 4 + 2) + 1 + (4 + 2 + 4 + 2 + 4 + 2) + 2);
+    CU_ASSERT_PTR_NOT_NULL(nn_params_find(ps, "encoder.blks.block2.addnorm2.ln.bias"));
+    CU_ASSERT_PTR_NOT_NULL(nn_params_find(ps, "decoder.blks.block0.attention2.W_o.weight"));
+    CU_ASSERT_PTR_NULL(nn_params_find(ps, "decoder.blks.block1.attention1.W_q.weight"));
+    CU_ASSERT_EQUAL(m->base.layers, 3);
+    CU_ASSERT_EQUAL(m->base.dec_layers, 1);
+
+    ag_tape *t = ag_tape_new();
+    ag_tape_set_recording(t, false);
+    nn_ctx c = {.tape = t, .training = false};
+    zoo_tf_state *s = zoo_transformer_encode(m, &c, ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, 2, 5, NULL);
+    ag_tensor *full = zoo_transformer_decode(m, &c, s, ZT_BATCH_DEC_IN, 2, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(full);
+    double err = 0;
+    for (int step = 0; step < 4; step++) {
+        ag_tensor *self[1] = {0}, *cross[1] = {0};
+        zoo_attn_trace tr = {.dec_self = self, .dec_cross = cross};
+        ag_tensor *y = m->base.ops->step(
+            &m->base, &c, s, (const int32_t[]){ZT_BATCH_DEC_IN[step], ZT_BATCH_DEC_IN[4 + step]}, 2,
+            &tr);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_PTR_NOT_NULL(self[0]);
+        CU_ASSERT_PTR_NOT_NULL(cross[0]);
+        for (int b = 0; b < 2; b++)
+            err = fmax(err, max_err(y->data + b * 11, full->data + (b * 4 + step) * 11, 11));
+    }
+    CU_ASSERT_TRUE(err < 1e-5);
+    ag_tape_free(t);
+    zoo_model_free(&m->base);
+
+    /* 0: as many as the encoder */
+    cfg.layers = 2;
+    cfg.dec_layers = 0;
+    zoo_model *a = zt_tiny_model(&zoo_transformer_kind, &cfg);
+    cfg.dec_layers = 2;
+    zoo_model *b = zt_tiny_model(&zoo_transformer_kind, &cfg);
+    CU_ASSERT_EQUAL(a->dec_layers, 2);
+    CU_ASSERT_EQUAL_FATAL(nn_params_count(a->ps), nn_params_count(b->ps));
+    for (size_t i = 0; i < nn_params_count(a->ps); i++) {
+        const ag_tensor *x = nn_params_at(a->ps, i), *y = nn_params_at(b->ps, i);
+        CU_ASSERT_STRING_EQUAL(x->name, y->name);
+        CU_ASSERT_EQUAL(memcmp(x->data, y->data, sizeof(ag_real) * (size_t)x->numel), 0);
+    }
+    zoo_model_free(a);
+    zoo_model_free(b);
+    cfg.dec_layers = -1;
+    TG_EXPECT_NULL(zoo_model_new(&zoo_transformer_kind, &cfg, 13, 11, 99), "dec_layers -1");
+}
+
 /* zoo_mha_step over a cache that the layer fills through its own W_k, W_v: position by position,
  * the rows of the causal full pass (zoo_mha_forward); a cross cache filled once from "encoder
  * outputs" (zoo_mha_cache_append) and attended with lengths (zoo_mha_cache_attend):
@@ -398,6 +459,7 @@ static CU_TestInfo tests[] = {
     {"embeddings: N(0, embed_std^2)", test_embedding_std},
     {"decoder is causal", test_decoder_is_causal},
     {"incremental decoding equals the full pass", test_incremental_equals_full},
+    {"a decoder shallower than the encoder (dec_layers)", test_decoder_depth},
     {"multi-head attention step over its own cache equals the full pass", test_mha_step_over_cache},
     {"training forward is deterministic", test_training_forward_is_deterministic},
     CU_TEST_INFO_NULL,

@@ -32,15 +32,16 @@ static void copy_weights(zoo_attn_map *mp, int layer, const ag_tensor *w, int ro
 
 static void record_hook(zoo_model *m, int step, const zoo_attn_trace *tr, void *user) {
     zoo_attn_record *rec = user;
-    for (int l = 0; l < m->layers; l++) {
-        if (step < 0) {
-            if (rec->enc_self.w) copy_weights(&rec->enc_self, l, tr->enc_self[l], -1);
-            continue;
-        }
+    if (step < 0) {
+        for (int l = 0; rec->enc_self.w && l < m->layers; l++)
+            copy_weights(&rec->enc_self, l, tr->enc_self[l], -1);
+        return;
+    }
+    for (int l = 0; l < m->dec_layers; l++) {
         if (rec->dec_self.w) copy_weights(&rec->dec_self, l, tr->dec_self[l], step);
         if (rec->dec_cross.w) copy_weights(&rec->dec_cross, l, tr->dec_cross[l], step);
     }
-    if (step >= 0) rec->steps = step + 1;
+    rec->steps = step + 1;
 }
 
 int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
@@ -48,7 +49,7 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                             char **out, zoo_attn_record *rec) {
     memset(rec, 0, sizeof *rec);
     *out = NULL;
-    int L = m->layers, Ts = num_steps;
+    int L = m->layers, D = m->dec_layers, Ts = num_steps;
     int h_enc = m->ops->attn_heads(m, ZOO_ATTN_ENC_SELF),
         h_self = m->ops->attn_heads(m, ZOO_ATTN_DEC_SELF);
     int h_cross = m->ops->attn_heads(m, ZOO_ATTN_DEC_CROSS);
@@ -58,8 +59,8 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
     int n = 0, rc = zoo__encode_sentence(src_vocab, sentence, num_steps, ids, &len);
     if (!rc)
         rc = map_alloc(&rec->enc_self, h_enc ? L : 0, h_enc, Ts, Ts) ||
-             map_alloc(&rec->dec_self, h_self ? L : 0, h_self, num_steps, num_steps) ||
-             map_alloc(&rec->dec_cross, h_cross ? L : 0, h_cross, num_steps, Ts);
+             map_alloc(&rec->dec_self, h_self ? D : 0, h_self, num_steps, num_steps) ||
+             map_alloc(&rec->dec_cross, h_cross ? D : 0, h_cross, num_steps, Ts);
     int32_t bos = ds_vocab_id(tgt_vocab, "<bos>"), eos = ds_vocab_id(tgt_vocab, "<eos>");
     if (!rc)
         rc = zoo__greedy(m, t, NULL, ids, &len, 1, Ts, bos, eos, num_steps, res, &n, record_hook,

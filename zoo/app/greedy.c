@@ -22,7 +22,8 @@ int zoo__greedy(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t *src,
     zoo_attn_trace trace = {0}, *tr = NULL;
     int rc = 0;
     if (hook) {
-        size_t n = (size_t)(m->layers > 0 ? m->layers : 1);
+        int most = m->layers > m->dec_layers ? m->layers : m->dec_layers;
+        size_t n = (size_t)(most > 0 ? most : 1);
         ag_tensor **w = ag_tape_alloc(t, sizeof *w * 3 * n);
         if (w) {
             memset(w, 0, sizeof *w * 3 * n);

@@ -401,15 +401,15 @@ static const zoo_model_ops bm_ops = {.encode = bm_encode,
 int zoo_bahdanau_init(zoo_bahdanau *bm, nn_params *ps, const zoo_bahdanau_cfg *cfg) {
     memset(bm, 0, sizeof *bm);
     bm->cfg = *cfg;
-    /* one attention layer (the decoder's cross-attention): zoo_model.layers 1, whatever the
-     * RNN's layers */
+    /* one attention layer, the decoder's cross-attention, whatever the RNN's layers: none in
+     * the encoder (zoo_model.layers 0), one in the decoder (dec_layers 1) */
     bm->base = (zoo_model){.ops = &bm_ops,
                            .kind = &zoo_bahdanau_kind,
                            .cfg = &bm->cfg,
                            .ps = ps,
                            .src_vocab = cfg->src_vocab,
                            .tgt_vocab = cfg->tgt_vocab,
-                           .layers = 1};
+                           .dec_layers = 1};
     const zoo_bahdanau_cfg *k = cfg;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
         k->layers > ZOO_RNN_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1) ||

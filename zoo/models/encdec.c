@@ -445,8 +445,7 @@ int zoo_encdec_init(zoo_encdec *ed, nn_params *ps, const zoo_encdec_cfg *cfg) {
                            .cfg = &ed->cfg,
                            .ps = ps,
                            .src_vocab = cfg->src_vocab,
-                           .tgt_vocab = cfg->tgt_vocab,
-                           .layers = 0}; /* no attention */
+                           .tgt_vocab = cfg->tgt_vocab}; /* no attention: layers, dec_layers 0 */
     const zoo_encdec_cfg *k = cfg;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->embed < 1 || k->hiddens < 1 || k->layers < 1 ||
         k->layers > ZOO_RNN_MAX_LAYERS || !(k->dropout >= 0 && k->dropout < 1) ||

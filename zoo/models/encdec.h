@@ -191,8 +191,8 @@ extern const zoo_encdec_cfg zoo_encdec_default_cfg;
 zoo_encdec_cfg zoo_encdec_defaults(int src_vocab, int tgt_vocab);
 
 /* The model: a zoo_model (seq2seq.h) whose functions are this file's (base.ops: encode,
- * decode, decode_features, and the decoder's step, select, reserve; no attention: base.layers
- * 0, attn_heads 0); zoo_encdec_kind builds one. */
+ * decode, decode_features, and the decoder's step, select, reserve; no attention: base.layers and
+ * dec_layers 0, attn_heads 0); zoo_encdec_kind builds one. */
 typedef struct zoo_encdec {
     zoo_model base; /* first: a zoo_model * of this kind is a zoo_encdec * */
     zoo_encdec_cfg cfg;

@@ -119,7 +119,8 @@ struct zoo_model {
     const zoo_model_kind *kind;
     const void *cfg; /* its config (kind->config_size bytes), owned by the model */
     nn_params *ps;
-    int src_vocab, tgt_vocab, layers;
+    int src_vocab, tgt_vocab;
+    int layers, dec_layers; /* attention layers in the encoder and in the decoder (traces' sizes) */
     /* NULL, or the weights prepared once for inference (zoo_decode_quantize, zoo/app/decode.h)
      * that decoding uses instead of packing them at each call; freed with the model */
     nn_packs *packs;

@@ -180,16 +180,18 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
                            .ps = ps,
                            .src_vocab = cfg->src_vocab,
                            .tgt_vocab = cfg->tgt_vocab,
-                           .layers = cfg->layers};
+                           .layers = cfg->layers,
+                           .dec_layers = cfg->dec_layers ? cfg->dec_layers : cfg->layers};
     const zoo_transformer_cfg *k = cfg;
+    const int D = tf->base.dec_layers;
     if (k->src_vocab < 1 || k->tgt_vocab < 1 || k->hiddens < 1 || k->ffn_hiddens < 1 ||
-        k->heads < 1 || k->layers < 1 || k->hiddens % k->heads)
+        k->heads < 1 || k->layers < 1 || k->dec_layers < 0 || k->hiddens % k->heads)
         return nn_params_fail(ps,
                               "transformer: bad config (vocab %d/%d, hiddens %d, ffn %d, "
-                              "heads %d, layers %d): sizes must be >= 1 and hiddens a "
-                              "multiple of heads",
+                              "heads %d, layers %d, dec_layers %d): sizes must be >= 1 "
+                              "(dec_layers >= 0) and hiddens a multiple of heads",
                               k->src_vocab, k->tgt_vocab, k->hiddens, k->ffn_hiddens, k->heads,
-                              k->layers);
+                              k->layers, k->dec_layers);
     if (k->share_embeddings && k->src_vocab != k->tgt_vocab)
         return nn_params_fail(ps,
                               "transformer: shared embeddings need one vocabulary for both "
@@ -198,7 +200,7 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
     if (zoo_pos_encoding_init(&tf->pos, k->hiddens, k->dropout, k->max_len))
         return nn_params_fail(ps, "%s", ag_last_error());
     tf->enc = calloc((size_t)k->layers, sizeof *tf->enc);
-    tf->dec = calloc((size_t)k->layers, sizeof *tf->dec);
+    tf->dec = calloc((size_t)D, sizeof *tf->dec);
     if (!tf->enc || !tf->dec) return nn_params_fail(ps, "transformer: out of memory");
     char p[NN_NAME_MAX];
     const int norm[1] = {k->hiddens};
@@ -218,7 +220,7 @@ int zoo_transformer_init(zoo_transformer *tf, nn_params *ps, const zoo_transform
              (k->embed_std > 0 &&
               nn_params_set_init(ps, tf->dec_embedding.weight, nn_init_normal(0, k->embed_std))))
         return -1;
-    for (int i = 0; i < k->layers; i++)
+    for (int i = 0; i < D; i++)
         if (zoo_decoder_block_init(&tf->dec[i], ps,
                                    nn_join(p, sizeof p, "decoder.blks", "block%d", i), k->hiddens,
                                    1, norm, k->ffn_hiddens, k->heads, k->dropout))
@@ -290,7 +292,7 @@ static ag_tensor *tf_decode_features(const zoo_model *m, const nn_ctx *c, void *
     if (B != s->B)
         return ag_report(c->tape, "transformer decode: batch %d, the state has %d rows", B, s->B);
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, dec_in, B, T, 0);
-    for (int i = 0; i < tf->cfg.layers; i++)
+    for (int i = 0; i < tf->base.dec_layers; i++)
         x = zoo_decoder_block_forward(&tf->dec[i], c, x, NULL, s->enc_out, s->enc_valid, NULL,
                                       NULL);
     return x;
@@ -351,7 +353,7 @@ static int ensure_rows(const nn_ctx *c, zoo_tf_state *s, int rows) {
 static int make_caches(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s, int rows,
                        int steps) {
     ag_tape *t = c->tape;
-    const int L = tf->cfg.layers, H = tf->cfg.hiddens;
+    const int L = tf->base.dec_layers, H = tf->cfg.hiddens;
     nn_kv_cache *self = ag_tape_alloc(t, sizeof *self * 2 * (size_t)L), *cross = self + L;
     if (!self) return -1;
     for (int i = 0; i < L; i++) {
@@ -379,7 +381,7 @@ static int tf_reserve(const zoo_model *m, const nn_ctx *c, void *state, int rows
     }
     if (records(tf, c, "reserve") || ensure_rows(c, s, rows)) return -1;
     if (!s->self) return make_caches(tf, c, s, rows, s->steps + steps);
-    for (int i = 0; i < tf->cfg.layers; i++)
+    for (int i = 0; i < tf->base.dec_layers; i++)
         if (nn_kv_cache_reserve(&s->self[i], c->tape, rows, s->steps + steps) ||
             nn_kv_cache_reserve(&s->cross[i], c->tape, rows, s->Ts))
             return -1;
@@ -403,7 +405,7 @@ static int tf_select(const zoo_model *m, const nn_ctx *c, void *state, const int
         nn_rows_gather(t, s->enc_valid, I, I, rows, n, same) ||
         nn_rows_gather(t, s->src_row, I, I, rows, n, same))
         return -1;
-    for (int i = 0; s->self && i < tf->cfg.layers; i++)
+    for (int i = 0; s->self && i < tf->base.dec_layers; i++)
         if (nn_kv_cache_select(&s->self[i], t, rows, n, NULL) ||
             nn_kv_cache_select(&s->cross[i], t, rows, n, same))
             return -1;
@@ -431,7 +433,7 @@ static ag_tensor *block_step(const zoo_decoder_block *b, const nn_ctx *c, zoo_tf
  * positions when full. A step that failed halfway appended to some blocks only: undone. */
 static int step_room(const zoo_transformer *tf, const nn_ctx *c, zoo_tf_state *s) {
     if (!s->self) return make_caches(tf, c, s, s->B, 16);
-    for (int i = 0; i < tf->cfg.layers; i++) {
+    for (int i = 0; i < tf->base.dec_layers; i++) {
         nn_kv_cache *kv = &s->self[i];
         if (nn_kv_cache_truncate(kv, c->tape, s->steps) ||
             (kv->t_cap == s->steps &&
@@ -455,7 +457,7 @@ static ag_tensor *tf_step(const zoo_model *m, const nn_ctx *c, void *state, cons
     int pos = tf->cfg.d2l_step_positions ? 0 : s->steps;
     ag_tensor *x = embed(tf, &tf->dec_embedding, c, tokens, B, 1, pos);
     if (!trace) x = settle(c->tape, mark, held, x);
-    for (int i = 0; i < tf->cfg.layers && x; i++) {
+    for (int i = 0; i < tf->base.dec_layers && x; i++) {
         x = block_step(&tf->dec[i], c, s, i, x,
                        trace && trace->dec_self ? &trace->dec_self[i] : NULL,
                        trace && trace->dec_cross ? &trace->dec_cross[i] : NULL);
@@ -540,7 +542,8 @@ static const zoo_field tf_fields[] = {
     {"ffn-hiddens", ZOO_INT, F(ffn_hiddens), 1, 65536, "hidden width of the position-wise FFN",
      NULL},
     {"heads", ZOO_INT, F(heads), 1, 256, "attention heads (must divide --hiddens)", NULL},
-    {"layers", ZOO_INT, F(layers), 1, 64, "blocks in the encoder and in the decoder", NULL},
+    {"layers", ZOO_INT, F(layers), 1, 64,
+     "blocks in the encoder, and in the decoder unless --dec-layers", NULL},
     {"dropout", ZOO_REAL, F(dropout), 0, 0.99, "dropout probability", NULL},
     {"max-len", ZOO_INT, F(max_len), 1, 100000, "positional-encoding table length", NULL},
     {"d2l-step-positions", ZOO_BOOL, F(d2l_step_positions), 0, 1,
@@ -551,6 +554,8 @@ static const zoo_field tf_fields[] = {
      "1: one matrix for both embeddings and the output layer (needs --vocab subword "
      "--vocab-share joint; --embed-std about 1 / sqrt(--hiddens))",
      NULL},
+    {"dec-layers", ZOO_INT, F(dec_layers), 0, 64,
+     "blocks in the decoder (0: --layers; fewer decode faster)", NULL},
 };
 #undef F
 
@@ -559,7 +564,7 @@ const zoo_model_kind zoo_transformer_kind = {
     .program = "transformer_nmt",
     .config = tf_fields,
     .n_config = sizeof tf_fields / sizeof *tf_fields,
-    .n_first = 7, /* --embed-std and --share-embeddings came later */
+    .n_first = 7, /* --embed-std, --share-embeddings and --dec-layers came later */
     .config_size = sizeof(zoo_transformer_cfg),
     .defaults = &zoo_transformer_default_cfg,
     .epochs = 200,

@@ -38,7 +38,7 @@ typedef struct zoo_transformer_cfg {
     int hiddens;             /* d_model (32) */
     int ffn_hiddens;         /* (64) */
     int heads;               /* (4) */
-    int layers;              /* blocks in the encoder and in the decoder (2) */
+    int layers;              /* blocks in the encoder, and in the decoder unless dec_layers (2) */
     double dropout;          /* (0.1) */
     int max_len;             /* positional-encoding table length (1000) */
     bool d2l_step_positions; /* step decoding adds P[0] at every step, as d2l (false) */
@@ -49,6 +49,9 @@ typedef struct zoo_transformer_cfg {
      * encoder.embedding.weight; decoder.embedding.weight and decoder.dense.weight are the same
      * tensor, absent from the store (false) */
     bool share_embeddings;
+    /* blocks in the decoder; 0: layers, as d2l (0). A deep encoder and a shallow decoder cost
+     * about the same to train and decode faster (Kasai et al., 2021) */
+    int dec_layers;
 } zoo_transformer_cfg;
 
 /* docs/spec.md section 3's default configuration (vocabulary sizes 0), the one place it is written;
@@ -134,8 +137,8 @@ typedef struct zoo_transformer {
     zoo_transformer_cfg cfg;
     nn_embedding enc_embedding, dec_embedding;
     zoo_pos_encoding pos;
-    zoo_encoder_block *enc; /* cfg.layers each */
-    zoo_decoder_block *dec;
+    zoo_encoder_block *enc; /* cfg.layers */
+    zoo_decoder_block *dec; /* base.dec_layers (cfg.dec_layers, or cfg.layers when that is 0) */
     nn_linear dense; /* hiddens -> tgt_vocab */
 } zoo_transformer;
 
@@ -156,7 +159,8 @@ typedef struct zoo_tf_state {
     ag_tensor *enc_out;        /* (B, Ts, H) */
     int32_t *enc_valid;        /* (B,) copied to the tape */
     int32_t *src_row;          /* (B,) the source (encoded row) of each row */
-    nn_kv_cache *self, *cross; /* layers each; NULL until the first step or reserve */
+    nn_kv_cache *self,
+        *cross; /* one per decoder block each; NULL until the first step or reserve */
     int B, Ts;                 /* rows, source positions */
     int steps;                 /* tokens decoded by the step */
     int rows_cap;              /* rows enc_out, enc_valid and src_row hold */
