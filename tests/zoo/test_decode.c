@@ -351,9 +351,9 @@ static void test_greedy_batch_and_memory(void) {
             free(out);
             ag_tape_free(t);
         }
-        /* 8x the steps: the Transformer's caches grow (2 x decoder blocks x B x H reals a step), and so
-         * does the last step's contiguous copy of them for the attention; the other per-step
-         * intermediates do not pile up */
+        /* 8x the steps: the Transformer's caches grow (2 x decoder blocks x B x H reals a
+         * step), and so does the last step's contiguous copy of them for the attention; the
+         * other per-step intermediates do not pile up */
         size_t cache_growth =
             kind != 1 ? (size_t)(64 - 8) * 2 * m->dec_layers * NS * 8 * sizeof(ag_real) : 0;
         CU_ASSERT_TRUE(peak[1] <= peak[0] + 2 * cache_growth + 8192);
