@@ -141,13 +141,18 @@ static void test_positional_encoding_values(void) {
 /* ---- the whole model ---- */
 
 /* The tiny model: 8 hiddens, 12 in the FFN, 2 heads (zt_tiny_model). */
-static zoo_transformer *tiny_new(int layers, double dropout) {
+static zoo_transformer_cfg tiny_cfg(int layers, double dropout) {
     zoo_transformer_cfg cfg = zoo_transformer_default_cfg;
     cfg.hiddens = 8;
     cfg.ffn_hiddens = 12;
     cfg.heads = 2;
     cfg.layers = layers;
     cfg.dropout = dropout;
+    return cfg;
+}
+
+static zoo_transformer *tiny_new(int layers, double dropout) {
+    zoo_transformer_cfg cfg = tiny_cfg(layers, dropout);
     return (zoo_transformer *)zt_tiny_model(&zoo_transformer_kind, &cfg);
 }
 
@@ -315,11 +320,7 @@ static void test_incremental_equals_full(void) {
  * layers the model reports, step decoding equal to the full pass through the one block; 0 is
  * --layers (the same parameters, bit for bit, as dec_layers = layers); a negative count refused. */
 static void test_decoder_depth(void) {
-    zoo_transformer_cfg cfg = zoo_transformer_default_cfg;
-    cfg.hiddens = 8;
-    cfg.ffn_hiddens = 12;
-    cfg.heads = 2;
-    cfg.layers = 3;
+    zoo_transformer_cfg cfg = tiny_cfg(3, 0.1);
     cfg.dec_layers = 1;
     zoo_transformer *m = (zoo_transformer *)zt_tiny_model(&zoo_transformer_kind, &cfg);
     const nn_params *ps = m->base.ps;

@@ -159,8 +159,7 @@ typedef struct zoo_tf_state {
     ag_tensor *enc_out;        /* (B, Ts, H) */
     int32_t *enc_valid;        /* (B,) copied to the tape */
     int32_t *src_row;          /* (B,) the source (encoded row) of each row */
-    nn_kv_cache *self,
-        *cross; /* one per decoder block each; NULL until the first step or reserve */
+    nn_kv_cache *self, *cross; /* one per decoder block; NULL until the first step or reserve */
     int B, Ts;                 /* rows, source positions */
     int steps;                 /* tokens decoded by the step */
     int rows_cap;              /* rows enc_out, enc_valid and src_row hold */
