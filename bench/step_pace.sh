@@ -1,0 +1,42 @@
+#!/bin/sh
+# step_pace.sh -- seconds per training step of two `transformer_nmt train` settings, run in turn
+# (A B A B ...), from the program's own progress lines, so that start-up (reading the data,
+# learning the subword model) is left out. For the comparisons of docs/benchmarks.md that fix a
+# run's number of steps from another's pace (a setting that makes a step cheaper gets the steps
+# the same hour holds).
+#
+# usage: bench/step_pace.sh BINARY PAIRS FROM TO "A's flags" "B's flags"
+#   each run: BINARY train <flags> --time-budget 0 --fit-decay 0 --max-steps TO --log-steps FROM
+#   --valid-steps 0, its checkpoint in a temporary directory; its pace is (elapsed at step TO -
+#   elapsed at step FROM) / (TO - FROM), from the progress lines (FROM must divide TO).
+# It prints each run's pace, then the medians and the median of the pairs' ratios B / A.
+# The data file comes from TG_FRA_ENG (or --data in the flags).
+set -eu
+[ $# -eq 6 ] || { echo "usage: $0 BINARY PAIRS FROM TO A_FLAGS B_FLAGS" >&2; exit 2; }
+bin=$1 pairs=$2 from=$3 to=$4 a_flags=$5 b_flags=$6
+if [ "$to" -le "$from" ] || [ $((to % from)) -ne 0 ]; then
+    echo "$0: FROM must divide TO, and TO be larger" >&2
+    exit 2
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+pace() { # flags -> seconds per step between FROM and TO
+    # shellcheck disable=SC2086
+    "$bin" train $1 --time-budget 0 --fit-decay 0 --max-steps "$to" --log-steps "$from" \
+        --valid-steps 0 --checkpoint "$dir/c.safetensors" >"$dir/out" 2>"$dir/err" ||
+        { echo "$0: the run failed:" >&2; tail -n 5 "$dir/err" >&2; exit 1; }
+    awk -v f="$from" -v t="$to" '
+        $1 == "step" && $2 == f { for (i = 1; i <= NF; i++) if ($i == "elapsed") a = $(i + 1) }
+        $1 == "step" && $2 == t { for (i = 1; i <= NF; i++) if ($i == "elapsed") b = $(i + 1) }
+        END { sub("s,?$", "", a); sub("s,?$", "", b)
+              if (a == "" || b == "") exit 1; printf "%.4f\n", (b - a) / (t - f) }' "$dir/err"
+}
+: >"$dir/pairs"
+for i in $(seq "$pairs"); do
+    pa=$(pace "$a_flags") && pb=$(pace "$b_flags")
+    echo "pair $i ($(date -u +%H:%M:%S)): A $pa s/step, B $pb s/step, B/A $(echo "$pb $pa" | awk '{printf "%.3f", $1 / $2}')"
+    echo "$pa $pb" >>"$dir/pairs"
+done
+sort -n -k1 "$dir/pairs" | awk '{a[NR] = $1} END {printf "median A %.4f s/step\n", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+sort -n -k2 "$dir/pairs" | awk '{b[NR] = $2} END {printf "median B %.4f s/step\n", (NR % 2) ? b[(NR + 1) / 2] : (b[NR / 2] + b[NR / 2 + 1]) / 2}'
+awk '{print $2 / $1}' "$dir/pairs" | sort -n | awk '{r[NR] = $1} END {printf "median B/A %.3f (range %.3f-%.3f)\n", (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2, r[1], r[NR]}'
