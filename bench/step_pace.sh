@@ -33,10 +33,15 @@ pace() { # flags -> seconds per step between FROM and TO
 }
 : >"$dir/pairs"
 for i in $(seq "$pairs"); do
-    pa=$(pace "$a_flags") && pb=$(pace "$b_flags")
+    pa=$(pace "$a_flags") || exit 1
+    pb=$(pace "$b_flags") || exit 1
     echo "pair $i ($(date -u +%H:%M:%S)): A $pa s/step, B $pb s/step, B/A $(echo "$pb $pa" | awk '{printf "%.3f", $1 / $2}')"
     echo "$pa $pb" >>"$dir/pairs"
 done
-sort -n -k1 "$dir/pairs" | awk '{a[NR] = $1} END {printf "median A %.4f s/step\n", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'
-sort -n -k2 "$dir/pairs" | awk '{b[NR] = $2} END {printf "median B %.4f s/step\n", (NR % 2) ? b[(NR + 1) / 2] : (b[NR / 2] + b[NR / 2 + 1]) / 2}'
-awk '{print $2 / $1}' "$dir/pairs" | sort -n | awk '{r[NR] = $1} END {printf "median B/A %.3f (range %.3f-%.3f)\n", (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2, r[1], r[NR]}'
+median() { # numbers, one a line -> "median (range min-max)"
+    sort -n | awk '{v[NR] = $1} END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                                     printf "%.4f (range %.4f-%.4f)\n", m, v[1], v[NR] }'
+}
+echo "median A $(cut -d' ' -f1 "$dir/pairs" | median) s/step"
+echo "median B $(cut -d' ' -f2 "$dir/pairs" | median) s/step"
+echo "median B/A $(awk '{print $2 / $1}' "$dir/pairs" | median)"
