@@ -2,8 +2,8 @@
 # step_pace.sh -- seconds per training step of two `transformer_nmt train` settings, run in turn
 # (A B A B ...), from the program's own progress lines, so that start-up (reading the data,
 # learning the subword model) is left out. For the comparisons of docs/benchmarks.md that fix a
-# run's number of steps from another's pace (a setting that makes a step cheaper gets the steps
-# the same hour holds).
+# run's number of steps from another's pace (a setting with a cheaper or a costlier step gets the
+# steps the same hour holds).
 #
 # usage: bench/step_pace.sh BINARY PAIRS FROM TO "A's flags" "B's flags"
 #   each run: BINARY train <flags> --time-budget 0 --fit-decay 0 --max-steps TO --log-steps FROM
@@ -26,10 +26,8 @@ pace() { # flags -> seconds per step between FROM and TO
         --valid-steps 0 --checkpoint "$dir/c.safetensors" >"$dir/out" 2>"$dir/err" ||
         { echo "$0: the run failed:" >&2; tail -n 5 "$dir/err" >&2; exit 1; }
     awk -v f="$from" -v t="$to" '
-        $1 == "step" && $2 == f { for (i = 1; i <= NF; i++) if ($i == "elapsed") a = $(i + 1) }
-        $1 == "step" && $2 == t { for (i = 1; i <= NF; i++) if ($i == "elapsed") b = $(i + 1) }
-        END { sub("s,?$", "", a); sub("s,?$", "", b)
-              if (a == "" || b == "") exit 1; printf "%.4f\n", (b - a) / (t - f) }' "$dir/err"
+        $1 == "step" && ($2 == f || $2 == t) { for (i = 1; i < NF; i++) if ($i == "elapsed") e[$2] = $(i + 1) + 0 }
+        END { if (!(f in e) || !(t in e)) exit 1; printf "%.4f\n", (e[t] - e[f]) / (t - f) }' "$dir/err"
 }
 : >"$dir/pairs"
 for i in $(seq "$pairs"); do
