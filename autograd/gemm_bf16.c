@@ -37,9 +37,9 @@
  * ag_bf16_set_kernel) a portable kernel computes the same chain with ag_bf16_fma (ag_op.h: the
  * instruction's step in C) on the same packed panels -- for AMX, the kernel's own code on tiles
  * in memory (gemm_bf16_amx.c) -- the same bits
- * (tests/autograd/test_gemm_bf16.c), much more slowly. The native kernels also pack with the
- * CPU's conversion, 16 values at a time (pack_panel_avx512); the portable ones round in C
- * (ag_bf16_round, the same bits).
+ * (tests/autograd/test_gemm_bf16.c), much more slowly. The native kernels pack with the CPU's
+ * conversion, 16 or 32 values at a time, a layout that crosses k by 16 x 16 transposes in
+ * registers; the portable ones round in C (ag_bf16_round; the same words, test_gemm_bf16).
  *
  * nn's bf16 inference product (nn/quant_bf16.c) shares the rounding (ag_bf16_round) and the
  * step (ag_bf16_fma), hence its bits, with this file, not the AVX512-BF16 kernel: this one packs
@@ -190,13 +190,82 @@ pack_panel_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
     pack_panel(R, lines, kc, src, ls, ps, dst);
 }
 
+/* r[i] word j <-> r[j] word i: a 16 x 16 block of 32-bit words transposed in registers
+ * (pairs of words, then of 64-bit halves, then of 128-bit quarters twice). */
+__attribute__((target("avx512f"))) static inline void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 4) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+        t[i + 2] = _mm512_unpacklo_epi32(r[i + 2], r[i + 3]);
+        t[i + 3] = _mm512_unpackhi_epi32(r[i + 2], r[i + 3]);
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* The values p .. p + n - 1 of k of a line, contiguous along k, to bf16, zero past kc (a pair's
+ * pad, pairs past kp): n = 32 from p make the 16 words of pairs p / 2 .. p / 2 + 15 in order. */
+static inline __mmask16 upto(int n) {
+    return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
+}
+
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static inline __m512i
+words32(const float *s, int p, int kc) {
+    const __m512 lo = _mm512_maskz_loadu_ps(upto(kc - p), s + p),
+                 hi = _mm512_maskz_loadu_ps(upto(kc - p - 16), s + p + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* lo's 16 values first */
+}
+
+/* The words of pair q of 16 lines r .. r + 15 contiguous across (ls = 1): the line
+ * (value 2q, value 2q + 1) of each, zero for lines at or past `lines` and pairs at or past kp. */
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static inline __m512i
+pair_across(const float *src, ptrdiff_t ps, int r, int lines, int q, int kc) {
+    const __mmask16 m = 2 * q < kc ? upto(lines - r) : 0, m1 = 2 * q + 1 < kc ? m : 0;
+    const float *s0 = src + 2 * q * ps + r;
+    const __m256bh lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s0)),
+                   hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m1, s0 + ps));
+    return _mm512_or_si512(_mm512_cvtepu16_epi32((__m256i)lo),
+                           _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hi), 16));
+}
+
 /* pack_block with the CPU's conversion: lines contiguous across (ls = 1: a row-major B, a
  * transposed A) are read a whole row of the block at a time, 16 words of a pair per store;
- * else panel by panel (pack_panel_avx512). */
+ * lines contiguous along k (ps = 1: a transposed B) in panels of a multiple of 16 lines, 16
+ * lines x 16 pairs at a time, converted line by line and transposed in registers; else panel
+ * by panel (pack_panel_avx512). */
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps, int kpp,
                   uint32_t *restrict dst) {
     const int kp = (kc + 1) / 2;
+    if (ps == 1 && R % 16 == 0) {
+        const int padded = (lines + R - 1) / R * R;
+        for (int r = 0; r < padded; r += 16) {
+            uint32_t *panel = dst + (ptrdiff_t)(r / R) * kpp * R + r % R;
+            for (int q0 = 0; q0 < kpp; q0 += 16) {
+                __m512i v[16];
+                for (int i = 0; i < 16; i++)
+                    v[i] = r + i < lines ? words32(src + (r + i) * ls, 2 * q0, kc)
+                                         : _mm512_setzero_si512();
+                transpose16(v);
+                for (int i = 0; i < 16 && q0 + i < kpp; i++)
+                    _mm512_storeu_si512(panel + (ptrdiff_t)(q0 + i) * R, v[i]);
+            }
+        }
+        return;
+    }
     if (ls != 1 || ps == 1) {
         for (int r0 = 0; r0 < lines; r0 += R)
             pack_panel_avx512(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
@@ -205,20 +274,12 @@ pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
         return;
     }
     const int padded = (lines + R - 1) / R * R;
-    for (int q = 0; q < kp; q++) {
-        const float *s0 = src + 2 * q * ps, *s1 = s0 + ps;
-        const bool odd = 2 * q + 1 < kc;
-        for (int r = 0; r < padded;) { /* 16 lines, or to the end of r's panel */
-            const int in_panel = R - r % R, n = in_panel < 16 ? in_panel : 16;
-            const int real = lines - r < n ? (lines - r > 0 ? lines - r : 0) : n;
-            const __mmask16 m = (__mmask16)((1u << real) - 1), st = (__mmask16)((1u << n) - 1);
-            __m256bh lo = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s0 + r));
-            __m256bh hi = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(odd ? m : 0, s1 + r));
-            __m512i w = _mm512_or_si512(_mm512_cvtepu16_epi32((__m256i)lo),
-                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hi), 16));
-            _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(r / R) * kpp * R + q * R + r % R, st, w);
-            r += n;
-        }
+    for (int r = 0; r < padded;) { /* 16 lines, or to the end of r's panel; its pairs in order */
+        const int in_panel = R - r % R, n = in_panel < 16 ? in_panel : 16;
+        uint32_t *d = dst + (ptrdiff_t)(r / R) * kpp * R + r % R;
+        for (int q = 0; q < kp; q++)
+            _mm512_mask_storeu_epi32(d + q * R, upto(n), pair_across(src, ps, r, lines, q, kc));
+        r += n;
     }
     zero_pad_pairs(R, lines, kp, kpp, dst);
 }
@@ -249,8 +310,33 @@ static void pack_rows(int R, int lines, int kc, const float *src, ptrdiff_t ls, 
 }
 
 #if AG_CPU_X86_KERNELS
-static void pack_rows_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
-                             int kpp, uint32_t *restrict dst) {
+/* pack_rows with the CPU's conversion (kpp a multiple of 16): a row contiguous along k (ps = 1)
+ * is already a row of pairs, 32 values to 16 words a store; rows contiguous across (ls = 1, a
+ * transposed A) come 16 pairs x 16 rows at a time, transposed in registers; else through
+ * panels (pack_rows_with). */
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
+pack_rows_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps, int kpp,
+                 uint32_t *restrict dst) {
+    const int padded = (lines + R - 1) / R * R;
+    if (ps == 1) {
+        for (int r = 0; r < padded; r++)
+            for (int q = 0; q < kpp; q += 16)
+                _mm512_storeu_si512(dst + (ptrdiff_t)r * kpp + q,
+                                    r < lines ? words32(src + r * ls, 2 * q, kc)
+                                              : _mm512_setzero_si512());
+        return;
+    }
+    if (ls == 1 && padded % 16 == 0) {
+        for (int r = 0; r < padded; r += 16)
+            for (int q0 = 0; q0 < kpp; q0 += 16) {
+                __m512i v[16];
+                for (int i = 0; i < 16; i++) v[i] = pair_across(src, ps, r, lines, q0 + i, kc);
+                transpose16(v);
+                for (int i = 0; i < 16; i++)
+                    _mm512_storeu_si512(dst + (ptrdiff_t)(r + i) * kpp + q0, v[i]);
+            }
+        return;
+    }
     pack_rows_with(pack_block_avx512, R, lines, kc, src, ls, ps, kpp, dst);
 }
 #endif

@@ -3,10 +3,11 @@
  *
  * For each layer, x (R, in) and its weight w (out, in): the three products of one training use,
  * y = x w^T, dx = dy w, dw = dy^T x, with the operands' layouts of ag_linear. It prints
- * GFLOP/s (2 m n k per product) of the three together for both, and the ratio, medians of
- * several repeats made in turn, on one thread, the kernels named. R = 2,048 rows (one shard of
- * a 4,096-token batch); the output layer's rows come in chunks of 512 (nn/loss.c). Not a test:
- * run it by hand (build/tests/autograd/bench_gemm_bf16 [repeats]).
+ * GFLOP/s (2 m n k per product) of the three together for both, and the ratio, then bf16's
+ * GFLOP/s of each product apart; medians of several repeats made in turn, on one thread, the
+ * kernels named. R = 512 rows (one of the 2 shards of --preset full's 1,024-token batch); the
+ * output layer (its joint 8,000-piece vocabulary) takes its rows in chunks of 256 (nn/loss.h).
+ * Not a test: run it by hand (build/tests/autograd/bench_gemm_bf16 [repeats]).
  *
  * First it measures the two instructions' own rates on this core (x86-64 with AVX512-BF16 only):
  * 24 independent accumulators, 50 million instructions, 5 times each in turn, of vfmadd231ps
@@ -27,27 +28,27 @@ typedef struct layer {
 } layer;
 
 static const layer LAYERS[] = {
-    {"attention projection 256 -> 256", 2048, 256, 256},
-    {"FFN in 256 -> 1024", 2048, 256, 1024},
-    {"FFN out 1024 -> 256", 2048, 1024, 256},
-    {"output layer 256 -> 17851 (512-row chunk)", 512, 256, 17851},
+    {"attention projection 256 -> 256", 512, 256, 256},
+    {"FFN in 256 -> 1024", 512, 256, 1024},
+    {"FFN out 1024 -> 256", 512, 1024, 256},
+    {"output layer 256 -> 8000 (256-row chunk)", 256, 256, 8000},
 };
 
-/* Seconds of the three products of one training use. */
-static double one_use(const layer *L, bool bf16, const float *x, const float *w, const float *dy,
-                      float *y, float *dx, float *dw) {
+/* Seconds of each of the three products of one training use (t[0] y, t[1] dx, t[2] dw). */
+static void one_use(const layer *L, bool bf16, const float *x, const float *w, const float *dy,
+                    float *y, float *dx, float *dw, double t[3]) {
     const int R = L->rows, in = L->in, out = L->out;
     double t0 = bench_now();
-    if (bf16) {
-        ag_gemm_bf16(R, out, in, x, in, 1, w, 1, in, 0, y, out, 1);
-        ag_gemm_bf16(R, in, out, dy, out, 1, w, in, 1, 1, dx, in, 1);
-        ag_gemm_bf16(out, in, R, dy, 1, out, x, in, 1, 1, dw, in, 1);
-    } else {
-        ag_gemm(R, out, in, 1, x, in, 1, w, 1, in, 0, y, out, 1);
-        ag_gemm(R, in, out, 1, dy, out, 1, w, in, 1, 1, dx, in, 1);
-        ag_gemm(out, in, R, 1, dy, 1, out, x, in, 1, 1, dw, in, 1);
-    }
-    return bench_now() - t0;
+    if (bf16) ag_gemm_bf16(R, out, in, x, in, 1, w, 1, in, 0, y, out, 1);
+    else ag_gemm(R, out, in, 1, x, in, 1, w, 1, in, 0, y, out, 1);
+    double t1 = bench_now();
+    if (bf16) ag_gemm_bf16(R, in, out, dy, out, 1, w, in, 1, 1, dx, in, 1);
+    else ag_gemm(R, in, out, 1, dy, out, 1, w, in, 1, 1, dx, in, 1);
+    double t2 = bench_now();
+    if (bf16) ag_gemm_bf16(out, in, R, dy, 1, out, x, in, 1, 1, dw, in, 1);
+    else ag_gemm(out, in, R, 1, dy, 1, out, x, in, 1, 1, dw, in, 1);
+    double t3 = bench_now();
+    t[0] = t1 - t0, t[1] = t2 - t1, t[2] = t3 - t2;
 }
 
 #if defined(__x86_64__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 11))
@@ -113,8 +114,8 @@ int main(int argc, char **argv) {
     insn_rates();
     printf("kernels: float32 %s, bf16 %s; 1 thread, medians of %d\n", ag_gemm_kernel(),
            ag_gemm_bf16_kernel(), reps);
-    printf("%-44s %12s %12s %7s\n", "layer (rows x in -> out)", "fp32 GFLOP/s", "bf16 GFLOP/s",
-           "ratio");
+    printf("%-42s %8s %8s %6s | bf16: %6s %6s %6s\n", "layer (rows x in -> out), GFLOP/s", "fp32",
+           "bf16", "ratio", "y", "dx", "dw");
     ag_rng r;
     ag_rng_seed(&r, 1);
     double tot[2] = {0, 0}, flops_all = 0;
@@ -123,22 +124,31 @@ int main(int argc, char **argv) {
         size_t R = (size_t)L->rows, in = (size_t)L->in, out = (size_t)L->out;
         float *x = filled(R * in, &r), *w = filled(out * in, &r), *dy = filled(R * out, &r),
               *y = filled(R * out, &r), *dx = filled(R * in, &r), *dw = filled(out * in, &r);
-        double med[2], *v = malloc(sizeof *v * 2 * (size_t)reps);
-        one_use(L, false, x, w, dy, y, dx, dw); /* warm-up */
-        one_use(L, true, x, w, dy, y, dx, dw);
+        double t[3], med[2], part[3], *v = malloc(sizeof *v * 5 * (size_t)reps);
+        if (!v) exit(1);
+        one_use(L, false, x, w, dy, y, dx, dw, t); /* warm-up */
+        one_use(L, true, x, w, dy, y, dx, dw, t);
         for (int i = 0; i < reps; i++) /* in turn */
-            for (int p = 0; p < 2; p++) v[p * reps + i] = one_use(L, p, x, w, dy, y, dx, dw);
+            for (int p = 0; p < 2; p++) {
+                one_use(L, p, x, w, dy, y, dx, dw, t);
+                v[p * reps + i] = t[0] + t[1] + t[2];
+                if (p)
+                    for (int q = 0; q < 3; q++) v[(2 + q) * reps + i] = t[q];
+            }
         for (int p = 0; p < 2; p++) {
             med[p] = bench_median(v + p * reps, reps);
             tot[p] += med[p];
         }
+        for (int q = 0; q < 3; q++)
+            part[q] = 2.0 * (double)R * in * out / bench_median(v + (2 + q) * reps, reps) * 1e-9;
         double flops = 6.0 * (double)R * in * out;
         flops_all += flops;
-        printf("%-44s %12.1f %12.1f %6.2fx\n", L->name, flops / med[0] * 1e-9,
-               flops / med[1] * 1e-9, med[0] / med[1]);
+        printf("%-42s %8.1f %8.1f %5.2fx |       %6.1f %6.1f %6.1f\n", L->name,
+               flops / med[0] * 1e-9, flops / med[1] * 1e-9, med[0] / med[1], part[0], part[1],
+               part[2]);
         free(x), free(y), free(w), free(dy), free(dx), free(dw), free(v);
     }
-    printf("%-44s %12.1f %12.1f %6.2fx\n", "all four", flops_all / tot[0] * 1e-9,
+    printf("%-42s %8.1f %8.1f %5.2fx\n", "all four", flops_all / tot[0] * 1e-9,
            flops_all / tot[1] * 1e-9, tot[0] / tot[1]);
     return 0;
 }
