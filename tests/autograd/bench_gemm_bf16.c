@@ -21,6 +21,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct layer {
     const char *name;
@@ -82,8 +83,53 @@ insn_rate(bool bf16) {
     return (double)INSNS * (bf16 ? 32 : 16) / dt;
 }
 
+/* Multiply-adds per second of back-to-back tdpbf16ps (16 x 16 floats += 16 x 32 bf16 by 32 x
+ * 16: 8,192 a tile) on four independent tiles of C, A and B loaded once: the AMX kernel's
+ * ceiling. Run once the library has chosen its AMX kernel: Linux has granted the process the
+ * tile data; the configuration is this thread's own. */
+__attribute__((target("amx-tile,amx-bf16"), noinline)) static double tile_rate(void) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    static _Alignas(64) uint32_t ab[16 * 16];
+    static _Alignas(64) float c[16 * 16];
+    for (int i = 0; i < 256; i++) ab[i] = 0x3c003c00u; /* pairs of 2^-7 */
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ab, 64);
+    _tile_loadd(5, ab, 64);
+    _tile_loadd(6, ab, 64);
+    _tile_loadd(7, ab, 64);
+    const long n = INSNS / 40; /* 8,192 multiply-adds each */
+    double t0 = bench_now();
+    for (long i = 0; i < n; i += 4) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    double dt = bench_now() - t0;
+    _tile_stored(0, c, 64);
+    _tile_release();
+    if (c[0] == 1234.5f) printf(" ");
+    return (double)n * 8192 / dt;
+}
+
 static void insn_rates(void) {
     if (!ag_bf16_native()) return;
+    if (!strncmp(ag_gemm_bf16_kernel(), "amx", 3)) { /* the library was granted the tiles */
+        double amx[5];
+        for (int r = 0; r < 5; r++) amx[r] = tile_rate();
+        printf("one core, median of 5: tdpbf16ps %.1f G multiply-adds/s (4 tiles of C, nothing "
+               "loaded in the loop)\n",
+               bench_median(amx, 5) * 1e-9);
+    }
     double fma[5], dp[5], ratio[5];
     for (int r = 0; r < 5; r++) { /* in turn: a drift of the machine's speed hits both */
         fma[r] = insn_rate(false);
