@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# --precision fp32|bf16 (docs/zoo.md, "The training recipe") as a user runs it:
+# --precision fp32|bf16|auto (docs/zoo.md, "The training recipe") as a user runs it:
 #   e2e_precision.sh PROGRAM FRA_TXT        (PROGRAM: build/zoo/transformer_nmt)
 # fp32 is the default and the same run given explicitly; bf16 is recorded in the checkpoint and
 # fixed on --resume; without a bf16 kernel on the CPU's instructions (forced here with TG_BF16_KERNEL=emulated) a
 # bf16 run says so and trains in float32, to float32's bits; with one (where the CPU has it) it
-# trains in bf16, silently; a bad value is a usage error naming the flag.
+# trains in bf16, silently; auto is bf16 where the products run on AMX tiles and fp32 elsewhere
+# (off the tiles forced here with TG_BF16_KERNEL=avx512bf16), says which, records it, and on
+# --resume means the checkpoint's; a bad value is a usage error naming the flag.
 set -u
 # shellcheck source=SCRIPTDIR/e2e_lib.sh
 source "$(dirname "$0")/e2e_lib.sh"
@@ -34,6 +36,7 @@ if grep -q avx512_bf16 /proc/cpuinfo 2>/dev/null; then
     check "bf16 on AVX512-BF16" run 0 train "${small[@]}" --precision bf16 --checkpoint "$dir/b.safetensors"
     check "  no message" lacks err "no bf16 kernel"
     check "  recorded as bf16" precision "$dir/b.safetensors" bf16
+    losses bf16
     check "  a translation" has out "=> .*bleu"
     check "--resume with another precision refused" run 2 train "${small[@]}" --epochs 4 --resume --precision fp32 --checkpoint "$dir/b.safetensors"
     check "  names the flag" has err "--precision fp32 differs from the checkpoint's bf16"
@@ -42,7 +45,27 @@ else
     echo "(no AVX512-BF16 on this CPU: the bf16 kernel's run not made)"
 fi
 
+export TG_BF16_KERNEL=avx512bf16
+check "--precision auto off AMX tiles" run 0 train "${small[@]}" --precision auto --checkpoint "$dir/a.safetensors"
+unset TG_BF16_KERNEL
+check "  says fp32" has err "--precision auto: fp32 \\(bf16 products would not run on AMX tiles here\\)"
+losses auto_fp32
+check "  the default's losses" same "$dir/default" "$dir/auto_fp32"
+check "  recorded as fp32" precision "$dir/a.safetensors" fp32
+check "--resume --precision auto: the checkpoint's" run 0 train "${small[@]}" --epochs 4 --resume --precision auto --checkpoint "$dir/a.safetensors"
+check "  nothing resolved again" lacks err "--precision auto:"
+check "  still fp32" precision "$dir/a.safetensors" fp32
+if grep -q amx_bf16 /proc/cpuinfo 2>/dev/null; then
+    check "--precision auto on AMX" run 0 train "${small[@]}" --precision auto --checkpoint "$dir/p.safetensors"
+    check "  says bf16" has err "--precision auto: bf16 \\(its products run on AMX tiles here\\)"
+    losses auto_bf16
+    check "  --precision bf16's losses" same "$dir/bf16" "$dir/auto_bf16"
+    check "  recorded as bf16" precision "$dir/p.safetensors" bf16
+else
+    echo "(no AMX on this CPU: --precision auto's bf16 run not made)"
+fi
+
 check "--precision fp16 refused" run 2 train "${small[@]}" --precision fp16 --checkpoint "$dir/x.safetensors"
-check "  names the flag and the choices" has err "--precision: expected one of fp32, bf16, got 'fp16'"
+check "  names the flag and the choices" has err "--precision: expected one of fp32, bf16, auto, got 'fp16'"
 
 e2e_summary

@@ -147,6 +147,7 @@ static int resume_run(zoo_cli *c, train_run *t) {
     saved.recipe = t->tr->recipe;
     if (cfg->recipe.valid_metric == ZOO_METRIC_AUTO) /* auto on --resume: the checkpoint's */
         cfg->recipe.valid_metric = saved.recipe.valid_metric;
+    if (cfg->recipe.precision == ZOO_PRECISION_AUTO) cfg->recipe.precision = saved.recipe.precision;
     saved.model = (void *)t->tr->model->cfg;
     if (zoo_run_check_fixed(&c->run, &saved)) return zoo__usage(c, "%s", ag_last_error());
     if (zoo_run_given(&c->run, "shards") && cfg->exec.shards != t->tr->shards)
@@ -178,6 +179,14 @@ static int new_run(zoo_cli *c, train_run *t) {
         return zoo__fail(c, ag_last_error());
     zoo_recipe recipe = cfg->recipe;
     if (recipe.valid_metric == ZOO_METRIC_AUTO) recipe.valid_metric = zoo_valid_metric_auto(t->d);
+    if (recipe.precision == ZOO_PRECISION_AUTO) {
+        recipe.precision = zoo_precision_auto();
+        if (t->rank0)
+            fprintf(stderr, "%s train: --precision auto: %s\n", c->run.program,
+                    recipe.precision == ZOO_PRECISION_BF16
+                        ? "bf16 (its products run on AMX tiles here)"
+                        : "fp32 (bf16 products would not run on AMX tiles here)");
+    }
     zoo_model *m = zoo_model_new(c->run.kind, cfg->model, ds_vocab_size(ds_fra_vocab(t->d, DS_SRC)),
                                  ds_vocab_size(ds_fra_vocab(t->d, DS_TGT)), cfg->data.seed);
     t->tr = m ? zoo_trainer_new(m, cfg->recipe.lr, cfg->recipe.clip, cfg->data.seed + 1) : NULL;

@@ -107,7 +107,7 @@ const char *const zoo_split_names[] = {"auto", "test", "valid", "train", "all", 
 
 const char *const zoo_schedule_names[] = {"constant", "invsqrt", "cosine", "linear", NULL};
 
-const char *const zoo_precision_names[] = {"fp32", "bf16", NULL};
+const char *const zoo_precision_names[] = {"fp32", "bf16", "auto", NULL};
 
 #define R(field) offsetof(zoo_recipe, field)
 static const zoo_cfg_opt RECIPE[] = {
@@ -133,8 +133,9 @@ static const zoo_cfg_opt RECIPE[] = {
       "label smoothing of the cross-entropy (PyTorch's definition)", NULL},
      "t"},
     {{"precision", ZOO_CHOICE, R(precision), 0, 0,
-      "inputs of the products while training: fp32, or bf16 with float32 sums (AVX512-BF16; "
-      "without it, float32 and a message)",
+      "inputs of the products while training: fp32; bf16 with float32 sums (AMX, else "
+      "AVX512-BF16; without either, float32 and a message); auto: bf16 where it runs on AMX "
+      "tiles, else fp32",
       zoo_precision_names},
      "t"},
     {{"valid-metric", ZOO_CHOICE, R(valid_metric), 0, 0,

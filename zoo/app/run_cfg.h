@@ -129,7 +129,7 @@ extern const int zoo_n_cfg_groups;
 
 /* Names of the learning-rate schedules, by zoo_lr_schedule value. */
 extern const char *const zoo_schedule_names[];
-/* Names of the precisions, by zoo_precision value: "fp32", "bf16". */
+/* Names of the precisions, by zoo_precision value: "fp32", "bf16", "auto". */
 extern const char *const zoo_precision_names[];
 
 /* The defaults of a run of `kind`: the data options' own, the kind's lr, epochs and config. 0,

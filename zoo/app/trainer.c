@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autograd/ag_op.h"
 #include "zoo/app/dist.h"
 #include "zoo/app/run_cfg.h"
 
@@ -101,6 +102,10 @@ int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r) {
     if (decays && r->decay_steps <= r->warmup)
         return ag_error("--decay-steps %lld must be above --warmup-steps %d",
                         (long long)r->decay_steps, r->warmup);
+    if (r->precision != ZOO_PRECISION_FP32 && r->precision != ZOO_PRECISION_BF16)
+        return ag_error("--precision: %d is not fp32 or bf16 (auto is resolved before the "
+                        "trainer: zoo_precision_auto)",
+                        r->precision);
     if (r->valid_metric < ZOO_METRIC_AUTO || r->valid_metric > ZOO_METRIC_SACREBLEU)
         return ag_error("--valid-metric: %d is not a score (auto, bleu4, sacrebleu)",
                         r->valid_metric);
@@ -110,6 +115,11 @@ int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r) {
     tr->opt = o;
     tr->recipe = *r;
     return 0;
+}
+
+int zoo_precision_auto(void) {
+    return ag_bf16_native() && !strncmp(ag_gemm_bf16_kernel(), "amx", 3) ? ZOO_PRECISION_BF16
+                                                                         : ZOO_PRECISION_FP32;
 }
 
 zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed) {

@@ -57,8 +57,20 @@ typedef enum zoo_lr_schedule {
 } zoo_lr_schedule;
 
 /* The inputs of the products while training (ag_set_precision): float32, or bf16 with float32
- * accumulation (on a CPU without AVX512-BF16 the trainer says so and stays in float32). */
-typedef enum zoo_precision { ZOO_PRECISION_FP32, ZOO_PRECISION_BF16 } zoo_precision;
+ * accumulation (on a CPU without AVX512-BF16 the trainer says so and stays in float32). AUTO is
+ * a run's choice before it starts (zoo_precision_auto), never a trainer's: a checkpoint holds
+ * the precision it resolved to. */
+typedef enum zoo_precision {
+    ZOO_PRECISION_FP32,
+    ZOO_PRECISION_BF16,
+    ZOO_PRECISION_AUTO
+} zoo_precision;
+
+/* What --precision auto resolves to on this machine: ZOO_PRECISION_BF16 where bf16 products run
+ * on AMX tiles (ag_gemm_bf16_kernel "amx ..."; there a step of --preset full costs about half of
+ * float32's, docs/benchmarks.md), ZOO_PRECISION_FP32 elsewhere (AVX512-BF16's dot products are
+ * slower than float32's FMAs on the CPUs measured). */
+int zoo_precision_auto(void);
 
 /* The validation score that picks the best checkpoint and drives the patience
  * (zoo_train_opts.valid_steps): corpus BLEU-4 on d2l's lowercased tokens, or the standard score,
