@@ -287,6 +287,8 @@ typedef struct preset_value {
     const char *name, *value;
 } preset_value;
 
+/* One value a line. */
+/* clang-format off */
 static const preset_value FULL[] = {
     {"num-examples", "0"},
     {"valid-frac", "0.01197"},
@@ -309,6 +311,7 @@ static const preset_value FULL[] = {
     {"decay-steps", "12000"},
     {"min-lr-ratio", "0"},
     {"label-smoothing", "0.1"},
+    {"precision", "auto"},
     {"epochs", "1000"},
     {"time-budget", "3600"},
     {"fit-decay", "1"},
@@ -321,6 +324,7 @@ static const preset_value FULL[] = {
     {"vocab-size", "8000"},
     {"vocab-share", "joint"},
 };
+/* clang-format on */
 
 static const struct {
     const char *kind, *name;
