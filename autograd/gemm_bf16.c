@@ -216,12 +216,13 @@ __attribute__((target("avx512f"))) static inline void transpose16(__m512i r[16])
     }
 }
 
-/* The values p .. p + n - 1 of k of a line, contiguous along k, to bf16, zero past kc (a pair's
- * pad, pairs past kp): n = 32 from p make the 16 words of pairs p / 2 .. p / 2 + 15 in order. */
+/* The first n of 16 lanes (none for n <= 0, all for n >= 16). */
 static inline __mmask16 upto(int n) {
     return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
+/* Values p .. p + 31 of a line contiguous along k (p even), to bf16, zero past kc (a pair's pad,
+ * pairs past kp): the 16 words of pairs p / 2 .. p / 2 + 15, in order. */
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static inline __m512i
 words32(const float *s, int p, int kc) {
     const __m512 lo = _mm512_maskz_loadu_ps(upto(kc - p), s + p),
