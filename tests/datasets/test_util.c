@@ -1,5 +1,7 @@
 /* tests/datasets/test_util.c -- helpers of the datasets CUnit runners. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -28,4 +30,26 @@ uint64_t tu_fnv_i32(const int32_t *v, size_t n) {
         }
     }
     return h;
+}
+
+ds_fra *tu_load_text(const char *text, const ds_fra_options *o) {
+    ds_fra *d = NULL;
+    TG_OK(ds_fra_load_mem(text, strlen(text), "mem.txt", o, &d));
+    return d;
+}
+
+void tu_expect_row(const ds_fra *d, ds_side s, int64_t pair, const int32_t *want) {
+    const int32_t *row = ds_fra_ids(d, s) + pair * ds_fra_num_steps(d);
+    for (int j = 0; j < ds_fra_num_steps(d); j++)
+        if (row[j] != want[j])
+            TG_FAIL("side %d pair %lld step %d: %d, expected %d", s, (long long)pair, j, row[j],
+                    want[j]);
+}
+
+void tu_expect_sentence(const ds_fra *d, ds_side s, int64_t pair, const char *want) {
+    char *got = NULL;
+    TG_OK(ds_fra_sentence(d, s, pair, &got));
+    if (got && strcmp(got, want) != 0)
+        TG_FAIL("side %d pair %lld: \"%s\", expected \"%s\"", s, (long long)pair, got, want);
+    free(got);
 }
