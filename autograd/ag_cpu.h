@@ -35,6 +35,8 @@ enum {
      * feature (arch_prctl ARCH_REQ_XCOMP_PERM for the tile data; granted per process, for all
      * its threads), so that a process that never would use tiles never asks. */
     AG_CPU_AMX_BF16 = 1 << 4,
+    /* AMX tiles with int8 products (AMX-TILE and AMX-INT8), and the same permission. */
+    AG_CPU_AMX_INT8 = 1 << 5,
 };
 
 /* True when the CPU runs every feature in `features` (an OR of AG_CPU_*; 0: true) with the

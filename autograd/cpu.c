@@ -17,12 +17,12 @@
 static _Atomic unsigned features;
 
 #if AG_CPU_X86_KERNELS
-/* AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24 and 22), and Linux's permission: it enables
- * the 8 KB of tile data per process on request (5.16 and later), until then a tile instruction
- * faults. Asks for it, then checks that it was granted. */
-static bool amx_bf16(void) {
+/* AMX-TILE (CPUID leaf 7: EDX bit 24) and Linux's permission: it enables the 8 KB of tile data
+ * per process on request (5.16 and later), until then a tile instruction faults. Asks for it,
+ * then checks that it was granted. */
+static bool amx_tiles(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 22 & 1)) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1)) return false;
 #if defined(__linux__) && defined(SYS_arch_prctl)
     enum { GET_XCOMP_PERM = 0x1022, REQ_XCOMP_PERM = 0x1023, XTILEDATA = 18 };
     unsigned long granted = 0;
@@ -31,6 +31,16 @@ static bool amx_bf16(void) {
 #else
     return false;
 #endif
+}
+
+/* The AMX features the tiles can run here: AMX-BF16 (EDX bit 22) and AMX-INT8 (bit 25), none
+ * without the tiles' permission. */
+static unsigned amx_features(void) {
+    unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !amx_tiles()) return 0;
+    if (d >> 22 & 1) f |= AG_CPU_AMX_BF16;
+    if (d >> 25 & 1) f |= AG_CPU_AMX_INT8;
+    return f;
 }
 #endif
 
@@ -55,16 +65,17 @@ bool ag_cpu_has(unsigned want) {
         atomic_store_explicit(&features, f, memory_order_relaxed);
     }
     /* AMX is asked apart: only a process that would use tiles asks Linux for them */
-    if (want & AG_CPU_AMX_BF16) {
-        static _Atomic int amx = -1; /* -1: not yet; 0 or 1 */
+    const unsigned amx_bits = AG_CPU_AMX_BF16 | AG_CPU_AMX_INT8;
+    if (want & amx_bits) {
+        static _Atomic int amx = -1; /* -1: not yet; else the AMX features granted */
         int a = atomic_load_explicit(&amx, memory_order_relaxed);
 #if AG_CPU_X86_KERNELS
-        if (a < 0) atomic_store_explicit(&amx, a = amx_bf16(), memory_order_relaxed);
+        if (a < 0) atomic_store_explicit(&amx, a = (int)amx_features(), memory_order_relaxed);
 #else
         a = 0;
 #endif
-        if (!a) return false;
-        want &= ~(unsigned)AG_CPU_AMX_BF16;
+        if ((want & amx_bits & ~(unsigned)a) != 0) return false;
+        want &= ~amx_bits;
     }
     return (f & want) == want;
 }

@@ -123,6 +123,8 @@ class Model:
         if "vocab.src" not in meta or "vocab.tgt" not in meta:
             sys.exit(f"{path}: no vocab.src/vocab.tgt metadata")
         self.subword = "vocab.src_model" in meta  # SRC lines are pieces, kept as they are
+        if meta.get("config.share-embeddings") == "1":  # one matrix: both embeddings, output
+            w["decoder.embedding.weight"] = w["decoder.dense.weight"] = w["encoder.embedding.weight"]
         self.w = w
         self.d = int(meta["config.hiddens"])
         self.heads = int(meta["config.heads"])

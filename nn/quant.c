@@ -166,18 +166,185 @@ qstore(const qdest *d, int out, int row, int col, __mmask16 mask, __m512i s) {
 #include "nn/quant_tile_internal.h"
 #endif
 
+/* ---- the AMX kernel ----
+ * tdpbusd on tiles of 16 rows x 64 bytes: C (16 x 16 int32) += A (16 rows of 64 u8) B (16
+ * groups of 16 channels x 4 s8), c[i][j] += sum_g sum_t a[i][4 g + t] b[g][4 j + t]. 16 groups of
+ * a block of the packed weight are a tile of B as they lie (64 bytes apart), and 16 rows of u
+ * (kp bytes apart) a tile of A, so neither is copied. Rows 32 at a time, two blocks (32
+ * channels) at a time: C0 C1 / C2 C3 = (A0 / A1) (B0 B1) on tiles 0-3, 4-5, 6-7, over the
+ * chunks of 64 bytes of k, then stored to t (32 x 32 int32). FINISH(i, nb, s) takes the sums
+ * of row i (of 32) and block nb (of 2) at s: it adds the groups past the last whole chunk (kp %
+ * 64 bytes) and hands the 16 sums on. The rows past the last 16 go to another kernel. Integer
+ * sums: the same bits as the other kernels whatever the order. One body for the instructions
+ * and for their emulation in C (any CPU: the tiles' addresses, strides and loops tested). */
+#define QAMX_BODY(ZERO, LOAD, DP, STORE, FINISH)                                                   \
+    for (int i0 = 0; i0 < m16; i0 += 32) {                                                         \
+        const int rows = m16 - i0 < 32 ? 16 : 32;                                                  \
+        const uint8_t *x = u + (size_t)i0 * kp;                                                    \
+        for (int b = 0; b < blocks; b += 2) {                                                      \
+            const int nbs = b + 1 < blocks ? 2 : 1;                                                \
+            const uint8_t *blk = wb + (size_t)16 * b * kp;                                         \
+            ZERO(0);                                                                               \
+            ZERO(1);                                                                               \
+            ZERO(2);                                                                               \
+            ZERO(3);                                                                               \
+            for (size_t c = 0; c < chunks; c++) {                                                  \
+                LOAD(4, x + 64 * c, kp);                                                           \
+                LOAD(6, blk + 1024 * c, 64);                                                       \
+                DP(0, 4, 6);                                                                       \
+                if (nbs > 1) {                                                                     \
+                    LOAD(7, blk + 16 * kp + 1024 * c, 64);                                         \
+                    DP(1, 4, 7);                                                                   \
+                }                                                                                  \
+                if (rows > 16) {                                                                   \
+                    LOAD(5, x + 16 * kp + 64 * c, kp);                                             \
+                    DP(2, 5, 6);                                                                   \
+                    if (nbs > 1) DP(3, 5, 7);                                                      \
+                }                                                                                  \
+            }                                                                                      \
+            STORE(0, t, 128);                                                                      \
+            STORE(1, t + 16, 128);                                                                 \
+            STORE(2, t + 512, 128);                                                                \
+            STORE(3, t + 528, 128);                                                                \
+            for (int i = 0; i < rows; i++)                                                         \
+                for (int nb = 0; nb < nbs; nb++) FINISH(i0 + i, b + nb, t + 32 * i + 16 * nb);     \
+        }                                                                                          \
+    }
+
+typedef struct soft_tile {
+    int32_t w[16][16]; /* 16 rows of 64 bytes */
+} soft_tile;
+
+/* tdpbusd c, a, b in C. */
+static void soft_dpbusd(soft_tile *c, const soft_tile *a, const soft_tile *b) {
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++)
+            for (int g = 0; g < 16; g++) {
+                const uint8_t *ab = (const uint8_t *)&a->w[i][g];
+                const int8_t *bb = (const int8_t *)&b->w[g][j];
+                for (int q = 0; q < 4; q++) c->w[i][j] += (int32_t)ab[q] * (int32_t)bb[q];
+            }
+}
+
+static void soft_load(soft_tile *t, const void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy(t->w[r], (const char *)p + r * stride, 64);
+}
+
+static void soft_store(const soft_tile *t, void *p, size_t stride) {
+    for (int r = 0; r < 16; r++) memcpy((char *)p + r * stride, t->w[r], 64);
+}
+
+#define SOFT_ZERO(n) memset(&tm[n], 0, sizeof tm[n])
+#define SOFT_LOAD(n, p, stride) soft_load(&tm[n], p, stride)
+#define SOFT_DP(c, a, b) soft_dpbusd(&tm[c], &tm[a], &tm[b])
+#define SOFT_STORE(n, p, stride) soft_store(&tm[n], p, stride)
+/* The groups past the whole chunks added in C, the sums stored to acc. */
+#define SOFT_FINISH(row, blk_, s)                                                                  \
+    do {                                                                                           \
+        const uint8_t *xr = u + (size_t)(row)*kp;                                                  \
+        const int8_t *bk = (const int8_t *)wb + (size_t)16 * (blk_)*kp;                            \
+        int32_t sums[16];                                                                          \
+        memcpy(sums, s, sizeof sums);                                                              \
+        for (size_t g = 16 * chunks; g < kp / 4; g++)                                              \
+            for (int j = 0; j < 16; j++)                                                           \
+                for (int q = 0; q < 4; q++)                                                        \
+                    sums[j] += (int32_t)xr[4 * g + q] * (int32_t)bk[64 * g + 4 * j + q];           \
+        const int c0 = 16 * (blk_), n = out - c0 < 16 ? out - c0 : 16;                             \
+        memcpy(acc + (size_t)(row) * (size_t)out + c0, sums, sizeof *sums * (size_t)n);            \
+    } while (0)
+
+/* The AMX kernel on tiles in memory, its sums to acc (m, out); the rows past the last 16 by
+ * the portable kernel. */
+static void qgemm_amx_emulated(int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
+    const size_t kp = (size_t)w->kp, chunks = kp / 64;
+    const int out = w->out, blocks = (out + 15) / 16, m16 = m / 16 * 16;
+    const uint8_t *wb = (const uint8_t *)w->q;
+    soft_tile tm[8];
+    int32_t t[32 * 32];
+    QAMX_BODY(SOFT_ZERO, SOFT_LOAD, SOFT_DP, SOFT_STORE, SOFT_FINISH);
+    if (m16 < m) qgemm_portable(m - m16, u + m16 * kp, w, acc + (size_t)m16 * (size_t)out);
+}
+
+#if AG_CPU_X86_KERNELS
+/* The tile configuration (palette 1): tiles 0-7 of 16 rows x 64 bytes. */
+static const struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} QAMX_CONFIG = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+/* The groups past the whole chunks by vpdpbusd, the sums to d (qstore). */
+#define AMX_FINISH(row, blk_, s)                                                                   \
+    do {                                                                                           \
+        const uint8_t *xr = u + (size_t)(row)*kp, *bk = wb + (size_t)16 * (blk_)*kp;               \
+        __m512i v = _mm512_loadu_si512((const void *)(s));                                         \
+        for (size_t g = 16 * chunks; g < kp / 4; g++) {                                            \
+            int32_t a;                                                                             \
+            memcpy(&a, xr + 4 * g, 4);                                                             \
+            v = _mm512_dpbusd_epi32(v, _mm512_set1_epi32(a),                                       \
+                                    _mm512_loadu_si512((const void *)(bk + 64 * g)));              \
+        }                                                                                          \
+        const int c0 = 16 * (blk_), n = out - c0 < 16 ? out - c0 : 16;                             \
+        qstore(d, out, row, c0, (__mmask16)((1u << n) - 1u), v);                                   \
+    } while (0)
+
+/* qgemm_amx(m, u, kp, wb, out, d): as qgemm_vnni, on the tiles (the calling thread loads the
+ * configuration and releases it); the rows past the last 16 by qgemm_vnni. */
+__attribute__((target("amx-tile,amx-int8,avx512f,avx512vnni"))) static void
+qgemm_amx(int m, const uint8_t *u, size_t kp, const uint8_t *wb, int out, void *dest) {
+    const qdest *d = dest;
+    const size_t chunks = kp / 64;
+    const int blocks = (out + 15) / 16, m16 = m / 16 * 16;
+    if (m16) {
+        _Alignas(64) int32_t t[32 * 32];
+        _tile_loadconfig(&QAMX_CONFIG);
+        QAMX_BODY(_tile_zero, _tile_loadd, _tile_dpbusd, _tile_stored, AMX_FINISH);
+        _tile_release();
+    }
+    if (m16 < m) {
+        const size_t off = (size_t)m16 * (size_t)out;
+        qdest rest = {.acc = d->acc ? d->acc + off : NULL,
+                      .y = d->y ? d->y + off : NULL,
+                      .sx = d->sx ? d->sx + m16 : NULL,
+                      .w = d->w,
+                      .bias = d->bias};
+        qgemm_vnni(m - m16, u + (size_t)m16 * kp, kp, wb, out, &rest);
+    }
+}
+#endif
+
 bool nn_qkernel_available(nn_qkernel k) {
-    if (k != NN_QK_VNNI) return k == NN_QK_AUTO || k == NN_QK_PORTABLE;
-    return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512VNNI);
+    switch (k) {
+    case NN_QK_AUTO:
+    case NN_QK_PORTABLE:
+    case NN_QK_AMX_EMULATED: return true;
+    case NN_QK_VNNI: return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512VNNI);
+    case NN_QK_AMX: return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512VNNI | AG_CPU_AMX_INT8);
+    }
+    return false;
 }
 
 nn_qkernel nn_qkernel_auto(void) {
-    return nn_quant_portable_forced() || !nn_qkernel_available(NN_QK_VNNI) ? NN_QK_PORTABLE
-                                                                           : NN_QK_VNNI;
+    const nn_qkernel forced = nn_quant_forced();
+    if (forced != NN_QK_AUTO && nn_qkernel_available(forced)) return forced;
+    return nn_qkernel_available(NN_QK_AMX)    ? NN_QK_AMX
+           : nn_qkernel_available(NN_QK_VNNI) ? NN_QK_VNNI
+                                              : NN_QK_PORTABLE;
 }
 
 const char *nn_qkernel_name(nn_qkernel k) {
-    return k == NN_QK_VNNI ? "avx512-vnni" : k == NN_QK_PORTABLE ? "portable" : "auto";
+    switch (k) {
+    case NN_QK_AUTO: return "auto";
+    case NN_QK_PORTABLE: return "portable";
+    case NN_QK_VNNI: return "avx512-vnni";
+    case NN_QK_AMX: return "amx";
+    case NN_QK_AMX_EMULATED: return "amx-emulated";
+    }
+    return "?";
 }
 
 int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
@@ -185,9 +352,14 @@ int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int
     if (!nn_qkernel_available(k))
         return ag_error("nn_qgemm_s32: kernel %s is not available on this CPU", nn_qkernel_name(k));
     if (m <= 0) return 0;
+    if (k == NN_QK_AMX_EMULATED) {
+        qgemm_amx_emulated(m, u, w, acc);
+        return 0;
+    }
 #if AG_CPU_X86_KERNELS
-    if (k == NN_QK_VNNI) {
-        qgemm_vnni(m, u, (size_t)w->kp, (const uint8_t *)w->q, w->out, &(qdest){.acc = acc});
+    if (k == NN_QK_VNNI || k == NN_QK_AMX) {
+        (k == NN_QK_AMX ? qgemm_amx : qgemm_vnni)(m, u, (size_t)w->kp, (const uint8_t *)w->q,
+                                                  w->out, &(qdest){.acc = acc});
         return 0;
     }
 #endif
@@ -236,14 +408,18 @@ ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **xp, bool we
     return ag_op_new(t, x->ndim, shape, false); /* not zeroed: the op writes every element */
 }
 
-bool nn_quant_portable_forced(void) {
-    static _Atomic int forced; /* 0: not read yet; 1: no; 2: yes (the same in every thread) */
+nn_qkernel nn_quant_forced(void) {
+    static _Atomic int forced; /* 0: not read yet; else 1 + the kernel (the same in every thread) */
     int f = forced;
     if (!f) {
         const char *env = getenv("TG_QUANT_KERNEL");
-        forced = f = env && !strcmp(env, "portable") ? 2 : 1;
+        nn_qkernel k = NN_QK_AUTO;
+        if (env)
+            for (int i = NN_QK_PORTABLE; i <= NN_QK_AMX; i++)
+                if (!strcmp(env, nn_qkernel_name((nn_qkernel)i))) k = (nn_qkernel)i;
+        forced = f = 1 + (int)k;
     }
-    return f == 2;
+    return (nn_qkernel)(f - 1);
 }
 
 ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_tensor *bias) {
@@ -257,7 +433,8 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
     uint8_t *u = ag_tape_alloc(t, (size_t)qm * (size_t)w->kp + 1);
     float *sx = ag_tape_alloc(t, sizeof *sx * (size_t)qm + 1);
 #if AG_CPU_X86_KERNELS && !defined(TG_DOUBLE)
-    const bool fused = nn_qkernel_auto() == NN_QK_VNNI; /* the epilogue in the kernel */
+    const nn_qkernel k = nn_qkernel_auto();
+    const bool fused = k == NN_QK_VNNI || k == NN_QK_AMX; /* the epilogue in the kernel */
 #else
     const bool fused = false;
 #endif
@@ -272,7 +449,8 @@ ag_tensor *nn_qlinear_forward(ag_tape *t, ag_tensor *x, const nn_qweight *w, ag_
 #if AG_CPU_X86_KERNELS && !defined(TG_DOUBLE)
         if (fused) { /* the epilogue on the kernel's registers: the same bits */
             qdest d = {.y = yr, .sx = sx, .w = w, .bias = bias ? bias->data : NULL};
-            qgemm_vnni(r, u, (size_t)w->kp, (const uint8_t *)w->q, w->out, &d);
+            (k == NN_QK_AMX ? qgemm_amx : qgemm_vnni)(r, u, (size_t)w->kp, (const uint8_t *)w->q,
+                                                      w->out, &d);
             continue;
         }
 #endif

@@ -19,10 +19,14 @@
  * Kernels: AVX512-VNNI's vpdpbusd multiplies unsigned by signed bytes, so activations are
  * stored as u_ik = qx_ik + 128 in [1, 255] and the kernel computes
  *     acc_ij = sum_k u_ik qw_jk = sum_k qx_ik qw_jk + 128 c_j,   c_j = sum_k qw_jk
- * and the epilogue subtracts 128 c_j (c_j precomputed with the weight). Chosen at run time:
- * the VNNI kernel when the CPU has AVX512F and AVX512-VNNI (and the environment variable
- * TG_QUANT_KERNEL is not "portable"), else a portable C loop over the same layout; both give
- * the same int32 sums (integer addition: the order does not matter), hence the same bits.
+ * and the epilogue subtracts 128 c_j (c_j precomputed with the weight). AMX-INT8's tdpbusd
+ * (16 x 16 sums a tile from 16 rows x 64 bytes of u and 16 groups of a block of the layout
+ * below, as they lie) computes the same sums. Chosen at run time: the AMX kernel where the CPU
+ * has AMX-INT8 and Linux grants the tiles (with AVX512-VNNI for the rows past the last 16 and
+ * the bytes of k past the last 64), else the VNNI kernel where it has AVX512F and AVX512-VNNI,
+ * else a portable C loop over the same layout; the environment variable TG_QUANT_KERNEL
+ * ("portable", "avx512-vnni", "amx") forces one the CPU has. All give the same int32 sums
+ * (integer addition: the order does not matter), hence the same bits.
  */
 #ifndef TG_NN_QUANT_H
 #define TG_NN_QUANT_H
@@ -41,13 +45,21 @@ typedef enum nn_quant { NN_QUANT_NONE, NN_QUANT_INT8, NN_QUANT_BF16 } nn_quant;
 /* "none", "int8", "bf16", NULL: the names of --quantize, by nn_quant value. */
 extern const char *const nn_quant_names[];
 
-/* The int32 kernels. AUTO: the best the CPU has. */
-typedef enum nn_qkernel { NN_QK_AUTO, NN_QK_PORTABLE, NN_QK_VNNI } nn_qkernel;
-/* True when kernel k can run on this CPU (PORTABLE and AUTO always). */
+/* The int32 kernels. AUTO: the best the CPU has. AMX_EMULATED: the AMX kernel's tiles in memory
+ * (its loops and addresses on any CPU, for tests; slow). */
+typedef enum nn_qkernel {
+    NN_QK_AUTO,
+    NN_QK_PORTABLE,
+    NN_QK_VNNI,
+    NN_QK_AMX,
+    NN_QK_AMX_EMULATED
+} nn_qkernel;
+/* True when kernel k can run on this CPU (AUTO, PORTABLE and AMX_EMULATED always). */
 bool nn_qkernel_available(nn_qkernel k);
-/* The kernel AUTO resolves to: VNNI or PORTABLE (see the top). */
+/* The kernel AUTO resolves to: AMX, VNNI or PORTABLE (see the top). */
 nn_qkernel nn_qkernel_auto(void);
-const char *nn_qkernel_name(nn_qkernel k); /* "portable", "avx512-vnni" */
+/* "auto", "portable", "avx512-vnni", "amx", "amx-emulated" (static strings). */
+const char *nn_qkernel_name(nn_qkernel k);
 
 /* A weight W (out, in) quantized per output channel, packed for the kernels: blocks of 16
  * channels (the last padded with zero channels), in each block kp / 4 groups of 16 x 4 bytes,

@@ -97,8 +97,9 @@ bool nn_bkernel_available(nn_bkernel k) {
 }
 
 nn_bkernel nn_bkernel_auto(void) {
-    return nn_quant_portable_forced() || !nn_bkernel_available(NN_BK_AVX512BF16) ? NN_BK_PORTABLE
-                                                                                 : NN_BK_AVX512BF16;
+    return nn_quant_forced() == NN_QK_PORTABLE || !nn_bkernel_available(NN_BK_AVX512BF16)
+               ? NN_BK_PORTABLE
+               : NN_BK_AVX512BF16;
 }
 
 const char *nn_bkernel_name(nn_bkernel k) {
