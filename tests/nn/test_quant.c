@@ -241,12 +241,12 @@ static void test_errors(void) {
     ag_tape_set_recording(t, prev);
     ag_tensor *xg = ag_leaf_new(AG_SHAPE(2, 3), true);
     TG_EXPECT_NULL(nn_qlinear_forward(t, xg, q, NULL), "inference only");
-    if (!nn_qkernel_available(NN_QK_VNNI)) {
-        uint8_t u[4] = {0};
-        int32_t acc[2];
-        TG_EXPECT_ERROR(nn_qgemm_s32(NN_QK_VNNI, 1, u, q, acc), "avx512-vnni",
-                        "not available");
-    }
+    uint8_t u[4] = {0};
+    int32_t acc[2];
+    if (!nn_qkernel_available(NN_QK_VNNI))
+        TG_EXPECT_ERROR(nn_qgemm_s32(NN_QK_VNNI, 1, u, q, acc), "avx512-vnni", "not available");
+    if (!nn_qkernel_available(NN_QK_AMX))
+        TG_EXPECT_ERROR(nn_qgemm_s32(NN_QK_AMX, 1, u, q, acc), "amx", "not available");
     ag_leaf_free(xg);
     ag_tape_free(t);
     nn_qweight_free(q);
