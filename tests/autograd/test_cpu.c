@@ -1,12 +1,15 @@
 /* test_cpu.c -- ag_cpu_has (autograd/ag_cpu.h): each feature as the compiler's own CPU check
  * reads it, an OR of features as all of them, the empty set always, and the same answers from
- * threads that ask at once, the first time (the cache being filled while they ask). */
+ * threads that ask at once, the first time (the cache being filled while they ask); the AMX
+ * features only where Linux lists them for the CPU, and in an OR as all of its features. */
 #include "autograd/ag_base.h"
 #include "autograd/ag_cpu.h"
 #include "tests/tg_test.h"
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 
 enum { NF = 4, NT = 4 };
 static const unsigned feats[NF] = {AG_CPU_AVX512F, AG_CPU_AVX512BW, AG_CPU_AVX512VNNI,
@@ -66,7 +69,35 @@ static void test_features(void) {
     }
 }
 
+/* True when /proc/cpuinfo's flags list `flag` (a whole word), false without the file. */
+static bool cpuinfo_flag(const char *flag) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5))
+            for (char *w = strtok(strchr(line, ':') ? strchr(line, ':') + 1 : line, " \t\n"); w;
+                 w = strtok(NULL, " \t\n"))
+                found = found || !strcmp(w, flag);
+    fclose(f);
+    return found;
+}
+
+static void test_amx(void) {
+    const bool bf16 = ag_cpu_has(AG_CPU_AMX_BF16), int8 = ag_cpu_has(AG_CPU_AMX_INT8);
+    printf("\n    AMX tiles granted: bf16 %s, int8 %s ", bf16 ? "yes" : "no", int8 ? "yes" : "no");
+    if (bf16) CU_ASSERT(cpuinfo_flag("amx_tile") && cpuinfo_flag("amx_bf16"));
+    if (int8) CU_ASSERT(cpuinfo_flag("amx_tile") && cpuinfo_flag("amx_int8"));
+    CU_ASSERT_EQUAL(ag_cpu_has(AG_CPU_AMX_BF16 | AG_CPU_AMX_INT8), bf16 && int8);
+    CU_ASSERT_EQUAL(ag_cpu_has(AG_CPU_AVX512VNNI | AG_CPU_AMX_INT8),
+                    ag_cpu_has(AG_CPU_AVX512VNNI) && int8);
+    CU_ASSERT_EQUAL(ag_cpu_has(AG_CPU_AMX_INT8), int8); /* the cached answer */
+}
+
 int main(void) {
-    static CU_TestInfo tests[] = {{"features, ORs, threads", test_features}, CU_TEST_INFO_NULL};
+    static CU_TestInfo tests[] = {{"features, ORs, threads", test_features},
+                                  {"AMX: as the CPU's flags, in ORs", test_amx},
+                                  CU_TEST_INFO_NULL};
     return tg_test_main("ag_cpu_has", tests);
 }
