@@ -35,22 +35,23 @@ timed() { # name, then a command: appends "name wall cpu rss_mib" to $dir/times
     /usr/bin/time -f "$name %e %U %S %M" -o "$dir/t" "$@" || { echo "$0: $name failed" >&2; exit 1; }
     awk '{printf "%s %s %.2f %.0f\n", $1, $2, $3 + $4, $5 / 1024}' "$dir/t" >>"$dir/times"
 }
-run_setting() { # NAME=FLAGS, output file, input file
-    name=${1%%=*} flags=${1#*=} envs=""
-    for w in $flags; do case $w in *=*) envs="$envs $w" ;; *) break ;; esac; done
+run_setting() { # NAME=FLAGS, output file, input file, label
+    envs="" args=""
+    for w in ${1#*=}; do # the leading VAR=value words go to the environment
+        case $args$w in *=*) envs="$envs $w" ;; *) args="$args $w" ;; esac
+    done
     # shellcheck disable=SC2086
-    timed "$4" env $envs "$bin" translate --checkpoint "$ckpt" --beam 1 --raw-output \
-        $(echo "$flags" | awk '{for (i = 1; i <= NF; i++) if ($i !~ /=/ || f) {f = 1; printf "%s ", $i}}') \
+    timed "$4" env $envs "$bin" translate --checkpoint "$ckpt" --beam 1 --raw-output $args \
         <"$3" >"$2"
 }
 for r in $(seq 0 "$rounds"); do
     : >"$dir/times"
     for s in "$@"; do run_setting "$s" "$dir/${s%%=*}.txt" "$en" "${s%%=*}"; done
     run_setting "$1" /dev/null /dev/null load
-    OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
-        /usr/bin/time -f "torch %e %U %S %M" -o "$dir/t" /usr/bin/python3 "$here/decode_torch.py" \
-        decode "$ckpt" "$src" --threads 1 --batch 256 --by-length >"$dir/torch.out"
-    awk '{printf "%s %s %.2f %.0f\n", $1, $2, $3 + $4, $5 / 1024}' "$dir/t" >>"$dir/times"
+    timed torch env OPENBLAS_CORETYPE=SkylakeX \
+        LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread /usr/bin/python3 \
+        "$here/decode_torch.py" decode "$ckpt" "$src" --threads 1 --batch 256 --by-length \
+        >"$dir/torch.out"
     sps=$(sed -n 's/.* \([0-9.]*\) sentences\/s.*/\1/p' "$dir/torch.out")
     echo "torch_decode $(echo "$n $sps" | awk '{printf "%.3f", $1 / $2}') 0 0" >>"$dir/times"
     if [ "$r" -eq 0 ]; then echo "round 0 (warm-up, $(date -u +%H:%M:%S)): not counted"; continue; fi
@@ -61,7 +62,7 @@ echo "medians over $rounds rounds (wall s, CPU s, peak RSS MiB; x torch: PyTorch
 echo "seconds over the setting's wall seconds less loading, per round, then the median):"
 awk '
     { w[$2, $1] = $3; c[$2, $1] = $4; m[$2, $1] = $5; names[$2] = 1; R = $1 > R ? $1 : R }
-    function med(a, k, s,   v, i, j, t, n) {
+    function med(a, k,   v, i, j, t, n) {
         n = 0
         for (i = 1; i <= R; i++) v[++n] = a[k, i] + 0
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }

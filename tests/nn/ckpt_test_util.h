@@ -1,6 +1,6 @@
-/* ckpt_test_util.h -- what test_ckpt.c, test_ckpt_format.c and test_ckpt_io.c share: the suite's temporary
- * directory, a small model, and safetensors images made by hand and loaded,
- * a directory's entries counted. */
+/* ckpt_test_util.h -- what test_ckpt.c, test_ckpt_format.c and test_ckpt_io.c share: the
+ * suite's temporary directory, a small model, safetensors images made by hand and loaded, a
+ * directory's entries counted. */
 #ifndef TG_TESTS_NN_CKPT_TEST_UTIL_H
 #define TG_TESTS_NN_CKPT_TEST_UTIL_H
 
