@@ -4,8 +4,8 @@
 # a tiny train --vocab subword (joint and per language), the model inside the checkpoint, the
 # same seed giving the same model bytes, translate of typed text (cased, detokenized, never
 # <unk>), eval (which score is which), export of the SentencePiece models and SentencePiece's
-# own spm_encode / spm_decode agreeing with our encoding, --resume, an old-style word run
-# beside it, and the bad flags. Needs spm_encode, spm_decode and spm_export_vocab (Debian:
+# own spm_encode / spm_decode agreeing with our encoding, --resume, digits split
+# (--split-digits), an old-style word run beside it, and the bad flags. Needs spm_encode, spm_decode and spm_export_vocab (Debian:
 # sentencepiece, in the README's commands): a missing tool fails the test.
 set -u
 # shellcheck source=SCRIPTDIR/e2e_lib.sh
@@ -113,6 +113,21 @@ check "  the same text" same "$dir/out" "$dir/by_ck"
 check "average: another subword model refused" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --epochs 1 --checkpoint "$dir/other.safetensors"
 check "  refused" run 1 average --out "$dir/avg2.safetensors" "$ck" "$dir/other.safetensors"
 
+# digits split: every digit a piece, in the model SentencePiece's tools read too; fixed on --resume
+dg="$dir/digits.safetensors"
+check "train --split-digits 1" run 0 train "${common[@]}" --vocab subword --vocab-size 600 --split-digits 1 --epochs 1 --checkpoint "$dg"
+st_meta "$dg" vocab.src_model | base64 -d >"$dir/digits.model"
+# (a digit the small corpus lacks is its byte piece, <0x34> for 4)
+check "  spm_encode splits a number into its digits" bash -c "echo 'In 1990, 42.' | spm_encode --model '$dir/digits.model' | grep -qE '▁ (1|<0x31>) (9|<0x39>) (9|<0x39>) (0|<0x30>) , ▁ (4|<0x34>) (2|<0x32>) \\.\$'"
+check "  no piece holds two digits" bash -c "spm_export_vocab --model '$dir/digits.model' 2>/dev/null | cut -f1 | grep -v '^<0x' | grep -qE '[0-9][0-9]'; [ \$? = 1 ]"
+check "  another model than without" test "$(st_meta "$dg" vocab.src_model)" != "$(st_meta "$ck" vocab.src_model)"
+check "  translate" run 0 translate --checkpoint "$dg" "I was born in 1990."
+check "resume: --split-digits 1 again" run 0 train "${common[@]}" --epochs 2 --checkpoint "$dg" --resume --split-digits 1
+check "resume: --split-digits 0 refused" run 2 train "${common[@]}" --epochs 3 --checkpoint "$dg" --resume --split-digits 0
+check "  message" has err -- "--split-digits 0 differs from the checkpoint.s model \(digits split\): it cannot change on --resume"
+check "resume without split: --split-digits 1 refused" run 2 train "${common[@]}" --epochs 5 --checkpoint "$ck" --resume --split-digits 1
+check "  message" has err -- "--split-digits 1 differs from the checkpoint.s model \(digits not split\)"
+
 # one model per language
 check "train --vocab-share separate" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --vocab-share separate --epochs 1 --checkpoint "$dir/sep.safetensors"
 check "  two models" test "$(grep -Ec '^subword: an? (English|French) model' "$dir/err")" = 2
@@ -141,6 +156,8 @@ check "  message" has err -- '--vocab-share joint'
 # bad flags
 check "--vocab-size without --vocab subword" run 2 train --data "$data" --vocab-size 500
 check "  message" has err -- '--vocab-size is for subword vocabularies: give --vocab subword'
+check "--split-digits without --vocab subword" run 2 train --data "$data" --split-digits 1
+check "  message" has err -- '--split-digits is for subword vocabularies: give --vocab subword'
 check "--vocab-size too small" run 2 train --data "$data" --vocab subword --vocab-size 100
 check "  message" has err -- '--vocab-size: expected an integer in \[300, 1000000\], got .100.'
 check "--vocab unknown" run 2 train --data "$data" --vocab bpe

@@ -355,7 +355,7 @@ static void test_subword_run(void) {
     }
     char *model = NULL;
     size_t len = 0;
-    CU_ASSERT_EQUAL_FATAL(zoo_spm_train(sentences, 16, 320, 1, &model, &len), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_spm_train(sentences, 16, 320, false, 1, &model, &len), 0);
     ds_vocab *sv = NULL, *tv = NULL;
     CU_ASSERT_EQUAL_FATAL(zoo_spm_vocab(model, len, "m", &sv), 0);
     CU_ASSERT_EQUAL_FATAL(zoo_spm_vocab(model, len, "m", &tv), 0);

@@ -88,6 +88,10 @@ int zoo__subword_train(const zoo_cli *c, ds_fra *d);
 /* d re-encoded with the checkpoint's subword vocabularies (nothing for a word-level one). 0 or
  * -1. */
 int zoo__subword_data(const zoo_cli *c, const nn_ckpt *ck, ds_fra *d);
+/* Whether the SentencePiece model file model[0..len) was trained with split_digits (its
+ * TrainerSpec, field 2 of the ModelProto, field 25 of that): 1 or 0, or -1 (reported, naming
+ * `what`) for bytes that are not a well-formed protocol buffer there. */
+int zoo__spm_split_digits(const void *model, size_t len, const char *what);
 
 /* The sub-commands. Each returns an exit status. */
 int zoo__cmd_train(zoo_cli *c);

@@ -72,11 +72,14 @@ static int check_config(const zoo_cli *c) {
     zoo_run_cfg d;
     if (zoo_run_cfg_init(&d, c->run.kind)) return zoo__fail(c, ag_last_error());
     bool size = cfg->vocab.size != d.vocab.size, share = cfg->vocab.share != d.vocab.share,
+         digits = cfg->vocab.split_digits != d.vocab.split_digits,
          min_freq = cfg->data.min_freq != d.data.min_freq;
     zoo_run_cfg_free(&d);
-    if (!subword && (size || share))
+    if (!subword && (size || share || digits))
         return zoo__usage(c, "--%s is for subword vocabularies: give --vocab subword",
-                          size ? "vocab-size" : "vocab-share");
+                          size    ? "vocab-size"
+                          : share ? "vocab-share"
+                                  : "split-digits");
     if (subword && min_freq)
         return zoo__usage(c, "--min-freq is for word vocabularies: a subword vocabulary has "
                              "--vocab-size pieces (--vocab word to use it)");
@@ -107,7 +110,8 @@ static int lock_outputs(const zoo_cli *c, train_run *t) {
 
 /* --resume of a subword run: the data re-encoded with the checkpoint's models (never learned
  * again). The vocabulary flags may be given with the checkpoint's values only: its kind, its
- * sharing (joint: the same model on both sides) and its pieces. 0 or an exit status. */
+ * sharing (joint: the same model on both sides), its pieces and its digits. 0 or an exit
+ * status. */
 static int resume_subword(zoo_cli *c, train_run *t) {
     nn_ckpt *ck = NULL;
     int rc = nn_ckpt_load(&ck, t->ckpath) || zoo__subword_data(c, ck, t->d) ? -1 : 0;
@@ -131,6 +135,15 @@ static int resume_subword(zoo_cli *c, train_run *t) {
     if (kind == ZOO_VOCAB_SUBWORD && zoo_run_given(&c->run, "vocab-size") && v->size != pieces)
         return zoo__usage(c, "--vocab-size %d differs from the checkpoint's %d pieces: %s", v->size,
                           pieces, fixed);
+    if (kind == ZOO_VOCAB_SUBWORD && zoo_run_given(&c->run, "split-digits")) {
+        int split = zoo__spm_split_digits(s->model, s->model_len, t->ckpath);
+        if (split < 0) return zoo__fail(c, ag_last_error());
+        if (split != (v->split_digits != 0))
+            return zoo__usage(c,
+                              "--split-digits %d differs from the checkpoint's model (digits %s): "
+                              "%s",
+                              v->split_digits, split ? "split" : "not split", fixed);
+    }
     return 0;
 }
 

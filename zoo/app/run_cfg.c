@@ -100,6 +100,11 @@ static const zoo_cfg_opt VOCAB[] = {
     {{"vocab-share", ZOO_CHOICE, V(share), 0, 0,
       "--vocab subword: one model for both languages, or one per language", zoo_vocab_share_names},
      "t"},
+    {{"split-digits", ZOO_INT, V(split_digits), 0, 1,
+      "--vocab subword: 1: every digit a piece of its own, so that numbers are copied digit by "
+      "digit",
+      NULL},
+     "t"},
 };
 #undef V
 

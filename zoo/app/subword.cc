@@ -59,8 +59,8 @@ int status_error(const char *what, const sentencepiece::util::Status &st) {
 
 } // namespace
 
-extern "C" int zoo_spm_train(const char *const *sentences, size_t n, int vocab_size, uint32_t seed,
-                             char **model, size_t *len) {
+extern "C" int zoo_spm_train(const char *const *sentences, size_t n, int vocab_size,
+                             bool split_digits, uint32_t seed, char **model, size_t *len) {
     *model = nullptr;
     *len = 0;
     if (n == 0) return ag_error("subword training: no sentence to learn from");
@@ -69,7 +69,7 @@ extern "C" int zoo_spm_train(const char *const *sentences, size_t n, int vocab_s
                         "ids and 256 byte pieces)",
                         vocab_size, ZOO_SPM_MIN_VOCAB);
     try {
-        const std::unordered_map<std::string, std::string> args = {
+        std::unordered_map<std::string, std::string> args = {
             {"model_type", "unigram"},
             {"vocab_size", std::to_string(vocab_size)},
             {"hard_vocab_limit", "false"},
@@ -88,6 +88,7 @@ extern "C" int zoo_spm_train(const char *const *sentences, size_t n, int vocab_s
             {"bos_piece", RESERVED[2]},
             {"eos_piece", RESERVED[3]},
         };
+        if (split_digits) args["split_digits"] = "true"; // unset otherwise: the bytes of before
         sentencepiece::logging::SetMinLogLevel(2);
         sentencepiece::SetRandomGeneratorSeed(seed);
         Sentences it(sentences, n);

@@ -7,8 +7,11 @@
  *   <0xE2>..., so every input survives and nothing encodes to <unk>), the identity normalization
  *   (no NFKC: the text given is the text learned; the caller normalizes it with
  *   ds_text_normalize), character_coverage 1, one thread, every sentence in the order given (no
- *   sampling, no shuffling) and the random seed given: the same sentences, size and seed give the
- *   same model bytes.
+ *   sampling, no shuffling) and the random seed given: the same sentences, size, seed and digit
+ *   setting give the same model bytes. With split_digits, SentencePiece's split_digits: no
+ *   piece holds a digit beside another character, so "1990" is always the pieces 1 9 9 0 (a
+ *   space before it, a piece of its own), and a model copies a number digit by digit instead of
+ *   choosing among the few multi-digit pieces the corpus happened to make frequent.
  *
  * Built into the static library tg_zoo_subword, which the programs and the tests link; the
  * installed zoo library never links SentencePiece: it reaches it through zoo_subword_ops, which
@@ -20,6 +23,7 @@
 #ifndef TG_ZOO_SUBWORD_H
 #define TG_ZOO_SUBWORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,12 +39,13 @@ extern "C" {
 #define ZOO_SPM_MIN_VOCAB 300
 
 /* Trains a model of at most vocab_size pieces (fewer when the text has fewer: the limit is
- * soft) on sentences[0..n) (UTF-8, NUL-terminated, used as given) with the settings above.
+ * soft) on sentences[0..n) (UTF-8, NUL-terminated, used as given) with the settings above,
+ * digits split into pieces of their own when split_digits.
  * *model: the model file's bytes (malloc'd, caller frees), *len of them. Returns 0, or -1: no
  * sentence, vocab_size below ZOO_SPM_MIN_VOCAB, SentencePiece's error (its message), out of
  * memory. */
-int zoo_spm_train(const char *const *sentences, size_t n, int vocab_size, uint32_t seed,
-                  char **model, size_t *len);
+int zoo_spm_train(const char *const *sentences, size_t n, int vocab_size, bool split_digits,
+                  uint32_t seed, char **model, size_t *len);
 
 /* A loaded model; free with zoo_spm_free. */
 typedef struct zoo_spm zoo_spm;
@@ -69,8 +74,8 @@ int zoo_spm_vocab(const void *model, size_t len, const char *name, ds_vocab **ou
 
 /* What the installed zoo library needs of SentencePiece, passed in by a program. */
 typedef struct zoo_subword_ops {
-    int (*train)(const char *const *sentences, size_t n, int vocab_size, uint32_t seed,
-                 char **model, size_t *len);
+    int (*train)(const char *const *sentences, size_t n, int vocab_size, bool split_digits,
+                 uint32_t seed, char **model, size_t *len);
     int (*vocab)(const void *model, size_t len, const char *name, ds_vocab **out);
 } zoo_subword_ops;
 /* {zoo_spm_train, zoo_spm_vocab}: static, never NULL. */

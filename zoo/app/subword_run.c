@@ -65,6 +65,52 @@ static int unbase64(const char *s, const char *what, unsigned char **out, size_t
 
 static const char *const MODEL_KEYS[2] = {"vocab.src_model", "vocab.tgt_model"};
 
+/* ---- reading one field of a model file (protocol buffer wire format) ---- */
+
+/* A varint at *p (< end): its value in *v, *p past it. False when it runs past end or 10 bytes. */
+static bool varint(const unsigned char **p, const unsigned char *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; *p < end && shift < 70; shift += 7) {
+        const unsigned char b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return true;
+    }
+    return false;
+}
+
+/* The fields of a message in [p, end): the first with this number and wire type (0: varint, 2:
+ * length-delimited) -- its value (*v) or its bytes ([*at, *at + *v)). 1 found, 0 not, -1 bytes
+ * that are not a message. */
+static int find_field(const unsigned char *p, const unsigned char *end, uint64_t number, int type,
+                      uint64_t *v, const unsigned char **at) {
+    while (p < end) {
+        uint64_t key, val = 0;
+        if (!varint(&p, end, &key)) return -1;
+        const int wire = (int)(key & 7);
+        if (wire == 0 && !varint(&p, end, &val)) return -1;
+        if (wire == 2 && (!varint(&p, end, &val) || val > (uint64_t)(end - p))) return -1;
+        if ((wire == 1 && end - p < 8) || (wire == 5 && end - p < 4)) return -1;
+        if (wire != 0 && wire != 1 && wire != 2 && wire != 5) return -1; /* groups: none here */
+        if (key >> 3 == number && wire == type) {
+            *v = val;
+            *at = p;
+            return 1;
+        }
+        p += wire == 2 ? (ptrdiff_t)val : wire == 1 ? 8 : wire == 5 ? 4 : 0;
+    }
+    return 0;
+}
+
+int zoo__spm_split_digits(const void *model, size_t len, const char *what) {
+    const unsigned char *p = model, *spec = NULL;
+    uint64_t n = 0, on = 0;
+    int rc = find_field(p, p + len, 2, 2, &n, &spec);            /* ModelProto.trainer_spec */
+    if (rc > 0) rc = find_field(spec, spec + n, 25, 0, &on, &p); /* TrainerSpec.split_digits */
+    if (rc < 0)
+        return ag_error("%s: not a SentencePiece model (a malformed protocol buffer)", what);
+    return rc > 0 && on != 0;
+}
+
 int zoo_ckpt_add_codecs(nn_ckpt *ck, const ds_vocab *src, const ds_vocab *tgt) {
     const ds_vocab *vs[2] = {src, tgt};
     for (int i = 0; i < 2; i++) {
@@ -142,7 +188,7 @@ static int train_one(const zoo_cli *c, const ds_fra *d, int side, ds_vocab **v) 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = training_text(d, side < 0 ? 0 : side, side < 0 ? 2 : 1, &text, &n);
     if (!rc)
-        rc = c->subword->train((const char *const *)text, n, o->size,
+        rc = c->subword->train((const char *const *)text, n, o->size, o->split_digits != 0,
                                (uint32_t)c->run.cfg.data.seed, &model, &len);
     free_text(text, n);
     if (!rc) rc = c->subword->vocab(model, len, "the trained subword model", v);
