@@ -86,6 +86,7 @@ static void test_preset(void) {
     CU_ASSERT_EQUAL(m->hiddens, 128);
     CU_ASSERT_EQUAL(m->heads, 8);
     CU_ASSERT(m->share_embeddings);
+    CU_ASSERT(r.cfg.vocab.split_digits);
     CU_ASSERT_EQUAL(r.cfg.data.batch_tokens, 1024);
     CU_ASSERT_EQUAL(r.cfg.recipe.schedule, ZOO_SCHEDULE_LINEAR);
     CU_ASSERT_EQUAL(r.cfg.recipe.warmup, 1600);

@@ -1,8 +1,9 @@
 /* test_subword.c -- the SentencePiece shim (zoo/app/subword.h) and the subword path of the data
  * library (datasets/vocab.h codecs, ds_fra_set_vocab): a model learned from a small in-test
  * corpus; encode / decode round trips of any UTF-8, characters never seen included (byte
- * fallback, never <unk>); the same seed gives the same model bytes; bad model bytes and bad
- * arguments refused with a message; a dataset re-encoded through the vocabulary's codec. */
+ * fallback, never <unk>); the same seed gives the same model bytes; digits split into pieces
+ * of their own; bad model bytes and bad arguments refused with a message; a dataset re-encoded
+ * through the vocabulary's codec. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/subword.h"
 #include "zoo/app/model_io.h"
@@ -143,8 +144,8 @@ static int longest_digit_run(const ds_vocab *v) {
 /* split_digits: no piece holds two digits, a digit is never joined to another character, so
  * a number is always its digits one piece each (and survives the round trip). The switch
  * reaches SentencePiece (the model records it: other bytes than without; a corpus this small
- * makes no multi-digit piece either way -- on fra.txt's 8,000 pieces it makes dozens, such
- * as "\xe2\x96\x8112"); deterministic like the rest. */
+ * makes no multi-digit piece either way -- the preset's 8,000 pieces of fra.txt hold 33, such
+ * as "\xe2\x96\x812013"); deterministic like the rest. */
 static void test_split_digits(void) {
     enum { REPEAT = 12 };
     const char *lines[N_CORPUS + 3 * REPEAT];

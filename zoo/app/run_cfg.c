@@ -328,6 +328,7 @@ static const preset_value FULL[] = {
     {"vocab", "subword"},
     {"vocab-size", "8000"},
     {"vocab-share", "joint"},
+    {"split-digits", "1"},
 };
 /* clang-format on */
 
