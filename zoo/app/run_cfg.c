@@ -101,8 +101,8 @@ static const zoo_cfg_opt VOCAB[] = {
       "--vocab subword: one model for both languages, or one per language", zoo_vocab_share_names},
      "t"},
     {{"split-digits", ZOO_INT, V(split_digits), 0, 1,
-      "--vocab subword: 1: every digit a piece of its own, so that numbers are copied digit by "
-      "digit",
+      "--vocab subword: 1: every digit a piece of its own (a number spelled by its digits, not "
+      "by the multi-digit pieces the corpus made)",
       NULL},
      "t"},
 };
