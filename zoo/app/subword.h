@@ -10,8 +10,8 @@
  *   sampling, no shuffling) and the random seed given: the same sentences, size, seed and digit
  *   setting give the same model bytes. With split_digits, SentencePiece's split_digits: no
  *   piece holds a digit beside another character, so "1990" is always the pieces 1 9 9 0 (a
- *   space before it, a piece of its own), and a model copies a number digit by digit instead of
- *   choosing among the few multi-digit pieces the corpus happened to make frequent.
+ *   space before it, a piece of its own): a number is spelled by its digits, not by the few
+ *   multi-digit pieces the corpus happened to make frequent.
  *
  * Built into the static library tg_zoo_subword, which the programs and the tests link; the
  * installed zoo library never links SentencePiece: it reaches it through zoo_subword_ops, which
