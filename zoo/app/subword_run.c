@@ -79,21 +79,21 @@ static bool varint(const unsigned char **p, const unsigned char *end, uint64_t *
 }
 
 /* The fields of a message in [p, end): the first with this number and wire type (0: varint, 2:
- * length-delimited) -- its value (*v) or its bytes ([*at, *at + *v)). 1 found, 0 not, -1 bytes
- * that are not a message. */
+ * length-delimited) -- its value (*v), or its bytes ([*at, *at + *v); at may be NULL for a
+ * varint). 1 found, 0 not, -1 bytes that are not a message. */
 static int find_field(const unsigned char *p, const unsigned char *end, uint64_t number, int type,
                       uint64_t *v, const unsigned char **at) {
     while (p < end) {
         uint64_t key, val = 0;
         if (!varint(&p, end, &key)) return -1;
         const int wire = (int)(key & 7);
+        if (wire != 0 && wire != 1 && wire != 2 && wire != 5) return -1; /* groups: none here */
         if (wire == 0 && !varint(&p, end, &val)) return -1;
         if (wire == 2 && (!varint(&p, end, &val) || val > (uint64_t)(end - p))) return -1;
         if ((wire == 1 && end - p < 8) || (wire == 5 && end - p < 4)) return -1;
-        if (wire != 0 && wire != 1 && wire != 2 && wire != 5) return -1; /* groups: none here */
         if (key >> 3 == number && wire == type) {
             *v = val;
-            *at = p;
+            if (at) *at = p;
             return 1;
         }
         p += wire == 2 ? (ptrdiff_t)val : wire == 1 ? 8 : wire == 5 ? 4 : 0;
@@ -104,8 +104,8 @@ static int find_field(const unsigned char *p, const unsigned char *end, uint64_t
 int zoo__spm_split_digits(const void *model, size_t len, const char *what) {
     const unsigned char *p = model, *spec = NULL;
     uint64_t n = 0, on = 0;
-    int rc = find_field(p, p + len, 2, 2, &n, &spec);            /* ModelProto.trainer_spec */
-    if (rc > 0) rc = find_field(spec, spec + n, 25, 0, &on, &p); /* TrainerSpec.split_digits */
+    int rc = find_field(p, p + len, 2, 2, &n, &spec);              /* ModelProto.trainer_spec */
+    if (rc > 0) rc = find_field(spec, spec + n, 25, 0, &on, NULL); /* TrainerSpec.split_digits */
     if (rc < 0)
         return ag_error("%s: not a SentencePiece model (a malformed protocol buffer)", what);
     return rc > 0 && on != 0;
