@@ -11,6 +11,7 @@
 #include "datasets/internal.h"
 #include "autograd/ag_base.h"
 #include "autograd/ag_file.h"
+#include "datasets/text.h"
 #include "datasets/unicode.h"
 
 /* ---- batches -------------------------------------------------------------------------- */
@@ -269,6 +270,13 @@ int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_step
     if (num_steps < 1)
         return ag_error("ds_encode_sentence: num_steps = %d, expected >= 1", (int)num_steps);
     const ds_codec *codec = ds_vocab_codec(v);
+    if (codec && ds_vocab_number_tags(v)) {
+        char *tagged;
+        if (ds_numtag_source(sentence, &tagged)) return -1;
+        int rc = encode_codec(codec, tagged, num_steps, ids, valid_len);
+        free(tagged);
+        return rc;
+    }
     if (codec) return encode_codec(codec, sentence, num_steps, ids, valid_len);
     char *low;
     size_t n;
@@ -382,4 +390,17 @@ int ds_resolve_data_path(const char *flag_value, const char *source_dir, char *o
         "(unzip d2l's fra-eng.zip into ~/.cache/tapegrad/)",
         tried[0], nt > 1 ? ", " : "", nt > 1 ? tried[1] : "", nt > 2 ? ", " : "",
         nt > 2 ? tried[2] : "");
+}
+
+int ds_decode_translation(const ds_vocab *v, const int32_t *ids, size_t n, const char *source,
+                          char **out) {
+    char *text;
+    if (ds_decode_ids(v, ids, n, &text)) return -1;
+    if (!ds_vocab_number_tags(v)) {
+        *out = text;
+        return 0;
+    }
+    int rc = ds_numtag_restore(source, text, out);
+    free(text);
+    return rc;
 }

@@ -6,9 +6,25 @@
 #include "autograd/ag_base.h"
 #include "datasets/fra_internal.h"
 #include "datasets/internal.h"
+#include "datasets/text.h"
 
-/* The side's tokens: every pair's raw side through the codec, ids into sd->tok (the types are
- * a copy of the vocabulary, so type id = vocabulary id). 0 or -1. */
+/* Pair p's side as its vocabulary's codec reads it: the raw text, or with number tags (a source's
+ * digit runs, and the target's copies of them: text.h) when v has them. *tagged: NULL, or the
+ * tagged text (malloc'd) that *text then points to. 0 or -1. */
+static int side_text(const ds_fra *d, ds_side side, int64_t p, const ds_vocab *v, const char **text,
+                     char **tagged) {
+    const char *src = ds_fra_raw(d, DS_SRC, p, NULL);
+    *tagged = NULL;
+    *text = ds_fra_raw(d, side, p, NULL);
+    if (!ds_vocab_number_tags(v)) return 0;
+    if (side == DS_SRC ? ds_numtag_source(src, tagged) : ds_numtag_target(src, *text, tagged))
+        return -1;
+    *text = *tagged;
+    return 0;
+}
+
+/* The side's tokens: every pair's side (side_text) through the codec, ids into sd->tok (the
+ * types are a copy of the vocabulary, so type id = vocabulary id). 0 or -1. */
 static int encode_all(ds_fra *d, ds_fra_side *sd, ds_side side, const ds_vocab *v) {
     const ds_codec *c = ds_vocab_codec(v);
     int32_t nv = ds_vocab_size(v);
@@ -17,8 +33,11 @@ static int encode_all(ds_fra *d, ds_fra_side *sd, ds_side side, const ds_vocab *
     for (int64_t p = 0; p < d->n_pairs; p++) {
         int32_t *ids = NULL;
         size_t n = 0;
-        if (c->encode(c->ctx, ds_fra_raw(d, side, p, NULL), &ids, &n))
-            return ag_error_context("line %lld", (long long)d->line_of_pair[p] + 1);
+        const char *text;
+        char *tagged;
+        int rc = side_text(d, side, p, v, &text, &tagged) || c->encode(c->ctx, text, &ids, &n);
+        free(tagged);
+        if (rc) return ag_error_context("line %lld", (long long)d->line_of_pair[p] + 1);
         if (sd->ntok + n > sd->captok) {
             int32_t *t = ds_regrow(sd->tok, &sd->captok, sd->ntok + n, sizeof *sd->tok);
             if (!t) return free(ids), -1;

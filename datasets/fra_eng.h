@@ -242,8 +242,9 @@ int ds_preprocess(const char *raw, char **out);
  * to num_steps into ids[0..num_steps); *valid_len = number of tokens + 1, NOT clipped to
  * num_steps (d2l's enc_valid_len; min(*valid_len, num_steps) are real positions). Only
  * lowercasing and splitting: no punctuation spacing, as d2l. A vocabulary with a codec
- * (vocab.h) encodes the sentence through it instead, as it is (no lowercasing). Returns 0, or -1 (num_steps < 1,
- * invalid UTF-8 or NUL, out of memory). */
+ * (vocab.h) encodes the sentence through it instead, as it is (no lowercasing), a source
+ * sentence's digit runs as tags first when v has number tags (ds_vocab_number_tags, text.h).
+ * Returns 0, or -1 (num_steps < 1, invalid UTF-8 or NUL, out of memory). */
 int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_steps, int32_t *ids,
                        int32_t *valid_len);
 /* d2l: ' '.join(vocab.to_tokens(ids)) over ids[0..n) up to (excluding) the first <eos>; with a
@@ -251,6 +252,11 @@ int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_step
  * *out is malloc'd (caller frees). Returns 0, or -1 (an id out of range, named; out of
  * memory). */
 int ds_decode_ids(const ds_vocab *v, const int32_t *ids, size_t n, char **out);
+/* A model's translation of `source` (the sentence as given to ds_encode_sentence): ds_decode_ids,
+ * then, when v has number tags, each tag as the source's digits (ds_numtag_restore). *out
+ * malloc'd (caller frees). 0, or -1 (ds_decode_ids' errors, invalid UTF-8 in source). */
+int ds_decode_translation(const ds_vocab *v, const int32_t *ids, size_t n, const char *source,
+                          char **out);
 
 /* ---- locating fra.txt ---------------------------------------------------------------- */
 

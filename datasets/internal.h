@@ -18,6 +18,9 @@ int ds_read_fd(int fd, const char *path, char **buf, size_t *n);
  * if (!p) fail; x = p; */
 void *ds_regrow(void *buf, size_t *cap, size_t need, size_t elem);
 
+/* 0 when s is valid UTF-8, else -1: "invalid UTF-8 byte 0xXX at byte N" (N 1-based). */
+int ds__utf8_check(const char *s);
+
 /* ds_vocab_build where the frequency and the tie rank of id i of `types` come from count[i]
  * and rank[i] (the fra-eng loader counts over the training pairs only). */
 struct ds_vocab;

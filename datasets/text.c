@@ -45,8 +45,7 @@ static int decode_at(const unsigned char *s, size_t i, size_t n, uint32_t *cp) {
     return l;
 }
 
-/* 0 when s is valid UTF-8, else -1 naming the first bad byte. */
-static int check_utf8(const char *s) {
+int ds__utf8_check(const char *s) {
     const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
@@ -141,7 +140,7 @@ int ds_text_source(const char *raw, const char *scheme, char **model, char **typ
                         "' and '" DS_PREPROCESS_NORMALIZE "')",
                         scheme);
     if (normalize) { /* the text as typed: the model's codec normalizes it, once */
-        if (check_utf8(raw)) return -1;
+        if (ds__utf8_check(raw)) return -1;
         size_t len = strlen(raw) + 1;
         *model = malloc(len);
         if (typed) *typed = malloc(len);
@@ -228,7 +227,7 @@ static int put_token(sbuf *b, const char *t, size_t len, bool cap) {
 
 int ds_detokenize_fr(const char *tokens, const char *unk_word, char **out) {
     *out = NULL;
-    if (check_utf8(tokens) || (unk_word && check_utf8(unk_word))) return -1;
+    if (ds__utf8_check(tokens) || (unk_word && ds__utf8_check(unk_word))) return -1;
     sbuf b = {0};
     bool sentence_start = true, after_open = true, quote_open = false, unk_used = false;
     for (const char *p = tokens; *p;) {
@@ -335,7 +334,7 @@ static int push_sentence(const char *p, size_t len, char ***out, int *n, size_t 
 
 int ds_text_sentences(const char *line, char ***out) {
     *out = NULL;
-    if (check_utf8(line)) return -1;
+    if (ds__utf8_check(line)) return -1;
     int n = 0;
     size_t cap = 0, start = 0, i = 0;
     const size_t len = strlen(line);

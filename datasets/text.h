@@ -86,6 +86,28 @@ int ds_text_unk_word(const ds_vocab *v, const char *model, const char *typed, ch
  * Returns 0, or -1 (invalid UTF-8, out of memory; *out is then NULL). */
 int ds_detokenize_fr(const char *tokens, const char *unk_word, char **out);
 
+/* ---- Number tags: numbers copied around a model, not spelled by it ----
+ * A model trained with number tags (zoo: --number-tags 1) never sees the digits its source
+ * and target share: each maximal run of ASCII digits of a source is replaced by a tag, the
+ * code point U+E000 + K (Unicode's private use area), K the index of its value among the
+ * source's distinct runs in order of first appearance (the first DS_NUMTAG_MAX of them; later
+ * ones stay digits); in a training target, a run equal to one of the source's becomes the same
+ * tag, the others stay digits. The model learns to place a tag, which it sees in every
+ * number-bearing pair, instead of to spell a number digit by digit; ds_numtag_restore puts
+ * the source's digits back. "I was born in 1956." -> "I was born in \uE000." -> (model)
+ * "Je suis né en \uE000." -> "Je suis né en 1956."; "1,000" is two runs ("1", "000"), so
+ * a model can write them "1 000" as French does. Tag characters already in a text are
+ * removed when it is tagged. Each returns 0, or -1 (invalid UTF-8 in either text, out of
+ * memory); *out malloc'd (caller frees), NULL on failure. */
+#define DS_NUMTAG_MAX 4 /* fra.txt has at most 4 distinct numbers in an English sentence */
+/* src with its digit runs as tags. */
+int ds_numtag_source(const char *src, char **out);
+/* tgt (src's translation) with the runs equal to one of src's as src's tags. */
+int ds_numtag_target(const char *src, const char *tgt, char **out);
+/* text (a translation of ds_numtag_source(src)) with each tag K as src's run K; a tag src has
+ * no run for is dropped. */
+int ds_numtag_restore(const char *src, const char *text, char **out);
+
 #ifdef __cplusplus
 }
 #endif

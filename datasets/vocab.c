@@ -44,7 +44,8 @@ struct ds_vocab {
     block *blocks;
     char *cur;
     size_t left;
-    ds_codec codec; /* codec.encode NULL: none */
+    ds_codec codec;   /* codec.encode NULL: none */
+    bool number_tags; /* ds_vocab_set_number_tags */
 };
 
 ds_vocab *ds_vocab_new(void) {
@@ -83,6 +84,9 @@ int ds_vocab_set_codec(ds_vocab *v, const ds_codec *c) {
 }
 
 const ds_codec *ds_vocab_codec(const ds_vocab *v) { return v->codec.encode ? &v->codec : NULL; }
+
+void ds_vocab_set_number_tags(ds_vocab *v, bool on) { v->number_tags = on; }
+bool ds_vocab_number_tags(const ds_vocab *v) { return v->number_tags; }
 
 int32_t ds_vocab_size(const ds_vocab *v) { return (int32_t)v->n; }
 

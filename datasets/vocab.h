@@ -98,6 +98,11 @@ typedef struct ds_codec {
 int ds_vocab_set_codec(ds_vocab *v, const ds_codec *c);
 /* v's codec (owned by v), or NULL: the word-level pipeline. */
 const ds_codec *ds_vocab_codec(const ds_vocab *v);
+/* Whether the text of v's sentences carries number tags (text.h: a source's digit runs as
+ * tags, the model's tags restored from the source); set by whoever made v (the zoo, from its
+ * run configuration or checkpoint). Off for a new vocabulary. */
+void ds_vocab_set_number_tags(ds_vocab *v, bool on);
+bool ds_vocab_number_tags(const ds_vocab *v);
 
 /* Text format (what the model zoo imports): one token per line in id order, each followed
  * by "\n", UTF-8, no other content. An empty token is an empty line.

@@ -1,5 +1,5 @@
-/* tests/datasets/test_text.c -- typed text <-> the word-level pipeline (datasets/text.h) and
- * the preprocessing the loader applies (ds_preprocess): exact strings. */
+/* tests/datasets/test_text.c -- typed text <-> the word-level pipeline (datasets/text.h), number
+ * tags, and the preprocessing the loader applies (ds_preprocess): exact strings. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +262,71 @@ static void test_sentences(void) {
     CU_ASSERT_PTR_NULL(out);
 }
 
+/* Tags in test strings: T0 .. T4 are U+E000 .. U+E004. */
+#define T0 "\xEE\x80\x80"
+#define T1 "\xEE\x80\x81"
+#define T2 "\xEE\x80\x82"
+#define T3 "\xEE\x80\x83"
+#define T4 "\xEE\x80\x84"
+
+/* Asserts the three number-tag functions on one pair: src tagged, tgt tagged against it, the
+ * tagged target restored (= tgt), and a model's output `out` restored to `restored`. */
+static void expect_tags(const char *src, const char *tgt, const char *want_src,
+                        const char *want_tgt, const char *out, const char *restored) {
+    char *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    TG_OK(ds_numtag_source(src, &a));
+    TG_OK(ds_numtag_target(src, tgt, &b));
+    if (a && strcmp(a, want_src)) TG_FAIL("numtag_source('%s') = '%s'", src, a);
+    if (b && strcmp(b, want_tgt)) TG_FAIL("numtag_target('%s', '%s') = '%s'", src, tgt, b);
+    if (b) TG_OK(ds_numtag_restore(src, b, &c));
+    if (c && strcmp(c, tgt)) TG_FAIL("restore of the tagged target '%s' = '%s'", tgt, c);
+    TG_OK(ds_numtag_restore(src, out, &d));
+    if (d && strcmp(d, restored)) TG_FAIL("restore('%s', out) = '%s', want '%s'", src, d, restored);
+    free(a), free(b), free(c), free(d);
+}
+
+static void test_number_tags(void) {
+    /* a number the target copies; values in order of first appearance, repeats one tag */
+    expect_tags("I was born in 1956.", "Je suis n\xC3\xA9 en 1956.", "I was born in " T0 ".",
+                "Je suis n\xC3\xA9 en " T0 ".", "Je suis n\xC3\xA9 en " T0 ".",
+                "Je suis n\xC3\xA9 en 1956.");
+    expect_tags("Room 12, 3 beds, room 12.", "Chambre 12, 3 lits.",
+                "Room " T0 ", " T1 " beds, room " T0 ".", "Chambre " T0 ", " T1 " lits.",
+                T1 " et " T0, "3 et 12");
+    /* runs, not values: 1,000 is two runs, written 1 000 in French; 007 is not 7 */
+    expect_tags("It cost $1,000, not 7.",
+                "\xC3\x87"
+                "a a co\xC3\xBBt\xC3\xA9 1 000 $, pas 007.",
+                "It cost $" T0 "," T1 ", not " T2 ".",
+                "\xC3\x87"
+                "a a co\xC3\xBBt\xC3\xA9 " T0 " " T1 " $, pas 007.",
+                T1 T0, "0001");
+    /* a target number the source lacks stays digits; digits inside words are runs too */
+    expect_tags("Two dogs, MP3.", "Deux chiens, MP3 et 2.", "Two dogs, MP" T0 ".",
+                "Deux chiens, MP" T0 " et 2.", "MP" T0, "MP3");
+    /* at most DS_NUMTAG_MAX distinct values are tagged; later ones stay digits */
+    CU_ASSERT_EQUAL(DS_NUMTAG_MAX, 4);
+    expect_tags("1 2 3 4 5 2", "5 4 3 2 1", T0 " " T1 " " T2 " " T3 " 5 " T1,
+                "5 " T3 " " T2 " " T1 " " T0, "5", "5");
+    /* a tag the source has no number for is dropped; a tag past DS_NUMTAG_MAX is text; tags
+     * already in a text are removed when it is tagged */
+    expect_tags("No numbers.", "Pas de nombres.", "No numbers.", "Pas de nombres.",
+                "x " T0 " y " T4, "x  y " T4);
+    char *a = NULL, *b = NULL;
+    TG_OK(ds_numtag_target("a" T0 "b 9", "c" T1 "d 9", &a));
+    if (a) CU_ASSERT_STRING_EQUAL(a, "cd " T0);
+    TG_OK(ds_numtag_source("a" T0 "b 9", &b));
+    if (b) CU_ASSERT_STRING_EQUAL(b, "ab " T0);
+    free(a), free(b);
+    expect_tags("", "", "", "", "", "");
+    char *out = (char *)1;
+    TG_EXPECT_ERROR(ds_numtag_source("\xE9t\xE9 1", &out), "invalid UTF-8 byte 0xE9 at byte 1");
+    CU_ASSERT_PTR_NULL(out);
+    TG_EXPECT_ERROR(ds_numtag_target("1", "\xC3(", &out), "invalid UTF-8 byte 0xC3 at byte 1");
+    TG_EXPECT_ERROR(ds_numtag_restore("1", "ok \xFF", &out), "invalid UTF-8 byte 0xFF at byte 4");
+    CU_ASSERT_PTR_NULL(out);
+}
+
 int main(void) {
     static const CU_TestInfo tests[] = {
         {"ds_preprocess: d2l's preprocess_nmt on one sentence", test_preprocess},
@@ -271,6 +336,7 @@ int main(void) {
         {"unknown source words", test_unk_word},
         {"French detokenization: spacing, capitals, <unk>, UTF-8", test_detokenize},
         {"sentences of a typed line: marks, abbreviations, initials, quotes", test_sentences},
+        {"number tags: source, target, restore; limits, stray tags, bad input", test_number_tags},
         CU_TEST_INFO_NULL,
     };
     return tg_test_main("datasets_text", tests);

@@ -5,7 +5,8 @@
 # same seed giving the same model bytes, translate of typed text (cased, detokenized, never
 # <unk>), eval (which score is which), export of the SentencePiece models and SentencePiece's
 # own spm_encode / spm_decode agreeing with our encoding, --resume, digits split
-# (--split-digits), an old-style word run beside it, and the bad flags. Needs spm_encode, spm_decode and spm_export_vocab (Debian:
+# (--split-digits), number tags (--number-tags), an old-style word run beside it, and the bad
+# flags. Needs spm_encode, spm_decode and spm_export_vocab (Debian:
 # sentencepiece, in the README's commands): a missing tool fails the test.
 set -u
 # shellcheck source=SCRIPTDIR/e2e_lib.sh
@@ -128,6 +129,21 @@ check "  message" has err -- "--split-digits 0 differs from the checkpoint.s mod
 check "resume without split: --split-digits 1 refused" run 2 train "${common[@]}" --epochs 5 --checkpoint "$ck" --resume --split-digits 1
 check "  message" has err -- "--split-digits 1 differs from the checkpoint.s model \(digits not split\)"
 
+# number tags: recorded in the checkpoint, fixed on --resume, never printed (restored or dropped)
+nt="$dir/tags.safetensors"
+check "train --number-tags 1" run 0 train "${common[@]}" --vocab subword --vocab-size 600 --number-tags 1 --epochs 1 --checkpoint "$nt"
+check "  recorded in the checkpoint" test "$(st_meta "$nt" vocab.number_tags)" = 1
+check "  not in an untagged one" test -z "$(st_meta "$ck" vocab.number_tags)"
+check "  translate" run 0 translate --checkpoint "$nt" "I was born in 1990." "Room 12 has 3 beds, room 12."
+check "  no tag printed" lacks out $'\xee\x80'
+grep -E '^[^	]*[0-9]' "$data" | head -200 >"$dir/numbers.txt" # pairs whose English has a number
+check "  eval on pairs with numbers" run 0 eval --checkpoint "$nt" --data "$dir/numbers.txt" --num-examples 0 --test-frac 0.5 --out "$dir/tags.tsv"
+check "  no tag in its translations" lacks tags.tsv $'\xee\x80'
+check "resume: --number-tags 0 refused" run 2 train "${common[@]}" --epochs 2 --checkpoint "$nt" --resume --number-tags 0
+check "  message" has err -- "--number-tags 0 differs from the checkpoint.s 1: it cannot change on --resume"
+check "resume without tags: --number-tags 1 refused" run 2 train "${common[@]}" --epochs 5 --checkpoint "$ck" --resume --number-tags 1
+check "  message" has err -- "--number-tags 1 differs from the checkpoint.s 0"
+
 # one model per language
 check "train --vocab-share separate" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --vocab-share separate --epochs 1 --checkpoint "$dir/sep.safetensors"
 check "  two models" test "$(grep -Ec '^subword: an? (English|French) model' "$dir/err")" = 2
@@ -158,6 +174,8 @@ check "--vocab-size without --vocab subword" run 2 train --data "$data" --vocab-
 check "  message" has err -- '--vocab-size is for subword vocabularies: give --vocab subword'
 check "--split-digits without --vocab subword" run 2 train --data "$data" --split-digits 1
 check "  message" has err -- '--split-digits is for subword vocabularies: give --vocab subword'
+check "--number-tags without --vocab subword" run 2 train --data "$data" --number-tags 1
+check "  message" has err -- '--number-tags is for subword vocabularies: give --vocab subword'
 check "--vocab-size too small" run 2 train --data "$data" --vocab subword --vocab-size 100
 check "  message" has err -- '--vocab-size: expected an integer in \[300, 1000000\], got .100.'
 check "--vocab unknown" run 2 train --data "$data" --vocab bpe

@@ -3,7 +3,7 @@
  * corpus; encode / decode round trips of any UTF-8, characters never seen included (byte
  * fallback, never <unk>); the same seed gives the same model bytes; digits split into pieces
  * of their own; bad model bytes and bad arguments refused with a message; a dataset re-encoded
- * through the vocabulary's codec. */
+ * through the vocabulary's codec, with and without number tags. */
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/subword.h"
 #include "zoo/app/model_io.h"
@@ -391,6 +391,104 @@ static void test_checkpoint(void) {
     free(m);
 }
 
+/* Number tags (datasets/text.h) on the subword path: a dataset's pairs encoded with the source's
+ * digit runs and the target's copies as tags, ds_encode_sentence tagging a source,
+ * ds_decode_translation restoring the source's digits, and the checkpoint's vocab.number_tags. */
+static void test_number_tags(void) {
+    static const char data[] = "I was born in 1956.\tJe suis n\xc3\xa9 en 1956.\n"
+                               "Room 12 has 3 beds.\tLa chambre 12 a 3 lits.\n"
+                               "I have 2 dogs.\tJ'ai deux chiens.\n";
+    ds_fra_options o = ds_fra_defaults();
+    o.num_steps = 24;
+    ds_fra *d = NULL;
+    CU_ASSERT_EQUAL_FATAL(ds_fra_load_mem(data, strlen(data), "mem", &o, &d), 0);
+    /* a model learned from the tagged pairs (the tags become pieces) */
+    const char *text[N_CORPUS + 6];
+    char *tagged[6] = {0};
+    for (int i = 0; i < N_CORPUS; i++) text[i] = CORPUS[i];
+    for (int64_t p = 0; p < 3; p++) {
+        const char *src = ds_fra_raw(d, DS_SRC, p, NULL), *tgt = ds_fra_raw(d, DS_TGT, p, NULL);
+        CU_ASSERT_EQUAL(ds_numtag_source(src, &tagged[2 * p]), 0);
+        CU_ASSERT_EQUAL(ds_numtag_target(src, tgt, &tagged[2 * p + 1]), 0);
+    }
+    for (int i = 0; i < 6; i++) text[N_CORPUS + i] = tagged[i];
+    char *m = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(zoo_spm_train(text, N_CORPUS + 6, 400, true, 3, &m, &len), 0);
+    ds_vocab *sv = NULL, *tv = NULL, *plain = NULL;
+    CU_ASSERT_EQUAL_FATAL(zoo_spm_vocab(m, len, "m", &sv), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_spm_vocab(m, len, "m", &tv), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_spm_vocab(m, len, "m", &plain), 0);
+    CU_ASSERT_FALSE(ds_vocab_number_tags(sv));
+    ds_vocab_set_number_tags(sv, true);
+    ds_vocab_set_number_tags(tv, true);
+    CU_ASSERT_EQUAL_FATAL(ds_fra_set_vocab(d, DS_SRC, sv), 0);
+    CU_ASSERT_EQUAL_FATAL(ds_fra_set_vocab(d, DS_TGT, tv), 0);
+    /* each side's ids are its tagged text; the target's, restored from its source, the raw text */
+    for (int64_t p = 0; p < 3; p++) {
+        char *s = NULL, *t = NULL, *back = NULL;
+        CU_ASSERT_EQUAL(ds_decode_ids(plain, ds_fra_ids(d, DS_SRC) + p * 24, 24, &s), 0);
+        CU_ASSERT_EQUAL(ds_decode_ids(plain, ds_fra_ids(d, DS_TGT) + p * 24, 24, &t), 0);
+        if (s) CU_ASSERT_STRING_EQUAL(s, tagged[2 * p]);
+        if (t) CU_ASSERT_STRING_EQUAL(t, tagged[2 * p + 1]);
+        CU_ASSERT_EQUAL(ds_decode_translation(tv, ds_fra_ids(d, DS_TGT) + p * 24, 24,
+                                              ds_fra_raw(d, DS_SRC, p, NULL), &back),
+                        0);
+        if (back) CU_ASSERT_STRING_EQUAL(back, ds_fra_raw(d, DS_TGT, p, NULL));
+        free(s), free(t), free(back);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(tagged[3], "\xee\x80\x80"));
+    CU_ASSERT_PTR_NULL(strstr(tagged[5], "\xee\x80")); /* "deux": no tag */
+    /* a source to translate: tagged as it is encoded; a model's tags restored from it, a tag it
+     * has no number for dropped; a plain vocabulary (no tags) decodes the tags as they are */
+    int32_t a[24], b[24], la, lb;
+    CU_ASSERT_EQUAL(ds_encode_sentence(sv, "In 1990, 7 men.", 24, a, &la), 0);
+    CU_ASSERT_EQUAL(ds_encode_sentence(plain, "In \xee\x80\x80, \xee\x80\x81 men.", 24, b, &lb), 0);
+    CU_ASSERT_EQUAL(la, lb);
+    CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char *out = NULL;
+    zoo_spm *sp = zoo_spm_load(m, len, "m");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
+    CU_ASSERT_EQUAL_FATAL(
+        zoo_spm_encode(sp, "En \xee\x80\x80, \xee\x80\x81 hommes \xee\x80\x82.", &ids, &n), 0);
+    zoo_spm_free(sp);
+    CU_ASSERT_EQUAL(ds_decode_translation(tv, ids, n, "In 1990, 7 men.", &out), 0);
+    if (out) CU_ASSERT_STRING_EQUAL(out, "En 1990, 7 hommes .");
+    free(out);
+    CU_ASSERT_EQUAL(ds_decode_translation(plain, ids, n, "In 1990, 7 men.", &out), 0);
+    if (out) CU_ASSERT_STRING_EQUAL(out, "En \xee\x80\x80, \xee\x80\x81 hommes \xee\x80\x82.");
+    free(out);
+    free(ids);
+    /* the checkpoint records the tags, and gives them back; a bad value is refused */
+    zoo_transformer_cfg cfg = zoo_transformer_default_cfg;
+    zoo_model *model =
+        zoo_model_new(&zoo_transformer_kind, &cfg, ds_vocab_size(sv), ds_vocab_size(tv), 1);
+    nn_ckpt *ck = nn_ckpt_new();
+    CU_ASSERT_EQUAL_FATAL(zoo_ckpt_add_model(ck, model, sv, tv), 0);
+    CU_ASSERT_STRING_EQUAL(nn_ckpt_meta(ck, "vocab.number_tags"), "1");
+    ds_vocab *s2 = NULL, *t2 = NULL;
+    CU_ASSERT_EQUAL_FATAL(zoo_ckpt_subword(zoo_subword_spm(), ck, &s2, &t2), 0);
+    CU_ASSERT_TRUE(ds_vocab_number_tags(s2) && ds_vocab_number_tags(t2));
+    ds_vocab_free(s2), ds_vocab_free(t2);
+    CU_ASSERT_EQUAL(nn_ckpt_set_meta(ck, "vocab.number_tags", "yes"), 0);
+    CU_ASSERT_EQUAL(zoo_ckpt_subword(zoo_subword_spm(), ck, &s2, &t2), -1);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(ag_last_error(), "metadata vocab.number_tags is 'yes', expected 1"));
+    CU_ASSERT_PTR_NULL(s2);
+    nn_ckpt *untagged = nn_ckpt_new();
+    CU_ASSERT_EQUAL(zoo_ckpt_add_model(untagged, model, plain, plain), 0);
+    CU_ASSERT_PTR_NULL(nn_ckpt_meta(untagged, "vocab.number_tags"));
+    nn_ckpt_free(untagged);
+    nn_ckpt_free(ck);
+    zoo_model_free(model);
+    ds_vocab_free(plain);
+    ds_fra_free(d);
+    for (int i = 0; i < 6; i++) free(tagged[i]);
+    free(m);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {{"train, encode, decode", test_train_and_round_trip},
                                   {"same seed, same bytes", test_deterministic},
@@ -399,6 +497,7 @@ int main(void) {
                                   {"vocabulary and codec", test_vocab_codec},
                                   {"dataset re-encoded", test_dataset},
                                   {"checkpoint round trip", test_checkpoint},
+                                  {"number tags", test_number_tags},
                                   CU_TEST_INFO_NULL};
     return tg_test_main("subword", tests);
 }

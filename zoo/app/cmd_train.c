@@ -73,13 +73,15 @@ static int check_config(const zoo_cli *c) {
     if (zoo_run_cfg_init(&d, c->run.kind)) return zoo__fail(c, ag_last_error());
     bool size = cfg->vocab.size != d.vocab.size, share = cfg->vocab.share != d.vocab.share,
          digits = cfg->vocab.split_digits != d.vocab.split_digits,
+         tags = cfg->vocab.number_tags != d.vocab.number_tags,
          min_freq = cfg->data.min_freq != d.data.min_freq;
     zoo_run_cfg_free(&d);
-    if (!subword && (size || share || digits))
+    if (!subword && (size || share || digits || tags))
         return zoo__usage(c, "--%s is for subword vocabularies: give --vocab subword",
-                          size    ? "vocab-size"
-                          : share ? "vocab-share"
-                                  : "split-digits");
+                          size     ? "vocab-size"
+                          : share  ? "vocab-share"
+                          : digits ? "split-digits"
+                                   : "number-tags");
     if (subword && min_freq)
         return zoo__usage(c, "--min-freq is for word vocabularies: a subword vocabulary has "
                              "--vocab-size pieces (--vocab word to use it)");
@@ -110,8 +112,8 @@ static int lock_outputs(const zoo_cli *c, train_run *t) {
 
 /* --resume of a subword run: the data re-encoded with the checkpoint's models (never learned
  * again). The vocabulary flags may be given with the checkpoint's values only: its kind, its
- * sharing (joint: the same model on both sides), its pieces and its digits. 0 or an exit
- * status. */
+ * sharing (joint: the same model on both sides), its pieces, its digits and its number tags.
+ * 0 or an exit status. */
 static int resume_subword(zoo_cli *c, train_run *t) {
     nn_ckpt *ck = NULL;
     int rc = nn_ckpt_load(&ck, t->ckpath) || zoo__subword_data(c, ck, t->d) ? -1 : 0;
@@ -144,6 +146,11 @@ static int resume_subword(zoo_cli *c, train_run *t) {
                               "%s",
                               v->split_digits, split ? "split" : "not split", fixed);
     }
+    const bool tags = ds_vocab_number_tags(ds_fra_vocab(t->d, DS_SRC));
+    if (kind == ZOO_VOCAB_SUBWORD && zoo_run_given(&c->run, "number-tags") &&
+        (v->number_tags != 0) != tags)
+        return zoo__usage(c, "--number-tags %d differs from the checkpoint's %d: %s",
+                          v->number_tags, tags, fixed);
     return 0;
 }
 

@@ -23,13 +23,15 @@ int zoo_ckpt_add_model(nn_ckpt *ck, const zoo_model *m, const ds_vocab *src, con
  * state_dict has them (borrowed when ck borrows). 0 or -1. */
 int zoo_ckpt_add_tied(nn_ckpt *ck, const zoo_model *m);
 /* Adds the model bytes of the vocabularies that carry a codec (subword models, datasets/vocab.h)
- * as metadata vocab.src_model / vocab.tgt_model (base64 of the model file); nothing for a
- * word-level vocabulary. Called by zoo_ckpt_add_model. 0 or -1. (zoo/app/subword_run.c) */
+ * as metadata vocab.src_model / vocab.tgt_model (base64 of the model file), and
+ * vocab.number_tags = "1" when their text carries number tags (ds_vocab_number_tags); nothing
+ * for a word-level vocabulary. Called by zoo_ckpt_add_model. 0 or -1. (zoo/app/subword_run.c) */
 int zoo_ckpt_add_codecs(nn_ckpt *ck, const ds_vocab *src, const ds_vocab *tgt);
 /* The subword vocabularies a checkpoint holds (metadata vocab.src_model, vocab.tgt_model), with
- * their models as codecs, made by ops (SentencePiece's, zoo/app/subword.h): *sv, *tv the
- * caller's; both NULL for a word-level checkpoint. 0, or -1 naming the file and the key (not
- * base64, not a model, one side only, ops NULL: a program without SentencePiece).
+ * their models as codecs, made by ops (SentencePiece's, zoo/app/subword.h), number tags on
+ * both when vocab.number_tags is "1": *sv, *tv the caller's; both NULL for a word-level
+ * checkpoint. 0, or -1 naming the file and the key (not base64, not a model, one side only,
+ * number tags without models or not "1", ops NULL: a program without SentencePiece).
  * (zoo/app/subword_run.c) */
 struct zoo_subword_ops;
 int zoo_ckpt_subword(const struct zoo_subword_ops *ops, const nn_ckpt *ck, ds_vocab **sv,

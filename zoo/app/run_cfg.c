@@ -105,6 +105,12 @@ static const zoo_cfg_opt VOCAB[] = {
       "by the multi-digit pieces the corpus made)",
       NULL},
      "t"},
+    {{"number-tags", ZOO_INT, V(number_tags), 0, 1,
+      "--vocab subword: 1: the numbers a source shares with its translation as tags, copied "
+      "back after translation (the model places a number, it does not spell it; "
+      "docs/datasets.md)",
+      NULL},
+     "t"},
 };
 #undef V
 

@@ -76,6 +76,7 @@ typedef struct zoo_vocab_opts {
     int size;  /* subword: pieces of each model (at most; a small corpus gives fewer) */
     int share; /* zoo_vocab_share: one model for both languages, or one per language */
     int split_digits; /* subword: every digit a piece of its own (zoo_spm_train) */
+    int number_tags;  /* subword: numbers as tags around the model (datasets/text.h) */
 } zoo_vocab_opts;
 extern const char *const zoo_vocab_kind_names[];  /* "word", "subword" */
 extern const char *const zoo_vocab_share_names[]; /* "joint", "separate" */

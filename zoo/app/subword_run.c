@@ -64,6 +64,8 @@ static int unbase64(const char *s, const char *what, unsigned char **out, size_t
 }
 
 static const char *const MODEL_KEYS[2] = {"vocab.src_model", "vocab.tgt_model"};
+/* "1" when the models' text carries number tags (ds_vocab_number_tags); absent when not. */
+static const char NUMBER_TAGS_KEY[] = "vocab.number_tags";
 
 /* ---- reading one field of a model file (protocol buffer wire format) ---- */
 
@@ -121,7 +123,9 @@ int zoo_ckpt_add_codecs(nn_ckpt *ck, const ds_vocab *src, const ds_vocab *tgt) {
         free(text);
         if (rc) return -1;
     }
-    return 0;
+    return ds_vocab_codec(src) && ds_vocab_number_tags(src)
+               ? nn_ckpt_set_meta(ck, NUMBER_TAGS_KEY, "1")
+               : 0;
 }
 
 int zoo_ckpt_subword(const zoo_subword_ops *ops, const nn_ckpt *ck, ds_vocab **sv, ds_vocab **tv) {
@@ -148,6 +152,13 @@ int zoo_ckpt_subword(const zoo_subword_ops *ops, const nn_ckpt *ck, ds_vocab **s
                  MODEL_KEYS[!*tv]);
         goto fail;
     }
+    const char *tags = nn_ckpt_meta(ck, NUMBER_TAGS_KEY);
+    if (tags && (strcmp(tags, "1") || !*sv)) {
+        ag_error("%s: metadata %s is '%s', expected 1 beside %s", nn_ckpt_source(ck),
+                 NUMBER_TAGS_KEY, tags, MODEL_KEYS[0]);
+        goto fail;
+    }
+    for (int i = 0; tags && i < 2; i++) ds_vocab_set_number_tags(*out[i], true);
     return 0;
 fail:
     ds_vocab_free(*sv);
@@ -156,19 +167,31 @@ fail:
     return -1;
 }
 
+/* Side `which` of pair p as the model reads it, normalized (ds_text_normalize); with number
+ * tags (datasets/text.h), the source's digit runs and the target's copies of them as tags.
+ * *out malloc'd. 0 or -1. */
+static int pair_text(const ds_fra *d, ds_side which, int64_t p, bool tags, char **out) {
+    const char *src = ds_fra_raw(d, DS_SRC, p, NULL), *text = ds_fra_raw(d, which, p, NULL);
+    char *tagged = NULL;
+    if (tags &&
+        (which == DS_SRC ? ds_numtag_source(src, &tagged) : ds_numtag_target(src, text, &tagged)))
+        return -1;
+    int rc = ds_text_normalize(tagged ? tagged : text, out);
+    free(tagged);
+    return rc;
+}
+
 /* The training pairs' sides (sides: 1 the one side `side`, 2 both, English then French of each
- * pair), each through ds_text_normalize, in pair order. *out: n malloc'd strings. 0 or -1. */
-static int training_text(const ds_fra *d, int side, int sides, char ***out, size_t *n) {
+ * pair), each as pair_text gives it, in pair order. *out: n malloc'd strings. 0 or -1. */
+static int training_text(const ds_fra *d, int side, int sides, bool tags, char ***out, size_t *n) {
     int64_t np = ds_fra_part_size(d, DS_TRAIN);
     const int64_t *pairs = ds_fra_part_pairs(d, DS_TRAIN);
     char **s = calloc((size_t)np * (size_t)sides + 1, sizeof *s);
     size_t k = 0;
     int rc = s ? 0 : ag_error("out of memory");
     for (int64_t q = 0; !rc && q < np; q++)
-        for (int j = 0; !rc && j < sides; j++) {
-            ds_side which = sides == 2 ? (ds_side)j : (ds_side)side;
-            rc = ds_text_normalize(ds_fra_raw(d, which, pairs[q], NULL), &s[k++]);
-        }
+        for (int j = 0; !rc && j < sides; j++)
+            rc = pair_text(d, sides == 2 ? (ds_side)j : (ds_side)side, pairs[q], tags, &s[k++]);
     *out = s;
     *n = k;
     return rc;
@@ -186,7 +209,8 @@ static int train_one(const zoo_cli *c, const ds_fra *d, int side, ds_vocab **v) 
     size_t n = 0, len = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = training_text(d, side < 0 ? 0 : side, side < 0 ? 2 : 1, &text, &n);
+    int rc =
+        training_text(d, side < 0 ? 0 : side, side < 0 ? 2 : 1, o->number_tags != 0, &text, &n);
     if (!rc)
         rc = c->subword->train((const char *const *)text, n, o->size, o->split_digits != 0,
                                (uint32_t)c->run.cfg.data.seed, &model, &len);
@@ -224,6 +248,7 @@ int zoo__subword_train(const zoo_cli *c, ds_fra *d) {
         ds_vocab_free(v[1]);
         return -1;
     }
+    for (int s = 0; s < 2; s++) ds_vocab_set_number_tags(v[s], c->run.cfg.vocab.number_tags != 0);
     rc = ds_fra_set_vocab(d, DS_SRC, v[0]); /* takes v[0], also on failure */
     if (rc) ds_vocab_free(v[1]);
     return rc ? -1 : ds_fra_set_vocab(d, DS_TGT, v[1]);

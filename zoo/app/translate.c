@@ -11,9 +11,8 @@ int zoo__encode_sentence(const ds_vocab *v, const char *sentence, int num_steps,
     return 0;
 }
 
-int zoo__ids_to_text(const ds_vocab *v, const int32_t *ids, int n, char **out) {
-    if (ds_decode_ids(v, ids, (size_t)n, out)) return -1;
-    return 0;
+int zoo__ids_to_text(const ds_vocab *v, const int32_t *ids, int n, const char *source, char **out) {
+    return ds_decode_translation(v, ids, (size_t)n, source, out);
 }
 
 int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
@@ -38,7 +37,8 @@ int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                      ? zoo_beam_search(m, t, src, len, B, T, bos, eos, T, beam, alpha, res, res_len)
                      : zoo_greedy(m, t, src, len, B, T, bos, eos, T, res, res_len);
         for (int b = 0; !rc && b < B; b++)
-            rc = zoo__ids_to_text(tgt_vocab, res + (size_t)b * T, res_len[b], &outs[at + b]);
+            rc = zoo__ids_to_text(tgt_vocab, res + (size_t)b * T, res_len[b], sentences[at + b],
+                                  &outs[at + b]);
     }
     for (int i = 0; rc && i < n; i++) {
         free(outs[i]);
