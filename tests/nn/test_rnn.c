@@ -6,13 +6,15 @@
  * the reverse direction = a forward direction over each valid part reversed, lengths all T = no
  * lengths, outputs past a length are +0, h_n at step len - 1, NaN padding never read; the
  * refusals (length 0 as pack_padded_sequence, a bidirectional step). Built twice: against nn64
- * (float64, which adds the central-difference checks) and nn (float32, the product). */
+ * (float64) and nn (float32, the product). The central-difference checks (float64):
+ * test_rnn_gradcheck.c. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "nn/nn.h"
 #include "tests/gc_harness.h"
+#include "tests/nn/rnn_test.h"
 #include "tests/tg_test.h"
 
 #ifdef TG_DOUBLE
@@ -21,24 +23,7 @@
 #define TOL 5e-5
 #endif
 
-/* ---- a model of either kind ---- */
-
-typedef struct model {
-    bool lstm;
-    nn_lstm l;
-    nn_gru g;
-    nn_params *ps;
-} model;
-
-static void model_init(model *m, bool lstm, int in, int H, int NL, double p, bool bf, bool bi,
-                       uint64_t seed) {
-    nn_rnn_opts o = {.batch_first = bf, .bidirectional = bi};
-    m->lstm = lstm;
-    m->ps = nn_params_new();
-    if (lstm) TG_OK(nn_lstm_init_opts(&m->l, m->ps, "rnn", in, H, NL, p, &o));
-    else TG_OK(nn_gru_init_opts(&m->g, m->ps, "rnn", in, H, NL, p, &o));
-    TG_OK(nn_params_finalize(m->ps, seed));
-}
+/* ---- a model of either kind (model_init, fwd: rnn_test.h) ---- */
 
 /* Layer k, direction d's four tensors. */
 static nn_rnn_w weights(const model *m, int k, int d) {
@@ -48,14 +33,6 @@ static nn_rnn_w weights(const model *m, int k, int d) {
     }
     const nn_gru_layer *L = d ? &m->g.reverse[k] : &m->g.layer[k];
     return (nn_rnn_w){L->weight_ih, L->weight_hh, L->bias_ih, L->bias_hh};
-}
-
-/* nn_{lstm,gru}_forward_lengths; *cn stays NULL for a GRU. */
-static ag_tensor *fwd(const model *m, const nn_ctx *c, ag_tensor *x, const int32_t *len,
-                      ag_tensor *h0, ag_tensor *c0, ag_tensor **hn, ag_tensor **cn) {
-    if (cn) *cn = NULL;
-    return m->lstm ? nn_lstm_forward_lengths(&m->l, c, x, len, h0, c0, hn, cn)
-                   : nn_gru_forward_lengths(&m->g, c, x, len, h0, hn);
 }
 
 static ag_tensor *randn(ag_tape *t, ag_rng *r, int ndim, const int *shape) {
@@ -476,111 +453,6 @@ static void test_bad_inputs(void) {
     nn_params_free(g.ps);
 }
 
-/* ---- central differences (float64) ---- */
-#ifdef TG_DOUBLE
-
-static ag_tensor *flat(ag_tape *t, ag_tensor *x) { return ag_reshape(t, x, AG_SHAPE(-1)); }
-
-static const int32_t gc_len[3] = {3, 1, 2};
-
-static ag_tensor *f_seq_mask(ag_tape *t, ag_tensor *const *x, void *u) {
-    (void)u;
-    return nn_seq_mask(t, ag_transpose(t, x[0], 0, 1), gc_len); /* a strided input */
-}
-static ag_tensor *f_seq_reverse(ag_tape *t, ag_tensor *const *x, void *u) {
-    (void)u;
-    return ag_concat(
-        t, 2, (ag_tensor *[]){nn_seq_reverse(t, x[0], gc_len), nn_seq_reverse(t, x[0], NULL)}, 0);
-}
-static ag_tensor *f_seq_last(ag_tape *t, ag_tensor *const *x, void *u) {
-    (void)u;
-    return nn_seq_last(t, x[0], gc_len);
-}
-
-/* The whole layer: x, h0 (c0) and every parameter; [out; h_n (; c_n)] flattened. */
-typedef struct layer_case {
-    const model *m;
-    const int32_t *len;
-    bool training;
-} layer_case;
-static ag_tensor *f_layer(ag_tape *t, ag_tensor *const *x, void *u) {
-    const layer_case *k = u;
-    ag_rng rng;
-    nn_ctx c = gc_masks_ctx(t, k->training, &rng);
-    ag_tensor *hn, *cn,
-        *out = fwd(k->m, &c, x[0], k->len, x[1], k->m->lstm ? x[2] : NULL, &hn, &cn);
-    if (!out) return NULL;
-    ag_tensor *parts[3] = {flat(t, out), flat(t, hn), cn ? flat(t, cn) : NULL};
-    return ag_concat(t, cn ? 3 : 2, parts, 0);
-}
-
-static void report(ag_gradcheck_result r) {
-    if (!r.ok) fprintf(stderr, "\n  %s\n", r.msg);
-    CU_ASSERT_TRUE(r.ok);
-    CU_ASSERT_TRUE(r.checked > 0);
-    CU_ASSERT_EQUAL(r.skipped, 0);
-}
-
-static void test_gradcheck_seq_ops(void) {
-    const struct {
-        const char *name;
-        ag_gradcheck_fn fn;
-        int d0, d1;
-    } cases[] = {{"seq_mask, lengths (3, 1, 2), strided x", f_seq_mask, 3, 3},
-                 {"seq_reverse, lengths (3, 1, 2) and none", f_seq_reverse, 3, 3},
-                 {"seq_last, lengths (3, 1, 2)", f_seq_last, 3, 3}};
-    for (int k = 0; k < 3; k++) {
-        ag_rng rng;
-        ag_rng_seed(&rng, 40 + k);
-        ag_tensor *x = ag_leaf_new(AG_SHAPE(cases[k].d0, cases[k].d1, 2), true);
-        for (ptrdiff_t e = 0; e < x->numel; e++) x->data[e] = ag_rng_normal(&rng);
-        report(tg_gradcheck(cases[k].name, cases[k].fn, 1, &x, NULL, NULL));
-        ag_leaf_free(x);
-    }
-}
-
-static void test_gradcheck_layers(void) {
-    enum { T = 3, B = 3, E = 2, H = 3 };
-    const struct {
-        const char *name;
-        int NL;
-        bool bf, bi, lengths, drop;
-    } cases[] = {
-        {"batch-first, 1 layer", 1, true, false, false, false},
-        {"bidirectional, 1 layer", 1, false, true, false, false},
-        {"2 layers bidirectional, lengths (3, 1, 2)", 2, false, true, true, false},
-        {"2 layers bidirectional batch-first, lengths, dropout 0.3 in training", 2, true, true,
-         true, true},
-    };
-    for (int kind = 0; kind < 2; kind++)
-        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-            model m;
-            const int NL = cases[i].NL, D = cases[i].bi ? 2 : 1;
-            model_init(&m, kind == 0, E, H, NL, cases[i].drop ? 0.3 : 0, cases[i].bf, cases[i].bi,
-                       23 + i);
-            const int ns = kind == 0 ? 2 : 1, np = (int)nn_params_count(m.ps);
-            ag_tensor *in[3 + 32] = {
-                ag_leaf_new(AG_SHAPE(cases[i].bf ? B : T, cases[i].bf ? T : B, E), true),
-                ag_leaf_new(AG_SHAPE(NL * D, B, H), true),
-                ag_leaf_new(AG_SHAPE(NL * D, B, H), true)};
-            ag_rng rng;
-            ag_rng_seed(&rng, 31 + i);
-            for (int k = 0; k < 3; k++)
-                for (ptrdiff_t e = 0; e < in[k]->numel; e++) in[k]->data[e] = ag_rng_normal(&rng);
-            ag_tensor *args[3 + 32];
-            int n = 0;
-            for (int k = 0; k <= ns; k++) args[n++] = in[k];
-            for (int p = 0; p < np; p++) args[n++] = nn_params_at(m.ps, (size_t)p);
-            layer_case lc = {&m, cases[i].lengths ? gc_len : NULL, cases[i].drop};
-            char name[160];
-            snprintf(name, sizeof name, "%s layer, %s", kind == 0 ? "lstm" : "gru", cases[i].name);
-            report(tg_gradcheck(name, f_layer, n, args, &lc, NULL));
-            for (int k = 0; k < 3; k++) ag_leaf_free(in[k]);
-            nn_params_free(m.ps);
-        }
-}
-#endif
-
 static CU_TestInfo tests[] = {
     {"sequence ops: mask, reverse, last; refusals", test_seq_ops},
     {"bidirectional names, shapes, order (PyTorch's)", test_names_and_shapes},
@@ -590,10 +462,6 @@ static CU_TestInfo tests[] = {
     {"bits: reverse direction = forward over the reversed valid part", test_bits_reverse_direction},
     {"each sequence alone gives its row of the batch", test_each_sequence_alone},
     {"bad inputs refused (length 0, bidirectional step)", test_bad_inputs},
-#ifdef TG_DOUBLE
-    {"gradcheck: the sequence ops", test_gradcheck_seq_ops},
-    {"gradcheck: LSTM and GRU with options and lengths", test_gradcheck_layers},
-#endif
     CU_TEST_INFO_NULL,
 };
 

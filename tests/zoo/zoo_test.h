@@ -14,7 +14,8 @@
  * batch: ZT_BATCH_SRC, ZT_BATCH_SRC_LEN, ZT_BATCH_DEC_IN.
  * Parameters against a table: zt_check_params(ps, want, n) (zt_param: name, rows, cols).
  *
- * The trainer's small corpus and Transformer (test_trainer.c; test_dist.c may join):
+ * The trainer's small corpus and Transformer (test_trainer.c, test_trainer_loop.c; test_dist.c
+ * may join):
  *
  *     ds_fra *d = zt_corpus(4);                          // 8 pairs, batches of 4
  *     zoo_trainer *tr = zt_trainer_new(d, 0.2, 0.01, 5); // dropout, lr, seed
