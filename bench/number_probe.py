@@ -11,9 +11,10 @@ with `transformer_nmt translate`, and counts, per sentence, by the digit strings
   wrong   the output has a digit string the source does not (a number changed)
   dropped no digit string at all (the number spelled out in words, or lost)
 
-usage: bench/number_probe.py BINARY CHECKPOINT [N [SEED]] [-- translate flags...]
+usage: bench/number_probe.py BINARY CHECKPOINT [N [SEED]] [--two] [-- translate flags...]
   N sentences (default 300) from SEED (default 1); prints the three counts and the first wrong
-  translations. Deterministic for N and SEED.
+  and dropped translations. --two: sentences with two different numbers, both to be kept
+  (copied: the output's digit strings are exactly the two). Deterministic for N and SEED.
 """
 import random
 import re
@@ -39,18 +40,37 @@ TEMPLATES = [
     ("The train leaves from platform {bus}.", "bus"),
 ]
 
+# --two: two numbers a sentence, which the output must both keep (in any order)
+TEMPLATES_TWO = [
+    ("I was born in {year} and my sister in {year2}.", "year", "year2"),
+    ("Tom was {age} years old in {year}.", "age", "year"),
+    ("He lives in room {room} and I live in room {room2}.", "room", "room2"),
+    ("I have {count} books and {count2} records.", "count", "count2"),
+    ("Take bus number {bus}, then bus number {bus2}.", "bus", "bus2"),
+    ("We sold {count} cars in {year}.", "count", "year"),
+    ("My father is {age} and my mother is {age2}.", "age", "age2"),
+    ("This house was built in {year} and sold in {year2}.", "year", "year2"),
+]
+
 RANGES = {"year": (1900, 2030), "age": (21, 99), "count": (21, 999), "room": (100, 999),
           "bus": (10, 99)}
 
 
-def sentences(n, seed):
+def sentences(n, seed, two=False):
+    """n (sentence, [its numbers]) pairs; two: from TEMPLATES_TWO, two different numbers each."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        text, kind = TEMPLATES[rng.randrange(len(TEMPLATES))]
-        lo, hi = RANGES[kind]
-        value = rng.randint(lo, hi)
-        out.append((text.format(**{kind: value}), str(value)))
+        text, *kinds = (TEMPLATES_TWO if two else TEMPLATES)[
+            rng.randrange(len(TEMPLATES_TWO if two else TEMPLATES))]
+        values = {}
+        for kind in kinds:
+            lo, hi = RANGES[kind.rstrip("2")]
+            value = rng.randint(lo, hi)
+            while value in values.values():
+                value = rng.randint(lo, hi)
+            values[kind] = value
+        out.append((text.format(**values), sorted(str(v) for v in values.values())))
     return out
 
 
@@ -60,12 +80,14 @@ def main():
     if "--" in args:
         k = args.index("--")
         args, extra = args[:k], args[k + 1:]
+    two = "--two" in args
+    args = [a for a in args if a != "--two"]
     if len(args) < 2:
         sys.exit(__doc__)
     binary, ckpt = args[0], args[1]
     n = int(args[2]) if len(args) > 2 else 300
     seed = int(args[3]) if len(args) > 3 else 1
-    probe = sentences(n, seed)
+    probe = sentences(n, seed, two)
     run = subprocess.run([binary, "translate", "--checkpoint", ckpt] + extra,
                          input="".join(s + "\n" for s, _ in probe), capture_output=True,
                          text=True, check=False)
@@ -74,19 +96,21 @@ def main():
     outputs = run.stdout.split("\n")[:n]
     if len(outputs) != n:
         sys.exit(f"expected {n} translations, got {len(outputs)}")
-    copied, wrong, dropped = 0, [], 0
-    for (src, number), hyp in zip(probe, outputs):
+    copied, wrong, dropped = 0, [], []
+    for (src, numbers), hyp in zip(probe, outputs):
         found = re.findall(r"\d+", hyp)
-        if sorted(found) == [number]:
+        if sorted(found) == numbers:
             copied += 1
         elif not found:
-            dropped += 1
+            dropped.append((src, hyp))
         else:
             wrong.append((src, hyp))
     print(f"{n} sentences: copied {copied} ({100 * copied / n:.1f}%), wrong {len(wrong)} "
-          f"({100 * len(wrong) / n:.1f}%), dropped {dropped} ({100 * dropped / n:.1f}%)")
-    for src, hyp in wrong[:10]:
-        print(f"  {src} => {hyp}")
+          f"({100 * len(wrong) / n:.1f}%), dropped {len(dropped)} "
+          f"({100 * len(dropped) / n:.1f}%)")
+    for kind, cases in (("wrong", wrong), ("dropped", dropped)):
+        for src, hyp in cases[:5]:
+            print(f"  {kind}: {src} => {hyp}")
 
 
 if __name__ == "__main__":

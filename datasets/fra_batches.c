@@ -272,7 +272,7 @@ int ds_encode_sentence(const ds_vocab *v, const char *sentence, int32_t num_step
     const ds_codec *codec = ds_vocab_codec(v);
     if (codec && ds_vocab_number_tags(v)) {
         char *tagged;
-        if (ds_numtag_source(sentence, &tagged)) return -1;
+        if (ds_numtag_source(sentence, 0, &tagged)) return -1;
         int rc = encode_codec(codec, tagged, num_steps, ids, valid_len);
         free(tagged);
         return rc;

@@ -8,17 +8,21 @@
 #include "datasets/internal.h"
 #include "datasets/text.h"
 
-/* Pair p's side as its vocabulary's codec reads it: the raw text, or with number tags (a source's
- * digit runs, and the target's copies of them: text.h) when v has them. *tagged: NULL, or the
- * tagged text (malloc'd) that *text then points to. 0 or -1. */
+int ds_fra_tagged(const ds_fra *d, ds_side side, int64_t pair, char **out) {
+    const char *src = ds_fra_raw(d, DS_SRC, pair, NULL);
+    const uint64_t key = (uint64_t)pair + 1; /* the pair's own shuffle of the tags, never 0 */
+    return side == DS_SRC ? ds_numtag_source(src, key, out)
+                          : ds_numtag_target(src, ds_fra_raw(d, DS_TGT, pair, NULL), key, out);
+}
+
+/* Pair p's side as its vocabulary's codec reads it: the raw text, or ds_fra_tagged's when v has
+ * number tags. *tagged: NULL, or the tagged text (malloc'd) that *text then points to. 0 or -1. */
 static int side_text(const ds_fra *d, ds_side side, int64_t p, const ds_vocab *v, const char **text,
                      char **tagged) {
-    const char *src = ds_fra_raw(d, DS_SRC, p, NULL);
     *tagged = NULL;
     *text = ds_fra_raw(d, side, p, NULL);
     if (!ds_vocab_number_tags(v)) return 0;
-    if (side == DS_SRC ? ds_numtag_source(src, tagged) : ds_numtag_target(src, *text, tagged))
-        return -1;
+    if (ds_fra_tagged(d, side, p, tagged)) return -1;
     *text = *tagged;
     return 0;
 }

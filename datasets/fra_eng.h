@@ -176,6 +176,12 @@ int ds_fra_sentence(const ds_fra *d, ds_side side, int64_t pair, char **out);
  * (docs/datasets.md). Returns 0, or -1 (no codec, the codec's error naming the pair, an id out
  * of v, out of memory; d is then unusable: free it). */
 int ds_fra_set_vocab(ds_fra *d, ds_side side, ds_vocab *v);
+/* Side `side` of a pair with number tags as training reads it (text.h): the English side's digit
+ * runs, and the French side's copies of them, as tags shuffled by the pair's own key (pair + 1),
+ * the same for both sides; what ds_fra_set_vocab encodes when the vocabulary has number tags,
+ * and what a subword model is to be learned from. *out malloc'd. 0, or -1 (invalid UTF-8, out of
+ * memory). */
+int ds_fra_tagged(const ds_fra *d, ds_side side, int64_t pair, char **out);
 
 /* Writes the split as text: two '#' comment lines (options, column names), then one line
  * per pair: "<pair>\t<line index>\t<train|valid|test>". Returns 0, or -1 (I/O). */

@@ -2,6 +2,7 @@
  * a source as the tags U+E000 + K, a target's copies of them likewise, and a model's tags
  * replaced by the source's digits. */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,12 +39,28 @@ static int source_numbers(const char *s, const char *at[DS_NUMTAG_MAX], size_t l
     return n;
 }
 
-/* text with each digit run equal to number j of src (source_numbers) as tag j, tags already in
- * text removed (they cannot be told from ours); *out malloc'd. 0, or -1 (out of memory). */
-static int tag(const char *src, const char *text, char **out) {
+/* The tag of number j: j for shuffle 0, else entry j of a permutation of 0 .. DS_NUMTAG_MAX - 1
+ * drawn from shuffle (splitmix64, then Fisher-Yates). */
+static void tag_order(uint64_t shuffle, int order[DS_NUMTAG_MAX]) {
+    for (int j = 0; j < DS_NUMTAG_MAX; j++) order[j] = j;
+    for (int j = DS_NUMTAG_MAX - 1; shuffle && j > 0; j--) {
+        uint64_t z = (shuffle += 0x9E3779B97F4A7C15u);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+        const int r = (int)((z ^ (z >> 31)) % (uint64_t)(j + 1)), t = order[j];
+        order[j] = order[r], order[r] = t;
+    }
+}
+
+/* text with each digit run equal to number j of src (source_numbers) as the tag tag_order
+ * gives j, tags already in text removed (they cannot be told from ours); *out malloc'd. 0, or
+ * -1 (out of memory). */
+static int tag(const char *src, const char *text, uint64_t shuffle, char **out) {
     const char *at[DS_NUMTAG_MAX];
     size_t len[DS_NUMTAG_MAX];
     const int n = source_numbers(src, at, len);
+    int order[DS_NUMTAG_MAX];
+    tag_order(shuffle, order);
     /* a tag (3 bytes) replaces at least one digit: at most 3 times the length */
     char *o = malloc(3 * strlen(text) + 1), *w = o;
     if (!o) return ag_error("number tags: out of memory");
@@ -62,7 +79,7 @@ static int tag(const char *src, const char *text, char **out) {
         int j = 0;
         while (j < n && !(len[j] == l && !memcmp(at[j], p, l))) j++;
         if (j < n) {
-            *w++ = (char)0xEE, *w++ = (char)0x80, *w++ = (char)(0x80 + j);
+            *w++ = (char)0xEE, *w++ = (char)0x80, *w++ = (char)(0x80 + order[j]);
         } else {
             memcpy(w, p, l);
             w += l;
@@ -74,16 +91,16 @@ static int tag(const char *src, const char *text, char **out) {
     return 0;
 }
 
-int ds_numtag_source(const char *src, char **out) {
+int ds_numtag_source(const char *src, uint64_t shuffle, char **out) {
     *out = NULL;
     if (ds__utf8_check(src)) return -1;
-    return tag(src, src, out);
+    return tag(src, src, shuffle, out);
 }
 
-int ds_numtag_target(const char *src, const char *tgt, char **out) {
+int ds_numtag_target(const char *src, const char *tgt, uint64_t shuffle, char **out) {
     *out = NULL;
     if (ds__utf8_check(src) || ds__utf8_check(tgt)) return -1;
-    return tag(src, tgt, out);
+    return tag(src, tgt, shuffle, out);
 }
 
 int ds_numtag_restore(const char *src, const char *text, char **out) {

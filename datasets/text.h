@@ -15,6 +15,7 @@
 #define TG_DS_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common.h"
 #include "vocab.h"
@@ -94,16 +95,21 @@ int ds_detokenize_fr(const char *tokens, const char *unk_word, char **out);
  * ones stay digits); in a training target, a run equal to one of the source's becomes the same
  * tag, the others stay digits. The model learns to place a tag, which it sees in every
  * number-bearing pair, instead of to spell a number digit by digit; ds_numtag_restore puts
- * the source's digits back. "I was born in 1956." -> "I was born in \uE000." -> (model)
+ * the source's digits back. Training pairs are tagged with `shuffle` set (their own key, the
+ * same for both sides of a pair): number j then gets entry j of a permutation of
+ * 0 .. DS_NUMTAG_MAX - 1 drawn from it, so that every tag is as frequent as any other and a
+ * model learns to copy the tag it reads, not to number the numbers it writes (in order, tag 0
+ * would be in every number-bearing pair and tag 1 in a fifth of them). shuffle 0 (a sentence
+ * to translate): tag K for number K, which ds_numtag_restore reads back. "I was born in 1956." -> "I was born in \uE000." -> (model)
  * "Je suis né en \uE000." -> "Je suis né en 1956."; "1,000" is two runs ("1", "000"), so
  * a model can write them "1 000" as French does. Tag characters already in a text are
  * removed when it is tagged. Each returns 0, or -1 (invalid UTF-8 in either text, out of
  * memory); *out malloc'd (caller frees), NULL on failure. */
 #define DS_NUMTAG_MAX 4 /* fra.txt has at most 4 distinct numbers in an English sentence */
 /* src with its digit runs as tags. */
-int ds_numtag_source(const char *src, char **out);
-/* tgt (src's translation) with the runs equal to one of src's as src's tags. */
-int ds_numtag_target(const char *src, const char *tgt, char **out);
+int ds_numtag_source(const char *src, uint64_t shuffle, char **out);
+/* tgt (src's translation) with the runs equal to one of src's as src's tags (the same shuffle). */
+int ds_numtag_target(const char *src, const char *tgt, uint64_t shuffle, char **out);
 /* text (a translation of ds_numtag_source(src)) with each tag K as src's run K; a tag src has
  * no run for is dropped. */
 int ds_numtag_restore(const char *src, const char *text, char **out);

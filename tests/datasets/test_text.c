@@ -274,8 +274,8 @@ static void test_sentences(void) {
 static void expect_tags(const char *src, const char *tgt, const char *want_src,
                         const char *want_tgt, const char *out, const char *restored) {
     char *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-    TG_OK(ds_numtag_source(src, &a));
-    TG_OK(ds_numtag_target(src, tgt, &b));
+    TG_OK(ds_numtag_source(src, 0, &a));
+    TG_OK(ds_numtag_target(src, tgt, 0, &b));
     if (a && strcmp(a, want_src)) TG_FAIL("numtag_source('%s') = '%s'", src, a);
     if (b && strcmp(b, want_tgt)) TG_FAIL("numtag_target('%s', '%s') = '%s'", src, tgt, b);
     if (b) TG_OK(ds_numtag_restore(src, b, &c));
@@ -313,18 +313,53 @@ static void test_number_tags(void) {
     expect_tags("No numbers.", "Pas de nombres.", "No numbers.", "Pas de nombres.",
                 "x " T0 " y " T4, "x  y " T4);
     char *a = NULL, *b = NULL;
-    TG_OK(ds_numtag_target("a" T0 "b 9", "c" T1 "d 9", &a));
+    TG_OK(ds_numtag_target("a" T0 "b 9", "c" T1 "d 9", 0, &a));
     if (a) CU_ASSERT_STRING_EQUAL(a, "cd " T0);
-    TG_OK(ds_numtag_source("a" T0 "b 9", &b));
+    TG_OK(ds_numtag_source("a" T0 "b 9", 0, &b));
     if (b) CU_ASSERT_STRING_EQUAL(b, "ab " T0);
     free(a), free(b);
     expect_tags("", "", "", "", "", "");
     char *out = (char *)1;
-    TG_EXPECT_ERROR(ds_numtag_source("\xE9t\xE9 1", &out), "invalid UTF-8 byte 0xE9 at byte 1");
+    TG_EXPECT_ERROR(ds_numtag_source("\xE9t\xE9 1", 0, &out), "invalid UTF-8 byte 0xE9 at byte 1");
     CU_ASSERT_PTR_NULL(out);
-    TG_EXPECT_ERROR(ds_numtag_target("1", "\xC3(", &out), "invalid UTF-8 byte 0xC3 at byte 1");
+    TG_EXPECT_ERROR(ds_numtag_target("1", "\xC3(", 0, &out), "invalid UTF-8 byte 0xC3 at byte 1");
     TG_EXPECT_ERROR(ds_numtag_restore("1", "ok \xFF", &out), "invalid UTF-8 byte 0xFF at byte 4");
     CU_ASSERT_PTR_NULL(out);
+}
+
+/* Training's tags (shuffle != 0): the numbers of a pair get a permutation of the tags, the same
+ * on both sides and for the same key; over many keys each tag is number 0's about as often. */
+static void test_number_tags_shuffled(void) {
+    const char *src = "1 22 333 4444 5", *tgt = "4444 et 1, 5";
+    int first[DS_NUMTAG_MAX] = {0};
+    for (uint64_t key = 1; key <= 4000; key++) {
+        char *a = NULL, *b = NULL, *again = NULL;
+        TG_OK(ds_numtag_source(src, key, &a));
+        TG_OK(ds_numtag_target(src, tgt, key, &b));
+        TG_OK(ds_numtag_source(src, key, &again));
+        if (!a || !b || !again) break;
+        CU_ASSERT_STRING_EQUAL(a, again);
+        /* a = "Ta Tb Tc Td 5" with a, b, c, d distinct tags; b = "Td et Ta, 5" */
+        int t[4];
+        for (int j = 0; j < 4; j++) t[j] = (unsigned char)a[4 * j + 2] - 0x80;
+        CU_ASSERT(strlen(a) == 17 && !strcmp(a + 15, " 5"));
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                CU_ASSERT(t[i] >= 0 && t[i] < 4 && (i == j || t[i] != t[j]));
+        char want[32];
+        snprintf(want, sizeof want, "\xEE\x80%c et \xEE\x80%c, 5", 0x80 + t[3], 0x80 + t[0]);
+        CU_ASSERT_STRING_EQUAL(b, want);
+        first[t[0]]++;
+        free(a), free(b), free(again);
+    }
+    for (int j = 0; j < DS_NUMTAG_MAX; j++)
+        if (first[j] < 850 || first[j] > 1150)
+            TG_FAIL("tag %d first %d times of 4000", j, first[j]);
+    /* key 0 is the order: what a sentence to translate gets */
+    char *a = NULL;
+    TG_OK(ds_numtag_source(src, 0, &a));
+    if (a) CU_ASSERT_STRING_EQUAL(a, T0 " " T1 " " T2 " " T3 " 5");
+    free(a);
 }
 
 int main(void) {
@@ -337,6 +372,8 @@ int main(void) {
         {"French detokenization: spacing, capitals, <unk>, UTF-8", test_detokenize},
         {"sentences of a typed line: marks, abbreviations, initials, quotes", test_sentences},
         {"number tags: source, target, restore; limits, stray tags, bad input", test_number_tags},
+        {"number tags shuffled for training: a permutation, the same for a key, each tag as often",
+         test_number_tags_shuffled},
         CU_TEST_INFO_NULL,
     };
     return tg_test_main("datasets_text", tests);

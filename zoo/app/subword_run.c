@@ -168,15 +168,11 @@ fail:
 }
 
 /* Side `which` of pair p as the model reads it, normalized (ds_text_normalize); with number
- * tags (datasets/text.h), the source's digit runs and the target's copies of them as tags.
- * *out malloc'd. 0 or -1. */
+ * tags, as ds_fra_tagged gives it (the tags of the pair's encoding). *out malloc'd. 0 or -1. */
 static int pair_text(const ds_fra *d, ds_side which, int64_t p, bool tags, char **out) {
-    const char *src = ds_fra_raw(d, DS_SRC, p, NULL), *text = ds_fra_raw(d, which, p, NULL);
     char *tagged = NULL;
-    if (tags &&
-        (which == DS_SRC ? ds_numtag_source(src, &tagged) : ds_numtag_target(src, text, &tagged)))
-        return -1;
-    int rc = ds_text_normalize(tagged ? tagged : text, out);
+    if (tags && ds_fra_tagged(d, which, p, &tagged)) return -1;
+    int rc = ds_text_normalize(tagged ? tagged : ds_fra_raw(d, which, p, NULL), out);
     free(tagged);
     return rc;
 }
