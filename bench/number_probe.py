@@ -8,8 +8,8 @@ counts, prices, room and bus numbers: integers, no decimals, no times of day), t
 with `transformer_nmt translate`, and counts, per sentence, by the digit strings of the output:
 
   copied  the output's digit strings are the source's (as a multiset)
-  wrong   the output has a digit string the source does not (a number changed)
-  dropped no digit string at all (the number spelled out in words, or lost)
+  wrong   the output has a digit string the source does not, or more often (a number changed)
+  dropped else: a source number missing, none made up (spelled out in words, or lost)
 
 usage: bench/number_probe.py BINARY CHECKPOINT [N [SEED]] [--two] [-- translate flags...]
   N sentences (default 300) from SEED (default 1); prints the three counts and the first wrong
@@ -17,6 +17,7 @@ usage: bench/number_probe.py BINARY CHECKPOINT [N [SEED]] [--two] [-- translate 
   (copied: the output's digit strings are exactly the two). Deterministic for N and SEED.
 """
 import random
+from collections import Counter
 import re
 import subprocess
 import sys
@@ -98,13 +99,13 @@ def main():
         sys.exit(f"expected {n} translations, got {len(outputs)}")
     copied, wrong, dropped = 0, [], []
     for (src, numbers), hyp in zip(probe, outputs):
-        found = re.findall(r"\d+", hyp)
-        if sorted(found) == numbers:
+        found = Counter(re.findall(r"\d+", hyp))
+        if found == Counter(numbers):
             copied += 1
-        elif not found:
-            dropped.append((src, hyp))
-        else:
+        elif found - Counter(numbers):  # a digit string the source lacks, or once too often
             wrong.append((src, hyp))
+        else:
+            dropped.append((src, hyp))
     print(f"{n} sentences: copied {copied} ({100 * copied / n:.1f}%), wrong {len(wrong)} "
           f"({100 * len(wrong) / n:.1f}%), dropped {len(dropped)} "
           f"({100 * len(dropped) / n:.1f}%)")
