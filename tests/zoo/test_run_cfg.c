@@ -87,6 +87,7 @@ static void test_preset(void) {
     CU_ASSERT_EQUAL(m->heads, 8);
     CU_ASSERT(m->share_embeddings);
     CU_ASSERT(r.cfg.vocab.split_digits);
+    CU_ASSERT(r.cfg.vocab.number_tags);
     CU_ASSERT_EQUAL(r.cfg.data.batch_tokens, 1024);
     CU_ASSERT_EQUAL(r.cfg.recipe.schedule, ZOO_SCHEDULE_LINEAR);
     CU_ASSERT_EQUAL(r.cfg.recipe.warmup, 1600);

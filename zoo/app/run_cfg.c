@@ -335,6 +335,7 @@ static const preset_value FULL[] = {
     {"vocab-size", "8000"},
     {"vocab-share", "joint"},
     {"split-digits", "1"},
+    {"number-tags", "1"},
 };
 /* clang-format on */
 
