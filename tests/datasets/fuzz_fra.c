@@ -1,5 +1,5 @@
 /* tests/datasets/fuzz_fra.c -- libFuzzer harness for the reader, the tokenizer, the
- * lowercasing, the vocabulary parser and the metrics. Built and run by run_fuzz.sh:
+ * lowercasing, the vocabulary parser, the metrics and the number tags. Built and run by run_fuzz.sh:
  *
  *     tests/datasets/run_fuzz.sh 60        # seconds
  *
@@ -14,6 +14,7 @@
 
 #include "datasets/fra_eng.h"
 #include "datasets/metrics.h"
+#include "datasets/text.h"
 #include "datasets/unicode.h"
 #include "datasets/vocab.h"
 
@@ -135,6 +136,33 @@ static void fuzz_metrics(const char *a, const char *b) {
         CHECK(s == 0.0 || fabs(s - 100.0) < 1e-9);
 }
 
+/* Number tags (datasets/text.h) of src and its "translation" tgt: valid UTF-8 out, never longer
+ * than 3 bytes a byte in; a source's tags in order restored give the source back, less the tag
+ * characters it held. */
+static void fuzz_numtags(const char *src, const char *tgt, uint64_t key) {
+    char *s = NULL, *t = NULL, *back = NULL;
+    int rc = ds_numtag_source(src, 0, &s);
+    check_status(rc);
+    if (rc) return;
+    CHECK(valid_utf8(s, strlen(s)) && strlen(s) <= 3 * strlen(src));
+    CHECK(ds_numtag_restore(src, s, &back) == 0);
+    size_t k = 0, n = strlen(src);
+    char *plain = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *u = (const unsigned char *)src + i;
+        if (i + 2 < n && u[0] == 0xEE && u[1] == 0x80 && u[2] >= 0x80 &&
+            u[2] < 0x80 + DS_NUMTAG_MAX)
+            i += 2;
+        else plain[k++] = src[i];
+    }
+    plain[k] = '\0';
+    CHECK(strcmp(back, plain) == 0);
+    rc = ds_numtag_target(src, tgt, key, &t);
+    check_status(rc);
+    if (!rc) CHECK(valid_utf8(t, strlen(t)) && strlen(t) <= 3 * strlen(tgt));
+    free(s), free(t), free(back), free(plain);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     uint8_t ctl = data[0];
@@ -209,7 +237,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a[h] = 0;
     memcpy(b, text + h, n - h);
     b[n - h] = 0;
-    if (strlen(a) == h && strlen(b) == n - h) fuzz_metrics(a, b);
+    if (strlen(a) == h && strlen(b) == n - h) {
+        fuzz_metrics(a, b);
+        fuzz_numtags(a, b, ctl);
+    }
     free(a);
     free(b);
     return 0;
