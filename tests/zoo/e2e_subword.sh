@@ -143,6 +143,11 @@ check "resume: --number-tags 0 refused" run 2 train "${common[@]}" --epochs 2 --
 check "  message" has err -- "--number-tags 0 differs from the checkpoint.s 1: it cannot change on --resume"
 check "resume without tags: --number-tags 1 refused" run 2 train "${common[@]}" --epochs 5 --checkpoint "$ck" --resume --number-tags 1
 check "  message" has err -- "--number-tags 1 differs from the checkpoint.s 0"
+cp "$nt" "$dir/tags2.safetensors"
+check "average keeps the tags" run 0 average --out "$dir/tags_avg.safetensors" "$nt" "$dir/tags2.safetensors"
+check "  recorded" test "$(st_meta "$dir/tags_avg.safetensors" vocab.number_tags)" = 1
+check "average with an untagged run refused" run 1 average --out "$dir/tags_avg2.safetensors" "$nt" "$ck"
+check "  message" has err "its vocab.number_tags is absent, .*s .1.: only checkpoints of one run are averaged"
 
 # one model per language
 check "train --vocab-share separate" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --vocab-share separate --epochs 1 --checkpoint "$dir/sep.safetensors"

@@ -126,7 +126,8 @@ static int same_run(const nn_ckpt *a, const nn_ckpt *b) {
     if (same_meta(a, b, "tapegrad.model", NULL) ||
         same_meta(a, b, "vocab.src", "source vocabulary") ||
         same_meta(a, b, "vocab.tgt", "target vocabulary") ||
-        same_meta(a, b, "vocab.src_model", NULL) || same_meta(a, b, "vocab.tgt_model", NULL))
+        same_meta(a, b, "vocab.src_model", NULL) || same_meta(a, b, "vocab.tgt_model", NULL) ||
+        same_meta(a, b, "vocab.number_tags", NULL))
         return -1;
     const nn_ckpt *both[2] = {a, b};
     for (int k = 0; k < 2; k++) /* config.* keys of either */
@@ -218,7 +219,8 @@ static int write_average(const nn_ckpt *first, const zoo_loaded *l, const avg_in
             const char *key, *value;
             if (!nn_ckpt_meta_at(first, i, &key, &value) &&
                 (!strncmp(key, "data.", 5) || !strcmp(key, "vocab.src_model") ||
-                 !strcmp(key, "vocab.tgt_model"))) /* and the subword models, as they are */
+                 !strcmp(key, "vocab.tgt_model") || !strcmp(key, "vocab.number_tags")))
+                /* and the subword models and their number tags, as they are */
                 rc = nn_ckpt_set_meta(out, key, value);
         }
         if (!rc) rc = nn_ckpt_save(out, path);
