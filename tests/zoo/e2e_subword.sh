@@ -146,8 +146,13 @@ check "  message" has err -- "--number-tags 1 differs from the checkpoint.s 0"
 cp "$nt" "$dir/tags2.safetensors"
 check "average keeps the tags" run 0 average --out "$dir/tags_avg.safetensors" "$nt" "$dir/tags2.safetensors"
 check "  recorded" test "$(st_meta "$dir/tags_avg.safetensors" vocab.number_tags)" = 1
-check "average with an untagged run refused" run 1 average --out "$dir/tags_avg2.safetensors" "$nt" "$ck"
-check "  message" has err "its vocab.number_tags is absent, .*s .1.: only checkpoints of one run are averaged"
+# (50 pairs without a digit: the same subword model with and without tags)
+few=(--data "$data" --num-examples 50 --num-steps 16 --log-every 0 --shards 1 --vocab subword --vocab-size 400 --epochs 1)
+check "average with an untagged run: a tagged run of 50 pairs" run 0 train "${few[@]}" --number-tags 1 --checkpoint "$dir/few_tags.safetensors"
+check "  (its untagged twin)" run 0 train "${few[@]}" --checkpoint "$dir/few.safetensors"
+check "  same subword model" test "$(st_meta "$dir/few.safetensors" vocab.src_model)" = "$(st_meta "$dir/few_tags.safetensors" vocab.src_model)"
+check "  refused" run 1 average --out "$dir/tags_avg2.safetensors" "$dir/few_tags.safetensors" "$dir/few.safetensors"
+check "  message" has err "few.safetensors: its vocab.number_tags is absent, .*few_tags.safetensors.s .1.: only checkpoints of one run are averaged"
 
 # one model per language
 check "train --vocab-share separate" run 0 train "${common[@]}" --vocab subword --vocab-size 500 --vocab-share separate --epochs 1 --checkpoint "$dir/sep.safetensors"
