@@ -65,7 +65,7 @@ int zoo_translate_attention(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
     if (!rc)
         rc = zoo__greedy(m, t, NULL, ids, &len, 1, Ts, bos, eos, num_steps, res, &n, record_hook,
                          rec);
-    if (!rc) rc = zoo__ids_to_text(tgt_vocab, res, n, sentence, out);
+    if (!rc) rc = ds_decode_translation(tgt_vocab, res, (size_t)n, sentence, out);
     rec->src_steps = Ts;
     if (!rc) {
         rec->src_tokens = calloc((size_t)Ts, sizeof *rec->src_tokens);

@@ -76,9 +76,6 @@ int zoo__greedy(zoo_model *m, ag_tape *t, nn_packs *packs, const int32_t *src,
 /* A sentence as d2l's predict encodes it: ids (num_steps), *len its valid length. 0 or -1. */
 int zoo__encode_sentence(const ds_vocab *v, const char *sentence, int num_steps, int32_t *ids,
                          int32_t *len);
-/* n ids, the translation of `source` (the sentence given to zoo__encode_sentence), as text
- * into *out (malloc'd, caller frees): ds_decode_translation. 0 or -1. */
-int zoo__ids_to_text(const ds_vocab *v, const int32_t *ids, int n, const char *source, char **out);
 
 #ifdef __cplusplus
 }

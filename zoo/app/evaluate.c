@@ -102,7 +102,7 @@ int zoo_evaluate_beam(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                      : zoo_greedy(m, t, src, len, B, T, bos, eos, T, out, out_len);
         for (int b = 0; !rc && b < B; b++) {
             char *hyp = NULL;
-            rc = zoo__ids_to_text(tgt_vocab, out + (size_t)b * T, out_len[b],
+            rc = ds_decode_translation(tgt_vocab, out + (size_t)b * T, (size_t)out_len[b],
                                   ds_fra_raw(data, DS_SRC, pairs[at + b], NULL), &hyp);
             if (!rc) rc = score_one(data, pairs[at + b], hyp, subword, &st, lines);
             free(hyp);

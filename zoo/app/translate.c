@@ -11,10 +11,6 @@ int zoo__encode_sentence(const ds_vocab *v, const char *sentence, int num_steps,
     return 0;
 }
 
-int zoo__ids_to_text(const ds_vocab *v, const int32_t *ids, int n, const char *source, char **out) {
-    return ds_decode_translation(v, ids, (size_t)n, source, out);
-}
-
 int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                         const ds_vocab *tgt_vocab, const char *const *sentences, int n,
                         int num_steps, int beam, double alpha, char **outs) {
@@ -37,7 +33,8 @@ int zoo_translate_batch(zoo_model *m, ag_tape *t, const ds_vocab *src_vocab,
                      ? zoo_beam_search(m, t, src, len, B, T, bos, eos, T, beam, alpha, res, res_len)
                      : zoo_greedy(m, t, src, len, B, T, bos, eos, T, res, res_len);
         for (int b = 0; !rc && b < B; b++)
-            rc = zoo__ids_to_text(tgt_vocab, res + (size_t)b * T, res_len[b], sentences[at + b],
+            rc = ds_decode_translation(tgt_vocab, res + (size_t)b * T, (size_t)res_len[b],
+                                       sentences[at + b],
                                   &outs[at + b]);
     }
     for (int i = 0; rc && i < n; i++) {
