@@ -29,25 +29,24 @@
  * lanes; per pair q, two loads of B's panel and, for each row, a broadcast word of A into two
  * vdpbf16ps (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo).
  * AMX micro-kernel (32 x 32): C in four 16 x 16 float32 tiles; per 16 pairs of k, two tiles of
- * A (16 rows of 16 pairs: A is packed row by row for it, a row's pairs contiguous) and two of B
- * (B's usual NR-wide panel, 16 pairs of 16 columns: the layout tdpbf16ps reads), four
- * tdpbf16ps. Panels hold a multiple of 16 pairs (zero past k). Each thread loads the tile
- * configuration before its row blocks and releases it after.
+ * A (16 rows of 16 pairs: A is packed tile by tile for it, each tile 1 KB in one piece) and two
+ * of B (B's usual NR-wide panel, 16 pairs of 16 columns: the layout tdpbf16ps reads), four
+ * tdpbf16ps, the loads of the next step's tiles between them; it prefetches the next tile's C
+ * while it multiplies. Panels hold a multiple of 16 pairs (zero past k). Each thread loads the
+ * tile configuration before its row blocks and releases it after.
  * On a CPU without the instructions (or with TG_BF16_KERNEL=emulated, ag_bf16_emulate,
  * ag_bf16_set_kernel) a portable kernel computes the same chain with ag_bf16_fma (ag_op.h: the
  * instruction's step in C) on the same packed panels -- for AMX, the kernel's own code on tiles
- * in memory (gemm_bf16_amx.c) -- the same bits
- * (tests/autograd/test_gemm_bf16.c), much more slowly. The native kernels pack with the CPU's
- * conversion, 16 or 32 values at a time, a layout that crosses k by 16 x 16 transposes in
- * registers; the portable ones round in C (ag_bf16_round; the same words, test_gemm_bf16).
+ * in memory (gemm_bf16_amx.c) -- the same bits (test_gemm_bf16.c), much more slowly. The
+ * native kernels pack with the CPU's conversion, 16 or 32 values at a time (a layout that
+ * crosses k by 16 x 16 transposes in registers); the portable ones round in C (the same words).
  *
- * nn's bf16 inference product (nn/quant_bf16.c) shares the rounding (ag_bf16_round) and the
- * step (ag_bf16_fma), hence its bits, with this file, not the AVX512-BF16 kernel: this one packs
- * both operands at every call, A in 12-row panels and B in 32-column ones, for a 12 x 32 tile of
- * 24 accumulators, which pays for training's products of hundreds of rows; inference packs its
- * weight once, in 16-channel blocks, and reads the activations in place with tiles of 1 to 8
- * rows, because a decoding step has few rows (a beam of 4, a handful of sentences), where a
- * 12-row tile would mostly compute padding and packing A would add a pass over x. */
+ * nn's bf16 inference product (nn/quant_bf16.c) shares the rounding and the step (hence its
+ * bits) with this file, not the kernels: these pack both operands at every call, which pays for
+ * training's products of hundreds of rows; inference packs its weight once, in 16-channel
+ * blocks, and reads the activations in place with tiles of 1 to 8 rows, because a decoding step
+ * has few rows (a beam of 4, a handful of sentences), where a 12-row tile would mostly compute
+ * padding and packing A would add a pass over x. */
 #include "autograd/ag_cpu.h"
 #include "autograd/ag_internal.h"
 #include "autograd/gemm_bf16_internal.h"
@@ -275,33 +274,41 @@ pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
         return;
     }
     const int padded = (lines + R - 1) / R * R;
-    for (int r = 0; r < padded;) { /* 16 lines, or to the end of r's panel; its pairs in order */
-        const int in_panel = R - r % R, n = in_panel < 16 ? in_panel : 16;
-        uint32_t *d = dst + (ptrdiff_t)(r / R) * kpp * R + r % R;
-        for (int q = 0; q < kp; q++)
-            _mm512_mask_storeu_epi32(d + q * R, upto(n), pair_across(src, ps, r, lines, q, kc));
-        r += n;
-    }
+    /* pair q's two rows of the source read in order, 16 lines (or to the end of r's panel) at a
+     * time */
+    for (int q = 0; q < kp; q++)
+        for (int r = 0; r < padded;) {
+            const int in_panel = R - r % R, n = in_panel < 16 ? in_panel : 16;
+            _mm512_mask_storeu_epi32(dst + (ptrdiff_t)(r / R) * kpp * R + r % R + q * R, upto(n),
+                                     pair_across(src, ps, r, lines, q, kc));
+            r += n;
+        }
     zero_pad_pairs(R, lines, kp, kpp, dst);
 }
 #endif
 
 typedef void (*bf16_packer)(int, int, int, const float *, ptrdiff_t, ptrdiff_t, int, uint32_t *);
 
-/* A's block for the AMX kernels, row by row: row i's pairs at dst + i kpp (a tile of A is 16
- * rows of 16 pairs), rows up to a multiple of R and pairs from kp to kpp zero. Packed panel by
- * panel with `block` (pack_block or pack_block_avx512: the same words), then transposed. */
+/* A's block for the AMX kernels, tile by tile: in each panel of AMX_MR rows, 16 pairs of k
+ * at a time, the panel's rows' 16 pairs in turn (64 bytes each), so that each tile of A the
+ * kernel loads (16 rows x 16 pairs) is 1 KB in one piece, and a panel's tiles follow each
+ * other in the order it loads them. Row r's pairs q .. q + 15 (q a multiple of 16) start at
+ * dst + tiled(r, q, kpp). Rows up to a multiple of AMX_MR and pairs from kp to kpp zero. */
+static ptrdiff_t tiled(int r, int q, int kpp) {
+    return (ptrdiff_t)(r / AMX_MR) * AMX_MR * kpp + (ptrdiff_t)q * AMX_MR + (r % AMX_MR) * 16;
+}
+
+/* The tiled A with `block` (pack_block or pack_block_avx512: the same words), panel by panel,
+ * then transposed. R = AMX_MR. */
 static void pack_rows_with(bf16_packer block, int R, int lines, int kc, const float *src,
                            ptrdiff_t ls, ptrdiff_t ps, int kpp, uint32_t *restrict dst) {
     const int kp = (kc + 1) / 2;
     _Alignas(64) uint32_t panel[AMX_MR * (KC / 2)];
     for (int r0 = 0; r0 < lines; r0 += R) {
         block(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps, kp, panel);
-        for (int r = 0; r < R; r++) {
-            uint32_t *row = dst + (ptrdiff_t)(r0 + r) * kpp;
-            for (int q = 0; q < kp; q++) row[q] = panel[q * R + r];
-            for (int q = kp; q < kpp; q++) row[q] = 0;
-        }
+        for (int r = 0; r < R; r++)
+            for (int q = 0; q < kpp; q++)
+                dst[tiled(r0 + r, q & ~15, kpp) + (q & 15)] = q < kp ? panel[q * R + r] : 0;
     }
 }
 
@@ -321,20 +328,20 @@ pack_rows_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdi
     const int padded = (lines + R - 1) / R * R;
     if (ps == 1) {
         for (int r = 0; r < padded; r++)
-            for (int q = 0; q < kpp; q += 16)
-                _mm512_storeu_si512(dst + (ptrdiff_t)r * kpp + q,
-                                    r < lines ? words32(src + r * ls, 2 * q, kc)
-                                              : _mm512_setzero_si512());
+            for (int q = 0; q < kpp; q += 16) {
+                const __m512i w =
+                    r < lines ? words32(src + r * ls, 2 * q, kc) : _mm512_setzero_si512();
+                _mm512_storeu_si512(dst + tiled(r, q, kpp), w);
+            }
         return;
     }
     if (ls == 1 && padded % 16 == 0) {
-        for (int r = 0; r < padded; r += 16)
-            for (int q0 = 0; q0 < kpp; q0 += 16) {
+        for (int q0 = 0; q0 < kpp; q0 += 16) /* 32 rows of the source, along them */
+            for (int r = 0; r < padded; r += 16) {
                 __m512i v[16];
                 for (int i = 0; i < 16; i++) v[i] = pair_across(src, ps, r, lines, q0 + i, kc);
                 transpose16(v);
-                for (int i = 0; i < 16; i++)
-                    _mm512_storeu_si512(dst + (ptrdiff_t)(r + i) * kpp + q0, v[i]);
+                for (int i = 0; i < 16; i++) _mm512_storeu_si512(dst + tiled(r + i, q0, kpp), v[i]);
             }
         return;
     }
@@ -349,7 +356,8 @@ pack_rows_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdi
  * panel (pair q of row i at a[q MR + i]); B: an NR-line panel (pair q of column j at
  * b[q NR + j]). */
 static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
-                            bool load) {
+                            bool load, const float *cn) {
+    (void)cn;
     float acc[NR];
     for (int i = 0; i < MR; i++) {
         for (int j = 0; j < NR; j++) acc[j] = load ? c[i * rsc + j] : 0.0f;
@@ -366,8 +374,9 @@ static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float 
 
 #if AG_CPU_X86_KERNELS
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
-kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
-                  bool load) {
+kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc, bool load,
+                  const float *cn) {
+    (void)cn;
     __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++) {
@@ -392,7 +401,8 @@ kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdif
 }
 #endif
 
-typedef void (*bf16_kernel)(int, const uint32_t *, const uint32_t *, float *, ptrdiff_t, bool);
+typedef void (*bf16_kernel)(int, const uint32_t *, const uint32_t *, float *, ptrdiff_t, bool,
+                            const float *);
 
 /* ---- the kernels, and the one in use ---- */
 
@@ -505,12 +515,13 @@ void ag__bf16_scratch_free(void) {
 }
 
 /* One tile of C (mr x nr at c): in place when whole with contiguous columns, else through a
- * zero-padded copy (the padded lanes are computed and dropped). */
+ * zero-padded copy (the padded lanes are computed and dropped). cn: the next tile's C, to
+ * prefetch (whole, in place), or NULL. */
 static void tile(const bf16_job *j, const uint32_t *ap, const uint32_t *bp, float *c, int mr,
-                 int nr) {
+                 int nr, const float *cn) {
     const int MT = j->k->mr, NT = j->k->nr;
     if (mr == MT && nr == NT && j->csc == 1) {
-        j->k->kern(j->kpp, ap, bp, c, j->rsc, j->load);
+        j->k->kern(j->kpp, ap, bp, c, j->rsc, j->load, cn);
         return;
     }
     float t[AMX_MR * AMX_NR];
@@ -518,7 +529,7 @@ static void tile(const bf16_job *j, const uint32_t *ap, const uint32_t *bp, floa
         for (int i = 0; i < MT; i++)
             for (int jj = 0; jj < NT; jj++)
                 t[i * NT + jj] = i < mr && jj < nr ? c[i * j->rsc + jj * j->csc] : 0.0f;
-    j->k->kern(j->kpp, ap, bp, t, NT, j->load);
+    j->k->kern(j->kpp, ap, bp, t, NT, j->load, NULL);
     for (int i = 0; i < mr; i++)
         for (int jj = 0; jj < nr; jj++) c[i * j->rsc + jj * j->csc] = t[i * NT + jj];
 }
@@ -537,9 +548,14 @@ static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
         for (int jr = 0; jr < j->nc; jr += NT) {
             const uint32_t *bp = j->bpack + (ptrdiff_t)jr * j->kpp;
             const int nr = j->nc - jr < NT ? j->nc - jr : NT;
-            for (int ir = 0; ir < mc; ir += MT)
+            for (int ir = 0; ir < mc; ir += MT) {
+                /* the tile after this one: the next rows, else the next panel's first */
+                const int in = ir + MT < mc ? ir + MT : 0, jn = ir + MT < mc ? jr : jr + NT;
+                const bool whole = in + MT <= mc && jn + NT <= j->nc && j->csc == 1;
                 tile(j, apack_buf + (ptrdiff_t)ir * j->kpp, bp,
-                     j->c + (i0 + ir) * j->rsc + jr * j->csc, mc - ir < MT ? mc - ir : MT, nr);
+                     j->c + (i0 + ir) * j->rsc + jr * j->csc, mc - ir < MT ? mc - ir : MT, nr,
+                     whole ? j->c + (i0 + in) * j->rsc + jn : NULL);
+            }
         }
     }
 #if AG_CPU_X86_KERNELS

@@ -13,19 +13,29 @@
 #include <immintrin.h>
 #endif
 
+#define AMX_MR AG_AMX_MR
 #define AMX_NR AG_AMX_NR
 #define AMX_PAIRS AG_AMX_PAIRS
 
 /* The AMX micro-kernel, C (32 x 32) [+]= A B: C0 C1 / C2 C3 = (A0 / A1) (B0 B1), 16 pairs of k
  * a step, on tiles 0-3 (C), 4-5 (A), 6-7 (B) of 16 rows x 64 bytes, through the operations
- * ZERO(t), LOAD(t, p, stride), DP(c, a, b) (c += a b) and STORE(t, p, stride), strides in
- * bytes (the layouts of gemm_bf16_internal.h). One body for the AMX instructions and for their
- * emulation, so that the emulation tests the kernel's tiles, loads and stores on any CPU. */
-#define AMX_KERNEL_BODY(ZERO, LOAD, DP, STORE)                                                     \
+ * ZERO(t), LOAD(t, p, stride), DP(c, a, b) (c += a b), STORE(t, p, stride), strides in bytes
+ * (the layouts of gemm_bf16_internal.h), and PREFETCH(p) (a cache line about to be written).
+ * While it multiplies, it prefetches the next tile of C (cn, rows rsc apart; none if NULL),
+ * a share of its 32 rows at each step: a C wider than the caches (the output layer's logits)
+ * is otherwise read for ownership line by line at the stores, which then stall the kernel.
+ * A tile register is not renamed (a load into it waits for the products that read it), so the
+ * next step's A0 and B0 are loaded as soon as their last product of this step has issued, and
+ * A1, B1 between this step's first products: loads overlap products. Each tile of C gets its
+ * products in the order of k, so the order of the instructions changes no bit.
+ * One body for the AMX instructions and for their emulation, so that the emulation tests the
+ * kernel's tiles, loads and stores on any CPU. */
+#define AMX_KERNEL_BODY(ZERO, LOAD, DP, STORE, PREFETCH)                                           \
     do {                                                                                           \
-        const size_t sc = (size_t)rsc * sizeof *c, sa = (size_t)kp * sizeof *a,                    \
+        const size_t sc = (size_t)rsc * sizeof *c, sa = AMX_PAIRS * sizeof *a,                     \
                      sb = AMX_NR * sizeof *b;                                                      \
         float *c2 = c + 16 * rsc;                                                                  \
+        const int steps = kp / AMX_PAIRS, per = steps ? (AMX_MR + steps - 1) / steps : 0;          \
         if (load) {                                                                                \
             LOAD(0, c, sc);                                                                        \
             LOAD(1, c + 16, sc);                                                                   \
@@ -37,15 +47,25 @@
             ZERO(2);                                                                               \
             ZERO(3);                                                                               \
         }                                                                                          \
+        if (kp > 0) {                                                                              \
+            LOAD(4, a, sa);                                                                        \
+            LOAD(6, b, sb);                                                                        \
+        }                                                                                          \
         for (int q = 0; q < kp; q += AMX_PAIRS) {                                                  \
-            LOAD(4, a + q, sa);                                                                    \
-            LOAD(5, a + 16 * (ptrdiff_t)kp + q, sa);                                               \
-            LOAD(6, b + q * AMX_NR, sb);                                                           \
+            const bool more = q + AMX_PAIRS < kp;                                                  \
             LOAD(7, b + q * AMX_NR + 16, sb);                                                      \
             DP(0, 4, 6);                                                                           \
+            LOAD(5, a + q * AMX_MR + 16 * AMX_PAIRS, sa);                                          \
             DP(1, 4, 7);                                                                           \
             DP(2, 5, 6);                                                                           \
+            if (more) LOAD(4, a + (q + AMX_PAIRS) * AMX_MR, sa);                                   \
             DP(3, 5, 7);                                                                           \
+            if (more) LOAD(6, b + (q + AMX_PAIRS) * AMX_NR, sb);                                   \
+            for (int r = q / AMX_PAIRS * per; cn && r < (q / AMX_PAIRS + 1) * per && r < AMX_MR;   \
+                 r++) {                                                                            \
+                PREFETCH(cn + r * rsc);                                                            \
+                PREFETCH(cn + r * rsc + 16);                                                       \
+            }                                                                                      \
         }                                                                                          \
         STORE(0, c, sc);                                                                           \
         STORE(1, c + 16, sc);                                                                      \
@@ -99,12 +119,13 @@ static void soft_store(const soft_tile *t, void *p, size_t stride) {
 #define SOFT_LOAD(t, p, stride) soft_load(&tm[t], p, stride)
 #define SOFT_DP(c, a, b) soft_dpbf16ps(&tm[c], &tm[a], &tm[b])
 #define SOFT_STORE(t, p, stride) soft_store(&tm[t], p, stride)
+#define SOFT_PREFETCH(p) (void)(p)
 
 /* The AMX kernel on tiles in memory: its bits, on any CPU. */
 void ag__bf16_kernel_amx_emulated(int kp, const uint32_t *a, const uint32_t *b, float *c,
-                                  ptrdiff_t rsc, bool load) {
+                                  ptrdiff_t rsc, bool load, const float *cn) {
     soft_tile tm[8];
-    AMX_KERNEL_BODY(SOFT_ZERO, SOFT_LOAD, SOFT_DP, SOFT_STORE);
+    AMX_KERNEL_BODY(SOFT_ZERO, SOFT_LOAD, SOFT_DP, SOFT_STORE, SOFT_PREFETCH);
 }
 
 #if AG_CPU_X86_KERNELS
@@ -124,10 +145,12 @@ static const amx_config AMX_CONFIG = {
 __attribute__((target("amx-tile"))) void ag__bf16_amx_begin(void) { _tile_loadconfig(&AMX_CONFIG); }
 __attribute__((target("amx-tile"))) void ag__bf16_amx_end(void) { _tile_release(); }
 
+#define PREFETCHW(p) __builtin_prefetch(p, 1, 3)
+
 /* The AMX kernel on the CPU's tiles; the calling thread has loaded AMX_CONFIG. */
-__attribute__((target("amx-tile,amx-bf16"))) void ag__bf16_kernel_amx(int kp, const uint32_t *a,
-                                                                      const uint32_t *b, float *c,
-                                                                      ptrdiff_t rsc, bool load) {
-    AMX_KERNEL_BODY(_tile_zero, _tile_loadd, _tile_dpbf16ps, _tile_stored);
+__attribute__((target("amx-tile,amx-bf16,prfchw"))) void
+ag__bf16_kernel_amx(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc,
+                    bool load, const float *cn) {
+    AMX_KERNEL_BODY(_tile_zero, _tile_loadd, _tile_dpbf16ps, _tile_stored, PREFETCHW);
 }
 #endif
