@@ -61,8 +61,8 @@
             if (more) LOAD(4, a + (q + AMX_PAIRS) * AMX_MR, sa);                                   \
             DP(3, 5, 7);                                                                           \
             if (more) LOAD(6, b + (q + AMX_PAIRS) * AMX_NR, sb);                                   \
-            for (int r = q / AMX_PAIRS * per; cn && r < (q / AMX_PAIRS + 1) * per && r < AMX_MR;   \
-                 r++) {                                                                            \
+            const int r0 = cn ? q / AMX_PAIRS * per : AMX_MR; /* this step's rows of cn */         \
+            for (int r = r0; r < r0 + per && r < AMX_MR; r++) {                                    \
                 PREFETCH(cn + r * rsc);                                                            \
                 PREFETCH(cn + r * rsc + 16);                                                       \
             }                                                                                      \
