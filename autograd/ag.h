@@ -147,6 +147,17 @@ bool ag_bf16_native(void);
 void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread,
                      void (*fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end), void *ctx);
 
+/* ag_parallel_for for work whose results never depend on how [0, n) is cut (each index an
+ * independent output: a row of a product, a row of a softmax, a batch and head). Outside a task
+ * of ag_run_tasks it is ag_parallel_for(n, block, fn, ctx). Inside a task on two threads or
+ * more, where ag_parallel_for runs serially, [0, n) is cut into blocks of `block` indices (the
+ * last may be shorter) that the task's thread runs one at a time, and the call's threads that
+ * have run out of tasks take blocks too: a step whose shards end unevenly (a slower core, a
+ * longer shard) waits less for the last one. With fewer than two blocks it is fn(ctx, 0, n).
+ * Which thread runs a block changes no bit, as long as fn keeps to the rule above. */
+void ag_parallel_blocks(ptrdiff_t n, ptrdiff_t block,
+                        void (*fn)(void *ctx, ptrdiff_t begin, ptrdiff_t end), void *ctx);
+
 /* A task of ag_run_tasks: runs task `task` (0 to n - 1) on thread `thread` of the call (0: the
  * calling thread; 1 to ag_threads() - 1: the others; tasks running at the same time have
  * different threads, so per-thread state such as a tape can be indexed by it). Returns 0, or -1
@@ -165,7 +176,8 @@ typedef struct ag_task_result {
 /* Runs the n tasks fn(ctx, task, thread) on the engine's threads and returns when every one is
  * done: each task is taken whole by one thread, in order of index, by whichever thread is free
  * (the caller included), so results never depend on the number of threads as long as tasks only write state of
- * their own. Ops called inside a task run serially in its thread (as inside ag_parallel_for);
+ * their own. Ops called inside a task run serially in its thread (as inside ag_parallel_for),
+ * but for ag_parallel_blocks' blocks, which the call's threads whose tasks have ended may take;
  * with one task, or one thread, or when called from inside a region, the tasks simply run in
  * order in the caller. Once a task fails, no more tasks are taken (those taken run to their
  * end). Workers starved of CPU time take no task (the rule of ag_set_threads' pool: below 60%

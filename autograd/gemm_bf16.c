@@ -1,5 +1,5 @@
-/* gemm_bf16.c -- products with bfloat16 inputs and float32 accumulation (mixed precision), and
- * the engine's precision switch (ag_set_precision).
+/* gemm_bf16.c -- products with bfloat16 inputs and float32 accumulation (mixed precision); the
+ * precision switch (ag_set_precision) and bf16 rounding are in precision.c.
  *
  * ag_gemm_bf16: C (m x n) (+)= A (m x k) B (k x n), A and B rounded to bf16 while they are
  * packed, every sum in float32. Each element of C is a chain over k taken in pairs
@@ -68,42 +68,6 @@
 #define KC 256  /* multiple of 2 AMX_PAIRS: a pair, or a tile's 16, never straddles blocks */
 #define MC 96   /* multiple of MR and AMX_MR */
 #define NC 1024 /* multiple of NR and AMX_NR */
-
-/* ---- the precision switch ---- */
-
-static int precision = AG_FP32; /* read by ops, set between steps */
-
-int ag_set_precision(ag_precision p) {
-    if (p != AG_FP32 && p != AG_BF16)
-        return ag_error("ag_set_precision: unknown precision %d (expected AG_FP32 or AG_BF16)",
-                        (int)p);
-#ifdef TG_DOUBLE
-    if (p == AG_BF16)
-        return ag_error("ag_set_precision: AG_BF16 exists only in the float32 engine (this is "
-                        "the float64 one, for gradient checks)");
-#endif
-    precision = p;
-    return 0;
-}
-
-ag_precision ag_get_precision(void) { return (ag_precision)precision; }
-
-/* ---- bf16 rounding ---- */
-
-uint16_t ag_bf16_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u); /* 0, denormal: +-0 */
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* nearest, ties to even */
-}
-
-float ag_bf16_to_float(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 /* ---- packing ---- */
 
@@ -563,6 +527,23 @@ static void row_blocks(void *ctx, ptrdiff_t b0, ptrdiff_t b1) {
 #endif
 }
 
+/* Panels [p0, p1) of B's block (NR columns each, the last one may be short), into the
+ * caller's buffer (a helping thread has its own). */
+typedef struct bpack_job {
+    const bf16_job *j;
+    const float *b; /* B at (pc, jc) */
+    ptrdiff_t rsb, csb;
+    uint32_t *dst;
+} bpack_job;
+
+static void pack_b_panels(void *ctx, ptrdiff_t p0, ptrdiff_t p1) {
+    const bpack_job *p = ctx;
+    const bf16_job *j = p->j;
+    const int R = j->k->nr, c0 = (int)p0 * R, c1 = (int)p1 * R < j->nc ? (int)p1 * R : j->nc;
+    j->k->pack_b(R, c1 - c0, j->kc, p->b + c0 * p->csb, p->csb, p->rsb, j->kpp,
+                 p->dst + (ptrdiff_t)c0 * j->kpp);
+}
+
 int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b,
                  ptrdiff_t rsb, ptrdiff_t csb, float beta, float *c, ptrdiff_t rsc, ptrdiff_t csc) {
     if (m < 0 || n < 0 || k < 0 || (beta != 0 && beta != 1))
@@ -589,11 +570,13 @@ int ag_gemm_bf16(int m, int n, int k, const float *a, ptrdiff_t rsa, ptrdiff_t c
         for (int pc = 0; pc == 0 || pc < k; pc += KC) {
             j.kc = k - pc < KC ? k - pc : KC;
             j.kpp = ((j.kc + 1) / 2 + P - 1) / P * P;
-            j.k->pack_b(j.k->nr, j.nc, j.kc, b + pc * rsb + jc * csb, csb, rsb, j.kpp, bpack_buf);
+            bpack_job pj = {&j, b + pc * rsb + jc * csb, rsb, csb, bpack_buf};
+            const int R = j.k->nr; /* panels of at least 64K values a thread */
+            ag_parallel_blocks((j.nc + R - 1) / R, 65536 / (R * j.kc + 1) + 1, pack_b_panels, &pj);
             j.a = a + pc * csa;
             j.load = beta != 0 || pc > 0;
             const double work = (double)m * j.nc * j.kc;
-            ag_parallel_for(nblocks, work >= (1 << 21) ? 1 : nblocks, row_blocks, &j);
+            ag_parallel_blocks(nblocks, work >= (1 << 21) ? 1 : nblocks, row_blocks, &j);
         }
     }
     return 0;

@@ -417,6 +417,66 @@ void ag_parallel_for(ptrdiff_t n, ptrdiff_t min_per_thread, range_fn fn, void *c
     region_end();
 }
 
+/* ---- blocks: regions whose cut changes nothing, shared with idle task threads ---- */
+
+/* A region of blocks started inside a task: its owner (the task's thread) and the call's
+ * threads that have run out of tasks claim its blocks one at a time. The slot's word holds the
+ * region: generation (24 bits, wrapping) | blocks (20 bits) | next block (20 bits); the other
+ * fields are stored before the word publishes them and change only once every block of the
+ * generation has finished. So a thread that read them between loading the word and a
+ * successful claim (a compare-exchange of that same word; within a generation next only grows,
+ * so the word does not come back) read the region it claimed from. */
+#define HGEN_OF(w) ((w) >> 40)
+#define HBLOCKS_OF(w) ((ptrdiff_t)(((w) >> 20) & 0xfffff))
+#define HNEXT_OF(w) ((ptrdiff_t)((w)&0xfffff))
+#define HMAX_BLOCKS 0xfffff
+
+typedef struct help_slot {
+    _Alignas(64) _Atomic uint64_t word;
+    _Atomic ptrdiff_t finished; /* blocks */
+    _Atomic ptrdiff_t n, block;
+    _Atomic(range_fn) fn;
+    _Atomic(void *) ctx;
+} help_slot;
+
+static help_slot help[256];              /* one per thread of a task region */
+static _Thread_local help_slot *my_help; /* the slot of the task this thread runs, or NULL */
+
+/* Claims and runs one block of slot h's region: false if none was left to claim. */
+static bool help_one(help_slot *h) {
+    uint64_t w = atomic_load(&h->word);
+    if (HNEXT_OF(w) >= HBLOCKS_OF(w)) return false;
+    range_fn fn = atomic_load(&h->fn);
+    void *ctx = atomic_load(&h->ctx);
+    ptrdiff_t n = atomic_load(&h->n), block = atomic_load(&h->block);
+    if (!atomic_compare_exchange_strong(&h->word, &w, w + 1)) return true; /* look again */
+    ptrdiff_t b = HNEXT_OF(w) * block, e = b + block < n ? b + block : n;
+    fn(ctx, b, e);
+    atomic_fetch_add(&h->finished, 1);
+    return true;
+}
+
+void ag_parallel_blocks(ptrdiff_t n, ptrdiff_t block, range_fn fn, void *ctx) {
+    if (block < 1) block = 1;
+    help_slot *h = my_help;
+    ptrdiff_t blocks = n > 0 ? (n - 1) / block + 1 : 0;
+    if (!h || blocks < 2 || blocks > HMAX_BLOCKS) {
+        ag_parallel_for(n, block, fn, ctx);
+        return;
+    }
+    uint64_t gen = (HGEN_OF(atomic_load(&h->word)) + 1) & 0xffffff;
+    atomic_store(&h->fn, fn);
+    atomic_store(&h->ctx, ctx);
+    atomic_store(&h->n, n);
+    atomic_store(&h->block, block);
+    atomic_store(&h->finished, 0);
+    atomic_store(&h->word, gen << 40 | (uint64_t)blocks << 20); /* publishes the fields above */
+    my_help = NULL; /* a region inside fn runs serially */
+    while (help_one(h)) {}
+    my_help = h;
+    while (atomic_load(&h->finished) < blocks) cpu_relax(); /* the blocks helpers claimed */
+}
+
 /* ---- tasks ---- */
 
 typedef struct task_job {
@@ -425,6 +485,8 @@ typedef struct task_job {
     void *ctx;
     ag_task_result *results; /* (n), or NULL */
     _Atomic int next;        /* the next task to take */
+    _Atomic int active;      /* tasks being taken or run */
+    int threads;             /* of the region: their help slots */
     _Atomic bool stop;       /* a task failed: take no more */
     pthread_mutex_t mu;      /* guards the two below */
     int failed;              /* the lowest task that failed, or n */
@@ -453,19 +515,35 @@ static void run_task(task_job *j, int i, int thread) {
 }
 
 /* Range `thread` of a task region: tasks taken one at a time, in order of index, until none is
- * left or one failed. A worker times each task (a lap) and takes none while the workers are
- * starved; the caller goes on until the tasks run out. */
+ * left or one failed; then, while other threads still run tasks, the blocks of their
+ * ag_parallel_blocks regions. A worker times each task (a lap) and takes none while the workers
+ * are starved; the caller goes on until the tasks run out. No thread polls for blocks then. */
 static void task_range(void *ctx, ptrdiff_t thread, ptrdiff_t end) {
     task_job *j = ctx;
     (void)end;
     bool worker = worker_index > 0;
     while (!atomic_load(&j->stop) && !(worker && starved())) {
         if (atomic_load(&j->next) >= j->n) break;
+        atomic_fetch_add(&j->active, 1);
         int i = atomic_fetch_add(&j->next, 1);
-        if (i >= j->n) break;
+        if (i >= j->n) {
+            atomic_fetch_sub(&j->active, 1);
+            break;
+        }
         lap l = worker ? lap_begin() : (lap){0, 0};
+        my_help = &help[thread];
         run_task(j, i, (int)thread);
+        my_help = NULL;
         if (worker) lap_end(l);
+        atomic_fetch_sub(&j->active, 1);
+    }
+    for (int idle = 0; atomic_load(&j->active) > 0;) {
+        bool helped = false;
+        for (int t = 0; t < j->threads; t++)
+            if (t != thread) helped |= help_one(&help[t]);
+        if (helped) continue;
+        if (++idle % 64 == 0 && starved()) break; /* then no core to spare for polling */
+        cpu_relax();
     }
 }
 
@@ -481,6 +559,7 @@ int ag_run_tasks(int n, ag_task_fn fn, void *ctx, ag_task_result *results) {
     if (n < 0) return ag_error("run_tasks: %d tasks (expected 0 or more)", n);
     task_job j = {.n = n, .fn = fn, .ctx = ctx, .results = results, .failed = n};
     atomic_init(&j.next, 0);
+    atomic_init(&j.active, 0);
     atomic_init(&j.stop, false);
     pthread_mutex_init(&j.mu, NULL);
     for (int i = 0; results && i < n; i++) {
@@ -489,6 +568,7 @@ int ag_run_tasks(int n, ag_task_fn fn, void *ctx, ag_task_result *results) {
     }
     if (n >= 2 && region_begin()) {
         int ranges = n < pool.nthreads ? n : pool.nthreads;
+        j.threads = ranges;
         if (starved()) tasks_in_caller(&j);
         else region_run(task_range, &j, ranges, ranges, false);
         region_end();

@@ -197,8 +197,8 @@ static ptrdiff_t pairs_per_thread(const ag_tensor *q, const ag_tensor *k, const 
 
 static void attention_backward(ag_node *nd) {
     attn_job j = {nd->in[0], nd->in[1], nd->in[2], nd->out, nd->saved};
-    ag_parallel_for((ptrdiff_t)j.q->shape[0] * j.s->heads,
-                    pairs_per_thread(j.q, j.k, j.v, j.s->heads), attn_backward_pairs, &j);
+    ag_parallel_blocks((ptrdiff_t)j.q->shape[0] * j.s->heads,
+                       pairs_per_thread(j.q, j.k, j.v, j.s->heads), attn_backward_pairs, &j);
 }
 static const ag_op attention_op = {"attention", attention_backward};
 
@@ -216,7 +216,7 @@ static ag_tensor *attention_row1(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_tens
                   (ag_real)(1 / sqrt((double)(q->shape[2] / heads)))};
     if (!j.y || !j.w) return NULL;
     double macs = (double)Tk * (q->shape[2] + v->shape[2]);
-    ag_parallel_for(B, (ptrdiff_t)(32768 / macs) + 1, row1_forward, &j);
+    ag_parallel_blocks(B, (ptrdiff_t)(32768 / macs) + 1, row1_forward, &j);
     if (weights) *weights = j.w;
     return j.y;
 }
@@ -276,8 +276,8 @@ static ag_tensor *attention_fused(ag_tape *t, ag_tensor *q, ag_tensor *k, ag_ten
     if (y->requires_grad && !(s.scratch = ag_tape_alloc(t, sizeof *s.scratch * (size_t)n_w)))
         return NULL;
     attn_job j = {in[0], in[1], in[2], y, &s};
-    ag_parallel_for((ptrdiff_t)B * heads, pairs_per_thread(in[0], in[1], in[2], heads),
-                    attn_forward_pairs, &j);
+    ag_parallel_blocks((ptrdiff_t)B * heads, pairs_per_thread(in[0], in[1], in[2], heads),
+                       attn_forward_pairs, &j);
     ag_node *nd = ag_op_record(t, &attention_op, y, 3, in, sizeof s);
     if (nd) *(attn_saved *)nd->saved = s;
     if (weights) *weights = s.w;

@@ -173,8 +173,8 @@ static void lce_back_x(void *ctx, ptrdiff_t i0, ptrdiff_t i1) {
 static void linear_ce_backward(ag_node *nd) {
     const lce_saved *s = nd->saved;
     lce_back j = {s, nd->in[0], nd->in[1], nd->n_in > 2 ? nd->in[2] : NULL, nd->out->grad[0]};
-    if (s->dx && j.x->requires_grad) ag_parallel_for(s->n_kept, 256, lce_back_x, &j);
-    if (s->dw && j.w->requires_grad) ag_parallel_for(j.w->shape[0], 256, lce_back_w, &j);
+    if (s->dx && j.x->requires_grad) ag_parallel_blocks(s->n_kept, 256, lce_back_x, &j);
+    if (s->dw && j.w->requires_grad) ag_parallel_blocks(j.w->shape[0], 256, lce_back_w, &j);
     if (s->db && j.b && j.b->requires_grad) {
         const ag_real *restrict d = s->db;
         ag_real *restrict gb = j.b->grad;
@@ -280,7 +280,7 @@ static ag_tensor *linear_ce_fused(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_ten
             return ag_report(t, "%s: %s", op, ag_last_error());
         lce_chunk cj = {Z, lab + i0,     wk + i0, per + i0, bias ? bias->data : NULL,
                         V, (ag_real)eps, grad};
-        ag_parallel_for(m, 16384 / V + 1, lce_rows, &cj);
+        ag_parallel_blocks(m, 16384 / V + 1, lce_rows, &cj);
         if (!grad) continue;
         if ((s.dx && ag_op_gemm((int)m, (int)H, (int)V, Z, V, 1, w->data, ws0, ws1, 0,
                                 s.dx + i0 * H, H, 1)) ||
@@ -288,7 +288,7 @@ static ag_tensor *linear_ce_fused(ag_tape *t, ag_tensor *x, ag_tensor *w, ag_ten
             return ag_report(t, "%s: %s", op, ag_last_error());
         if (s.db) {
             lce_colsum cs = {Z, s.db, m, V, i0 == 0};
-            ag_parallel_for(V, 4096, lce_colsum_range, &cs);
+            ag_parallel_blocks(V, 4096, lce_colsum_range, &cs);
         }
     }
     double total = 0;

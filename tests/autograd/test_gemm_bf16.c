@@ -18,7 +18,8 @@
  *     cases, and the number of its elements whose bits differ from the emulated tdpbf16ps
  *     chain is printed: that Intel's hardware computes exactly the SDM's chain is measured
  *     there, not assumed. Every kernel this CPU runs: within the rounding bound of a float64
- *     product of the same rounded inputs; 1 and 2 threads give the same bits; bad beta,
+ *     product of the same rounded inputs; 1 and 2 threads, and two products at once in two tasks
+ *     (each thread taking blocks of the other's), give the same bits; bad beta,
  *     sizes and kernel names reported.
  *   - the switch: an unknown value refused, AG_FP32 left in force. The float64 engine (this
  *     file built against ag64) refuses AG_BF16. Denormal products (outside float32's normal
@@ -398,23 +399,43 @@ static void test_float64_bound(void) {
     free(a), free(b), free(c);
 }
 
+enum { TM = 300, TN = 200, TK = 300 };
+
+/* Task i of test_threads_same_bits: the product into c[i] (blocks that the other task's thread
+ * may take once its own product is done). */
+typedef struct product_tasks {
+    const float *a, *b;
+    float *c[2];
+} product_tasks;
+
+static int product_task(void *ctx, int i, int thread) {
+    product_tasks *p = ctx;
+    (void)thread;
+    return ag_gemm_bf16(TM, TN, TK, p->a, TK, 1, p->b, 1, TK, 0, p->c[i], TN, 1);
+}
+
+/* One thread, two, and two products at once in two tasks: the same bits. */
 static void test_threads_same_bits(void) {
-    enum { M = 300, N = 200, K = 300 };
-    float *a, *b, *c1 = malloc(sizeof *c1 * M * N), *c2 = malloc(sizeof *c2 * M * N);
-    operands(M, N, K, 5, &a, &b);
+    const size_t bytes = sizeof(float) * TM * TN;
+    float *a, *b, *c1 = malloc(bytes), *c2 = malloc(bytes), *t0 = malloc(bytes),
+                  *t1 = malloc(bytes);
+    operands(TM, TN, TK, 5, &a, &b);
     const char *was = ag_gemm_bf16_kernel();
     for (size_t kn = 0; kn < sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES; kn++) {
         if (ag_bf16_set_kernel(KERNEL_NAMES[kn])) continue;
         CU_ASSERT_EQUAL_FATAL(ag_set_threads(1), 0);
-        ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c1, N, 1);
+        ag_gemm_bf16(TM, TN, TK, a, TK, 1, b, 1, TK, 0, c1, TN, 1);
         CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
-        ag_gemm_bf16(M, N, K, a, K, 1, b, 1, K, 0, c2, N, 1);
-        if (memcmp(c1, c2, sizeof *c1 * M * N))
-            TG_FAIL("%s: 1 and 2 threads differ", KERNEL_NAMES[kn]);
+        ag_gemm_bf16(TM, TN, TK, a, TK, 1, b, 1, TK, 0, c2, TN, 1);
+        if (memcmp(c1, c2, bytes)) TG_FAIL("%s: 1 and 2 threads differ", KERNEL_NAMES[kn]);
+        product_tasks p = {a, b, {t0, t1}};
+        CU_ASSERT_EQUAL(ag_run_tasks(2, product_task, &p, NULL), 0);
+        if (memcmp(c1, t0, bytes) || memcmp(c1, t1, bytes))
+            TG_FAIL("%s: a product inside a task differs", KERNEL_NAMES[kn]);
     }
     CU_ASSERT_EQUAL(ag_set_threads(1), 0);
     CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);
-    free(a), free(b), free(c1), free(c2);
+    free(a), free(b), free(c1), free(c2), free(t0), free(t1);
 }
 
 static void test_bad_input(void) {
@@ -451,7 +472,7 @@ static CU_TestInfo tests[] = {
     {"emulated AMX kernel: tdpbf16ps's chain, its bits", test_amx_emulated_is_the_chain},
     {"AMX kernel: the float64 bound over shapes, layouts, beta", test_amx_native},
     {"within the float64 bound", test_float64_bound},
-    {"1 and 2 threads: the same bits", test_threads_same_bits},
+    {"1 and 2 threads, two tasks: the same bits", test_threads_same_bits},
     {"bad beta, size, precision reported", test_bad_input},
     CU_TEST_INFO_NULL,
 };

@@ -1,7 +1,8 @@
 /* test_tasks.c -- ag_run_tasks: every task once, taken in order of index, thread numbers in
  * range and unique among running tasks (0: the caller), the first failing task's error (by
  * index) whatever the thread count, results per task, errors recorded in a worker reaching the
- * caller, nested calls run in order in their thread, a starved worker taking no more tasks.
+ * caller, nested calls run in order in their thread, a starved worker taking no more tasks; and
+ * ag_parallel_blocks: blocks of a task shared with the threads whose tasks have ended.
  *
  * No test depends on the scheduler's timing: starvation is injected (ag_set_starve_hook: a fake
  * clock and a worker counted as starved), and where a worker must run tasks, the caller's first
@@ -234,12 +235,108 @@ static void test_tasks_starved_worker(void) {
     hook_off();
 }
 
+/* ag_parallel_blocks: what one call saw. */
+typedef struct blocks_seen {
+    ptrdiff_t n, block;
+    pthread_t owner; /* the thread that made the call */
+    _Atomic int runs[256];
+    _Atomic int calls;       /* of fn */
+    _Atomic int helped;      /* blocks run by another thread */
+    _Atomic int bad;         /* a call other than one block, inside a task */
+    _Atomic int started;     /* tasks that have begun (the rendezvous) */
+    bool in_task, wait_help; /* the owner waits (at most 10 s) for a helped block */
+} blocks_seen;
+
+static blocks_seen BS;
+
+static void block_fn(void *ctx, ptrdiff_t b, ptrdiff_t e) {
+    blocks_seen *bs = ctx;
+    atomic_fetch_add(&bs->calls, 1);
+    if (bs->in_task && (b % bs->block || (e - b != bs->block && e != bs->n)))
+        atomic_fetch_add(&bs->bad, 1);
+    for (ptrdiff_t i = b; i < e; i++) atomic_fetch_add(&bs->runs[i], 1);
+    if (bs->in_task) { /* blocks inside a block: one serial call */
+        nested_seen ns = {pthread_self(), 0, 0};
+        ag_parallel_blocks(100, 1, nested_fn, &ns);
+        if (ns.calls != 1 || ns.bad) atomic_fetch_add(&bs->bad, 1);
+    }
+    if (!pthread_equal(pthread_self(), bs->owner)) {
+        atomic_fetch_add(&bs->helped, (int)(e - b));
+    } else if (bs->wait_help) {
+        double t0 = now_s();
+        while (atomic_load(&bs->helped) == 0 && now_s() - t0 < 10) {}
+    }
+}
+
+/* Task 0 returns at once (after both tasks have begun, at most 10 s); task 1 runs the blocks. */
+static int blocks_task(void *ctx, int i, int thread) {
+    blocks_seen *bs = ctx;
+    (void)thread;
+    atomic_fetch_add(&bs->started, 1);
+    double t0 = now_s();
+    while (ag_threads() > 1 && atomic_load(&bs->started) < 2 && now_s() - t0 < 10) {}
+    if (i == 1) {
+        bs->owner = pthread_self();
+        ag_parallel_blocks(bs->n, bs->block, block_fn, bs);
+    }
+    return 0;
+}
+
+static void blocks_reset(blocks_seen *bs, ptrdiff_t n, ptrdiff_t block, bool in_task,
+                         bool wait_help) {
+    memset(bs, 0, sizeof *bs);
+    bs->n = n;
+    bs->block = block;
+    bs->owner = pthread_self();
+    bs->in_task = in_task;
+    bs->wait_help = wait_help;
+}
+
+static int blocks_run_once(const blocks_seen *bs) {
+    int bad = 0;
+    for (ptrdiff_t i = 0; i < bs->n; i++) bad += atomic_load(&bs->runs[i]) != 1;
+    return bad;
+}
+
+/* Inside a task on two threads, the blocks (of 1 and of 7 indices, the last 4) run one at a
+ * time, each index once, and the thread whose task has ended takes some (the owner's first
+ * block waits for it, at most 10 s); blocks started inside a block run as one call. Outside a task, or with one thread, it is
+ * ag_parallel_for: one range per thread. */
+static void test_blocks_shared_with_idle_threads(void) {
+    CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
+    hook_on(false); /* the worker counted fed, whatever else the machine runs */
+    for (int rep = 0; rep < 20; rep++) {
+        int block = rep % 2 ? 7 : 1;
+        blocks_reset(&BS, 200, block, true, rep < 10);
+        CU_ASSERT_EQUAL(ag_run_tasks(2, blocks_task, &BS, NULL), 0);
+        CU_ASSERT_EQUAL(blocks_run_once(&BS), 0);
+        CU_ASSERT_EQUAL(atomic_load(&BS.calls), (200 + block - 1) / block);
+        CU_ASSERT_EQUAL(atomic_load(&BS.bad), 0);
+        if (rep < 10) CU_ASSERT(atomic_load(&BS.helped) > 0);
+    }
+    blocks_reset(&BS, 100, 1, false, false); /* outside a task */
+    ag_parallel_blocks(100, 1, block_fn, &BS);
+    CU_ASSERT_EQUAL(blocks_run_once(&BS), 0);
+    CU_ASSERT_EQUAL(atomic_load(&BS.calls), 2);
+    hook_off();                             /* and one thread */
+    blocks_reset(&BS, 50, 1, false, false); /* one thread: the tasks in turn, ag_parallel_for */
+    CU_ASSERT_EQUAL(ag_run_tasks(2, blocks_task, &BS, NULL), 0);
+    CU_ASSERT_EQUAL(blocks_run_once(&BS), 0);
+    CU_ASSERT_EQUAL(atomic_load(&BS.calls), 1);
+    CU_ASSERT_EQUAL(atomic_load(&BS.helped), 0);
+    blocks_reset(&BS, 3, 2, false, false); /* fewer than two blocks: one call */
+    ag_parallel_blocks(3, 2, block_fn, &BS);
+    CU_ASSERT_EQUAL(blocks_run_once(&BS), 0);
+    CU_ASSERT_EQUAL(atomic_load(&BS.calls), 1);
+}
+
 static CU_TestInfo tests[] = {
     {"every task once, in order, unique thread numbers", test_tasks_every_one_once},
     {"the first failure by index, whatever the threads", test_tasks_first_failure},
     {"a worker's error reaches the caller", test_tasks_worker_error},
     {"nested calls run in order in their thread", test_tasks_nested},
     {"a starved worker takes no more tasks (injected)", test_tasks_starved_worker},
+    {"blocks inside a task are shared with idle threads", test_blocks_shared_with_idle_threads},
     CU_TEST_INFO_NULL,
 };
 
