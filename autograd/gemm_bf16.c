@@ -21,7 +21,9 @@
  * Blocking (BLIS's loops): columns of C in blocks of NC, k in blocks of KC (even: a pair never
  * straddles two blocks; C is stored and read back in float32 between them, which is exact),
  * rows in blocks of MC shared between the threads; B's block is packed once per (NC, KC) block
- * into NR-wide panels, A's into MR-high panels per row block. A packed panel of R lines (rows of
+ * into NR-wide panels, A's into MR-high panels per row block. The panels' packing and the row
+ * blocks are ag_parallel_blocks' blocks: split between the threads, or inside a task run one at
+ * a time and shared with the threads whose tasks have ended (threads.c). A packed panel of R lines (rows of
  * A or columns of B) holds, for pair q, R 32-bit words: word (q, r) = bf16(line r, k = 2q) in
  * its low half, bf16(line r, 2q + 1) in its high half.
  *
