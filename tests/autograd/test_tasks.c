@@ -242,7 +242,8 @@ typedef struct blocks_seen {
     _Atomic int runs[256];
     _Atomic int calls;       /* of fn */
     _Atomic int helped;      /* blocks run by another thread */
-    _Atomic int bad;         /* a call other than one block, inside a task */
+    _Atomic int bad;         /* inside a task: a call other than one block, or blocks
+                                started inside a block that did not run as one call */
     _Atomic int started;     /* tasks that have begun (the rendezvous) */
     bool in_task, wait_help; /* the owner waits (at most 10 s) for a helped block */
 } blocks_seen;
@@ -300,8 +301,8 @@ static int blocks_run_once(const blocks_seen *bs) {
 
 /* Inside a task on two threads, the blocks (of 1 and of 7 indices, the last 4) run one at a
  * time, each index once, and the thread whose task has ended takes some (the owner's first
- * block waits for it, at most 10 s); blocks started inside a block run as one call. Outside a task, or with one thread, it is
- * ag_parallel_for: one range per thread. */
+ * block waits for it, at most 10 s); blocks started inside a block run as one call. Outside a
+ * task, or with one thread, it is ag_parallel_for: one range per thread. */
 static void test_blocks_shared_with_idle_threads(void) {
     CU_ASSERT_EQUAL_FATAL(ag_set_threads(2), 0);
     hook_on(false); /* the worker counted fed, whatever else the machine runs */
