@@ -375,8 +375,10 @@ static void test_subword_run(void) {
     CU_ASSERT_EQUAL(tr->valid[1].sacrebleu, e.sacrebleu);
     CU_ASSERT_EQUAL(tr->valid[1].chrf, e.sacre_chrf);
     CU_ASSERT_EQUAL(tr->valid[1].bleu, e.bleu4);
-    /* not a comparison of zeros (41, 60 and 42 on this machine), and two different scores */
-    CU_ASSERT(e.sacrebleu > 10 && e.sacre_chrf > 10 && e.sacrebleu != e.bleu4);
+    /* not a comparison of zeros, and the chrF field not a BLEU (sacreBLEU and the tokenized
+     * BLEU-4 are equal where every output's case matches its reference: 57.34 both on an AVX2
+     * Zen 3, 41 and 42 on an AVX-512 Xeon; chrF 65.38 and 60) */
+    CU_ASSERT(e.sacrebleu > 10 && e.sacre_chrf > 10 && e.sacre_chrf != e.bleu4);
     zoo_trainer_free(tr);
     ds_fra_free(d);
     /* the French sides empty: nothing to score sacreBLEU against */
