@@ -37,6 +37,7 @@ enum {
     AG_CPU_AMX_BF16 = 1 << 4,
     /* AMX tiles with int8 products (AMX-TILE and AMX-INT8), and the same permission. */
     AG_CPU_AMX_INT8 = 1 << 5,
+    AG_CPU_AVX2 = 1 << 6,
 };
 
 /* True when the CPU runs every feature in `features` (an OR of AG_CPU_*; 0: true) with the

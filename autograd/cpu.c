@@ -50,6 +50,7 @@ static unsigned read_cpu(void) {
     /* libgcc reads CPUID (and XGETBV: the AVX-512 state must be enabled by the OS) in a
      * constructor; the call makes sure of it, and is idempotent. */
     __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) f |= AG_CPU_AVX2;
     if (__builtin_cpu_supports("avx512f")) f |= AG_CPU_AVX512F;
     if (__builtin_cpu_supports("avx512bw")) f |= AG_CPU_AVX512BW;
     if (__builtin_cpu_supports("avx512vnni")) f |= AG_CPU_AVX512VNNI;

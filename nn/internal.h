@@ -44,10 +44,11 @@ bool nn_rnn_cell_check(ag_tape *t, const char *op, ag_tensor *const *in, int gat
  * t, uninitialised (the op writes every element), or NULL (reported). */
 ag_tensor *nn_quant_op_begin(ag_tape *t, const char *op, ag_tensor **x, bool weight, int in,
                              int out, ag_tensor *bias);
-/* The int8 kernel the environment variable TG_QUANT_KERNEL names ("portable", "avx512-vnni",
- * "amx": nn_qkernel_name), or NN_QK_AUTO (unset, another value), read at the first call (the
- * answer kept: the int8 and bf16 kernels' choices, nn_qkernel_auto and nn_bkernel_auto, stay
- * the same for the process, as ag_cpu_has's). "portable" forces the bf16 one's too. */
+/* The int8 kernel the environment variable TG_QUANT_KERNEL names ("portable", "avx2",
+ * "avx512-vnni", "amx": nn_qkernel_name), or NN_QK_AUTO (unset, another value), read at the
+ * first call (the answer kept: the int8 and bf16 kernels' choices, nn_qkernel_auto and
+ * nn_bkernel_auto, stay the same for the process, as ag_cpu_has's). "portable" forces the bf16
+ * one's too. */
 nn_qkernel nn_quant_forced(void);
 
 #endif

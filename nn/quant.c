@@ -1,6 +1,6 @@
 /* quant.c -- int8 Linear for inference: per-channel weight quantization, per-row activation
- * quantization, the int32 kernels (portable and AVX512-VNNI, chosen at run time) and the op
- * (the math and the layout in nn/quant.h). */
+ * quantization, the int32 kernels (portable, AVX2, AVX512-VNNI and AMX, chosen at run time) and
+ * the op (the math and the layout in nn/quant.h). */
 #include "nn/quant.h"
 
 #include <math.h>
@@ -164,6 +164,55 @@ qstore(const qdest *d, int out, int row, int col, __mmask16 mask, __m512i s) {
 #define NN_TILE_TARGET "avx512f,avx512vnni"
 #define NN_TILE_STEP(s, xw, ww) _mm512_dpbusd_epi32(s, xw, ww)
 #include "nn/quant_tile_internal.h"
+
+/* qgemm_avx2(m, u, w, acc): the portable kernel's sums with AVX2's byte products, exact.
+ * vpmaddubsw multiplies unsigned by signed bytes and adds each pair into int16, saturating; on
+ * u (up to 255) and qw (up to 127) a pair would reach 64,770. So it is given |qw| (0..127) and
+ * qx = u - 128 (-127..127) with qw's sign (vpsignb): a pair |qw_a| qx'_a + |qw_b| qx'_b is at
+ * most 2 * 127 * 127 = 32,258 in size and never saturates, and vpmaddwd by ones adds a
+ * channel's two pairs (its 4 bytes of the group) into its int32 lane. That sums qx . qw =
+ * acc - 128 c_j, so 128 c_j is added back at the end: the same integers as the other kernels.
+ * A block's 16 channels are two registers of 8 lanes; rows 4 at a time share each group's
+ * loads of the weight. */
+__attribute__((target("avx2"))) static void qgemm_avx2(int m, const uint8_t *u, const nn_qweight *w,
+                                                       int32_t *acc) {
+    enum { R = 4 };
+    const int blocks = (w->out + QB - 1) / QB, groups = w->kp / 4;
+    const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(-128);
+    for (int i0 = 0; i0 < m; i0 += R) {
+        const int rows = m - i0 < R ? m - i0 : R;
+        for (int b = 0; b < blocks; b++) {
+            const int8_t *blk = w->q + (size_t)b * QB * (size_t)w->kp;
+            __m256i s[R][2];
+            for (int r = 0; r < R; r++) s[r][0] = s[r][1] = _mm256_setzero_si256();
+            for (int g = 0; g < groups; g++) {
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * g)),
+                              w1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * g + 32));
+                const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+                for (int r = 0; r < rows; r++) {
+                    int32_t word;
+                    memcpy(&word, u + (size_t)(i0 + r) * (size_t)w->kp + 4 * (size_t)g, 4);
+                    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(word), flip);
+                    s[r][0] = _mm256_add_epi32(
+                        s[r][0],
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(x, w0)), ones));
+                    s[r][1] = _mm256_add_epi32(
+                        s[r][1],
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(x, w1)), ones));
+                }
+            }
+            const int c0 = b * QB, n = w->out - c0 < QB ? w->out - c0 : QB;
+            int32_t c128[QB] = {0}, sums[QB];
+            for (int j = 0; j < n; j++) c128[j] = 128 * w->csum[c0 + j];
+            for (int r = 0; r < rows; r++) {
+                _mm256_storeu_si256((__m256i *)sums, s[r][0]);
+                _mm256_storeu_si256((__m256i *)(sums + 8), s[r][1]);
+                int32_t *dst = acc + (size_t)(i0 + r) * (size_t)w->out + c0;
+                for (int j = 0; j < n; j++) dst[j] = sums[j] + c128[j];
+            }
+        }
+    }
+}
 #endif
 
 /* ---- the AMX kernel ----
@@ -324,6 +373,7 @@ bool nn_qkernel_available(nn_qkernel k) {
     case NN_QK_AMX_EMULATED: return true;
     case NN_QK_VNNI: return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512VNNI);
     case NN_QK_AMX: return ag_cpu_has(AG_CPU_AVX512F | AG_CPU_AVX512VNNI | AG_CPU_AMX_INT8);
+    case NN_QK_AVX2: return ag_cpu_has(AG_CPU_AVX2);
     }
     return false;
 }
@@ -333,6 +383,7 @@ nn_qkernel nn_qkernel_auto(void) {
     if (forced != NN_QK_AUTO && nn_qkernel_available(forced)) return forced;
     return nn_qkernel_available(NN_QK_AMX)    ? NN_QK_AMX
            : nn_qkernel_available(NN_QK_VNNI) ? NN_QK_VNNI
+           : nn_qkernel_available(NN_QK_AVX2) ? NN_QK_AVX2
                                               : NN_QK_PORTABLE;
 }
 
@@ -343,6 +394,7 @@ const char *nn_qkernel_name(nn_qkernel k) {
     case NN_QK_VNNI: return "avx512-vnni";
     case NN_QK_AMX: return "amx";
     case NN_QK_AMX_EMULATED: return "amx-emulated";
+    case NN_QK_AVX2: return "avx2";
     }
     return "?";
 }
@@ -357,6 +409,10 @@ int nn_qgemm_s32(nn_qkernel k, int m, const uint8_t *u, const nn_qweight *w, int
         return 0;
     }
 #if AG_CPU_X86_KERNELS
+    if (k == NN_QK_AVX2) {
+        qgemm_avx2(m, u, w, acc);
+        return 0;
+    }
     if (k == NN_QK_VNNI || k == NN_QK_AMX) {
         (k == NN_QK_AMX ? qgemm_amx : qgemm_vnni)(m, u, (size_t)w->kp, (const uint8_t *)w->q,
                                                   w->out, &(qdest){.acc = acc});
@@ -415,8 +471,9 @@ nn_qkernel nn_quant_forced(void) {
         const char *env = getenv("TG_QUANT_KERNEL");
         nn_qkernel k = NN_QK_AUTO;
         if (env)
-            for (int i = NN_QK_PORTABLE; i <= NN_QK_AMX; i++)
-                if (!strcmp(env, nn_qkernel_name((nn_qkernel)i))) k = (nn_qkernel)i;
+            for (int i = NN_QK_PORTABLE; i <= NN_QK_AVX2; i++)
+                if (i != NN_QK_AMX_EMULATED && !strcmp(env, nn_qkernel_name((nn_qkernel)i)))
+                    k = (nn_qkernel)i;
         forced = f = 1 + (int)k;
     }
     return (nn_qkernel)(f - 1);

@@ -24,8 +24,9 @@
  * below, as they lie) computes the same sums. Chosen at run time: the AMX kernel where the CPU
  * has AMX-INT8 and Linux grants the tiles (with AVX512-VNNI for the rows past the last 16 and
  * the bytes of k past the last 64), else the VNNI kernel where it has AVX512F and AVX512-VNNI,
- * else a portable C loop over the same layout; the environment variable TG_QUANT_KERNEL
- * ("portable", "avx512-vnni", "amx") forces one the CPU has. All give the same int32 sums
+ * else the AVX2 kernel (vpmaddubsw on |qw| and qx with qw's sign: exact, see quant.c), else a
+ * portable C loop over the same layout; the environment variable TG_QUANT_KERNEL ("portable",
+ * "avx512-vnni", "amx", "avx2") forces one the CPU has. All give the same int32 sums
  * (integer addition: the order does not matter), hence the same bits.
  */
 #ifndef TG_NN_QUANT_H
@@ -52,13 +53,14 @@ typedef enum nn_qkernel {
     NN_QK_PORTABLE,
     NN_QK_VNNI,
     NN_QK_AMX,
-    NN_QK_AMX_EMULATED
+    NN_QK_AMX_EMULATED,
+    NN_QK_AVX2
 } nn_qkernel;
 /* True when kernel k can run on this CPU (AUTO, PORTABLE and AMX_EMULATED always). */
 bool nn_qkernel_available(nn_qkernel k);
-/* The kernel AUTO resolves to: AMX, VNNI or PORTABLE (see the top). */
+/* The kernel AUTO resolves to: AMX, VNNI, AVX2 or PORTABLE (see the top). */
 nn_qkernel nn_qkernel_auto(void);
-/* "auto", "portable", "avx512-vnni", "amx", "amx-emulated" (static strings). */
+/* "auto", "portable", "avx512-vnni", "amx", "amx-emulated", "avx2" (static strings). */
 const char *nn_qkernel_name(nn_qkernel k);
 
 /* A weight W (out, in) quantized per output channel, packed for the kernels: blocks of 16

@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { NF = 4, NT = 4 };
+enum { NF = 5, NT = 4 };
 static const unsigned feats[NF] = {AG_CPU_AVX512F, AG_CPU_AVX512BW, AG_CPU_AVX512VNNI,
-                                   AG_CPU_AVX512BF16};
-static const char *const names[NF] = {"avx512f", "avx512bw", "avx512vnni", "avx512bf16"};
+                                   AG_CPU_AVX512BF16, AG_CPU_AVX2};
+static const char *const names[NF] = {"avx512f", "avx512bw", "avx512vnni", "avx512bf16", "avx2"};
 static unsigned answers[NT]; /* per thread: bit s set when subset s (of feats) is reported */
 
 static void *ask(void *arg) {
@@ -37,7 +37,8 @@ static bool direct(int i) {
     case 0: return __builtin_cpu_supports("avx512f");
     case 1: return __builtin_cpu_supports("avx512bw");
     case 2: return __builtin_cpu_supports("avx512vnni");
-    default: return __builtin_cpu_supports("avx512bf16");
+    case 3: return __builtin_cpu_supports("avx512bf16");
+    default: return __builtin_cpu_supports("avx2");
     }
 #else
     (void)i;

@@ -1,10 +1,10 @@
 /* test_quant.c -- the int8 Linear of nn/quant.h: exact quantized values (ties to even), the
- * round-trip bounds, the int32 kernels (portable, the AMX kernel's emulation, and AVX512-VNNI
- * and AMX-INT8 where the CPU has them) equal to a naive int64 sum on odd shapes and at the
- * extremes, the op (with and without bias; on the VNNI and AMX kernels the epilogue runs on the
- * kernel's sums in registers) against the dequantized reference,
- * bit for bit, and against the float product within the quantization bound, the hook in
- * nn_linear_forward (nn_packs in int8 mode, a weight kept float), and bad input. */
+ * round-trip bounds, the int32 kernels (portable, the AMX kernel's emulation, and AVX2,
+ * AVX512-VNNI and AMX-INT8 where the CPU has them) equal to a naive int64 sum on odd shapes and
+ * at the extremes, the op (with and without bias; on the VNNI and AMX kernels the epilogue runs
+ * on the kernel's sums in registers) against the dequantized reference, bit for bit, and
+ * against the float product within the quantization bound, the hook in nn_linear_forward
+ * (nn_packs in int8 mode, a weight kept float), and bad input. */
 #include "autograd/ag_op.h"
 #include "nn/nn.h"
 #include "tests/tg_test.h"
@@ -72,12 +72,12 @@ static void test_round_trip_bounds(void) {
     nn_qweight_free(q);
 }
 
-/* acc from kernel k against a naive int64 sum of u * qw, every element exact. */
-static void expect_kernel(nn_qkernel k, int m, int out, int in, bool extreme) {
+/* acc from kernel k against a naive int64 sum of u * qw, every element exact. extreme: 0,
+ * random values; else every x = extreme (+1: u = 255; -1: u = 1) against +-1 weights (+-127). */
+static void expect_kernel(nn_qkernel k, int m, int out, int in, int extreme) {
     ag_real *w = malloc(sizeof *w * (size_t)out * in), *x = malloc(sizeof *x * (size_t)m * in);
-    for (int i = 0; i < out * in; i++)
-        w[i] = extreme ? (i % 3 ? 1.0f : -1.0f) : uniform(-1, 1);
-    for (int i = 0; i < m * in; i++) x[i] = extreme ? 1.0f : uniform(-2, 2);
+    for (int i = 0; i < out * in; i++) w[i] = extreme ? (i % 3 ? 1.0f : -1.0f) : uniform(-1, 1);
+    for (int i = 0; i < m * in; i++) x[i] = extreme ? (ag_real)extreme : uniform(-2, 2);
     nn_qweight *q = nn_qweight_new(w, out, in, in);
     uint8_t *u = malloc((size_t)m * (size_t)q->kp);
     int32_t *acc = malloc(sizeof *acc * (size_t)m * out);
@@ -87,7 +87,8 @@ static void expect_kernel(nn_qkernel k, int m, int out, int in, bool extreme) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < out; j++) {
             int64_t s = 0;
-            for (int c = 0; c < in; c++) s += (int64_t)u[(size_t)i * q->kp + c] * nn_qweight_at(q, j, c);
+            for (int c = 0; c < in; c++)
+                s += (int64_t)u[(size_t)i * q->kp + c] * nn_qweight_at(q, j, c);
             bad += acc[(size_t)i * out + j] != s;
         }
     if (bad)
@@ -106,20 +107,25 @@ static void test_kernels_exact(void) {
     static const int shapes[][3] = {{1, 1, 1},     {3, 17, 5},    {5, 33, 64},    {7, 16, 130},
                                     {4, 50, 257},  {9, 256, 256}, {2, 3, 1024},   {16, 16, 64},
                                     {40, 50, 200}, {70, 33, 257}, {48, 256, 1024}};
-    nn_qkernel ks[4] = {NN_QK_PORTABLE, NN_QK_VNNI, NN_QK_AMX, NN_QK_AMX_EMULATED};
-    for (int kk = 0; kk < 4; kk++) {
+    nn_qkernel ks[5] = {NN_QK_PORTABLE, NN_QK_AVX2, NN_QK_VNNI, NN_QK_AMX, NN_QK_AMX_EMULATED};
+    for (int kk = 0; kk < 5; kk++) {
         if (!nn_qkernel_available(ks[kk])) {
             printf("(%s not on this CPU: its case is not run) ", nn_qkernel_name(ks[kk]));
             continue;
         }
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-            expect_kernel(ks[kk], shapes[s][0], shapes[s][1], shapes[s][2], false);
-        /* the extremes: u = 255 against +-127 over 1024 bytes, 33 million in size */
-        expect_kernel(ks[kk], 5, 19, 1024, true);
-        expect_kernel(ks[kk], 37, 19, 1024, true);
+            expect_kernel(ks[kk], shapes[s][0], shapes[s][1], shapes[s][2], 0);
+        /* the extremes: u = 255 against +-127 over 1024 bytes, 33 million in size; u = 1
+         * (qx = -127: the AVX2 kernel's byte pairs at -32,258) */
+        expect_kernel(ks[kk], 5, 19, 1024, 1);
+        expect_kernel(ks[kk], 37, 19, 1024, 1);
+        expect_kernel(ks[kk], 6, 19, 1024, -1);
     }
     const nn_qkernel a = nn_qkernel_auto();
-    CU_ASSERT(a == NN_QK_AMX || a == NN_QK_VNNI || a == NN_QK_PORTABLE);
+    CU_ASSERT(a == NN_QK_AMX || a == NN_QK_VNNI || a == NN_QK_AVX2 || a == NN_QK_PORTABLE);
+    /* the best the CPU has: AVX2 only where neither AVX512-VNNI nor AMX runs */
+    if (a == NN_QK_PORTABLE) CU_ASSERT(!nn_qkernel_available(NN_QK_AVX2));
+    if (a == NN_QK_AVX2) CU_ASSERT(!nn_qkernel_available(NN_QK_VNNI));
     CU_ASSERT(nn_qkernel_available(a));
     CU_ASSERT(nn_qkernel_available(NN_QK_PORTABLE));
     CU_ASSERT(nn_qkernel_available(NN_QK_AMX_EMULATED));
@@ -247,6 +253,8 @@ static void test_errors(void) {
         TG_EXPECT_ERROR(nn_qgemm_s32(NN_QK_VNNI, 1, u, q, acc), "avx512-vnni", "not available");
     if (!nn_qkernel_available(NN_QK_AMX))
         TG_EXPECT_ERROR(nn_qgemm_s32(NN_QK_AMX, 1, u, q, acc), "amx", "not available");
+    if (!nn_qkernel_available(NN_QK_AVX2))
+        TG_EXPECT_ERROR(nn_qgemm_s32(NN_QK_AVX2, 1, u, q, acc), "avx2", "not available");
     ag_leaf_free(xg);
     ag_tape_free(t);
     nn_qweight_free(q);
@@ -258,9 +266,9 @@ static void test_errors(void) {
 static void test_bf16_round(void) {
     CU_ASSERT_EQUAL(ag_bf16_round(1.0f), 0x3F80);
     CU_ASSERT_EQUAL(ag_bf16_round(-2.0f), 0xC000);
-    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 1.0f / 256), 0x3F80);  /* a tie: to even (down) */
-    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 3.0f / 256), 0x3F82);  /* a tie: to even (up) */
-    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 1.5f / 256), 0x3F81);  /* above the tie */
+    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 1.0f / 256), 0x3F80); /* a tie: to even (down) */
+    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 3.0f / 256), 0x3F82); /* a tie: to even (up) */
+    CU_ASSERT_EQUAL(ag_bf16_round(1.0f + 1.5f / 256), 0x3F81); /* above the tie */
     CU_ASSERT_EQUAL(ag_bf16_round(INFINITY), 0x7F80);
     CU_ASSERT_EQUAL(ag_bf16_round(3.4e38f), 0x7F80); /* past bf16's largest: infinity */
     CU_ASSERT(isnan(ag_bf16_to_float(ag_bf16_round(NAN))));
@@ -310,7 +318,8 @@ static void expect_bf16_kernels(int m, int out, int in) {
 }
 
 static void test_bf16_kernels(void) {
-    static const int shapes[][3] = {{1, 1, 1}, {3, 17, 5}, {5, 70, 64}, {2, 33, 257}, {4, 256, 256}};
+    static const int shapes[][3] = {
+        {1, 1, 1}, {3, 17, 5}, {5, 70, 64}, {2, 33, 257}, {4, 256, 256}};
     if (!nn_bkernel_available(NN_BK_AVX512BF16))
         printf("(avx512-bf16 not on this CPU: the portable kernel alone is checked) ");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
@@ -373,7 +382,8 @@ static void test_bf16_op(void) {
 static CU_TestInfo tests[] = {
     {"exact quantized values: per channel, per row, ties to even, zero rows", test_exact_values},
     {"round trip: |W - sw qw| <= sw / 2, 127 reached in every channel", test_round_trip_bounds},
-    {"int32 kernels: portable, VNNI, AMX, AMX emulated equal a naive sum, odd shapes, extremes",
+    {"int32 kernels: portable, AVX2, VNNI, AMX, AMX emulated equal a naive sum, odd shapes, "
+     "extremes",
      test_kernels_exact},
     {"the op: the dequantized product's bits, within the bound of the float product",
      test_op_against_references},
