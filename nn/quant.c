@@ -165,7 +165,8 @@ qstore(const qdest *d, int out, int row, int col, __mmask16 mask, __m512i s) {
 #define NN_TILE_STEP(s, xw, ww) _mm512_dpbusd_epi32(s, xw, ww)
 #include "nn/quant_tile_internal.h"
 
-/* qgemm_avx2(m, u, w, acc): the portable kernel's sums with AVX2's byte products, exact.
+/* ---- the AVX2 kernel ----
+ * qgemm_avx2(m, u, w, acc): the portable kernel's sums with AVX2's byte products, exact.
  * vpmaddubsw multiplies unsigned by signed bytes and adds each pair into int16, saturating; on
  * u (up to 255) and qw (up to 127) a pair would reach 64,770. So it is given |qw| (0..127) and
  * qx = u - 128 (-127..127) with qw's sign (vpsignb): a pair |qw_a| qx'_a + |qw_b| qx'_b is at
@@ -173,45 +174,55 @@ qstore(const qdest *d, int out, int row, int col, __mmask16 mask, __m512i s) {
  * channel's two pairs (its 4 bytes of the group) into its int32 lane. That sums qx . qw =
  * acc - 128 c_j, so 128 c_j is added back at the end: the same integers as the other kernels.
  * A block's 16 channels are two registers of 8 lanes; rows 4 at a time share each group's
- * loads of the weight. */
-__attribute__((target("avx2"))) static void qgemm_avx2(int m, const uint8_t *u, const nn_qweight *w,
-                                                       int32_t *acc) {
-    enum { R = 4 };
-    const int blocks = (w->out + QB - 1) / QB, groups = w->kp / 4;
+ * loads of the weight (and their absolute values). */
+
+/* Rows i0 .. i0 + R - 1 against block b: R x 2 accumulators in registers when R is a constant
+ * (the loops unrolled). */
+__attribute__((target("avx2"), always_inline)) static inline void
+qavx2_tile(int R, int i0, int b, const uint8_t *u, const nn_qweight *w, int32_t *acc) {
+    const int8_t *blk = w->q + (size_t)b * QB * (size_t)w->kp;
+    const uint8_t *x0 = u + (size_t)i0 * (size_t)w->kp;
     const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(-128);
-    for (int i0 = 0; i0 < m; i0 += R) {
-        const int rows = m - i0 < R ? m - i0 : R;
-        for (int b = 0; b < blocks; b++) {
-            const int8_t *blk = w->q + (size_t)b * QB * (size_t)w->kp;
-            __m256i s[R][2];
-            for (int r = 0; r < R; r++) s[r][0] = s[r][1] = _mm256_setzero_si256();
-            for (int g = 0; g < groups; g++) {
-                const __m256i w0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * g)),
-                              w1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * g + 32));
-                const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
-                for (int r = 0; r < rows; r++) {
-                    int32_t word;
-                    memcpy(&word, u + (size_t)(i0 + r) * (size_t)w->kp + 4 * (size_t)g, 4);
-                    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(word), flip);
-                    s[r][0] = _mm256_add_epi32(
-                        s[r][0],
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(x, w0)), ones));
-                    s[r][1] = _mm256_add_epi32(
-                        s[r][1],
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(x, w1)), ones));
-                }
-            }
-            const int c0 = b * QB, n = w->out - c0 < QB ? w->out - c0 : QB;
-            int32_t c128[QB] = {0}, sums[QB];
-            for (int j = 0; j < n; j++) c128[j] = 128 * w->csum[c0 + j];
-            for (int r = 0; r < rows; r++) {
-                _mm256_storeu_si256((__m256i *)sums, s[r][0]);
-                _mm256_storeu_si256((__m256i *)(sums + 8), s[r][1]);
-                int32_t *dst = acc + (size_t)(i0 + r) * (size_t)w->out + c0;
-                for (int j = 0; j < n; j++) dst[j] = sums[j] + c128[j];
-            }
+    __m256i s[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) s[r][0] = s[r][1] = _mm256_setzero_si256();
+    for (int g = 0; g < w->kp / 4; g++) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * g)),
+                      w1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * g + 32));
+        const __m256i a0 = _mm256_abs_epi8(w0), a1 = _mm256_abs_epi8(w1);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            int32_t word;
+            memcpy(&word, x0 + (size_t)r * (size_t)w->kp + 4 * (size_t)g, 4);
+            const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(word), flip);
+            s[r][0] = _mm256_add_epi32(
+                s[r][0],
+                _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(x, w0)), ones));
+            s[r][1] = _mm256_add_epi32(
+                s[r][1],
+                _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(x, w1)), ones));
         }
     }
+    const int c0 = b * QB, n = w->out - c0 < QB ? w->out - c0 : QB;
+    int32_t c128[QB] = {0}, sums[QB];
+    for (int j = 0; j < n; j++) c128[j] = 128 * w->csum[c0 + j];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_si256((__m256i *)sums, s[r][0]);
+        _mm256_storeu_si256((__m256i *)(sums + 8), s[r][1]);
+        int32_t *dst = acc + (size_t)(i0 + r) * (size_t)w->out + c0;
+        for (int j = 0; j < n; j++) dst[j] = sums[j] + c128[j];
+    }
+}
+
+__attribute__((target("avx2"))) static void qgemm_avx2(int m, const uint8_t *u, const nn_qweight *w,
+                                                       int32_t *acc) {
+    const int blocks = (w->out + QB - 1) / QB;
+    for (int i0 = 0; i0 < m; i0 += 4)
+        for (int b = 0; b < blocks; b++) {
+            if (m - i0 >= 4) qavx2_tile(4, i0, b, u, w, acc); /* the registers' shape known */
+            else qavx2_tile(m - i0, i0, b, u, w, acc);
+        }
 }
 #endif
 
