@@ -16,6 +16,10 @@ void ag__bf16_scratch_free(void);
 /* The BLIS context (a const cntx_t *) of the engine's GEMM micro-kernel, or NULL when BLIS's own
  * kernels run (gemm_kernel.c); chosen once, at the first call. */
 const void *ag__gemm_cntx(void);
+/* Whether ag_gemm runs a product C (m x n, column stride csc) = A (m x k) B in BLIS's blocked
+ * code (where the engine's micro-kernel runs when it has one) rather than its code for small
+ * sizes: BLIS's own test with m held to its NT, each side at least 200 (ops_matmul.c). */
+bool ag__gemm_blocked(int m, int n, int k, ptrdiff_t csc);
 
 /* The reduction of x over axis (negative from the end; AG_ALL: every axis, seen as one): the
  * result's shape (*nd dims into shape, keepdim keeping the axis as 1) and x, contiguous, seen as

@@ -24,8 +24,9 @@
  * kernels stay.
  *
  * The kernel runs only in BLIS's blocked code. BLIS computes a product with a side below its
- * "sup" thresholds (haswell: m, n or k < 201; zen3: m < 512, n < 200 or k < 240) with its code
- * for small sizes instead, with its own kernels; but that code reads MR and NR from the context
+ * "sup" thresholds (haswell: m, n or k < 201; zen3: m < 512, n < 200 or k < 240; ag_gemm holds
+ * m to NT, ag__gemm_blocked) with its code for small sizes instead, with its own kernels; but
+ * that code reads MR and NR from the context
  * to choose between its two algorithms, which split the k sum differently, so there the
  * engine's context does not always give BLIS's bits (ops_matmul.c, gemm_rows).
  *
@@ -202,8 +203,6 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static const cntx_t *chosen; /* NULL: BLIS's own context */
 #ifdef TG_HAVE_AVX512_KERNEL
 static cntx_t own_cntx;
-static dim_t
-    sup_thresh[3]; /* BLIS's MT, NT, KT: a product with a side below runs BLIS's "sup" code */
 static dim_t kc_block, mc_block;
 #endif
 
@@ -237,8 +236,6 @@ static void choose(void) {
     own_cntx.l3_nat_ukrs_prefs[BLIS_GEMM_UKR].v[F] = true; /* prefers row-stored C */
     own_cntx.packm_kers[BLIS_PACKM_24XK_KER].ptr[F] = (void_fp)packm_24xk;
     own_cntx.packm_kers[BLIS_PACKM_16XK_KER].ptr[F] = (void_fp)packm_16xk;
-    for (int i = 0; i < 3; i++)
-        sup_thresh[i] = bli_cntx_get_l3_sup_thresh_dt(F, (threshid_t)(BLIS_MT + i), &own_cntx);
     kc_block = native->blkszs[BLIS_KC].v[F];
     mc_block = native->blkszs[BLIS_MC].v[F];
     chosen = &own_cntx;
@@ -291,9 +288,9 @@ __attribute__((target("avx512f"))) static void pack_all(ag_packed_b *pb, size_t 
 
 bool ag_gemm_packs(int m, int n, int k) {
 #ifdef TG_HAVE_AVX512_KERNEL
-    /* ag_gemm's shortest BLIS call (it cuts when n k >= 4096 too, which the thresholds imply). */
+    /* ag_gemm's shortest BLIS call (it cuts when n k >= 4096 too, which blocked code implies). */
     const int rows = m >= 2 * ROW_BLOCK ? ROW_BLOCK : m;
-    return ag__gemm_cntx() && rows >= sup_thresh[0] && n >= sup_thresh[1] && k >= sup_thresh[2];
+    return ag__gemm_cntx() && ag__gemm_blocked(rows, n, k, 1);
 #else
     (void)m, (void)n, (void)k;
     return false;

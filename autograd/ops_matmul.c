@@ -143,17 +143,31 @@ typedef struct gemm_args {
 #define BLIS_DT BLIS_FLOAT
 #endif
 
-/* Whether BLIS runs one call, C (m x n, column stride csc) = alpha A (m x k) B + beta C, through
- * its blocked code, where the engine's micro-kernel runs when it chose its own (gemm_kernel.c;
- * false without it), rather than through its code for small sizes ("sup"). BLIS 0.9's test
- * (bli_gemmsup): small when m < MT, n < NT or k < KT, m and n swapped first when C is not stored
- * by rows (the micro-kernels prefer row-stored C, BLIS's and the engine's alike: BLIS then
- * computes C^T = B^T A^T). */
-static bool blis_blocked(dim_t m, dim_t n, dim_t k, ptrdiff_t csc) {
-    cntx_t *own = (cntx_t *)ag__gemm_cntx();
-    if (!own) return false;
+/* BLIS 0.9 computes a product C (m x n) = A (m x k) B with a side below its thresholds
+ * (bli_gemmsup: m < MT, n < NT or k < KT, m and n swapped first when C is not stored by rows:
+ * the micro-kernels prefer row-stored C, BLIS's and the engine's alike, and BLIS then computes
+ * C^T = B^T A^T) with its code for small sizes ("sup"), which reads A and B unpacked; the rest
+ * with its blocked code, which packs them. Zen3's MT is 512 (NT 200, KT 240) and the rows of a
+ * shard's batch in the full preset (468-520, median 510) fall just below it: there the small-
+ * size code ran the preset's 256- and 1024-wide products at 0.4-0.95 of the blocked code's
+ * speed (a B whose rows lie 4 KB apart, 1024 floats, maps every row of a panel to the same
+ * cache sets: 256 x 1024 over k = 480 at 22 GFLOP/s against 54; docs/benchmarks.md). So
+ * ag_gemm sends every product whose three sides reach BLOCKED_MIN and BLIS's NT and KT to the
+ * blocked code, m held to NT as n is; a product with a side below 200 (the book's run: 32- and
+ * 64-wide features) stays BLIS's choice, its bits as before. */
+#define BLOCKED_MIN 200
+
+static dim_t at_least(dim_t a, dim_t b) { return a > b ? a : b; }
+
+bool ag__gemm_blocked(int m, int n, int k, ptrdiff_t csc) {
+    const cntx_t *own = ag__gemm_cntx();
+    cntx_t *cx = own ? (cntx_t *)own : bli_gks_query_cntx();
     const bool by_rows = csc == 1 || csc == -1; /* bli_obj_is_row_stored */
-    return !bli_cntx_l3_sup_thresh_is_met(BLIS_DT, by_rows ? m : n, by_rows ? n : m, k, own);
+    const dim_t rows = by_rows ? m : n, cols = by_rows ? n : m;
+    if (!bli_cntx_l3_sup_thresh_is_met(BLIS_DT, rows, cols, k, cx)) return true;
+    const dim_t nt = at_least(BLOCKED_MIN, bli_cntx_get_l3_sup_thresh_dt(BLIS_DT, BLIS_NT, cx));
+    const dim_t kt = at_least(BLOCKED_MIN, bli_cntx_get_l3_sup_thresh_dt(BLIS_DT, BLIS_KT, cx));
+    return rows >= nt && cols >= nt && k >= kt;
 }
 
 /* Rows [r0, r1) of C, one BLIS call, with the engine's context where it has one. Its small-size
@@ -170,9 +184,14 @@ static bool blis_blocked(dim_t m, dim_t n, dim_t k, ptrdiff_t csc) {
 static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     gemm_args *g = ctx;
     ag_real alpha = g->alpha, beta = g->beta;
-    BLIS_GEMM_EX(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, (dim_t)(r1 - r0), g->n, g->k, &alpha,
+    rntm_t blocked; /* BLIS copies it */
+    bli_rntm_init(&blocked);
+    bli_rntm_disable_l3_sup(&blocked);
+    const int rows = (int)(r1 - r0);
+    BLIS_GEMM_EX(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, rows, g->n, g->k, &alpha,
                  (ag_real *)g->a + r0 * g->rsa, g->rsa, g->csa, (ag_real *)g->b, g->rsb, g->csb,
-                 &beta, g->c + r0 * g->rsc, g->rsc, g->csc, (cntx_t *)ag__gemm_cntx(), NULL);
+                 &beta, g->c + r0 * g->rsc, g->rsc, g->csc, (cntx_t *)ag__gemm_cntx(),
+                 ag__gemm_blocked(rows, g->n, g->k, g->csc) ? &blocked : NULL);
 }
 
 /* Blocks [b0, b1) of GEMM_BLOCK rows of C, the last block taking the rows left over. */
@@ -205,7 +224,7 @@ void ag_gemm(int m, int n, int k, ag_real alpha, const ag_real *a, ptrdiff_t rsa
      * picks its kernels (and bits) by the operands' layouts: there the copy always stays, as
      * with BLIS's own kernels. (A column-major C counts: BLIS's test swaps m and n for it.) */
     if (rsb == 1 && csb != 1 && (size_t)k * n <= TRANSPOSE_COPY_MAX &&
-        !blis_blocked(cut ? GEMM_BLOCK : m, n, k, csc)) {
+        !(ag__gemm_cntx() && ag__gemm_blocked(cut ? GEMM_BLOCK : m, n, k, csc))) {
         ag_real *bcopy = scratch((size_t)k * n);
         if (bcopy) {
             for (int p = 0; p < k; p++)

@@ -8,6 +8,9 @@
  * `big` as second argument times the big Transformer's linear layers instead (d_model 256, FFN
  * 1,024, output layer 17,851 words, 640 rows); there the BLIS column is BLIS's own kernels and
  * the engine's is its AVX-512 micro-kernel where it runs one (autograd/gemm_kernel.c).
+ * `preset` times the full preset's (d_model 256, FFN 1,024, 8,000 subwords) on 510 rows, the
+ * median rows of a shard's batch: below zen3's MT (512), where BLIS alone runs its code for
+ * small sizes and the engine its blocked code (ops_matmul.c, ag__gemm_blocked).
  * Not a test: run it by hand (build/tests/autograd/bench_matmul [repeats [big]]).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -167,6 +170,12 @@ int main(int argc, char **argv) {
         const shape big[] = {
             {640, 256, 256}, {640, 256, 1024}, {640, 1024, 256}, {640, 256, 17851}};
         for (size_t i = 0; i < sizeof big / sizeof *big; i++) bench_shape(big[i], true, repeats);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "preset") == 0) {
+        const shape full[] = {
+            {510, 256, 256}, {510, 256, 1024}, {510, 1024, 256}, {510, 256, 8000}};
+        for (size_t i = 0; i < sizeof full / sizeof *full; i++) bench_shape(full[i], true, repeats);
         return 0;
     }
     const shape shapes[] = {{640, 32, 32}, {640, 32, 64}, {640, 64, 32}, {640, 32, 201}};

@@ -5,11 +5,12 @@
  * calls the micro-kernel (the engine's where it chose its own), or, with a side below its "sup"
  * thresholds (m < MT, n < NT or k < KT; m and n swapped for a C not stored by rows), its code
  * for small sizes, with its own kernels. The thresholds belong to BLIS's configuration: haswell
- * (Intel) 201, 201, 201; zen3 (AMD Zen 3 and Zen 4) 512, 200, 240. 12 sizes, each in the 8
- * layouts (A, B transposed or not; C row- or column-major), with beta 0 (C full of NaN: it must
- * not be read), 1 or another value and alpha 1 or another, are picked so that on either
- * configuration both ways run, the blocked one with every layout and every kind of beta: full
- * and edge tiles both ways, one to three k blocks of KC = 256, sizes on each side of the
+ * (Intel) 201, 201, 201; zen3 (AMD Zen 3 and Zen 4) 512, 200, 240; ag_gemm holds m to NT and
+ * every side to at least 200 (ops_matmul.c: on zen3 blocked from 200 x 200 x 240). 13 sizes,
+ * each in the 8 layouts (A, B transposed or not; C row- or column-major), with beta 0 (C full of
+ * NaN: it must not be read), 1 or another value and alpha 1 or another, are picked so that on
+ * either configuration both ways run, the blocked one with every layout and every kind of beta:
+ * full and edge tiles both ways, one to three k blocks of KC = 256, sizes on each side of the
  * thresholds.
  *
  * Every case is made twice: here, with the kernel the engine chose, and in a child process with
@@ -22,7 +23,7 @@
  *   - without the engine's kernel: BLIS's bits everywhere;
  *   - everywhere: within the rounding bound of a float64 product, on a sample of elements.
  * The test prints BLIS's configuration and thresholds, the kernel and how many cases ran each
- * way (zen3: 40 with the engine's kernel, haswell 72); with the engine's kernel in use at
+ * way (zen3: 64 with the engine's kernel, haswell 72); with the engine's kernel in use at
  * least 8 must run it. On a CPU without AVX-512, or with TG_GEMM_KERNEL=blis set, both runs use
  * BLIS's kernels; BLIS_ARCH_TYPE=3 forces BLIS's haswell configuration. Then products from a B
  * packed once (ag_pack_b) against ag_gemm. */
@@ -45,15 +46,15 @@ static float frand(unsigned *s) {
     return (float)(*s >> 8) / 16777216.0f - 0.5f;
 }
 
-/* m x n x k. Blocked on both configurations: the first four (zen3's exact MT, NT, KT among
- * them); blocked on zen3 with a row-major C only: 512 x 200 (NT), and 300 x 1100 with a
- * column-major one only (BLIS sees 1100 x 300); blocked on haswell only: 1023 x 257 x 201,
- * 511 x 208 (MT - 1 on zen3), 239 x 257, 201 x 201 x 201 (haswell's thresholds), 300 x 1100;
- * small on both: k = 100, m = 100. */
-static const int SIZES[][3] = {{512, 520, 240},  {1023, 600, 257}, {600, 512, 600},
-                               {528, 528, 256},  {512, 200, 256},  {300, 1100, 260},
-                               {1023, 257, 201}, {511, 208, 600},  {239, 257, 257},
-                               {201, 201, 201},  {201, 201, 100},  {100, 300, 300}};
+/* m x n x k. Blocked on both configurations: the first four (zen3's KT among them), 300 x 1100,
+ * 511 x 208 (MT - 1 on zen3), 239 x 257; blocked on zen3 only: 512 x 200 (its NT; with a
+ * column-major C, BLIS sees 200 x 512); blocked on haswell only: 1023 x 257 x 201 and
+ * 201 x 201 x 201 (haswell's thresholds; k below zen3's KT); small on both: k = 100, m = 100,
+ * m = 199 (one below ag_gemm's least side). */
+static const int SIZES[][3] = {{512, 520, 240}, {1023, 600, 257}, {600, 512, 600},  {528, 528, 256},
+                               {512, 200, 256}, {300, 1100, 260}, {1023, 257, 201}, {511, 208, 600},
+                               {239, 257, 257}, {201, 201, 201},  {201, 201, 100},  {100, 300, 300},
+                               {199, 600, 300}};
 #define NSIZES (sizeof SIZES / sizeof *SIZES)
 #define NCASES (NSIZES * 8)
 
@@ -138,13 +139,19 @@ static float *run_cases_blis(size_t total) {
     return shared;
 }
 
-/* Whether BLIS runs case g through its blocked code (BLIS 0.9's test, bli_gemmsup): the
- * thresholds of cntx, m and n swapped for a column-major C (the micro-kernels prefer rows). */
+/* Whether ag_gemm runs case g through BLIS's blocked code: BLIS 0.9's test (bli_gemmsup), the
+ * thresholds of cntx, m and n swapped for a column-major C (the micro-kernels prefer rows), or
+ * m and n at least max(200, NT) and k at least max(200, KT) (ag_gemm turns BLIS's code for small
+ * sizes off there). */
 static bool blis_blocked(const gcase *g, cntx_t *cntx) {
     int m = g->cc ? g->n : g->m, n = g->cc ? g->m : g->n;
-    return m >= bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_MT, cntx) &&
-           n >= bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_NT, cntx) &&
-           g->k >= bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_KT, cntx);
+    int mt = (int)bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_MT, cntx),
+        nt = (int)bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_NT, cntx),
+        kt = (int)bli_cntx_get_l3_sup_thresh_dt(BLIS_FLOAT, BLIS_KT, cntx);
+    if (m >= mt && n >= nt && g->k >= kt) return true;
+    nt = nt > 200 ? nt : 200;
+    kt = kt > 200 ? kt : 200;
+    return m >= nt && n >= nt && g->k >= kt;
 }
 
 /* Whether BLIS's code for small sizes takes the same algorithm for case g with the engine's
@@ -298,7 +305,8 @@ static void packed_case(int m, int n, int k, bool w_layout, bool ta, bool bias) 
 
 static void test_packed(void) {
     /* Runs from panels: on haswell those with every side >= 201 (m per 512-row block); on zen3
-     * 1100 x 250 x 260, 512 x 200 x 240 (its thresholds), 1024 x 201 x 256, 600 x 520 x 520 (on every configuration). */
+     * those with m, n >= 200 and k >= 240 (511 x 200 x 240 and 512 x 200 x 240 at the edge), not
+     * 256 x 208 x 200 nor 201 x 201 x 201 (k below its KT). */
     static const int sizes[][3] = {
         {201, 201, 201},  {250, 17, 256},   {256, 1000, 256}, {239, 257, 600}, {300, 300, 1024},
         {1100, 250, 260}, {100, 300, 300},  {5, 40, 8},       {256, 208, 200}, {512, 200, 240},
