@@ -148,13 +148,14 @@ typedef struct gemm_args {
  * the micro-kernels prefer row-stored C, BLIS's and the engine's alike, and BLIS then computes
  * C^T = B^T A^T) with its code for small sizes ("sup"), which reads A and B unpacked; the rest
  * with its blocked code, which packs them. Zen3's MT is 512 (NT 200, KT 240) and the rows of a
- * shard's batch in the full preset (468-520, median 510) fall just below it: there the small-
- * size code ran the preset's 256- and 1024-wide products at 0.4-0.95 of the blocked code's
- * speed (a B whose rows lie 4 KB apart, 1024 floats, maps every row of a panel to the same
- * cache sets: 256 x 1024 over k = 480 at 22 GFLOP/s against 54; docs/benchmarks.md). So
- * ag_gemm sends every product whose three sides reach BLOCKED_MIN and BLIS's NT and KT to the
- * blocked code, m held to NT as n is; a product with a side below 200 (the book's run: 32- and
- * 64-wide features) stays BLIS's choice, its bits as before. */
+ * shard's batch in the full preset (468-520 over 150 steps, median 510) are mostly below it:
+ * there the small-size code ran the preset's Linear layers (forward and both gradients) at
+ * 0.59-0.86 of the blocked code's speed on Zen 3, the slowest where a B's rows lie 4 KB apart
+ * (1024 floats: every row of a panel in the same cache sets), 1,024 inputs on 510 rows at
+ * 31.8 GFLOP/s against 53.7 (tests/autograd/bench_matmul.c, docs/benchmarks.md). So ag_gemm
+ * sends every product whose three sides reach BLOCKED_MIN and BLIS's NT and KT to the blocked
+ * code, m held to NT as n is; a product with a side below 200 (the book's run: 32- and 64-wide
+ * features) stays BLIS's choice, its bits as before. */
 #define BLOCKED_MIN 200
 
 static dim_t at_least(dim_t a, dim_t b) { return a > b ? a : b; }
@@ -184,14 +185,16 @@ bool ag__gemm_blocked(int m, int n, int k, ptrdiff_t csc) {
 static void gemm_rows(void *ctx, ptrdiff_t r0, ptrdiff_t r1) {
     gemm_args *g = ctx;
     ag_real alpha = g->alpha, beta = g->beta;
-    rntm_t blocked; /* BLIS copies it */
-    bli_rntm_init(&blocked);
-    bli_rntm_disable_l3_sup(&blocked);
     const int rows = (int)(r1 - r0);
+    rntm_t blocked, *rntm = NULL; /* NULL: BLIS's choice; BLIS copies a runtime given */
+    if (ag__gemm_blocked(rows, g->n, g->k, g->csc)) {
+        bli_rntm_init(&blocked);
+        bli_rntm_disable_l3_sup(&blocked);
+        rntm = &blocked;
+    }
     BLIS_GEMM_EX(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, rows, g->n, g->k, &alpha,
                  (ag_real *)g->a + r0 * g->rsa, g->rsa, g->csa, (ag_real *)g->b, g->rsb, g->csb,
-                 &beta, g->c + r0 * g->rsc, g->rsc, g->csc, (cntx_t *)ag__gemm_cntx(),
-                 ag__gemm_blocked(rows, g->n, g->k, g->csc) ? &blocked : NULL);
+                 &beta, g->c + r0 * g->rsc, g->rsc, g->csc, (cntx_t *)ag__gemm_cntx(), rntm);
 }
 
 /* Blocks [b0, b1) of GEMM_BLOCK rows of C, the last block taking the rows left over. */
