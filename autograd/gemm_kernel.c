@@ -26,9 +26,9 @@
  * The kernel runs only in BLIS's blocked code. BLIS computes a product with a side below its
  * "sup" thresholds (haswell: m, n or k < 201; zen3: m < 512, n < 200 or k < 240; ag_gemm holds
  * m to NT, ag__gemm_blocked) with its code for small sizes instead, with its own kernels; but
- * that code reads MR and NR from the context
- * to choose between its two algorithms, which split the k sum differently, so there the
- * engine's context does not always give BLIS's bits (ops_matmul.c, gemm_rows).
+ * that code reads MR and NR from the context to choose between its two algorithms, which split
+ * the k sum differently, so there the engine's context does not always give BLIS's bits
+ * (ops_matmul.c, gemm_rows).
  *
  * The micro-panels of A and B are packed by packm_24xk and packm_16xk below (BLIS's packing
  * gathers a row-major A, or a column-major B, one value at a time).
