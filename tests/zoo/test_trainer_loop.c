@@ -1,7 +1,8 @@
 /* test_trainer_loop.c -- the shared trainer's objective and run loop on a small in-memory
  * corpus: the output layer fused with the loss against its composite (three models, label
  * smoothing, the mean over 2 T), validation (the loss per token, BLEU, when, the best
- * checkpoint), the decay's end fitted to a time budget and a run with it (its bits, its refusals).
+ * checkpoint), the decay's end fitted to a time budget and a run with it (its bits, its refusals,
+ * its refits after validations).
  * The loss's value, training, resume and checkpoints: test_trainer.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -317,11 +318,83 @@ static void test_fit_decay_run(void) {
     ds_fra_free(d);
 }
 
+/* Refits: after each validation of the call that fitted the end at the warm-up's, the end is
+ * fitted again at the pace so far. Each move on the log starts from the end before it, at a
+ * validation's step; the last is the recipe's and the optimizer's, and the run stops at or
+ * before it. The warm-up's pace holds one validation in 4 steps, the rest one in 3, so the end
+ * moves. A capped run's refits all give max_steps: the run with that decay, bit for bit. A later
+ * call (a resume) keeps the end it has. */
+static void test_fit_decay_refit(void) {
+    ds_fra_options fo = ds_fra_defaults();
+    fo.min_freq = 1;
+    fo.batch_size = 2;
+    fo.valid_frac = 0.25; /* 2 of the 8 pairs */
+    ds_fra *d = zt_corpus_with(&fo);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    zoo_trainer *t = linear_trainer(d, 1000);
+    FILE *log = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(log);
+    zoo_train_opts o = {
+        .epochs = 1000000, .time_budget = 0.5, .fit_decay = true, .valid_steps = 3, .log = log};
+    CU_ASSERT_EQUAL(run_opts(t, d, &o), ZOO_TRAIN_LIMIT);
+    rewind(log);
+    char line[512];
+    long long end = -1, at, from, to;
+    int moves = 0;
+    while (fgets(line, sizeof line, log)) {
+        const char *p = strstr(line, "the decay ends at step ");
+        if (!strncmp(line, "schedule: the warm-up ended at step 4 after ", 44) && p) {
+            CU_ASSERT_EQUAL(end, -1);
+            end = atoll(p + 23);
+        } else if (sscanf(line,
+                          "schedule: at step %lld after %*fs (%*fs a step), the decay's end "
+                          "moves from step %lld to %lld, ",
+                          &at, &from, &to) == 3) {
+            CU_ASSERT(at > 4 && at % 3 == 0 && at < to);
+            CU_ASSERT_EQUAL(from, end);
+            end = to;
+            moves++;
+        }
+    }
+    CU_ASSERT(moves >= 1);
+    CU_ASSERT_EQUAL(t->recipe.decay_steps, end);
+    CU_ASSERT_EQUAL(optim_config(t->opt)->schedule.total, end);
+    CU_ASSERT(t->steps <= end);
+    /* a later call: no fit of its own, it trains on to the end it has (or says it is there) */
+    o.log = NULL;
+    if (t->steps == end) {
+        TG_EXPECT_ERROR(run_opts(t, d, &o), "nothing to train");
+    } else {
+        CU_ASSERT_EQUAL(run_opts(t, d, &o), ZOO_TRAIN_LIMIT);
+        CU_ASSERT(t->steps <= end);
+    }
+    CU_ASSERT_EQUAL(t->recipe.decay_steps, end);
+    fclose(log);
+    zoo_trainer_free(t);
+    /* capped: validations and refits at 12, the plain run's bits */
+    zoo_trainer *fit = linear_trainer(d, 1000), *plain = linear_trainer(d, 12);
+    o = (zoo_train_opts){
+        .epochs = 100, .max_steps = 12, .time_budget = 3600, .fit_decay = true, .valid_steps = 3};
+    CU_ASSERT_EQUAL(run_opts(fit, d, &o), ZOO_TRAIN_LIMIT);
+    zoo_train_opts p = {.epochs = 100, .max_steps = 12};
+    CU_ASSERT_EQUAL(run_opts(plain, d, &p), ZOO_TRAIN_LIMIT);
+    CU_ASSERT_EQUAL(fit->n_valid, 4);
+    CU_ASSERT_EQUAL(fit->recipe.decay_steps, 12);
+    size_t n = nn_params_flat_size(fit->model->ps);
+    CU_ASSERT_EQUAL(memcmp(nn_params_values(fit->model->ps), nn_params_values(plain->model->ps),
+                           n * sizeof(ag_real)),
+                    0);
+    zoo_trainer_free(fit);
+    zoo_trainer_free(plain);
+    ds_fra_free(d);
+}
+
 static CU_TestInfo tests[] = {
     {"the output layer fused with the loss: the same objective", test_fused_loss_same_objective},
     {"validation: loss per token, BLEU, when, the best checkpoint", test_validation},
     {"the decay's end fitted to a time budget", test_fit_decay_end},
     {"a run with its decay fitted: the run with that decay; its refusals", test_fit_decay_run},
+    {"the decay's end fitted again after each validation", test_fit_decay_refit},
     CU_TEST_INFO_NULL,
 };
 

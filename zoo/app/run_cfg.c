@@ -168,9 +168,9 @@ static const zoo_cfg_opt LOOP[] = {
       "stop, save and report after S seconds of training (0: no limit)", NULL},
      "t"},
     {{"fit-decay", ZOO_BOOL, L(fit_decay), 0, 1,
-      "with --time-budget and --lr-schedule linear or cosine: at the end of the warm-up, move "
-      "--decay-steps to the last step the rest of the budget holds at the pace so far (at most "
-      "--max-steps), and stop there",
+      "with --time-budget and --lr-schedule linear or cosine: at the end of the warm-up and "
+      "after each validation, move --decay-steps to the last step the rest of the budget holds "
+      "at the pace so far (at most --max-steps), and stop there",
       NULL},
      "t"},
     {{"checkpoint-every", ZOO_INT, L(checkpoint_every), 0, 1e6,

@@ -81,11 +81,15 @@ bool zoo_fit_decay_possible(double time_budget, int schedule) {
     return time_budget > 0 && (schedule == ZOO_SCHEDULE_LINEAR || schedule == ZOO_SCHEDULE_COSINE);
 }
 
-/* fit_decay at the end of the warm-up (trainer.h): the decay's end from rank 0's clock into the
- * recipe, the optimizer's schedule and the run's end step, and a line on the log. 0 or -1. */
-static int fit_decay(zoo_run_state *r, zoo_trainer *tr) {
+/* fit_decay (trainer.h): at the end of the warm-up, and in the call that did that after each
+ * validation, the decay's end from rank 0's clock (the pace of the call so far, validations and
+ * saves included) into the recipe, the optimizer's schedule and the run's end step, and a line
+ * on the log when it moves. 0 or -1. */
+static int fit_decay(zoo_run_state *r, zoo_trainer *tr, bool validated) {
     const zoo_train_opts *o = r->o;
-    if (!o->fit_decay || tr->steps != tr->recipe.warmup) return 0;
+    bool warmup_end = tr->steps == tr->recipe.warmup;
+    if (!o->fit_decay || !(warmup_end || (r->fitted && validated && tr->steps < r->end)))
+        return 0; /* (a refit at the run's last step would move an end already reached) */
     double done = zoo__now() - r->t0;
     int64_t n = tr->steps - r->steps0,
             end = zoo_fit_decay_end(tr->steps, n, done, o->time_budget, o->max_steps);
@@ -94,18 +98,27 @@ static int fit_decay(zoo_run_state *r, zoo_trainer *tr) {
         if (zoo_dist_max(tr->dist, &v, 1)) return -1;
         end = v;
     }
+    r->fitted = true;
+    int64_t was = tr->recipe.decay_steps;
+    if (!warmup_end && end == was) return 0;
     optim_schedule s = optim_config(tr->opt)->schedule;
     s.total = end;
     if (optim_set_schedule(tr->opt, s)) return -1;
     tr->recipe.decay_steps = end;
     r->end = o->max_steps && o->max_steps < end ? o->max_steps : end;
-    if (o->log)
+    if (!o->log) return 0;
+    const char *why = end == o->max_steps ? "--max-steps" : "where the rest of --time-budget ends";
+    if (warmup_end)
         fprintf(o->log,
                 "schedule: the warm-up ended at step %lld after %.1fs (%.3fs a step); the decay "
                 "ends at step %lld, %s (--decay-steps %lld --max-steps %lld repeat it)\n",
-                (long long)tr->steps, done, done / (double)n, (long long)end,
-                end == o->max_steps ? "--max-steps" : "where the rest of --time-budget ends",
-                (long long)end, (long long)end);
+                (long long)tr->steps, done, done / (double)n, (long long)end, why, (long long)end,
+                (long long)end);
+    else
+        fprintf(o->log,
+                "schedule: at step %lld after %.1fs (%.3fs a step), the decay's end moves from "
+                "step %lld to %lld, %s\n",
+                (long long)tr->steps, done, done / (double)n, (long long)was, (long long)end, why);
     return 0;
 }
 
@@ -131,11 +144,9 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_run_state
         zoo__report_step(r, tr, it);
         if (periodic_save(r, tr)) return -1;
         if (!o) continue;
-        bool early = false;
-        if (o->valid_steps > 0 && tr->steps % o->valid_steps == 0 &&
-            zoo__validate_now(r, tr, it, &early))
-            return -1;
-        if (fit_decay(r, tr)) return -1;
+        bool early = false, validated = o->valid_steps > 0 && tr->steps % o->valid_steps == 0;
+        if (validated && zoo__validate_now(r, tr, it, &early)) return -1;
+        if (fit_decay(r, tr, validated)) return -1;
         if (early) *why = ZOO_RUN_EARLY;
         else if (o->stop && *o->stop) *why = ZOO_RUN_STOP;
         else if ((r->end > 0 && tr->steps >= r->end) ||

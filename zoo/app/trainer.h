@@ -168,14 +168,17 @@ typedef struct zoo_trainer {
 } zoo_trainer;
 
 typedef struct zoo_train_opts {
-    int epochs;                /* total epochs of the run (a resumed run counts those done) */
-    int64_t max_steps;         /* stop after this many steps of the whole run; 0: no limit */
-    double time_budget;        /* stop once this call has trained this many seconds; 0: none */
+    int epochs;         /* total epochs of the run (a resumed run counts those done) */
+    int64_t max_steps;  /* stop after this many steps of the whole run; 0: no limit */
+    double time_budget; /* stop once this call has trained this many seconds; 0: none */
     /* With time_budget and a linear or cosine schedule: when the warm-up ends in this call, the
      * decay's end (the recipe's decay_steps, saved with the run) moves to the last step the
      * rest of the budget holds at the pace of the call so far (validations and saves
-     * included), at most max_steps, agreed by rank 0; a line on log says so. The run stops
-     * there: with fit_decay it never trains past the decay's end (a resumed run included). */
+     * included), at most max_steps, agreed by rank 0; a line on log says so. After each
+     * validation of that call it is fitted again the same way (a line when it moves), so a
+     * pace that drifts still ends the decay with the budget. The run stops there: with
+     * fit_decay it never trains past the decay's end (a resumed run included; its calls keep
+     * the end they load). */
     bool fit_decay;
     const char *checkpoint;    /* written at the end, at a stop and periodically; NULL: never */
     int checkpoint_every;      /* also every N epochs; 0: none */

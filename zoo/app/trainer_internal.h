@@ -32,6 +32,7 @@ typedef struct zoo_run_state {
     double last_ckpt; /* when the last checkpoint of this call was written */
     int64_t steps0;   /* the run's steps when this call started */
     int64_t end;      /* the step to stop after: max_steps, or the fitted decay's end; 0: none */
+    bool fitted;      /* fit_decay fitted the decay's end at the warm-up's end in this call */
 } zoo_run_state;
 
 /* The fractional epoch; the running loss of the epoch under way (d2l's: per-sequence losses /
