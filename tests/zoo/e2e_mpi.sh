@@ -13,6 +13,7 @@
 # - ranks that disagree (MPMD: --seed 0 on one, --seed 1 on the other) stop at the start with
 #   one message, exit 2, and write nothing; a rank that dies (SIGKILL) takes the job down and
 #   the last checkpoint stays intact; translate refuses to run as 2 processes;
+# - --fit-decay's fits (after the warm-up, after each validation) agreed by every rank;
 # - a rank that stops (SIGSTOP): the other ends the job after --dist-timeout, with one message
 #   naming it, without burning a core while it waits, and the checkpoint stays intact.
 set -u
@@ -190,6 +191,16 @@ check "--patience under mpirun" run pat 0 "${mpi[@]}" -np 2 "$prog" train --data
 check "  stops at step 2, once" test "$(grep -c 'by --patience' pat.out)" = 1
 check "  one line per validation (rank 0's)" test "$(grep -c '^valid at step' pat.err)" = 2
 check "  the best checkpoint" test -s pat.st.best
+
+# --fit-decay with validations under mpirun: rank 0's fits (at the warm-up's end, then after each
+# validation: collectives at steps 3, 4, 8, ...) reach every rank, so both stop after the same
+# step (else one would wait for the other until --dist-timeout), and the checkpoint keeps the
+# last end the log gave (40, --max-steps, unless a loaded machine's budget ends the run first)
+check "--fit-decay with refits under mpirun" run fit 0 "${mpi[@]}" -np 2 "$prog" train --data "$data" --num-examples 200 --valid-frac 0.1 --valid-steps 4 --lr-schedule linear --warmup-steps 3 --decay-steps 1000 --fit-decay 1 --time-budget 30 --max-steps 40 --epochs 100000 --log-every 0 --shards 1 --checkpoint fit.st
+fit_end=$(sed -n -e 's/^schedule: the warm-up ended .* the decay ends at step \([0-9]*\),.*/\1/p' -e "s/^schedule: at step .*, the decay's end moves from step [0-9]* to \([0-9]*\),.*/\1/p" fit.err | tail -1)
+check "  a fitted end on rank 0's log" test -n "$fit_end"
+check "  the checkpoint keeps the last one" grep -aq "\"train.decay_steps\":\"$fit_end\"" fit.st
+check "  one stop line" test "$(grep -c '^stopped at step' fit.out)" = 1
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

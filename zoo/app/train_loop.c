@@ -142,11 +142,11 @@ static int run_epoch(zoo_trainer *tr, ds_batches *it, int32_t bos, zoo_run_state
         tr->epoch_batches++;
         tr->steps++;
         zoo__report_step(r, tr, it);
-        if (periodic_save(r, tr)) return -1;
         if (!o) continue;
         bool early = false, validated = o->valid_steps > 0 && tr->steps % o->valid_steps == 0;
         if (validated && zoo__validate_now(r, tr, it, &early)) return -1;
-        if (fit_decay(r, tr, validated)) return -1;
+        if (fit_decay(r, tr, validated)) return -1; /* before a save, which records the end */
+        if (periodic_save(r, tr)) return -1;
         if (early) *why = ZOO_RUN_EARLY;
         else if (o->stop && *o->stop) *why = ZOO_RUN_STOP;
         else if ((r->end > 0 && tr->steps >= r->end) ||
