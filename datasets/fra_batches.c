@@ -205,6 +205,7 @@ bool ds_batches_next(ds_batches *it, ds_batch *b) {
         int64_t k = it->border[it->pos++], i0 = it->start[k];
         TG_ASSERT(k >= 0 && k < it->nb && it->start[k + 1] - i0 <= it->n);
         gather(it, it->sorted + i0, (int32_t)(it->start[k + 1] - i0), it->len[k], b);
+        b->by_tokens = true;
         return true;
     }
     if (it->pos >= it->n) return false;

@@ -198,6 +198,9 @@ typedef struct {
     const int32_t *tgt;           /* B x T                                               */
     const int32_t *tgt_valid_len; /* B                                                   */
     const int64_t *pairs;         /* B pair indices (rows of ds_fra_ids)                 */
+    /* a token batch (batch_tokens > 0): T is its longest pair, past a row's valid lengths
+     * only padding, so a consumer may cut rows to their own longest (the trainer does) */
+    bool by_tokens;
 } ds_batch;
 
 typedef struct ds_batches ds_batches;

@@ -2,7 +2,7 @@
  * corpus: the output layer fused with the loss against its composite (three models, label
  * smoothing, the mean over 2 T), validation (the loss per token, BLEU, when, the best
  * checkpoint), the decay's end fitted to a time budget and a run with it (its bits, its refusals,
- * its refits after validations).
+ * its refits after validations), a token batch cut per shard.
  * The loss's value, training, resume and checkpoints: test_trainer.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -18,6 +18,7 @@
 #include "tests/zoo/zoo_test.h"
 #include "zoo/app/decode.h"
 #include "zoo/app/trainer.h"
+#include "zoo/app/trainer_internal.h"
 #include "zoo/models/bahdanau.h"
 #include "zoo/models/encdec.h"
 #include "zoo/models/transformer.h"
@@ -220,6 +221,55 @@ static void test_validation(void) {
     ds_fra_free(d);
 }
 
+/* ---- token batches cut per shard ---- */
+
+/* A token batch's shard is cut to its rows' longest valid lengths (targets always; sources, as
+ * the Transformer's encoding ignores padding): the step's objective is the uncut one up to
+ * rounding. Two identical trainers (2 shards, no dropout) take one step on the same batch, one
+ * as a token batch (cut: the sources to 4 columns of 6, the first shard's targets too) and one
+ * marked as a fixed batch (not cut): the same loss and gradient norm to float rounding. */
+static void test_token_batch_cut(void) {
+    ds_fra_options fo = ds_fra_defaults();
+    fo.min_freq = 1;
+    fo.batch_tokens = 1000; /* the eight pairs in one batch, sorted by length */
+    ds_fra *d = zt_corpus_with(&fo);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    ds_batches *it;
+    ds_batch b;
+    CU_ASSERT_EQUAL_FATAL(ds_batches_new(d, DS_TRAIN, false, &it), 0);
+    CU_ASSERT_FATAL(ds_batches_next(it, &b));
+    CU_ASSERT(b.by_tokens);
+    CU_ASSERT_EQUAL(b.size, 8);
+    CU_ASSERT_EQUAL(b.num_steps, 6); /* "je suis chez moi ." <eos> */
+    int src_max = 0, tgt_first = 0;
+    for (int i = 0; i < b.size; i++) {
+        if (b.src_valid_len[i] > src_max) src_max = b.src_valid_len[i];
+        if (i < b.size / 2 && b.tgt_valid_len[i] > tgt_first) tgt_first = b.tgt_valid_len[i];
+    }
+    CU_ASSERT_EQUAL(src_max, 4);
+    CU_ASSERT(tgt_first < b.num_steps);
+    ds_batch fixed = b;
+    fixed.by_tokens = false;
+    zoo_trainer *cut = new_trainer(d, 0, 6), *whole = new_trainer(d, 0, 6);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cut);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(whole);
+    CU_ASSERT_EQUAL(zoo_trainer_set_shards(cut, 2), 0);
+    CU_ASSERT_EQUAL(zoo_trainer_set_shards(whole, 2), 0);
+    int32_t bos = ds_vocab_id(ds_fra_vocab(d, DS_TGT), "<bos>");
+    double l_cut = 0, l_whole = 0;
+    CU_ASSERT_EQUAL(zoo__train_step(cut, &b, bos, &l_cut), 0);
+    CU_ASSERT_EQUAL(zoo__train_step(whole, &fixed, bos, &l_whole), 0);
+    CU_ASSERT(l_whole > 0);
+    CU_ASSERT_DOUBLE_EQUAL(l_cut, l_whole, 1e-5 * l_whole);
+    double g_cut = optim_last_grad_norm(cut->opt), g_whole = optim_last_grad_norm(whole->opt);
+    CU_ASSERT(g_whole > 0);
+    CU_ASSERT_DOUBLE_EQUAL(g_cut, g_whole, 1e-5 * g_whole);
+    zoo_trainer_free(cut);
+    zoo_trainer_free(whole);
+    ds_batches_free(it);
+    ds_fra_free(d);
+}
+
 /* ---- the decay fitted to the time budget ---- */
 
 /* A trainer of the tiny model, linear warm-up 4 then decay to 0 at `decay`. */
@@ -392,6 +442,7 @@ static void test_fit_decay_refit(void) {
 static CU_TestInfo tests[] = {
     {"the output layer fused with the loss: the same objective", test_fused_loss_same_objective},
     {"validation: loss per token, BLEU, when, the best checkpoint", test_validation},
+    {"a token batch cut per shard: the uncut step's objective", test_token_batch_cut},
     {"the decay's end fitted to a time budget", test_fit_decay_end},
     {"a run with its decay fitted: the run with that decay; its refusals", test_fit_decay_run},
     {"the decay's end fitted again after each validation", test_fit_decay_refit},

@@ -219,19 +219,47 @@ typedef struct step_job {
     int g0, G; /* this rank's first global shard, the global shard count */
 } step_job;
 
-/* Forward and backward of rows [r0, r1) of the batch on shard sh; the loss sum in sh->loss. */
+/* The longest of n valid lengths, at least 1, at most T. */
+static int longest(const int32_t *len, int n, int T) {
+    int l = 1;
+    for (int i = 0; i < n; i++)
+        if (len[i] > l) l = len[i];
+    return l < T ? l : T;
+}
+
+/* ids (B, T) row-major cut to their first L columns: (B, L) on tape t, or ids when L = T. */
+static const int32_t *cut_columns(ag_tape *t, const int32_t *ids, int B, int T, int L) {
+    if (L == T) return ids;
+    int32_t *out = ag_tape_alloc(t, sizeof *out * (size_t)B * L);
+    if (out)
+        for (int b = 0; b < B; b++)
+            memcpy(out + (size_t)b * L, ids + (size_t)b * T, sizeof *out * (size_t)L);
+    return out;
+}
+
+/* Forward and backward of rows [r0, r1) of the batch on shard sh; the loss sum in sh->loss.
+ * In a token batch the shard's targets are cut to their longest valid length (decoders are
+ * causal and the loss skips padding), and so are its sources when the model's encoding ignores
+ * the padding (zoo_model_ops.pad_free): the same objective, up to rounding, in fewer rows. */
 static int shard_step(zoo_shard *sh, const ds_batch *b, int r0, int r1, int32_t bos, double eps) {
-    int B = r1 - r0, T = b->num_steps;
+    int B = r1 - r0, T = b->num_steps, Ts = T, Tt = T;
     size_t off = (size_t)r0 * T;
     zoo_model *m = sh->model;
     ag_tape *t = sh->tape;
+    const int32_t *src_len = b->src_valid_len + r0, *tgt_len = b->tgt_valid_len + r0;
+    if (b->by_tokens) {
+        Tt = longest(tgt_len, B, T);
+        if (m->ops->pad_free) Ts = longest(src_len, B, T);
+    }
+    const int32_t *src = cut_columns(t, b->src + off, B, T, Ts),
+                  *tgt = cut_columns(t, b->tgt + off, B, T, Tt);
     nn_ctx c = {.tape = t, .training = true, .rng = &sh->rng};
-    int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * T);
-    if (!dec_in) return -1;
-    zoo_teacher_inputs(b->tgt + off, B, T, bos, dec_in);
-    void *state = m->ops->encode(m, &c, b->src + off, b->src_valid_len + r0, B, T, NULL);
-    ag_tensor *loss = zoo_seq2seq_loss(m, &c, state, dec_in, b->tgt + off, b->tgt_valid_len + r0, B,
-                                       T, b->full_steps, eps);
+    int32_t *dec_in = ag_tape_alloc(t, sizeof *dec_in * (size_t)B * Tt);
+    if (!src || !tgt || !dec_in) return -1;
+    zoo_teacher_inputs(tgt, B, Tt, bos, dec_in);
+    void *state = m->ops->encode(m, &c, src, src_len, B, Ts, NULL);
+    ag_tensor *loss =
+        zoo_seq2seq_loss(m, &c, state, dec_in, tgt, tgt_len, B, Tt, b->full_steps, eps);
     if (!loss || ag_backward(t, loss)) return -1;
     sh->loss = loss->data[0];
     return 0;
