@@ -50,20 +50,33 @@ void ds_batches_free(ds_batches *it) {
     free(it);
 }
 
-/* A pair's length in a token batch: its longer side, <eos> included (<= num_steps). */
+/* A pair's length in a token batch: its longer side, <eos> included (<= num_steps); and the
+ * lengths of its sides. */
 static int32_t pair_len(const ds_fra *d, int64_t p) {
     int32_t s = d->side[DS_SRC].valid_len[p], t = d->side[DS_TGT].valid_len[p];
     return s > t ? s : t;
 }
+static int32_t src_len(const ds_fra *d, int64_t p) { return d->side[DS_SRC].valid_len[p]; }
+static int32_t tgt_len(const ds_fra *d, int64_t p) { return d->side[DS_TGT].valid_len[p]; }
 
-/* it->sorted = it->order sorted by pair_len, stably (a counting sort over 1..T). */
-static void sort_by_len(ds_batches *it) {
+/* out = in (n pairs) sorted stably by key, a length in 0..T (a counting sort). */
+static void count_sort(ds_batches *it, const int64_t *in, int64_t *out,
+                       int32_t (*key)(const ds_fra *, int64_t)) {
     int64_t *count = it->count;
     memset(count, 0, sizeof *count * (size_t)(it->T + 2));
-    for (int64_t i = 0; i < it->n; i++) count[pair_len(it->d, it->order[i]) + 1]++;
+    for (int64_t i = 0; i < it->n; i++) count[key(it->d, in[i]) + 1]++;
     for (int32_t l = 1; l <= it->T + 1; l++) count[l] += count[l - 1];
-    for (int64_t i = 0; i < it->n; i++)
-        it->sorted[count[pair_len(it->d, it->order[i])]++] = it->order[i];
+    for (int64_t i = 0; i < it->n; i++) out[count[key(it->d, in[i])]++] = in[i];
+}
+
+/* it->sorted = it->order sorted stably by (pair_len, source length, target length): three
+ * counting sorts, the last key first, it->order the scratch between them. A batch of one pair
+ * length then holds sources (and targets) of about one length too, so little is left to pad
+ * once a shard cuts its rows to their own longest. */
+static void sort_by_len(ds_batches *it) {
+    count_sort(it, it->order, it->sorted, tgt_len);
+    count_sort(it, it->sorted, it->order, src_len);
+    count_sort(it, it->order, it->sorted, pair_len);
 }
 
 /* Token batches: cuts the sorted lengths greedily (rows x the last, longest, length <= max).

@@ -119,6 +119,8 @@ check "  message" has err 'name the same file'
 check "stats" run 0 stats --data "$data" --plots "$dir/plots"
 check "stats: vocabulary line" has out '^vocabulary: source [0-9]+ tokens, target [0-9]+ tokens'
 check "stats: histogram" test -s "$dir/plots/lengths.svg"
+check "stats of token batches, 3 shards" run 0 stats --data "$data" --batch-tokens 200 --shards 3
+check "stats: the padding left by the shards' cut" has out "^each of 3 shards cut to its rows' longest \(training\): padding [0-9.]+% of the source positions"
 
 # a run written down and given back: --dump-config, --config FILE (flags beside it override it)
 check "dump-config" run 0 train --data "$data" --epochs 2 --lr 0.004 --dump-config

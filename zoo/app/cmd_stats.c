@@ -3,12 +3,56 @@
 #define _POSIX_C_SOURCE 200809L
 #include "zoo/app/cli_internal.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "zoo/app/plot.h"
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* The training batches of an epoch: how much of what a step computes is padding, and in token
+ * batches how much is left once each of the --shards shards cuts its rows to their longest
+ * target and (a pad_free model: the Transformer) source, as the trainer does. 0 or an exit
+ * status. */
+static int print_padding(zoo_cli *c, const ds_fra *d, const ds_fra_options *o) {
+    ds_batches *it = NULL;
+    if (ds_batches_new(d, DS_TRAIN, false, &it))
+        return o->batch_tokens ? zoo__usage(c, "--batch-tokens: %s", ag_last_error())
+                               : zoo__fail(c, ag_last_error());
+    const int G = c->run.cfg.exec.shards;
+    ds_batch b;
+    double positions = 0, valid[2] = {0, 0}, rows = 0, cut[2] = {0, 0};
+    while (ds_batches_next(it, &b)) {
+        positions += (double)b.size * b.num_steps;
+        rows += b.size;
+        for (int g = 0; g < G; g++) { /* the trainer's rows of shard g */
+            int r0 = (int)((ptrdiff_t)b.size * g / G), r1 = (int)((ptrdiff_t)b.size * (g + 1) / G);
+            int longest[2] = {0, 0};
+            for (int r = r0; r < r1; r++) {
+                const int len[2] = {b.src_valid_len[r], b.tgt_valid_len[r]};
+                for (int s = 0; s < 2; s++) {
+                    valid[s] += len[s];
+                    if (len[s] > longest[s]) longest[s] = len[s];
+                }
+            }
+            for (int s = 0; s < 2; s++) cut[s] += (double)(r1 - r0) * longest[s];
+        }
+    }
+    int64_t nb = ds_batches_count(it);
+    printf("batches (%s): %lld per epoch, %.1f pairs and %.0f positions on average; padding: "
+           "%.1f%% of the source and %.1f%% of the target positions\n",
+           o->batch_tokens ? "--batch-tokens" : "--batch-size", (long long)nb, rows / (double)nb,
+           positions / (double)nb, 100 * (1 - valid[0] / positions),
+           100 * (1 - valid[1] / positions));
+    if (o->batch_tokens)
+        printf("each of %d shards cut to its rows' longest (training): padding %.1f%% of the "
+               "source positions (the Transformer's; other models keep the batch's) and %.1f%% of "
+               "the target's\n",
+               G, 100 * (1 - valid[0] / cut[0]), 100 * (1 - valid[1] / cut[1]));
+    ds_batches_free(it);
+    return 0;
+}
 
 int zoo__cmd_stats(zoo_cli *c) {
     ds_fra_options o = c->run.cfg.data;
@@ -47,28 +91,11 @@ int zoo__cmd_stats(zoo_cli *c) {
                (long long)st->truncated[s], (long long)n, o.num_steps);
     }
     free(lens);
-    /* the training batches of an epoch: how much of what a step computes is padding */
-    ds_batches *it = NULL;
-    if (ds_batches_new(d, DS_TRAIN, false, &it)) {
+    rc = print_padding(c, d, &o);
+    if (rc) {
         ds_fra_free(d);
-        return o.batch_tokens ? zoo__usage(c, "--batch-tokens: %s", ag_last_error())
-                              : zoo__fail(c, ag_last_error());
+        return rc;
     }
-    ds_batch b;
-    double positions = 0, valid[2] = {0, 0}, rows = 0;
-    while (ds_batches_next(it, &b)) {
-        positions += (double)b.size * b.num_steps;
-        rows += b.size;
-        for (int r = 0; r < b.size; r++)
-            valid[0] += b.src_valid_len[r], valid[1] += b.tgt_valid_len[r];
-    }
-    int64_t nb = ds_batches_count(it);
-    printf("batches (%s): %lld per epoch, %.1f pairs and %.0f positions on average; padding: "
-           "%.1f%% of the source and %.1f%% of the target positions\n",
-           o.batch_tokens ? "--batch-tokens" : "--batch-size", (long long)nb, rows / (double)nb,
-           positions / (double)nb, 100 * (1 - valid[0] / positions),
-           100 * (1 - valid[1] / positions));
-    ds_batches_free(it);
     if (c->run.cfg.files.plots) {
         char path[4096], labels[BINS][8];
         const char *bl[BINS];

@@ -217,7 +217,7 @@ static const zoo_cfg_opt EXEC[] = {
     {{"shards", ZOO_INT, X(shards), 1, 64,
       "parts of each batch that run in parallel, their gradients summed (results depend on it)",
       NULL},
-     "t"},
+     "ts"},
     {{"resume", ZOO_SWITCH, X(resume), 0, 1, "continue the run saved in --checkpoint", NULL}, "t"},
     {{"allow-nonfinite", ZOO_SWITCH, X(allow_nonfinite), 0, 1,
       "load a checkpoint with NaN or infinite weights anyway (to inspect it)", NULL},
