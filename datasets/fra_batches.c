@@ -50,33 +50,36 @@ void ds_batches_free(ds_batches *it) {
     free(it);
 }
 
-/* A pair's length in a token batch: its longer side, <eos> included (<= num_steps); and the
- * lengths of its sides. */
+/* A pair's length in a token batch: its longer side, <eos> included (<= num_steps); and its
+ * source's. */
 static int32_t pair_len(const ds_fra *d, int64_t p) {
     int32_t s = d->side[DS_SRC].valid_len[p], t = d->side[DS_TGT].valid_len[p];
     return s > t ? s : t;
 }
 static int32_t src_len(const ds_fra *d, int64_t p) { return d->side[DS_SRC].valid_len[p]; }
-static int32_t tgt_len(const ds_fra *d, int64_t p) { return d->side[DS_TGT].valid_len[p]; }
 
 /* out = in (n pairs) sorted stably by key, a length in 0..T (a counting sort). */
-static void count_sort(ds_batches *it, const int64_t *in, int64_t *out,
+static void count_sort(ds_batches *it, const int64_t *in, int64_t *out, int64_t n,
                        int32_t (*key)(const ds_fra *, int64_t)) {
     int64_t *count = it->count;
     memset(count, 0, sizeof *count * (size_t)(it->T + 2));
-    for (int64_t i = 0; i < it->n; i++) count[key(it->d, in[i]) + 1]++;
+    for (int64_t i = 0; i < n; i++) count[key(it->d, in[i]) + 1]++;
     for (int32_t l = 1; l <= it->T + 1; l++) count[l] += count[l - 1];
-    for (int64_t i = 0; i < it->n; i++) out[count[key(it->d, in[i])]++] = in[i];
+    for (int64_t i = 0; i < n; i++) out[count[key(it->d, in[i])]++] = in[i];
 }
 
-/* it->sorted = it->order sorted stably by (pair_len, source length, target length): three
- * counting sorts, the last key first, it->order the scratch between them. A batch of one pair
- * length then holds sources (and targets) of about one length too, so little is left to pad
- * once a shard cuts its rows to their own longest. */
-static void sort_by_len(ds_batches *it) {
-    count_sort(it, it->order, it->sorted, tgt_len);
-    count_sort(it, it->sorted, it->order, src_len);
-    count_sort(it, it->order, it->sorted, pair_len);
+/* it->sorted = it->order sorted stably by pair_len. */
+static void sort_by_len(ds_batches *it) { count_sort(it, it->order, it->sorted, it->n, pair_len); }
+
+/* Each batch's rows sorted stably by source length (it->order the scratch): the same pairs in
+ * every batch, but a shard of a batch's rows (the trainer's) then holds sources of about one
+ * length, so cutting it to its longest leaves less padding. */
+static void sort_rows_by_src(ds_batches *it) {
+    for (int64_t k = 0; k < it->nb; k++) {
+        int64_t i0 = it->start[k], n = it->start[k + 1] - i0;
+        count_sort(it, it->sorted + i0, it->order + i0, n, src_len);
+        memcpy(it->sorted + i0, it->order + i0, sizeof *it->sorted * (size_t)n);
+    }
 }
 
 /* Token batches: cuts the sorted lengths greedily (rows x the last, longest, length <= max).
@@ -181,6 +184,7 @@ void ds_batches_epoch(ds_batches *it, int64_t epoch) {
     it->pos = 0;
     if (it->B) return;
     sort_by_len(it);
+    sort_rows_by_src(it);
     if (it->shuffle) {
         ag_rng_permutation(it->border, it->nb, it->d->opt.seed, (uint64_t)epoch ^ DS_BATCH_STREAM);
     } else {

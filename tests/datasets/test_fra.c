@@ -257,10 +257,9 @@ static void test_batches(void) {
 }
 
 /* Token batches: every pair once per epoch, rows x the batch's longest length <= the budget,
- * arrays cut to that length (only padding dropped), pairs sorted inside a batch by (length,
- * source length, target length), marked by_tokens, as many
- * batches in every epoch, a seeded batch order that an epoch replays, and the refusal of a
- * budget below the longest pair. */
+ * arrays cut to that length (only padding dropped), rows sorted inside a batch by source
+ * length, marked by_tokens, as many batches in every epoch, a seeded batch order that an epoch
+ * replays, and the refusal of a budget below the longest pair. */
 static void test_token_batches(void) {
     const char *path = tu_data_path();
     if (!path) return;
@@ -288,16 +287,15 @@ static void test_token_batches(void) {
         int64_t k = 0, total = 0, bad = 0;
         while (ds_batches_next(it, &b)) {
             if (k == 0) first[epoch] = b.pairs[0];
-            int32_t L = b.num_steps, prev = 0, prev_s = 0, prev_t = 0;
+            int32_t L = b.num_steps, longest = 0, prev_s = 0;
             bad += L < 1 || L > 12 || (int64_t)b.size * L > 200;
             for (int r = 0; r < b.size; r++) {
                 int64_t p = b.pairs[r];
                 int32_t len = sl[p] > tl[p] ? sl[p] : tl[p];
                 bad += seen[p]++ != 0;
-                bad += len < prev || len > L; /* sorted; none longer than the batch */
-                /* by (length, source length, target length) */
-                if (len == prev) bad += sl[p] < prev_s || (sl[p] == prev_s && tl[p] < prev_t);
-                prev = len, prev_s = sl[p], prev_t = tl[p];
+                bad += len > L || sl[p] < prev_s; /* none longer; sorted by source length */
+                if (len > longest) longest = len;
+                prev_s = sl[p];
                 bad += memcmp(b.src + r * L, ds_fra_ids(d, DS_SRC) + p * 12, 4 * (size_t)L) != 0;
                 bad += memcmp(b.tgt + r * L, ds_fra_ids(d, DS_TGT) + p * 12, 4 * (size_t)L) != 0;
                 for (int j = L; j < 12; j++) /* what was cut is padding */
@@ -306,7 +304,7 @@ static void test_token_batches(void) {
                 bad += b.src_valid_len[r] != sl[p] || b.tgt_valid_len[r] != tl[p];
                 if (epoch == 0) tokens += tl[p], padded += L;
             }
-            bad += prev != L || !b.by_tokens; /* as long as its longest pair */
+            bad += longest != L || !b.by_tokens; /* as long as its longest pair */
             total += b.size;
             k++;
         }
