@@ -74,9 +74,9 @@ typedef struct zoo_model_ops {
     /* Returns 0 or -1 (reported). */
     int (*reserve)(const zoo_model *m, const nn_ctx *c, void *state, int rows, int steps);
     /* true when a row's encoding and decoding do not depend on its source past its valid
-     * length (the Transformer: every attention masks those keys), so decoding may cut a batch's
-     * sources to their longest valid length; false (the default) when they do (d2l's RNN
-     * encoders run their recurrence over the padding too). */
+     * length (the Transformer: every attention masks those keys), so decoding and the trainer's
+     * token batches may cut a batch's sources to their longest valid length; false (the
+     * default) when they do (d2l's RNN encoders run their recurrence over the padding too). */
     bool pad_free;
     /* Heads of the attention of this kind (0: the model has none). */
     int (*attn_heads)(const zoo_model *m, zoo_attn_kind kind);
