@@ -401,6 +401,7 @@ static void test_fit_decay_refit(void) {
         const char *p = strstr(line, "the decay ends at step ");
         if (!strncmp(line, "schedule: the warm-up ended at step 4 after ", 44) && p) {
             CU_ASSERT_EQUAL(end, -1);
+            CU_ASSERT_PTR_NOT_NULL(strstr(line, "(fitted again after each validation)"));
             end = atoll(p + 23);
         } else if (sscanf(line,
                           "schedule: at step %lld after %*fs (%*fs a step), the decay's end "

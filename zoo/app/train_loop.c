@@ -108,7 +108,12 @@ static int fit_decay(zoo_run_state *r, zoo_trainer *tr, bool validated) {
     r->end = o->max_steps && o->max_steps < end ? o->max_steps : end;
     if (!o->log) return 0;
     const char *why = end == o->max_steps ? "--max-steps" : "where the rest of --time-budget ends";
-    if (warmup_end)
+    if (warmup_end && o->valid_steps > 0) /* refits may follow */
+        fprintf(o->log,
+                "schedule: the warm-up ended at step %lld after %.1fs (%.3fs a step); the decay "
+                "ends at step %lld, %s (fitted again after each validation)\n",
+                (long long)tr->steps, done, done / (double)n, (long long)end, why);
+    else if (warmup_end)
         fprintf(o->log,
                 "schedule: the warm-up ended at step %lld after %.1fs (%.3fs a step); the decay "
                 "ends at step %lld, %s (--decay-steps %lld --max-steps %lld repeat it)\n",
