@@ -24,6 +24,15 @@
 
 static ds_fra *load(void) { return zt_corpus(4); }
 
+/* The eight pairs in batches of 2, 2 of them held out for validation. */
+static ds_fra *load_with_valid(void) {
+    ds_fra_options o = ds_fra_defaults();
+    o.min_freq = 1;
+    o.batch_size = 2;
+    o.valid_frac = 0.25;
+    return zt_corpus_with(&o);
+}
+
 static zoo_trainer *new_trainer(const ds_fra *d, double dropout, uint64_t seed) {
     return zt_trainer_new(d, dropout, 0.01, seed);
 }
@@ -158,11 +167,7 @@ static void test_fused_loss_same_objective(void) {
  * zoo_train records one validation every valid_steps steps and one at the end, with the best
  * checkpoint written at each new best. */
 static void test_validation(void) {
-    ds_fra_options o = ds_fra_defaults();
-    o.min_freq = 1;
-    o.batch_size = 2;
-    o.valid_frac = 0.25; /* 2 of the 8 pairs */
-    ds_fra *d = zt_corpus_with(&o);
+    ds_fra *d = load_with_valid();
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     zoo_trainer *tr = new_trainer(d, 0.1, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(tr);
@@ -381,11 +386,7 @@ static void test_fit_decay_run(void) {
  * moves. A capped run's refits all give max_steps: the run with that decay, bit for bit. A later
  * call (a resume) keeps the end it has. */
 static void test_fit_decay_refit(void) {
-    ds_fra_options fo = ds_fra_defaults();
-    fo.min_freq = 1;
-    fo.batch_size = 2;
-    fo.valid_frac = 0.25; /* 2 of the 8 pairs */
-    ds_fra *d = zt_corpus_with(&fo);
+    ds_fra *d = load_with_valid();
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     zoo_trainer *t = linear_trainer(d, 1000);
     FILE *log = tmpfile();
