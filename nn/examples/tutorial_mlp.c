@@ -57,6 +57,21 @@ static void make_data(ag_real *x, int32_t *y) {
     }
 }
 
+/* The fraction of the N rows of logits [N, CLASSES] whose largest entry is at ys[i]; copies the
+ * logits into out [N * CLASSES] (the caller's) to compare a reloaded model with. */
+static double accuracy(const ag_tensor *logits, const int32_t *ys, ag_real *out) {
+    int correct = 0;
+    for (int i = 0; i < N; i++) {
+        int best = 0;
+        for (int k = 0; k < CLASSES; k++) {
+            out[i * CLASSES + k] = ag_get(logits, i * CLASSES + k);
+            if (out[i * CLASSES + k] > out[i * CLASSES + best]) best = k;
+        }
+        correct += best == ys[i];
+    }
+    return (double)correct / N;
+}
+
 static int fail(const char *what) {
     fprintf(stderr, "tutorial_mlp: %s\n", what);
     return 1;
@@ -104,17 +119,8 @@ int main(int argc, char **argv) {
     ag_tape_set_recording(t, false);
     ag_tensor *logits = mlp_forward(&model, &c, ag_tensor_from(t, AG_SHAPE(N, IN), xs));
     if (!logits) return fail("eval forward failed");
-    int correct = 0;
     static ag_real trained[N * CLASSES];
-    for (int i = 0; i < N; i++) {
-        int best = 0;
-        for (int k = 0; k < CLASSES; k++) {
-            trained[i * CLASSES + k] = ag_get(logits, i * CLASSES + k);
-            if (trained[i * CLASSES + k] > trained[i * CLASSES + best]) best = k;
-        }
-        correct += best == ys[i];
-    }
-    double acc = (double)correct / N;
+    double acc = accuracy(logits, ys, trained);
     printf("loss %.4f -> %.4f, train accuracy %.3f\n", first, last, acc);
 
     /* ---- 7. Save: parameters, optimizer state and metadata, atomically -------------------- */
