@@ -137,6 +137,12 @@ ag_precision ag_get_precision(void);
  * them, and neither the environment (TG_BF16_KERNEL=emulated) nor ag_bf16_emulate chose a
  * portable emulation. */
 bool ag_bf16_native(void);
+/* True when bf16 products run faster than float32's on this CPU: on AMX tiles, or on
+ * AVX512-BF16 where its dot product runs at full rate (AG_CPU_BF16_DOT_FULL_RATE, ag_cpu.h),
+ * with the kernel in use (ag_gemm_bf16_kernel) being that one. A step of the zoo's --preset full
+ * costs about 0.5 of float32's on AMX and 0.66 on Zen 4's AVX512-BF16 (docs/benchmarks.md);
+ * Intel's AVX512-BF16 without AMX is slower than float32, and emulation far slower. */
+bool ag_bf16_faster(void);
 
 /* Runs fn(ctx, begin, end) over [0, n) cut into one contiguous range per thread, the caller
  * taking the first, and returns when every range is done. With one thread, or n below

@@ -38,6 +38,11 @@ enum {
     /* AMX tiles with int8 products (AMX-TILE and AMX-INT8), and the same permission. */
     AG_CPU_AMX_INT8 = 1 << 5,
     AG_CPU_AVX2 = 1 << 6,
+    /* AVX512-BF16 whose dot product (vdpbf16ps) issues at float32's FMA rate, so that it does
+     * twice float32's multiply-adds a cycle: AMD's cores (Zen 4 measured, docs/benchmarks.md).
+     * Intel's cores run it at half that rate (Emerald Rapids measured: 0.49 of vfmadd231ps's
+     * multiply-adds a second), there bf16 gains only on AMX. Read from CPUID's vendor. */
+    AG_CPU_BF16_DOT_FULL_RATE = 1 << 7,
 };
 
 /* True when the CPU runs every feature in `features` (an OR of AG_CPU_*; 0: true) with the

@@ -55,6 +55,7 @@ static unsigned read_cpu(void) {
     if (__builtin_cpu_supports("avx512bw")) f |= AG_CPU_AVX512BW;
     if (__builtin_cpu_supports("avx512vnni")) f |= AG_CPU_AVX512VNNI;
     if (__builtin_cpu_supports("avx512bf16")) f |= AG_CPU_AVX512BF16;
+    if ((f & AG_CPU_AVX512BF16) && __builtin_cpu_is("amd")) f |= AG_CPU_BF16_DOT_FULL_RATE;
 #endif
     return f;
 }

@@ -426,6 +426,11 @@ bool ag_bf16_native(void) {
     return k == K_AVX512 || k == K_AMX;
 }
 
+bool ag_bf16_faster(void) {
+    const int k = kernel_in_use();
+    return k == K_AMX || (k == K_AVX512 && ag_cpu_has(AG_CPU_BF16_DOT_FULL_RATE));
+}
+
 bool ag_bf16_emulate(bool on) {
     const bool was = !ag_bf16_native();
     chosen = best(on);

@@ -1,7 +1,8 @@
 /* test_cpu.c -- ag_cpu_has (autograd/ag_cpu.h): each feature as the compiler's own CPU check
  * reads it, an OR of features as all of them, the empty set always, and the same answers from
  * threads that ask at once, the first time (the cache being filled while they ask); the AMX
- * features only where Linux lists them for the CPU, and in an OR as all of its features. */
+ * features only where Linux lists them for the CPU, and in an OR as all of its features; AVX512-BF16
+ * at full rate on AMD's cores only. */
 #include "autograd/ag_base.h"
 #include "autograd/ag_cpu.h"
 #include "tests/tg_test.h"
@@ -96,9 +97,22 @@ static void test_amx(void) {
     CU_ASSERT_EQUAL(ag_cpu_has(AG_CPU_AMX_INT8), int8); /* the cached answer */
 }
 
+/* AVX512-BF16 at full rate: AMD's cores with AVX512-BF16, no other (ag_cpu.h). */
+static void test_bf16_full_rate(void) {
+    const bool full = ag_cpu_has(AG_CPU_BF16_DOT_FULL_RATE);
+    printf("\n    vdpbf16ps at full rate: %s ", full ? "yes" : "no");
+    if (full) CU_ASSERT(ag_cpu_has(AG_CPU_AVX512BF16));
+#if AG_CPU_X86_KERNELS
+    CU_ASSERT_EQUAL(full, direct(3) && __builtin_cpu_is("amd"));
+#else
+    CU_ASSERT(!full);
+#endif
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {{"features, ORs, threads", test_features},
                                   {"AMX: as the CPU's flags, in ORs", test_amx},
+                                  {"AVX512-BF16 at full rate: AMD's", test_bf16_full_rate},
                                   CU_TEST_INFO_NULL};
     return tg_test_main("ag_cpu_has", tests);
 }

@@ -24,6 +24,7 @@
  *   - the switch: an unknown value refused, AG_FP32 left in force. The float64 engine (this
  *     file built against ag64) refuses AG_BF16. Denormal products (outside float32's normal
  *     range) are not pinned. */
+#include "autograd/ag_cpu.h"
 #include "autograd/ag_op.h"
 
 #include <math.h>
@@ -438,6 +439,24 @@ static void test_threads_same_bits(void) {
     free(a), free(b), free(c1), free(c2), free(t0), free(t1);
 }
 
+/* ag_bf16_faster per kernel: AMX's tiles, AVX512-BF16 at full rate (AMD's cores), never the
+ * emulations; "auto" and the CPU's best kernel agree with it. */
+static void test_faster(void) {
+    const char *was = ag_gemm_bf16_kernel();
+    const bool full_rate = ag_cpu_has(AG_CPU_BF16_DOT_FULL_RATE);
+    for (size_t kn = 0; kn < sizeof KERNEL_NAMES / sizeof *KERNEL_NAMES; kn++) {
+        if (ag_bf16_set_kernel(KERNEL_NAMES[kn])) continue;
+        const bool amx = !strcmp(KERNEL_NAMES[kn], "amx");
+        const bool avx = !strcmp(KERNEL_NAMES[kn], "avx512bf16");
+        CU_ASSERT_EQUAL(ag_bf16_faster(), amx || (avx && full_rate));
+    }
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel("auto"), 0);
+    printf("(the CPU's best, %s: bf16 %s than float32) ", ag_gemm_bf16_kernel(),
+           ag_bf16_faster() ? "faster" : "slower");
+    CU_ASSERT_EQUAL(ag_bf16_faster(), ag_cpu_has(AG_CPU_AMX_BF16) || full_rate);
+    CU_ASSERT_EQUAL(ag_bf16_set_kernel(was), 0);
+}
+
 static void test_bad_input(void) {
     float x[4] = {1, 2, 3, 4}, c[4] = {9, 9, 9, 9};
     TG_EXPECT_ERROR(ag_gemm_bf16(2, 2, 1, x, 1, 1, x, 2, 1, 0.5f, c, 2, 1), "ag_gemm_bf16",
@@ -473,6 +492,7 @@ static CU_TestInfo tests[] = {
     {"AMX kernel: the float64 bound over shapes, layouts, beta", test_amx_native},
     {"within the float64 bound", test_float64_bound},
     {"1 and 2 threads, two tasks: the same bits", test_threads_same_bits},
+    {"bf16 faster than float32: AMX, full-rate AVX512-BF16", test_faster},
     {"bad beta, size, precision reported", test_bad_input},
     CU_TEST_INFO_NULL,
 };

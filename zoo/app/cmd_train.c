@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autograd/ag_op.h"
 #include "datasets/metrics.h"
 #include "zoo/app/decode.h"
 #include "zoo/app/trainer_internal.h"
@@ -202,10 +203,11 @@ static int new_run(zoo_cli *c, train_run *t) {
     if (recipe.precision == ZOO_PRECISION_AUTO) {
         recipe.precision = zoo_precision_auto();
         if (t->rank0)
-            fprintf(stderr, "%s train: --precision auto: %s\n", c->run.program,
+            fprintf(stderr, "%s train: --precision auto: %s%s)\n", c->run.program,
                     recipe.precision == ZOO_PRECISION_BF16
-                        ? "bf16 (its products run on AMX tiles here)"
-                        : "fp32 (bf16 products would not run on AMX tiles here)");
+                        ? "bf16 (its products run faster than fp32's here: "
+                        : "fp32 (bf16 products would be slower here: ",
+                    ag_gemm_bf16_kernel());
     }
     zoo_model *m = zoo_model_new(c->run.kind, cfg->model, ds_vocab_size(ds_fra_vocab(t->d, DS_SRC)),
                                  ds_vocab_size(ds_fra_vocab(t->d, DS_TGT)), cfg->data.seed);

@@ -145,8 +145,8 @@ static const zoo_cfg_opt RECIPE[] = {
      "t"},
     {{"precision", ZOO_CHOICE, R(precision), 0, 0,
       "inputs of the products while training: fp32; bf16 with float32 sums (AMX, else "
-      "AVX512-BF16; without either, float32 and a message); auto: bf16 where it runs on AMX "
-      "tiles, else fp32",
+      "AVX512-BF16; without either, float32 and a message); auto: bf16 where it is faster "
+      "than fp32 (AMX tiles, AMD's AVX512-BF16), else fp32",
       zoo_precision_names},
      "t"},
     {{"valid-metric", ZOO_CHOICE, R(valid_metric), 0, 0,

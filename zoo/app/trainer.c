@@ -117,10 +117,7 @@ int zoo_trainer_set_recipe(zoo_trainer *tr, const zoo_recipe *r) {
     return 0;
 }
 
-int zoo_precision_auto(void) {
-    return ag_bf16_native() && !strncmp(ag_gemm_bf16_kernel(), "amx", 3) ? ZOO_PRECISION_BF16
-                                                                         : ZOO_PRECISION_FP32;
-}
+int zoo_precision_auto(void) { return ag_bf16_faster() ? ZOO_PRECISION_BF16 : ZOO_PRECISION_FP32; }
 
 zoo_trainer *zoo_trainer_new(zoo_model *model, double lr, double clip, uint64_t seed) {
     zoo_recipe r = zoo_recipe_d2l;

@@ -67,9 +67,9 @@ typedef enum zoo_precision {
 } zoo_precision;
 
 /* What --precision auto resolves to on this machine: ZOO_PRECISION_BF16 where bf16 products run
- * on AMX tiles (ag_gemm_bf16_kernel "amx ..."; there a step of --preset full costs about half of
- * float32's, docs/benchmarks.md), ZOO_PRECISION_FP32 elsewhere (AVX512-BF16's dot products are
- * slower than float32's FMAs on the CPUs measured). */
+ * faster than float32's (ag_bf16_faster: AMX tiles, where a step of --preset full costs about
+ * half of float32's, or AMD's full-rate AVX512-BF16, 0.66; docs/benchmarks.md),
+ * ZOO_PRECISION_FP32 elsewhere (Intel's AVX512-BF16 alone is slower than float32). */
 int zoo_precision_auto(void);
 
 /* The validation score that picks the best checkpoint and drives the patience
