@@ -1,8 +1,8 @@
 /* test_cpu.c -- ag_cpu_has (autograd/ag_cpu.h): each feature as the compiler's own CPU check
  * reads it, an OR of features as all of them, the empty set always, and the same answers from
  * threads that ask at once, the first time (the cache being filled while they ask); the AMX
- * features only where Linux lists them for the CPU, and in an OR as all of its features; AVX512-BF16
- * at full rate on AMD's cores only. */
+ * features only where Linux lists them for the CPU, and in an OR as all of its features;
+ * AVX512-BF16 at full rate on AMD's cores only. */
 #include "autograd/ag_base.h"
 #include "autograd/ag_cpu.h"
 #include "tests/tg_test.h"
