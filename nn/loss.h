@@ -26,10 +26,11 @@ extern "C" {
 #endif
 
 /* The default chunk of nn_linear_ce_forward (chunk_rows = 0): this many rows, fewer when V is
- * so large that a chunk's logits would pass NN_LINEAR_CE_CHUNK_ELEMS elements (never below 16
- * rows). Measured in docs/benchmarks.md (section "The big Transformer"). */
-#define NN_LINEAR_CE_CHUNK_ROWS 256
-#define NN_LINEAR_CE_CHUNK_ELEMS (16 << 20)
+ * so large that a chunk's logits would pass NN_LINEAR_CE_CHUNK_ELEMS elements (32 MiB of float32;
+ * never below 16 rows). Each chunk's products pack the whole weight again, so larger chunks pay
+ * for their memory with bf16 products (docs/benchmarks.md, "The output layer's chunk"). */
+#define NN_LINEAR_CE_CHUNK_ROWS 1024
+#define NN_LINEAR_CE_CHUNK_ELEMS (8 << 20)
 
 /* x (..., H) through the layer l (weight (V, H), bias (V) or none) and a cross-entropy against
  * one label per row of x (rows = numel / H), weighted per row, summed:

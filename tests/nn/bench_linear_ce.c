@@ -1,10 +1,11 @@
 /* bench_linear_ce.c -- the output layer with its cross-entropy, fused in row chunks
  * (nn_linear_ce_forward) against its composite (nn_linear_forward + ag_cross_entropy + sum):
  * one forward and backward of each, in turn, on a fresh tape.
- *   bench_linear_ce [rows] [H] [V] [kept] [reps] [threads] [chunk ...]
+ *   bench_linear_ce [--bf16] [rows] [H] [V] [kept] [reps] [threads] [chunk ...]
  * defaults: 1280 rows (a shard of the big Transformer's batch: 64 x 20), H 256, V 17851, a
  * fraction 0.43 of the rows kept (weight 1/T; the others are padding, weight 0: the whole
- * corpus at --num-steps 20), 7 repetitions, 1 thread, chunks of 256. Several chunk sizes may be
+ * corpus at --num-steps 20), 7 repetitions, 1 thread, chunks of 256; --bf16 runs the products in
+ * bf16 (ag_set_precision(AG_BF16), the kernel in use printed), float32 without. Several chunk sizes may be
  * given: each is run in turn with the composite. Prints, per variant, the median wall and CPU
  * time of the repetitions, GFLOP/s of the three products over the rows each computes (the
  * composite computes every row), and the tape's high-water mark. Built by CMake, never run by
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/ag_op.h"
 #include "nn/nn.h"
 #include "tests/bench_util.h"
 
@@ -25,13 +27,18 @@ static ag_tensor *randn_leaf(int ndim, const int *shape, double scale, ag_rng *r
 }
 
 int main(int argc, char **argv) {
+    const bool bf16 = argc > 1 && !strcmp(argv[1], "--bf16");
+    if (bf16) {
+        if (ag_set_precision(AG_BF16)) return fprintf(stderr, "%s\n", ag_last_error()), 2;
+        argv++, argc--;
+    }
     int R = argc > 1 ? atoi(argv[1]) : 1280, H = argc > 2 ? atoi(argv[2]) : 256;
     int V = argc > 3 ? atoi(argv[3]) : 17851;
     double kept = argc > 4 ? atof(argv[4]) : 0.43;
     int reps = argc > 5 ? atoi(argv[5]) : 7, threads = argc > 6 ? atoi(argv[6]) : 1;
     int n_chunks = argc > 7 ? argc - 7 : 1;
     if (R < 1 || H < 1 || V < 1 || reps < 1 || reps > 99 || ag_set_threads(threads)) {
-        fprintf(stderr, "usage: %s [rows] [H] [V] [kept] [reps] [threads] [chunk ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--bf16] [rows] [H] [V] [kept] [reps] [threads] [chunk ...]\n", argv[0]);
         return 2;
     }
     ag_rng rng;
@@ -49,8 +56,8 @@ int main(int argc, char **argv) {
     nn_linear l = {.weight = W, .bias = b, .in = H, .out = V};
     ag_tape *t = ag_tape_new();
     nn_ctx c = {.tape = t};
-    printf("rows %d (%d kept), H %d, V %d, %d threads, %d repetitions (medians)\n", R, n_kept, H, V,
-           threads, reps);
+    printf("rows %d (%d kept), H %d, V %d, %d threads, %d repetitions (medians), products %s\n", R,
+           n_kept, H, V, threads, reps, bf16 ? ag_gemm_bf16_kernel() : "float32");
     for (int k = 0; k < n_chunks; k++) {
         int chunk = argc > 7 ? atoi(argv[7 + k]) : 0;
         double wall[2][99], cpu[2][99];
