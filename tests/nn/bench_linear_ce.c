@@ -4,12 +4,12 @@
  *   bench_linear_ce [--bf16] [rows] [H] [V] [kept] [reps] [threads] [chunk ...]
  * defaults: 1280 rows (a shard of the big Transformer's batch: 64 x 20), H 256, V 17851, a
  * fraction 0.43 of the rows kept (weight 1/T; the others are padding, weight 0: the whole
- * corpus at --num-steps 20), 7 repetitions, 1 thread, chunks of 256; --bf16 runs the products in
- * bf16 (ag_set_precision(AG_BF16), the kernel in use printed), float32 without. Several chunk sizes may be
- * given: each is run in turn with the composite. Prints, per variant, the median wall and CPU
- * time of the repetitions, GFLOP/s of the three products over the rows each computes (the
- * composite computes every row), and the tape's high-water mark. Built by CMake, never run by
- * ctest: speed is measured, not asserted (docs/benchmarks.md). */
+ * corpus at --num-steps 20), 7 repetitions, 1 thread, chunk 0 (nn/loss.h's default); --bf16
+ * runs the products in bf16 (ag_set_precision(AG_BF16), the kernel printed), float32 without.
+ * Several chunk sizes may be given: each is run in turn with the composite. Prints, per variant,
+ * the median wall and CPU time of the repetitions, GFLOP/s of the three products over the rows
+ * each computes (the composite computes every row), and the tape's high-water mark. Built by
+ * CMake, never run by ctest: speed is measured, not asserted (docs/benchmarks.md). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +38,8 @@ int main(int argc, char **argv) {
     int reps = argc > 5 ? atoi(argv[5]) : 7, threads = argc > 6 ? atoi(argv[6]) : 1;
     int n_chunks = argc > 7 ? argc - 7 : 1;
     if (R < 1 || H < 1 || V < 1 || reps < 1 || reps > 99 || ag_set_threads(threads)) {
-        fprintf(stderr, "usage: %s [--bf16] [rows] [H] [V] [kept] [reps] [threads] [chunk ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--bf16] [rows] [H] [V] [kept] [reps] [threads] [chunk ...]\n",
+                argv[0]);
         return 2;
     }
     ag_rng rng;
