@@ -27,8 +27,8 @@ extern "C" {
 
 /* The default chunk of nn_linear_ce_forward (chunk_rows = 0): this many rows, fewer when V is
  * so large that a chunk's logits would pass NN_LINEAR_CE_CHUNK_ELEMS elements (32 MiB of float32;
- * never below 16 rows). Each chunk's products pack the whole weight again, so larger chunks pay
- * for their memory with bf16 products (docs/benchmarks.md, "The output layer's chunk"). */
+ * never below 16 rows). Each chunk's products pack the whole weight again: larger chunks pack it
+ * less often, for more memory (docs/benchmarks.md, "The output layer's chunk"). */
 #define NN_LINEAR_CE_CHUNK_ROWS 1024
 #define NN_LINEAR_CE_CHUNK_ELEMS (8 << 20)
 
