@@ -29,7 +29,8 @@
  *
  * AVX512-BF16 micro-kernel (MR = 12 rows x NR = 32 columns): 24 float32 accumulators of 16
  * lanes; per pair q, two loads of B's panel and, for each row, a broadcast word of A into two
- * vdpbf16ps (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo).
+ * vdpbf16ps (_mm512_dpbf16_ps: lane j += a.hi * b[j].hi, then += a.lo * b[j].lo); before
+ * its first pair it prefetches the next tile's C, which arrives while it multiplies.
  * AMX micro-kernel (32 x 32): C in four 16 x 16 float32 tiles; per 16 pairs of k, two tiles of
  * A (16 rows of 16 pairs: A is packed tile by tile for it, each tile 1 KB in one piece) and two
  * of B (B's usual NR-wide panel, 16 pairs of 16 columns: the layout tdpbf16ps reads), four
@@ -209,25 +210,27 @@ pair_across(const float *src, ptrdiff_t ps, int r, int lines, int q, int kc) {
 
 /* pack_block with the CPU's conversion: lines contiguous across (ls = 1: a row-major B, a
  * transposed A) are read a whole row of the block at a time, 16 words of a pair per store;
- * lines contiguous along k (ps = 1: a transposed B) in panels of a multiple of 16 lines, 16
- * lines x 16 pairs at a time, converted line by line and transposed in registers; else panel
- * by panel (pack_panel_avx512). */
+ * lines contiguous along k (ps = 1: a transposed B, a row-major A) 16 lines x 16 pairs at a
+ * time (for panels of fewer than 16 lines, a panel's lines and zeros), converted line by line
+ * and transposed in registers; else panel by panel (pack_panel_avx512). */
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps, int kpp,
                   uint32_t *restrict dst) {
     const int kp = (kc + 1) / 2;
-    if (ps == 1 && R % 16 == 0) {
-        const int padded = (lines + R - 1) / R * R;
-        for (int r = 0; r < padded; r += 16) {
+    if (ps == 1 && (R % 16 == 0 || R < 16)) {
+        /* G lines at a time (16, or a whole panel of fewer: the transpose's other rows zero) */
+        const int padded = (lines + R - 1) / R * R, G = R < 16 ? R : 16;
+        const __mmask16 keep = upto(G);
+        for (int r = 0; r < padded; r += G) {
             uint32_t *panel = dst + (ptrdiff_t)(r / R) * kpp * R + r % R;
             for (int q0 = 0; q0 < kpp; q0 += 16) {
                 __m512i v[16];
                 for (int i = 0; i < 16; i++)
-                    v[i] = r + i < lines ? words32(src + (r + i) * ls, 2 * q0, kc)
-                                         : _mm512_setzero_si512();
+                    v[i] = i < G && r + i < lines ? words32(src + (r + i) * ls, 2 * q0, kc)
+                                                  : _mm512_setzero_si512();
                 transpose16(v);
                 for (int i = 0; i < 16 && q0 + i < kpp; i++)
-                    _mm512_storeu_si512(panel + (ptrdiff_t)(q0 + i) * R, v[i]);
+                    _mm512_mask_storeu_epi32(panel + (ptrdiff_t)(q0 + i) * R, keep, v[i]);
             }
         }
         return;
@@ -342,13 +345,17 @@ static void kernel_emulated(int kp, const uint32_t *a, const uint32_t *b, float 
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 kernel_avx512bf16(int kp, const uint32_t *a, const uint32_t *b, float *c, ptrdiff_t rsc, bool load,
                   const float *cn) {
-    (void)cn;
     __m512 acc0[MR], acc1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++) {
         acc0[i] = load ? _mm512_loadu_ps(c + i * rsc) : _mm512_setzero_ps();
         acc1[i] = load ? _mm512_loadu_ps(c + i * rsc + 16) : _mm512_setzero_ps();
     }
+    if (cn) /* the next tile's C, its 24 lines, while this one multiplies */
+        for (int i = 0; i < MR; i++) {
+            __builtin_prefetch(cn + i * rsc, 1, 3);
+            __builtin_prefetch(cn + i * rsc + 16, 1, 3);
+        }
     for (int q = 0; q < kp; q++) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + q * NR),
                        b1 = (__m512bh)_mm512_loadu_si512(b + q * NR + 16);
