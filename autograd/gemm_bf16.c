@@ -126,36 +126,6 @@ static void pack_block(int R, int lines, int kc, const float *src, ptrdiff_t ls,
 }
 
 #if AG_CPU_X86_KERNELS
-/* pack_panel with the CPU's conversion (vcvtneps2bf16: ag_bf16_round's bits, NaNs included;
- * test_gemm_bf16 compares them), 16 values at a time where the layout allows: a line
- * contiguous along k is rounded 16 values at a time, then dealt out; lines contiguous across
- * (a row-major B, a transposed A) give 16 words of a pair at once. Other strides: pack_panel. */
-__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
-pack_panel_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps,
-                  uint32_t *restrict dst) {
-    const int kp = (kc + 1) / 2;
-    if (ps == 1) {
-        _Alignas(64) uint16_t row[KC + 16];
-        for (int r = 0; r < lines; r++) {
-            const float *s = src + r * ls;
-            for (int p = 0; p < kc; p += 16) {
-                __mmask16 m = kc - p >= 16 ? 0xffff : (__mmask16)((1u << (kc - p)) - 1);
-                __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + p));
-                memcpy(row + p, &h, 32); /* zeros past kc: the odd pad */
-            }
-            for (int q = 0; q < kp; q++) {
-                uint32_t w;
-                memcpy(&w, row + 2 * q, sizeof w);
-                dst[q * R + r] = w;
-            }
-        }
-        for (int r = lines; r < R; r++)
-            for (int q = 0; q < kp; q++) dst[q * R + r] = 0;
-        return;
-    }
-    pack_panel(R, lines, kc, src, ls, ps, dst);
-}
-
 /* r[i] word j <-> r[j] word i: a 16 x 16 block of 32-bit words transposed in registers
  * (pairs of words, then of 64-bit halves, then of 128-bit quarters twice). */
 __attribute__((target("avx512f"))) static inline void transpose16(__m512i r[16]) {
@@ -212,7 +182,7 @@ pair_across(const float *src, ptrdiff_t ps, int r, int lines, int q, int kc) {
  * transposed A) are read a whole row of the block at a time, 16 words of a pair per store;
  * lines contiguous along k (ps = 1: a transposed B, a row-major A) 16 lines x 16 pairs at a
  * time (for panels of fewer than 16 lines, a panel's lines and zeros), converted line by line
- * and transposed in registers; else panel by panel (pack_panel_avx512). */
+ * and transposed in registers; other strides panel by panel (pack_panel). */
 __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static void
 pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrdiff_t ps, int kpp,
                   uint32_t *restrict dst) {
@@ -237,8 +207,8 @@ pack_block_avx512(int R, int lines, int kc, const float *src, ptrdiff_t ls, ptrd
     }
     if (ls != 1 || ps == 1) {
         for (int r0 = 0; r0 < lines; r0 += R)
-            pack_panel_avx512(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
-                              dst + (ptrdiff_t)(r0 / R) * kpp * R);
+            pack_panel(R, lines - r0 < R ? lines - r0 : R, kc, src + r0 * ls, ls, ps,
+                       dst + (ptrdiff_t)(r0 / R) * kpp * R);
         zero_pad_pairs(R, lines, kp, kpp, dst);
         return;
     }
