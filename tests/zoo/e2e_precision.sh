@@ -15,6 +15,8 @@ e2e_init "$@"
 small=(--data "$data" --num-examples 80 --epochs 3 --log-every 1)
 losses() { sed -E 's/, [0-9.]+ tokens\/sec.*//' "$dir/err" | grep '^epoch' >"$dir/$1"; }
 precision() { grep -aq "\"train.precision\":\"$2\"" "$1" || { echo "  $1: no train.precision $2"; return 1; }; }
+has_amx=false # AMX-BF16 tiles: the bf16 kernel, and the chain TG_BF16_KERNEL=emulated emulates
+grep -q amx_bf16 /proc/cpuinfo 2>/dev/null && has_amx=true
 message="--precision bf16: no bf16 kernel on the CPU's instructions \\(it lacks AMX and AVX512-BF16, or TG_BF16_KERNEL=emulated\\); training in float32"
 
 check "default run" run 0 train "${small[@]}" --checkpoint "$dir/d.safetensors"
@@ -48,9 +50,8 @@ fi
 export TG_BF16_KERNEL=emulated
 check "--precision auto, bf16 emulated" run 0 train "${small[@]}" --precision auto --checkpoint "$dir/a.safetensors"
 unset TG_BF16_KERNEL
-# the emulation of the CPU's own chain: the AMX kernel's where the CPU has AMX, else vdpbf16ps's
-emulated="emulated 12x32"
-grep -q amx_bf16 /proc/cpuinfo 2>/dev/null && emulated="amx-emulated 32x32"
+emulated="emulated 12x32" # the emulation of the CPU's own chain: the AMX kernel's, else vdpbf16ps's
+$has_amx && emulated="amx-emulated 32x32"
 check "  says fp32" has err "--precision auto: fp32 \\(bf16 products would be slower here: $emulated\\)"
 losses auto_fp32
 check "  the default's losses" same "$dir/default" "$dir/auto_fp32"
@@ -59,7 +60,7 @@ check "--resume --precision auto: the checkpoint's" run 0 train "${small[@]}" --
 check "  nothing resolved again" lacks err "--precision auto:"
 check "  still fp32" precision "$dir/a.safetensors" fp32
 # bf16 is faster on AMX tiles, and on AVX512-BF16 in AMD's cores (ag_bf16_faster)
-if grep -q amx_bf16 /proc/cpuinfo 2>/dev/null ||
+if $has_amx ||
     { grep -q AuthenticAMD /proc/cpuinfo && grep -q avx512_bf16 /proc/cpuinfo; } 2>/dev/null; then
     check "--precision auto where bf16 is faster" run 0 train "${small[@]}" --precision auto --checkpoint "$dir/p.safetensors"
     check "  says bf16" has err "--precision auto: bf16 \\(its products run faster than fp32's here: (amx|avx512bf16) [0-9x]+\\)"
