@@ -228,10 +228,10 @@ int nn_ckpt_add(nn_ckpt *ck, const char *name, int ndim, const int *shape, const
     return 0;
 }
 
-/* Checks t against (ndim <= NN_CKPT_MAX_DIMS, shape) and a float dtype; 0 or -1 with a
- * message. */
+/* Checks t against (ndim <= NN_CKPT_MAX_DIMS, shape) and a float dtype (i64: dtype I64); 0 or
+ * -1 with a message. */
 static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tensor *t, int ndim,
-                        const int *shape) {
+                        const int *shape, bool i64) {
     char want[160], got[160];
     int64_t sh[NN_CKPT_MAX_DIMS];
     if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
@@ -242,10 +242,11 @@ static int check_tensor(const nn_ckpt *ck, const char *name, const nn_ckpt_tenso
     if (!t)
         return ag_error("%s: tensor '%s' is missing (expected shape %s)", nn_ckpt_source(ck), name,
                         want);
-    if (t->dtype != NN_F32 && t->dtype != NN_F64 && t->dtype != NN_F16 && t->dtype != NN_BF16)
-        return ag_error("%s: tensor '%s' has dtype %s, expected a float dtype (F32, F64, "
-                        "F16 or BF16)",
-                        nn_ckpt_source(ck), name, nn_dtype_name(t->dtype));
+    if (i64 ? t->dtype != NN_I64
+            : t->dtype != NN_F32 && t->dtype != NN_F64 && t->dtype != NN_F16 && t->dtype != NN_BF16)
+        return ag_error("%s: tensor '%s' has dtype %s, expected %s", nn_ckpt_source(ck), name,
+                        nn_dtype_name(t->dtype),
+                        i64 ? "I64" : "a float dtype (F32, F64, F16 or BF16)");
     bool same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == sh[i];
     if (!same)
@@ -303,13 +304,13 @@ int nn_ckpt_read(const nn_ckpt *ck, const char *name, int ndim, const int *shape
     if (!ck || !name || (!shape && ndim > 0) || !dst)
         return ag_error("nn_ckpt_read: NULL argument");
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
-    if (check_tensor(ck, name, t, ndim, shape)) return -1;
+    if (check_tensor(ck, name, t, ndim, shape, false)) return -1;
     ck_decode(ck, t, dst);
     return 0;
 }
 
-int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape) {
-    return check_tensor(ck, name, nn_ckpt_find(ck, name), ndim, shape);
+int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape, bool i64) {
+    return check_tensor(ck, name, nn_ckpt_find(ck, name), ndim, shape, i64);
 }
 
 /* ---- Metadata --------------------------------------------------------------------------- */

@@ -51,9 +51,9 @@ int ck_meta_put(nn_ckpt *ck, const char *key, const char *value);
 int ck_dtype_parse(const char *s, nn_dtype *d);
 /* "BOOL, U8, ..." for messages. */
 const char *ck_dtype_list(void);
-/* Checks that tensor `name` exists with a float dtype and shape (ndim, shape): 0, or -1 with
- * a message naming the source, the tensor and what was expected. */
-int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape);
+/* Checks that tensor `name` exists with a float dtype (i64: dtype I64) and shape (ndim,
+ * shape): 0, or -1 with a message naming the source, the tensor and what was expected. */
+int ck_check(const nn_ckpt *ck, const char *name, int ndim, const int *shape, bool i64);
 /* Converts t's elements (a float dtype, already checked) into dst. */
 void ck_decode(const nn_ckpt *ck, const nn_ckpt_tensor *t, ag_real *dst);
 /* The bytes of a held tensor t of ck. */
@@ -93,7 +93,6 @@ int ck_verify(nn_ckpt *ck, const ck_sum_info *sum, const char *hdr, size_t hlen,
 /* The format-2 checksum into *out: XXH3-64 of the 8 length bytes (hlen, little-endian), hdr
  * with its 16 bytes at digits_at read as '0', and the data section of ck (its pages released
  * as they are hashed when ck is mapped). Returns 0, or -1 when out of memory (no message). */
-int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const nn_ckpt *ck,
-                 uint64_t *out);
+int ck_file_hash(const char *hdr, size_t hlen, size_t digits_at, const nn_ckpt *ck, uint64_t *out);
 
 #endif

@@ -39,35 +39,11 @@ int nn_ckpt_add_i64(nn_ckpt *ck, const char *name, int ndim, const int *shape, c
     return 0;
 }
 
-/* Checks that tensor `name` exists with dtype I64 and shape (ndim, shape): 0 or -1. */
-static int check_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape) {
-    const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
-    char want[160], got[160];
-    int64_t sh[NN_CKPT_MAX_DIMS];
-    if (ndim < 0 || ndim > NN_CKPT_MAX_DIMS)
-        return ag_error("%s: tensor '%s': ndim %d asked, expected 0 to %d", nn_ckpt_source(ck),
-                        name, ndim, NN_CKPT_MAX_DIMS);
-    for (int i = 0; i < ndim; i++) sh[i] = shape[i];
-    ck_shape_fmt(want, sizeof want, ndim, sh);
-    if (!t)
-        return ag_error("%s: tensor '%s' is missing (expected shape %s)", nn_ckpt_source(ck), name,
-                        want);
-    if (t->dtype != NN_I64)
-        return ag_error("%s: tensor '%s' has dtype %s, expected I64", nn_ckpt_source(ck), name,
-                        nn_dtype_name(t->dtype));
-    bool same = t->ndim == ndim;
-    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == sh[i];
-    if (!same)
-        return ag_error("%s: tensor '%s' has shape %s, expected %s", nn_ckpt_source(ck), name,
-                        ck_shape_fmt(got, sizeof got, t->ndim, t->shape), want);
-    return 0;
-}
-
 int nn_ckpt_read_i64(const nn_ckpt *ck, const char *name, int ndim, const int *shape,
                      int64_t *dst) {
     if (!ck || !name || (!shape && ndim > 0) || !dst)
         return ag_error("nn_ckpt_read_i64: NULL argument");
-    if (check_i64(ck, name, ndim, shape)) return -1;
+    if (ck_check(ck, name, ndim, shape, true)) return -1;
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, name);
     const unsigned char *p = ck_bytes(ck, t);
     for (uint64_t i = 0; i < t->numel; i++) dst[i] = (int64_t)le64_get(p + 8 * i);
@@ -100,8 +76,7 @@ static int add_tensor(nn_ckpt *ck, const ag_tensor *p) {
 /* Checks the checkpoint's tensor for store tensor p (present, a dtype it can take, p's shape). */
 static int check_tensor(const nn_ckpt *ck, const ag_tensor *p) {
     const nn_ckpt_tensor *t = nn_ckpt_find(ck, p->name);
-    if (is_count(p) && t && t->dtype == NN_I64) return check_i64(ck, p->name, p->ndim, p->shape);
-    return ck_check(ck, p->name, p->ndim, p->shape);
+    return ck_check(ck, p->name, p->ndim, p->shape, is_count(p) && t && t->dtype == NN_I64);
 }
 
 static void load_tensor(const nn_ckpt *ck, ag_tensor *p) {
@@ -110,8 +85,7 @@ static void load_tensor(const nn_ckpt *ck, ag_tensor *p) {
         ck_decode(ck, t, p->data);
     } else {
         const unsigned char *b = ck_bytes(ck, t);
-        for (uint64_t i = 0; i < t->numel; i++)
-            p->data[i] = (ag_real)(int64_t)le64_get(b + 8 * i);
+        for (uint64_t i = 0; i < t->numel; i++) p->data[i] = (ag_real)(int64_t)le64_get(b + 8 * i);
     }
     ck_release(ck, t->begin, t->end); /* a mapped file: done with its pages */
 }

@@ -384,6 +384,16 @@ static void test_streamed_bytes(void) {
             CU_ASSERT_EQUAL(memcmp(w, vals, sizeof w), 0);
             CU_ASSERT_EQUAL(nn_ckpt_read_i64(ck, "count", 1, (const int[]){2}, c), 0);
             CU_ASSERT_TRUE(c[0] == 7 && c[1] == -3);
+            /* the wrong dtype, shape or name each way, named in the message */
+            CU_ASSERT_EQUAL(nn_ckpt_read_i64(ck, "w", 2, (const int[]){3, 5}, c), -1);
+            CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "tensor 'w' has dtype F"));
+            CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "expected I64"));
+            CU_ASSERT_EQUAL(nn_ckpt_read(ck, "count", 1, (const int[]){2}, w), -1);
+            CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "has dtype I64, expected a float"));
+            CU_ASSERT_EQUAL(nn_ckpt_read_i64(ck, "count", 1, (const int[]){3}, c), -1);
+            CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "has shape [2], expected [3]"));
+            CU_ASSERT_EQUAL(nn_ckpt_read_i64(ck, "counts", 1, (const int[]){2}, c), -1);
+            CU_ASSERT_PTR_NOT_NULL(strstr(ag_last_error(), "'counts' is missing"));
             free(img);
             nn_ckpt_free(ck);
         }
