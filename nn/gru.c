@@ -123,13 +123,6 @@ ag_tensor *nn_gru_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, 
 
 /* ---- the layers ---- */
 
-/* Registers the four tensors of one direction of layer n (suffix "" or "_reverse"). */
-static int register_direction(nn_gru_layer *L, nn_params *ps, const char *prefix, int n,
-                              const char *suffix, int in, int H) {
-    return nn_rnn_register(ps, prefix, n, suffix, 3, in, H, &L->weight_ih, &L->weight_hh,
-                           &L->bias_ih, &L->bias_hh);
-}
-
 int nn_gru_init_opts(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
                      int num_layers, double dropout, const nn_rnn_opts *opts) {
     if (!g)
@@ -142,17 +135,8 @@ int nn_gru_init_opts(nn_gru *g, nn_params *ps, const char *prefix, int input_siz
                   .dropout = dropout,
                   .batch_first = o.batch_first,
                   .bidirectional = o.bidirectional};
-    if (nn_rnn_check_init(ps, "nn_gru_init", prefix, input_size, hidden, num_layers,
-                          NN_GRU_MAX_LAYERS, dropout))
-        return -1;
-    const int H = hidden, D = o.bidirectional ? 2 : 1;
-    for (int n = 0; n < num_layers; n++) {
-        const int in = n == 0 ? input_size : D * H;
-        if (register_direction(&g->layer[n], ps, prefix, n, "", in, H)) return -1;
-        if (D == 2 && register_direction(&g->reverse[n], ps, prefix, n, "_reverse", in, H))
-            return -1;
-    }
-    return 0;
+    return nn_rnn_init_layers(ps, "nn_gru_init", prefix, 3, input_size, hidden, num_layers,
+                              NN_GRU_MAX_LAYERS, dropout, o.bidirectional, g->layer, g->reverse);
 }
 
 int nn_gru_init(nn_gru *g, nn_params *ps, const char *prefix, int input_size, int hidden,
@@ -213,10 +197,7 @@ static ag_tensor *gru_run(const nn_gru *g, const nn_ctx *c, const char *fn, ag_t
                      .dropout = g->dropout,
                      .cell = gru_rnn_cell};
     for (int k = 0; k < g->num_layers; k++)
-        for (int d = 0; d < D; d++) {
-            const nn_gru_layer *L = d ? &g->reverse[k] : &g->layer[k];
-            s.w[k * D + d] = (nn_rnn_w){L->weight_ih, L->weight_hh, L->bias_ih, L->bias_hh};
-        }
+        for (int d = 0; d < D; d++) s.w[k * D + d] = d ? g->reverse[k] : g->layer[k];
     return nn_rnn_run(&s, c, x, lengths, (ag_tensor *[]){h0}, state_out);
 }
 

@@ -42,12 +42,9 @@ extern "C" {
 
 #define NN_GRU_MAX_LAYERS 8
 
-typedef struct nn_gru_layer {
-    ag_tensor *weight_ih; /* (3H, in_k) */
-    ag_tensor *weight_hh; /* (3H, H) */
-    ag_tensor *bias_ih;   /* (3H) */
-    ag_tensor *bias_hh;   /* (3H) */
-} nn_gru_layer;
+/* One direction of layer k (nn_rnn_w, rnn.h): weight_ih (3H, in_k), weight_hh (3H, H),
+ * bias_ih and bias_hh (3H). */
+typedef nn_rnn_w nn_gru_layer;
 
 typedef struct nn_gru {
     int input_size, hidden, num_layers;

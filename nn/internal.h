@@ -14,18 +14,17 @@ int nn_init_check(nn_init init, const char *pname, int ndim, const int *shape, c
 /* Writes "[2, 3]" for (ndim, shape) into buf (always NUL-terminated); returns buf. */
 char *nn_shape_fmt(char *buf, size_t len, int ndim, const int *shape);
 
-/* Registers the four tensors of one direction of a recurrent layer n (suffix "" or "_reverse"),
- * with PyTorch's names and initialisation: weight_ih_l<n><suffix> (gates H, in) and
- * weight_hh_l<n><suffix> (gates H, H) Xavier uniform, bias_ih / bias_hh U(-1/sqrt(H), 1/sqrt(H))
- * (gates: 3 for the GRU, 4 for the LSTM). 0, or -1 (the store's sticky error). */
-int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix, int gates, int in,
-                    int H, ag_tensor **w_ih, ag_tensor **w_hh, ag_tensor **b_ih, ag_tensor **b_hh);
-
-/* nn_gru_init_opts's and nn_lstm_init_opts's checks, fn naming the caller: input_size and
- * hidden > 0, 1 <= num_layers <= max_layers, 0 <= dropout < 1. 0, or -1 after nn_params_fail
- * ("fn 'prefix': num_layers = 9, expected 1 to 8"). */
-int nn_rnn_check_init(nn_params *ps, const char *fn, const char *prefix, int input_size, int hidden,
-                      int num_layers, int max_layers, double dropout);
+/* nn_gru_init_opts's and nn_lstm_init_opts's checks and registrations, fn naming the caller.
+ * Checks input_size and hidden > 0, 1 <= num_layers <= max_layers, 0 <= dropout < 1 (else -1
+ * after nn_params_fail: "fn 'prefix': num_layers = 9, expected 1 to 8"). Then registers, for
+ * each layer n and direction (suffix "", and "_reverse" when bidirectional), PyTorch's tensors
+ * in its order: weight_ih_l<n><suffix> (gates H, in_n) and weight_hh_l<n><suffix> (gates H, H)
+ * Xavier uniform, bias_ih / bias_hh (gates H) U(-1/sqrt(H), 1/sqrt(H)); in_0 = input_size, else
+ * dirs H; gates 3 for the GRU, 4 for the LSTM. They land in layer[n] and reverse[n]. 0, or -1
+ * (the store's sticky error). */
+int nn_rnn_init_layers(nn_params *ps, const char *fn, const char *prefix, int gates, int input_size,
+                       int hidden, int num_layers, int max_layers, double dropout,
+                       bool bidirectional, nn_rnn_w *layer, nn_rnn_w *reverse);
 
 /* Dropout p between two recurrent layers: x itself when not training, p = 0 or x is NULL; else
  * ag_dropout with c->rng, or NULL after reporting "fn: training with dropout p needs

@@ -149,13 +149,6 @@ int nn_lstm_cell_composite(const nn_ctx *c, ag_tensor *gi, ag_tensor *gh, ag_ten
 
 /* ---- the layers ---- */
 
-/* Registers the four tensors of one direction of layer n (suffix "" or "_reverse"). */
-static int register_direction(nn_lstm_layer *L, nn_params *ps, const char *prefix, int n,
-                              const char *suffix, int in, int H) {
-    return nn_rnn_register(ps, prefix, n, suffix, 4, in, H, &L->weight_ih, &L->weight_hh,
-                           &L->bias_ih, &L->bias_hh);
-}
-
 int nn_lstm_init_opts(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
                       int num_layers, double dropout, const nn_rnn_opts *opts) {
     if (!l)
@@ -168,17 +161,8 @@ int nn_lstm_init_opts(nn_lstm *l, nn_params *ps, const char *prefix, int input_s
                    .dropout = dropout,
                    .batch_first = o.batch_first,
                    .bidirectional = o.bidirectional};
-    if (nn_rnn_check_init(ps, "nn_lstm_init", prefix, input_size, hidden, num_layers,
-                          NN_LSTM_MAX_LAYERS, dropout))
-        return -1;
-    const int H = hidden, D = o.bidirectional ? 2 : 1;
-    for (int n = 0; n < num_layers; n++) {
-        const int in = n == 0 ? input_size : D * H;
-        if (register_direction(&l->layer[n], ps, prefix, n, "", in, H)) return -1;
-        if (D == 2 && register_direction(&l->reverse[n], ps, prefix, n, "_reverse", in, H))
-            return -1;
-    }
-    return 0;
+    return nn_rnn_init_layers(ps, "nn_lstm_init", prefix, 4, input_size, hidden, num_layers,
+                              NN_LSTM_MAX_LAYERS, dropout, o.bidirectional, l->layer, l->reverse);
 }
 
 int nn_lstm_init(nn_lstm *l, nn_params *ps, const char *prefix, int input_size, int hidden,
@@ -256,10 +240,7 @@ static ag_tensor *lstm_run(const nn_lstm *l, const nn_ctx *c, const char *fn, ag
                      .dropout = l->dropout,
                      .cell = lstm_rnn_cell};
     for (int k = 0; k < l->num_layers; k++)
-        for (int d = 0; d < s.dirs; d++) {
-            const nn_lstm_layer *L = d ? &l->reverse[k] : &l->layer[k];
-            s.w[k * s.dirs + d] = (nn_rnn_w){L->weight_ih, L->weight_hh, L->bias_ih, L->bias_hh};
-        }
+        for (int d = 0; d < s.dirs; d++) s.w[k * s.dirs + d] = d ? l->reverse[k] : l->layer[k];
     ag_tensor *st[2] = {NULL, NULL};
     ag_tensor *out =
         nn_rnn_run(&s, c, x, lengths, (ag_tensor *[]){h0, c0}, h_out || c_out ? st : NULL);

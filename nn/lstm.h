@@ -49,12 +49,9 @@ extern "C" {
 
 #define NN_LSTM_MAX_LAYERS 8
 
-typedef struct nn_lstm_layer {
-    ag_tensor *weight_ih; /* (4H, in_k) */
-    ag_tensor *weight_hh; /* (4H, H) */
-    ag_tensor *bias_ih;   /* (4H) */
-    ag_tensor *bias_hh;   /* (4H) */
-} nn_lstm_layer;
+/* One direction of layer k (nn_rnn_w, rnn.h): weight_ih (4H, in_k), weight_hh (4H, H),
+ * bias_ih and bias_hh (4H). */
+typedef nn_rnn_w nn_lstm_layer;
 
 typedef struct nn_lstm {
     int input_size, hidden, num_layers;

@@ -219,23 +219,27 @@ ag_tensor *nn_rnn_run(const nn_rnn_spec *s, const nn_ctx *c, ag_tensor *x, const
     return s->batch_first ? ag_contiguous(t, ag_transpose(t, in, 0, 1)) : in;
 }
 
-int nn_rnn_register(nn_params *ps, const char *prefix, int n, const char *suffix, int gates, int in,
-                    int H, ag_tensor **w_ih, ag_tensor **w_hh, ag_tensor **b_ih, ag_tensor **b_hh) {
+/* The four tensors of one direction of layer n (suffix "" or "_reverse"): 0 or -1. */
+static int register_direction(nn_params *ps, const char *prefix, int n, const char *suffix,
+                              int gates, int in, int H, nn_rnn_w *w) {
     const double k = 1.0 / sqrt((double)H);
     char name[48];
     snprintf(name, sizeof name, "weight_ih_l%d%s", n, suffix);
-    *w_ih = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H, in), nn_init_xavier_uniform());
+    w->weight_ih =
+        nn_params_add(ps, prefix, name, AG_SHAPE(gates * H, in), nn_init_xavier_uniform());
     snprintf(name, sizeof name, "weight_hh_l%d%s", n, suffix);
-    *w_hh = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H, H), nn_init_xavier_uniform());
+    w->weight_hh =
+        nn_params_add(ps, prefix, name, AG_SHAPE(gates * H, H), nn_init_xavier_uniform());
     snprintf(name, sizeof name, "bias_ih_l%d%s", n, suffix);
-    *b_ih = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H), nn_init_uniform(-k, k));
+    w->bias_ih = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H), nn_init_uniform(-k, k));
     snprintf(name, sizeof name, "bias_hh_l%d%s", n, suffix);
-    *b_hh = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H), nn_init_uniform(-k, k));
-    return *w_ih && *w_hh && *b_ih && *b_hh ? 0 : -1;
+    w->bias_hh = nn_params_add(ps, prefix, name, AG_SHAPE(gates * H), nn_init_uniform(-k, k));
+    return w->weight_ih && w->weight_hh && w->bias_ih && w->bias_hh ? 0 : -1;
 }
 
-int nn_rnn_check_init(nn_params *ps, const char *fn, const char *prefix, int input_size, int hidden,
-                      int num_layers, int max_layers, double dropout) {
+int nn_rnn_init_layers(nn_params *ps, const char *fn, const char *prefix, int gates, int input_size,
+                       int hidden, int num_layers, int max_layers, double dropout,
+                       bool bidirectional, nn_rnn_w *layer, nn_rnn_w *reverse) {
     const char *p = prefix ? prefix : "(null)";
     if (input_size <= 0 || hidden <= 0)
         return nn_params_fail(ps, "%s '%s': input_size = %d, hidden = %d, expected > 0", fn, p,
@@ -245,6 +249,13 @@ int nn_rnn_check_init(nn_params *ps, const char *fn, const char *prefix, int inp
                               max_layers);
     if (!(dropout >= 0 && dropout < 1))
         return nn_params_fail(ps, "%s '%s': dropout = %g, expected 0 <= p < 1", fn, p, dropout);
+    const int H = hidden, D = bidirectional ? 2 : 1;
+    for (int n = 0; n < num_layers; n++) {
+        const int in = n == 0 ? input_size : D * H;
+        if (register_direction(ps, prefix, n, "", gates, in, H, &layer[n]) ||
+            (D == 2 && register_direction(ps, prefix, n, "_reverse", gates, in, H, &reverse[n])))
+            return -1;
+    }
     return 0;
 }
 
